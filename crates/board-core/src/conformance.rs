@@ -1,0 +1,1138 @@
+//! The store conformance suite, written once against the `Store` trait.
+//!
+//! A backend's test file opens boards through a [`Board`] and expands
+//! [`store_conformance_tests!`] to get every scenario as a named test, including the
+//! races of real threads on separate connections and the random-operation property test
+//! that checks the invariants after every step.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+
+use proptest::prelude::*;
+
+use crate::plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
+use crate::store::{Completion, ReclaimOutcome, Store, StoreError, Termination, Terminator};
+use crate::types::{BlockKind, Outcome, Status, Task, TaskId};
+use crate::{check_invariants, check_step, NewTask, NoWorkers, Refusal};
+
+/// A board under test: every `connect` is a separate connection to the same board.
+pub trait Board: Send + Sync {
+    fn connect(&self) -> Arc<dyn Store>;
+}
+
+/// A fixed clock for scenarios.
+pub const T0: i64 = 1_750_000_000;
+
+fn ready_task(store: &dyn Store, title: &str) -> Task {
+    store.create(&NewTask::titled(title), T0).expect("create")
+}
+
+fn assert_board_ok(store: &dyn Store) {
+    let snapshot = store.snapshot().expect("snapshot");
+    if let Err(v) = check_invariants(&snapshot) {
+        panic!("{v}\n{snapshot:#?}");
+    }
+}
+
+/// Counts its calls, and runs `during` in the middle of the termination.
+struct CountingTerminator<F: Fn()> {
+    calls: AtomicUsize,
+    during: F,
+}
+
+impl<F: Fn()> Terminator for CountingTerminator<F> {
+    fn terminate(&self, _task: &Task) -> Termination {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        (self.during)();
+        Termination::Stopped
+    }
+}
+
+fn counting<F: Fn()>(during: F) -> CountingTerminator<F> {
+    CountingTerminator {
+        calls: AtomicUsize::new(0),
+        during,
+    }
+}
+
+fn event_kinds(store: &dyn Store, id: &TaskId) -> Vec<String> {
+    store
+        .events(&crate::EventFilter {
+            task_id: Some(id.clone()),
+            ..Default::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+/// claim, block(capability), unblock, claim, block(capability): back to triage, two runs.
+pub fn block_loop_sends_task_to_triage(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "flaky capability");
+    let c1 = s.claim(&t.id, 900, T0).unwrap();
+    assert!(s
+        .block(
+            &t.id,
+            Some(BlockKind::Capability),
+            Some("no gpu".into()),
+            Some(c1.run_id),
+            T0
+        )
+        .unwrap());
+    assert_eq!(s.get(&t.id).unwrap().status, Status::Blocked);
+    s.unblock(&t.id, None, T0 + 1).unwrap();
+    let c2 = s.claim(&t.id, 900, T0 + 2).unwrap();
+    assert!(s
+        .block(&t.id, Some(BlockKind::Capability), None, Some(c2.run_id), T0 + 3)
+        .unwrap());
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.status, Status::Triage);
+    assert_eq!(task.block_recurrences, 2);
+    assert_eq!(s.runs(&t.id).unwrap().len(), 2);
+    assert!(event_kinds(&*s, &t.id).contains(&"block_loop_detected".to_owned()));
+    assert_board_ok(&*s);
+}
+
+/// A different kind resets the count; a completion resets it too.
+pub fn block_recurrence_counts_same_kind_only(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "varied blocks");
+    s.claim(&t.id, 900, T0).unwrap();
+    assert!(s
+        .block(&t.id, Some(BlockKind::Capability), None, None, T0)
+        .unwrap());
+    s.unblock(&t.id, None, T0).unwrap();
+    s.claim(&t.id, 900, T0).unwrap();
+    assert!(s
+        .block(&t.id, Some(BlockKind::NeedsInput), None, None, T0)
+        .unwrap());
+    let task = s.get(&t.id).unwrap();
+    assert_eq!((task.status, task.block_recurrences), (Status::Blocked, 1));
+    assert!(s.complete(&t.id, &Completion::default(), T0).unwrap());
+    assert_eq!(s.get(&t.id).unwrap().block_recurrences, 0);
+}
+
+/// A run-guarded block, then a replayed completion of that run: done.
+pub fn replay_completes_after_block(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "journaled work");
+    let c = s.claim(&t.id, 900, T0).unwrap();
+    assert!(s
+        .block(&t.id, None, Some("lost lease".into()), Some(c.run_id), T0 + 1)
+        .unwrap());
+    let replay = Completion {
+        replay_ended_run_id: Some(c.run_id),
+        result: Some("it worked".into()),
+        ..Completion::default()
+    };
+    assert!(s.complete(&t.id, &replay, T0 + 2).unwrap());
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.status, Status::Done);
+    assert_eq!(task.result.as_deref(), Some("it worked"));
+    let runs = s.runs(&t.id).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, Some(Outcome::Completed));
+    assert_board_ok(&*s);
+}
+
+/// The replay after a replacement run was claimed and ended: refused, nothing changes.
+pub fn replay_refused_after_replacement(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "replaced");
+    let c1 = s.claim(&t.id, 900, T0).unwrap();
+    assert!(s.block(&t.id, None, None, Some(c1.run_id), T0).unwrap());
+    s.unblock(&t.id, None, T0).unwrap();
+    let c2 = s.claim(&t.id, 900, T0).unwrap();
+    assert_eq!(
+        s.reclaim(&t.id, Some(c2.run_id), None, &NoWorkers, T0).unwrap(),
+        ReclaimOutcome::Reclaimed
+    );
+    let before = s.snapshot().unwrap();
+    let replay = Completion {
+        replay_ended_run_id: Some(c1.run_id),
+        ..Completion::default()
+    };
+    assert!(!s.complete(&t.id, &replay, T0 + 5).unwrap());
+    assert_eq!(s.snapshot().unwrap(), before, "a refused replay changes nothing");
+    assert_eq!(s.get(&t.id).unwrap().status, Status::Ready);
+}
+
+/// reclaim(expected = current): ready, no current run, the run closed as reclaimed.
+pub fn reclaim_current_run(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "to reclaim");
+    let c = s.claim(&t.id, 900, T0).unwrap();
+    let terminator = counting(|| {});
+    assert_eq!(
+        s.reclaim(
+            &t.id,
+            Some(c.run_id),
+            Some("operator".into()),
+            &terminator,
+            T0 + 1
+        )
+        .unwrap(),
+        ReclaimOutcome::Reclaimed
+    );
+    assert_eq!(terminator.calls.load(Ordering::SeqCst), 1);
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.status, Status::Ready);
+    assert_eq!(task.current_run_id, None);
+    assert_eq!(task.claim_lock, None);
+    let runs = s.runs(&t.id).unwrap();
+    assert_eq!(runs[0].outcome, Some(Outcome::Reclaimed));
+    assert!(runs[0].ended_at.is_some());
+    assert_board_ok(&*s);
+}
+
+/// reclaim(expected = an older run) while a replacement runs: lost, the replacement
+/// untouched, the terminator never called.
+pub fn reclaim_of_older_run_is_refused(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "replacement runs");
+    let c1 = s.claim(&t.id, 900, T0).unwrap();
+    s.reclaim(&t.id, Some(c1.run_id), None, &NoWorkers, T0).unwrap();
+    let c2 = s.claim(&t.id, 900, T0 + 1).unwrap();
+    let before = s.snapshot().unwrap();
+    let terminator = counting(|| {});
+    assert_eq!(
+        s.reclaim(&t.id, Some(c1.run_id), None, &terminator, T0 + 2)
+            .unwrap(),
+        ReclaimOutcome::Lost
+    );
+    assert_eq!(terminator.calls.load(Ordering::SeqCst), 0, "nobody is signalled");
+    assert_eq!(s.snapshot().unwrap(), before);
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.current_run_id, Some(c2.run_id));
+    assert_eq!(task.claim_lock, Some(c2.claim_lock));
+}
+
+/// A terminator that installs a replacement run from another connection while the
+/// reclaim is between its read and its write: the reclaim loses, the replacement stays.
+pub fn reclaim_loses_to_replacement_installed_meanwhile(board: &dyn Board) {
+    let s = board.connect();
+    let other = board.connect();
+    let t = ready_task(&*s, "raced");
+    let c1 = s.claim(&t.id, 900, T0).unwrap();
+    let replacement = std::sync::Mutex::new(None);
+    let terminator = counting(|| {
+        let id = &t.id;
+        assert_eq!(
+            other
+                .reclaim(id, Some(c1.run_id), None, &NoWorkers, T0 + 1)
+                .unwrap(),
+            ReclaimOutcome::Reclaimed
+        );
+        *replacement.lock().unwrap() = Some(other.claim(id, 900, T0 + 1).unwrap());
+    });
+    assert_eq!(
+        s.reclaim(&t.id, Some(c1.run_id), None, &terminator, T0 + 2)
+            .unwrap(),
+        ReclaimOutcome::Lost
+    );
+    let c2 = replacement.into_inner().unwrap().expect("replacement claimed");
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.status, Status::Running);
+    assert_eq!(task.current_run_id, Some(c2.run_id));
+    assert_eq!(task.claim_lock, Some(c2.claim_lock));
+    assert!(s
+        .runs(&t.id)
+        .unwrap()
+        .iter()
+        .any(|r| r.id == c2.run_id && r.is_open()));
+    assert_board_ok(&*s);
+}
+
+/// A worker that survives termination keeps its claim: deferred, extended, recorded.
+pub fn reclaim_defers_while_worker_survives(board: &dyn Board) {
+    struct Stubborn;
+    impl Terminator for Stubborn {
+        fn terminate(&self, _task: &Task) -> Termination {
+            Termination::Survived
+        }
+    }
+    let s = board.connect();
+    let t = ready_task(&*s, "stubborn");
+    let c = s.claim(&t.id, 10, T0).unwrap();
+    assert_eq!(
+        s.reclaim(&t.id, None, None, &Stubborn, T0 + 5).unwrap(),
+        ReclaimOutcome::Deferred
+    );
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.status, Status::Running);
+    assert_eq!(task.current_run_id, Some(c.run_id));
+    assert!(task.claim_expires.unwrap() > T0 + 10);
+    assert!(event_kinds(&*s, &t.id).contains(&"reclaim_deferred".to_owned()));
+}
+
+/// Stale guards change nothing: heartbeat, complete and block naming another run.
+pub fn stale_guards_change_nothing(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "guarded");
+    let c = s.claim(&t.id, 900, T0).unwrap();
+    let before = s.snapshot().unwrap();
+    let stale = c.run_id + 1000;
+    assert!(!s.heartbeat(&t.id, stale, 900, None, T0).unwrap());
+    let guarded = Completion {
+        expected_run_id: Some(stale),
+        ..Completion::default()
+    };
+    assert!(!s.complete(&t.id, &guarded, T0).unwrap());
+    assert!(!s.block(&t.id, None, None, Some(stale), T0).unwrap());
+    assert_eq!(s.snapshot().unwrap(), before);
+    assert!(s
+        .heartbeat(&t.id, c.run_id, 900, Some("alive".into()), T0 + 100)
+        .unwrap());
+    assert_eq!(s.get(&t.id).unwrap().claim_expires, Some(T0 + 1000));
+}
+
+/// A fresh claim resets every lease and heartbeat field.
+pub fn claim_resets_lease_fields(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "leases");
+    let c1 = s.claim(&t.id, 900, T0).unwrap();
+    s.heartbeat(&t.id, c1.run_id, 900, None, T0 + 10).unwrap();
+    s.reclaim(&t.id, None, None, &NoWorkers, T0 + 20).unwrap();
+    let c2 = s.claim(&t.id, 50, T0 + 30).unwrap();
+    assert_ne!(c1.claim_lock, c2.claim_lock);
+    assert!(c2.run_id > c1.run_id);
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.last_heartbeat_at, None);
+    assert_eq!(task.worker_pid, None);
+    assert_eq!(task.claim_expires, Some(T0 + 80));
+    assert_eq!(task.started_at, Some(T0 + 30));
+}
+
+/// Children wait for their parents, and are promoted when the last parent completes.
+pub fn dependencies_hold_and_release(board: &dyn Board) {
+    let s = board.connect();
+    let a = ready_task(&*s, "parent a");
+    let b = ready_task(&*s, "parent b");
+    let child = s
+        .create(
+            &NewTask {
+                parents: vec![a.id.clone(), b.id.clone()],
+                ..NewTask::titled("child")
+            },
+            T0,
+        )
+        .unwrap();
+    assert_eq!(child.status, Status::Todo);
+    assert!(s.claim(&child.id, 900, T0).is_err());
+    s.complete(&a.id, &Completion::default(), T0).unwrap();
+    assert_eq!(s.get(&child.id).unwrap().status, Status::Todo);
+    s.archive(&b.id, T0).unwrap();
+    assert_eq!(s.get(&child.id).unwrap().status, Status::Ready);
+    let unknown = TaskId::from_random([0xde, 0xad, 0xbe, 0xef]);
+    let err = s
+        .create(
+            &NewTask {
+                parents: vec![unknown.clone()],
+                ..NewTask::titled("orphan")
+            },
+            T0,
+        )
+        .unwrap_err();
+    assert_eq!(err, StoreError::Refused(Refusal::NoSuchTask(unknown)));
+    assert_board_ok(&*s);
+}
+
+/// Links refuse self-links, cycles and running children; an open parent sends a ready
+/// child back to todo; unlinking the last open parent promotes it.
+pub fn links_refuse_cycles(board: &dyn Board) {
+    let s = board.connect();
+    let a = ready_task(&*s, "a");
+    let b = ready_task(&*s, "b");
+    let c = ready_task(&*s, "c");
+    s.link(&a.id, &b.id, T0).unwrap();
+    assert_eq!(s.get(&b.id).unwrap().status, Status::Todo);
+    s.link(&b.id, &c.id, T0).unwrap();
+    let before = s.snapshot().unwrap();
+    assert!(matches!(
+        s.link(&c.id, &a.id, T0),
+        Err(StoreError::Refused(Refusal::Cycle { .. }))
+    ));
+    assert!(matches!(
+        s.link(&a.id, &a.id, T0),
+        Err(StoreError::Refused(Refusal::SelfLink(_)))
+    ));
+    assert_eq!(s.snapshot().unwrap(), before);
+    let d = ready_task(&*s, "d");
+    s.claim(&d.id, 900, T0).unwrap();
+    assert!(matches!(
+        s.link(&a.id, &d.id, T0),
+        Err(StoreError::Refused(Refusal::Running { .. }))
+    ));
+    s.unlink(&a.id, &b.id, T0).unwrap();
+    assert_eq!(s.get(&b.id).unwrap().status, Status::Ready);
+    assert!(matches!(
+        s.unlink(&a.id, &b.id, T0),
+        Err(StoreError::Refused(Refusal::NoSuchLink { .. }))
+    ));
+    assert_board_ok(&*s);
+}
+
+/// The dispatcher's finalisers count failures and give up at the limit; a rate-limited
+/// exit counts nothing.
+pub fn failures_count_to_give_up(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "crashy");
+    for _ in 0..2 {
+        let c = s.claim(&t.id, 900, T0).unwrap();
+        let limited = s
+            .end_run(
+                &t.id,
+                c.run_id,
+                &c.claim_lock,
+                Outcome::RateLimited,
+                None,
+                serde_json::json!({}),
+                2,
+                T0,
+            )
+            .unwrap();
+        assert!(limited);
+    }
+    assert_eq!(s.get(&t.id).unwrap().consecutive_failures, 0);
+    let c = s.claim(&t.id, 900, T0).unwrap();
+    let detail = serde_json::json!({ "exit_code": 3, "signal": null });
+    assert!(s
+        .end_run(
+            &t.id,
+            c.run_id,
+            &c.claim_lock,
+            Outcome::Crashed,
+            Some("boom".into()),
+            detail.clone(),
+            2,
+            T0
+        )
+        .unwrap());
+    assert_eq!(s.get(&t.id).unwrap().status, Status::Ready);
+    assert!(
+        !s.end_run(
+            &t.id,
+            c.run_id,
+            &c.claim_lock,
+            Outcome::Crashed,
+            None,
+            detail.clone(),
+            2,
+            T0
+        )
+        .unwrap(),
+        "a second finaliser of the same run loses"
+    );
+    let c = s.claim(&t.id, 900, T0).unwrap();
+    assert!(s
+        .end_run(
+            &t.id,
+            c.run_id,
+            &c.claim_lock,
+            Outcome::Crashed,
+            Some("boom".into()),
+            detail,
+            2,
+            T0
+        )
+        .unwrap());
+    let task = s.get(&t.id).unwrap();
+    assert_eq!(task.status, Status::Blocked);
+    assert_eq!(task.consecutive_failures, 2);
+    assert!(event_kinds(&*s, &t.id).contains(&"gave_up".to_owned()));
+    assert_board_ok(&*s);
+}
+
+/// Idempotency keys return the first task instead of a second one.
+pub fn idempotent_create(board: &dyn Board) {
+    let s = board.connect();
+    let request = NewTask {
+        idempotency_key: Some("job-42".into()),
+        ..NewTask::titled("once")
+    };
+    let a = s.create(&request, T0).unwrap();
+    let b = s.create(&request, T0 + 1).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(s.snapshot().unwrap().tasks.len(), 1);
+}
+
+/// Edits bump the revision and clear a decomposition park; done tasks refuse edits.
+pub fn edit_assign_and_archive(board: &dyn Board) {
+    let s = board.connect();
+    let t = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("rough")
+            },
+            T0,
+        )
+        .unwrap();
+    let policy = crate::RetryPolicy {
+        base_seconds: 30,
+        failure_limit: 1,
+    };
+    let parked = s
+        .record_decompose_failure(&t.id, "malformed reply", policy, 0.0, T0)
+        .unwrap();
+    assert!(parked.decompose_parked);
+    let edited = s
+        .edit(&t.id, Some("sharper".into()), None, Some(5), T0 + 1)
+        .unwrap();
+    assert_eq!((edited.revision, edited.priority), (1, 5));
+    assert!(!edited.decompose_parked);
+    assert_eq!(edited.decompose_failures, 0);
+    let assigned = s.assign(&t.id, Some("coder".into()), T0).unwrap();
+    assert_eq!(assigned.revision, 2);
+    let r = ready_task(&*s, "running");
+    s.claim(&r.id, 900, T0).unwrap();
+    assert!(matches!(
+        s.assign(&r.id, None, T0),
+        Err(StoreError::Refused(Refusal::Running { .. }))
+    ));
+    let archived = s.archive(&r.id, T0).unwrap();
+    assert_eq!(archived.status, Status::Archived);
+    assert_eq!(s.runs(&r.id).unwrap()[0].outcome, Some(Outcome::Reclaimed));
+    assert!(s.edit(&r.id, Some("x".into()), None, None, T0).is_err());
+    assert!(s.archive(&r.id, T0).is_err());
+    assert_board_ok(&*s);
+}
+
+/// The automatic decomposition guards and the commit of both plan shapes.
+pub fn decomposition_commits_and_guards(board: &dyn Board) {
+    let s = board.connect();
+    let settings = PlanSettings {
+        orchestrator: "lead".into(),
+        ..PlanSettings::default()
+    };
+    let card = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("build a thing")
+            },
+            T0,
+        )
+        .unwrap();
+    let due = s.due_triage(T0, 10).unwrap();
+    assert_eq!(due.iter().map(|t| &t.id).collect::<Vec<_>>(), vec![&card.id]);
+    let basis = PlanBasis::of(&s.facts(&card.id).unwrap());
+    let planned = |title: &str, parents: Vec<usize>| PlannedTask {
+        title: title.into(),
+        body: String::new(),
+        assignee: "default".into(),
+        parents,
+    };
+    let plan = Plan::Fanout {
+        rationale: None,
+        tasks: vec![
+            planned("one", vec![]),
+            planned("two", vec![]),
+            planned("three", vec![0]),
+        ],
+    };
+    let committed = s
+        .commit_plan(&card.id, basis, Mode::Automatic, &plan, &settings, T0 + 1)
+        .unwrap();
+    assert_eq!(committed.child_ids.len(), 3);
+    let root = s.get(&card.id).unwrap();
+    assert_eq!(root.status, Status::Todo);
+    assert_eq!(root.assignee.as_deref(), Some("lead"));
+    let kids: Vec<Status> = committed
+        .child_ids
+        .iter()
+        .map(|id| s.get(id).unwrap().status)
+        .collect();
+    assert_eq!(kids, vec![Status::Ready, Status::Ready, Status::Todo]);
+    let parents_of_third: Vec<TaskId> = s
+        .parents(&committed.child_ids[2])
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(parents_of_third, vec![committed.child_ids[0].clone()]);
+    let root_parents: BTreeSet<TaskId> = s.parents(&card.id).unwrap().into_iter().map(|t| t.id).collect();
+    assert_eq!(root_parents, committed.child_ids.iter().cloned().collect());
+    let decomposed: Vec<_> = s
+        .events(&crate::EventFilter {
+            task_id: Some(card.id.clone()),
+            ..Default::default()
+        })
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "decomposed")
+        .collect();
+    assert_eq!(decomposed.len(), 1);
+    assert_eq!(
+        decomposed[0].payload["child_ids"],
+        serde_json::json!(committed.child_ids)
+    );
+    // Never twice.
+    assert!(s
+        .commit_plan(&card.id, basis, Mode::Manual, &plan, &settings, T0 + 2)
+        .is_err());
+
+    // A card that gained a run while the model answered is not decomposed.
+    let busy = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("busy")
+            },
+            T0,
+        )
+        .unwrap();
+    let basis = PlanBasis::of(&s.facts(&busy.id).unwrap());
+    s.edit(&busy.id, Some("busy, edited".into()), None, None, T0)
+        .unwrap();
+    let single = Plan::Single {
+        title: "tight".into(),
+        body: "b".into(),
+        assignee: None,
+    };
+    let before = s.snapshot().unwrap();
+    assert_eq!(
+        s.commit_plan(&busy.id, basis, Mode::Automatic, &single, &settings, T0)
+            .unwrap_err(),
+        StoreError::Refused(Refusal::InputChanged(busy.id.clone()))
+    );
+    assert_eq!(s.snapshot().unwrap(), before);
+    let basis = PlanBasis::of(&s.facts(&busy.id).unwrap());
+    let spec = s
+        .commit_plan(&busy.id, basis, Mode::Automatic, &single, &settings, T0)
+        .unwrap();
+    assert_eq!(
+        (spec.root.status, spec.root.title.as_str()),
+        (Status::Ready, "tight")
+    );
+
+    // Over the cap: rejected whole, nothing written.
+    let wide = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("wide")
+            },
+            T0,
+        )
+        .unwrap();
+    let basis = PlanBasis::of(&s.facts(&wide.id).unwrap());
+    let huge = Plan::Fanout {
+        rationale: None,
+        tasks: (0..500).map(|i| planned(&format!("t{i}"), vec![])).collect(),
+    };
+    let before = s.snapshot().unwrap();
+    let err = s
+        .commit_plan(&wide.id, basis, Mode::Manual, &huge, &settings, T0)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("reply has 500 tasks, limit is 16"),
+        "{err}"
+    );
+    assert_eq!(s.snapshot().unwrap(), before);
+
+    // Failures back off, then park; a parked or cooling card is not due.
+    let policy = crate::RetryPolicy::default();
+    let t = s
+        .record_decompose_failure(&wide.id, "HTTP 500", policy, 0.0, T0)
+        .unwrap();
+    assert_eq!(t.decompose_next_attempt_at, Some(T0 + 30));
+    assert!(s.due_triage(T0 + 29, 10).unwrap().iter().all(|d| d.id != wide.id));
+    assert!(s.due_triage(T0 + 30, 10).unwrap().iter().any(|d| d.id == wide.id));
+    s.record_decompose_failure(&wide.id, "HTTP 500", policy, 0.0, T0 + 30)
+        .unwrap();
+    let t = s
+        .record_decompose_failure(&wide.id, "HTTP 500", policy, 0.0, T0 + 90)
+        .unwrap();
+    assert!(t.decompose_parked);
+    assert!(s
+        .due_triage(T0 + 100_000, 10)
+        .unwrap()
+        .iter()
+        .all(|d| d.id != wide.id));
+    s.clear_decompose_failures(&wide.id, T0).unwrap();
+    assert!(s.due_triage(T0, 10).unwrap().iter().any(|d| d.id == wide.id));
+    assert_board_ok(&*s);
+}
+
+/// A card with execution history is never due and never committed automatically.
+pub fn history_blocks_automatic_decomposition(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "ran before");
+    for _ in 0..2 {
+        s.claim(&t.id, 900, T0).unwrap();
+        s.block(&t.id, Some(BlockKind::Capability), None, None, T0)
+            .unwrap();
+        if s.get(&t.id).unwrap().status == Status::Blocked {
+            s.unblock(&t.id, None, T0).unwrap();
+        }
+    }
+    assert_eq!(s.get(&t.id).unwrap().status, Status::Triage);
+    assert!(s.due_triage(T0, 10).unwrap().is_empty());
+    let facts = s.facts(&t.id).unwrap();
+    let err = crate::plan::automatic_guard(&facts, T0).unwrap_err();
+    assert!(err.to_string().contains("execution history"), "{err}");
+    let single = Plan::Single {
+        title: "again".into(),
+        body: String::new(),
+        assignee: None,
+    };
+    let basis = PlanBasis::of(&facts);
+    let err = s
+        .commit_plan(
+            &t.id,
+            basis,
+            Mode::Automatic,
+            &single,
+            &PlanSettings::default(),
+            T0,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("gained execution history"), "{err}");
+    let ok = s
+        .commit_plan(&t.id, basis, Mode::Manual, &single, &PlanSettings::default(), T0)
+        .unwrap();
+    assert_eq!(ok.root.status, Status::Ready);
+}
+
+/// Comments, runs and events read back in order; unknown ids are refused.
+pub fn reads_and_unknown_ids(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "talked about");
+    s.comment(&t.id, Some("ana"), "looks good", T0).unwrap();
+    s.comment(&t.id, None, "second", T0 + 1).unwrap();
+    let comments = s.comments(&t.id).unwrap();
+    assert_eq!(
+        comments.iter().map(|c| c.body.as_str()).collect::<Vec<_>>(),
+        ["looks good", "second"]
+    );
+    let unknown = TaskId::from_random([1, 2, 3, 4]);
+    let missing = StoreError::Refused(Refusal::NoSuchTask(unknown.clone()));
+    assert_eq!(s.get(&unknown).unwrap_err(), missing);
+    assert_eq!(s.claim(&unknown, 900, T0).unwrap_err(), missing);
+    assert_eq!(s.runs(&unknown).unwrap_err(), missing);
+    assert_eq!(s.comment(&unknown, None, "x", T0).unwrap_err(), missing);
+    let all = s.events(&crate::EventFilter::default()).unwrap();
+    assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+    let tail = s
+        .events(&crate::EventFilter {
+            after_id: all[1].id,
+            limit: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(tail, vec![all[2].clone()]);
+}
+
+/// A reclaim and a completion of the same run race from two threads on two connections,
+/// `rounds` times: exactly one wins each time, and the board stays consistent.
+pub fn reclaim_and_complete_race(board: &dyn Board, rounds: usize) {
+    let s = board.connect();
+    for round in 0..rounds {
+        let t = ready_task(&*s, &format!("race {round}"));
+        let c = s.claim(&t.id, 900, T0).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let (a, b) = (board.connect(), board.connect());
+        let (id_a, id_b) = (t.id.clone(), t.id.clone());
+        let (bar_a, bar_b) = (barrier.clone(), barrier);
+        let run_id = c.run_id;
+        let reclaimer = std::thread::spawn(move || {
+            bar_a.wait();
+            a.reclaim(&id_a, Some(run_id), None, &NoWorkers, T0 + 1).unwrap() == ReclaimOutcome::Reclaimed
+        });
+        let completer = std::thread::spawn(move || {
+            bar_b.wait();
+            let guarded = Completion {
+                expected_run_id: Some(run_id),
+                ..Completion::default()
+            };
+            b.complete(&id_b, &guarded, T0 + 1).unwrap()
+        });
+        let (reclaimed, completed) = (reclaimer.join().unwrap(), completer.join().unwrap());
+        assert!(
+            reclaimed ^ completed,
+            "round {round}: reclaimed={reclaimed} completed={completed}"
+        );
+        let task = s.get(&t.id).unwrap();
+        let expected = if completed { Status::Done } else { Status::Ready };
+        assert_eq!(task.status, expected);
+        assert_eq!(task.current_run_id, None);
+        let runs = s.runs(&t.id).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert!(!runs[0].is_open());
+    }
+    assert_board_ok(&*s);
+}
+
+/// `threads` connections claim the same `tasks` ready tasks: each is claimed exactly once,
+/// no error surfaces, no run is orphaned.
+pub fn concurrent_claims(board: &dyn Board, threads: usize, tasks: usize) {
+    let s = board.connect();
+    let ids: Vec<TaskId> = (0..tasks)
+        .map(|i| ready_task(&*s, &format!("job {i}")).id)
+        .collect();
+    let ids = Arc::new(ids);
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (store, ids, barrier) = (board.connect(), ids.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut won = Vec::new();
+                for id in ids.iter() {
+                    match store.claim(id, 900, T0) {
+                        Ok(c) => won.push(c.run_id),
+                        Err(StoreError::Refused(Refusal::WrongStatus { .. })) => {}
+                        Err(e) => panic!("claim of {id} surfaced an error: {e}"),
+                    }
+                }
+                won
+            })
+        })
+        .collect();
+    let mut runs: Vec<i64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    assert_eq!(runs.len(), tasks, "every task claimed exactly once");
+    runs.sort_unstable();
+    runs.dedup();
+    assert_eq!(runs.len(), tasks);
+    let snapshot = s.snapshot().unwrap();
+    assert_eq!(snapshot.runs.len(), tasks, "no orphan run");
+    assert!(snapshot.tasks.iter().all(|t| t.status == Status::Running));
+    assert_board_ok(&*s);
+}
+
+/// One step of a random operation sequence. Indices pick among existing tasks.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Create {
+        parent: Option<usize>,
+        triage: bool,
+        priority: i64,
+    },
+    Claim(usize),
+    Heartbeat(usize, Guard),
+    Complete(usize, Guard),
+    Replay(usize),
+    Block(usize, Option<BlockKind>, Guard),
+    Unblock(usize),
+    Reclaim(usize, Guard),
+    EndRun(usize, Outcome),
+    Archive(usize),
+    Edit(usize),
+    Assign(usize),
+    Link(usize, usize),
+    Unlink(usize, usize),
+    PromoteReady,
+    Decompose {
+        task: usize,
+        children: usize,
+        edge: bool,
+        mode: Mode,
+    },
+    DecomposeFailed(usize),
+}
+
+/// Which run a guarded call names.
+#[derive(Clone, Copy, Debug)]
+pub enum Guard {
+    None,
+    Current,
+    Stale,
+}
+
+fn guard_strategy() -> impl Strategy<Value = Guard> {
+    prop_oneof![Just(Guard::None), Just(Guard::Current), Just(Guard::Stale)]
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let idx = 0usize..8;
+    let kind = prop_oneof![
+        Just(None),
+        Just(Some(BlockKind::Dependency)),
+        Just(Some(BlockKind::NeedsInput)),
+        Just(Some(BlockKind::Capability)),
+        Just(Some(BlockKind::Transient)),
+    ];
+    let outcome = prop_oneof![
+        Just(Outcome::Crashed),
+        Just(Outcome::TimedOut),
+        Just(Outcome::Stale),
+        Just(Outcome::RateLimited),
+        Just(Outcome::ProtocolViolation),
+        Just(Outcome::SpawnFailed),
+    ];
+    prop_oneof![
+        3 => (proptest::option::of(idx.clone()), any::<bool>(), -2i64..3)
+            .prop_map(|(parent, triage, priority)| Op::Create { parent, triage, priority }),
+        4 => idx.clone().prop_map(Op::Claim),
+        1 => (idx.clone(), guard_strategy()).prop_map(|(i, g)| Op::Heartbeat(i, g)),
+        3 => (idx.clone(), guard_strategy()).prop_map(|(i, g)| Op::Complete(i, g)),
+        1 => idx.clone().prop_map(Op::Replay),
+        3 => (idx.clone(), kind, guard_strategy()).prop_map(|(i, k, g)| Op::Block(i, k, g)),
+        2 => idx.clone().prop_map(Op::Unblock),
+        2 => (idx.clone(), guard_strategy()).prop_map(|(i, g)| Op::Reclaim(i, g)),
+        2 => (idx.clone(), outcome).prop_map(|(i, o)| Op::EndRun(i, o)),
+        1 => idx.clone().prop_map(Op::Archive),
+        1 => idx.clone().prop_map(Op::Edit),
+        1 => idx.clone().prop_map(Op::Assign),
+        2 => (idx.clone(), idx.clone()).prop_map(|(a, b)| Op::Link(a, b)),
+        1 => (idx.clone(), idx.clone()).prop_map(|(a, b)| Op::Unlink(a, b)),
+        1 => Just(Op::PromoteReady),
+        2 => (idx.clone(), 1usize..5, any::<bool>(), prop_oneof![Just(Mode::Manual), Just(Mode::Automatic)])
+            .prop_map(|(task, children, edge, mode)| Op::Decompose { task, children, edge, mode }),
+        1 => idx.prop_map(Op::DecomposeFailed),
+    ]
+}
+
+/// Random operation sequences of up to `max_len` steps.
+pub fn ops_strategy(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(op_strategy(), 1..max_len)
+}
+
+/// Applies one op; `Ok(true)` when the board accepted it, `Ok(false)` for a refusal
+/// or a lost guard, `Err` for a storage failure.
+fn apply_op(s: &dyn Store, ids: &mut Vec<TaskId>, op: &Op, now: i64) -> Result<bool, StoreError> {
+    let pick = |i: usize| ids.get(i % ids.len().max(1)).cloned();
+    let guard = |id: &TaskId, g: Guard| -> Result<Option<i64>, StoreError> {
+        let t = s.get(id)?;
+        Ok(match g {
+            Guard::None => None,
+            Guard::Current => t.current_run_id,
+            Guard::Stale => Some(t.current_run_id.unwrap_or(0) + 7),
+        })
+    };
+    let accepted = |r: Result<bool, StoreError>| match r {
+        Ok(b) => Ok(b),
+        Err(StoreError::Refused(_)) => Ok(false),
+        Err(e) => Err(e),
+    };
+    let done = |r: Result<(), StoreError>| accepted(r.map(|_| true));
+    if ids.is_empty() && !matches!(op, Op::Create { .. }) {
+        return Ok(false);
+    }
+    match op {
+        Op::Create {
+            parent,
+            triage,
+            priority,
+        } => {
+            let request = NewTask {
+                parents: parent.and_then(pick).into_iter().collect(),
+                triage: *triage,
+                priority: *priority,
+                ..NewTask::titled(format!("task {}", ids.len()))
+            };
+            match s.create(&request, now) {
+                Ok(t) => {
+                    ids.push(t.id);
+                    Ok(true)
+                }
+                Err(e) => accepted(Err(e)),
+            }
+        }
+        Op::Claim(i) => done(s.claim(&pick(*i).unwrap(), 100, now).map(|_| ())),
+        Op::Heartbeat(i, g) => {
+            let id = pick(*i).unwrap();
+            let run = guard(&id, *g)?.unwrap_or(0);
+            accepted(s.heartbeat(&id, run, 100, None, now))
+        }
+        Op::Complete(i, g) => {
+            let id = pick(*i).unwrap();
+            let c = Completion {
+                expected_run_id: guard(&id, *g)?,
+                summary: Some("ok".into()),
+                ..Completion::default()
+            };
+            accepted(s.complete(&id, &c, now))
+        }
+        Op::Replay(i) => {
+            let id = pick(*i).unwrap();
+            let newest = s.runs(&id)?.last().map(|r| r.id);
+            let c = Completion {
+                replay_ended_run_id: Some(newest.unwrap_or(1)),
+                ..Completion::default()
+            };
+            accepted(s.complete(&id, &c, now))
+        }
+        Op::Block(i, kind, g) => {
+            let id = pick(*i).unwrap();
+            let expected = guard(&id, *g)?;
+            accepted(s.block(&id, *kind, Some("stuck".into()), expected, now))
+        }
+        Op::Unblock(i) => done(s.unblock(&pick(*i).unwrap(), None, now).map(|_| ())),
+        Op::Reclaim(i, g) => {
+            let id = pick(*i).unwrap();
+            let expected = guard(&id, *g)?;
+            accepted(
+                s.reclaim(&id, expected, None, &NoWorkers, now)
+                    .map(|o| o == ReclaimOutcome::Reclaimed),
+            )
+        }
+        Op::EndRun(i, outcome) => {
+            let t = s.get(&pick(*i).unwrap())?;
+            let (Some(run), Some(lock)) = (t.current_run_id, t.claim_lock.clone()) else {
+                return Ok(false);
+            };
+            accepted(s.end_run(
+                &t.id,
+                run,
+                &lock,
+                *outcome,
+                Some("exit".into()),
+                serde_json::json!({}),
+                2,
+                now,
+            ))
+        }
+        Op::Archive(i) => done(s.archive(&pick(*i).unwrap(), now).map(|_| ())),
+        Op::Edit(i) => done(
+            s.edit(
+                &pick(*i).unwrap(),
+                Some(format!("edited {now}")),
+                None,
+                Some(1),
+                now,
+            )
+            .map(|_| ()),
+        ),
+        Op::Assign(i) => done(
+            s.assign(&pick(*i).unwrap(), Some("coder".into()), now)
+                .map(|_| ()),
+        ),
+        Op::Link(a, b) => done(s.link(&pick(*a).unwrap(), &pick(*b).unwrap(), now)),
+        Op::Unlink(a, b) => done(s.unlink(&pick(*a).unwrap(), &pick(*b).unwrap(), now)),
+        Op::PromoteReady => accepted(s.promote_ready(now).map(|p| !p.is_empty())),
+        Op::Decompose {
+            task,
+            children,
+            edge,
+            mode,
+        } => {
+            let id = pick(*task).unwrap();
+            let basis = PlanBasis::of(&s.facts(&id)?);
+            let plan = if *children == 1 {
+                Plan::Single {
+                    title: "tightened".into(),
+                    body: "b".into(),
+                    assignee: Some("coder".into()),
+                }
+            } else {
+                Plan::Fanout {
+                    rationale: None,
+                    tasks: (0..*children)
+                        .map(|c| PlannedTask {
+                            title: format!("child {c}"),
+                            body: String::new(),
+                            assignee: "default".into(),
+                            parents: if *edge && c > 0 { vec![c - 1] } else { vec![] },
+                        })
+                        .collect(),
+                }
+            };
+            match s.commit_plan(&id, basis, *mode, &plan, &PlanSettings::default(), now) {
+                Ok(c) => {
+                    ids.extend(c.child_ids);
+                    Ok(true)
+                }
+                Err(e) => accepted(Err(e)),
+            }
+        }
+        Op::DecomposeFailed(i) => {
+            let policy = crate::RetryPolicy::default();
+            done(
+                s.record_decompose_failure(&pick(*i).unwrap(), "bad reply", policy, 0.0, now)
+                    .map(|_| ()),
+            )
+        }
+    }
+}
+
+/// Runs `ops` against a fresh board, checking every invariant after every step, and
+/// that a refused or lost operation changed nothing.
+pub fn run_ops(board: &dyn Board, ops: &[Op]) -> Result<(), TestCaseError> {
+    let s = board.connect();
+    let mut ids = Vec::new();
+    let mut before = s.snapshot().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    for (step, op) in ops.iter().enumerate() {
+        let now = T0 + step as i64;
+        let accepted =
+            apply_op(&*s, &mut ids, op, now).map_err(|e| TestCaseError::fail(format!("{op:?}: {e}")))?;
+        let after = s.snapshot().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        check_invariants(&after)
+            .map_err(|v| TestCaseError::fail(format!("after step {step} {op:?}: {v}")))?;
+        check_step(&before, &after)
+            .map_err(|v| TestCaseError::fail(format!("after step {step} {op:?}: {v}")))?;
+        if !accepted && !matches!(op, Op::PromoteReady) {
+            prop_assert_eq!(
+                &before,
+                &after,
+                "refused step {} {:?} changed the board",
+                step,
+                op
+            );
+        }
+        before = after;
+    }
+    Ok(())
+}
+
+/// Expands to one `#[test]` per conformance scenario, plus the property test with
+/// `$cases` random sequences. `$board` is an expression that makes a fresh [`Board`].
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($board:expr, cases = $cases:expr, race_rounds = $rounds:expr) => {
+        $crate::store_conformance_tests!(@each $board;
+            block_loop_sends_task_to_triage,
+            block_recurrence_counts_same_kind_only,
+            replay_completes_after_block,
+            replay_refused_after_replacement,
+            reclaim_current_run,
+            reclaim_of_older_run_is_refused,
+            reclaim_loses_to_replacement_installed_meanwhile,
+            reclaim_defers_while_worker_survives,
+            stale_guards_change_nothing,
+            claim_resets_lease_fields,
+            dependencies_hold_and_release,
+            links_refuse_cycles,
+            failures_count_to_give_up,
+            idempotent_create,
+            edit_assign_and_archive,
+            decomposition_commits_and_guards,
+            history_blocks_automatic_decomposition,
+            reads_and_unknown_ids,
+        );
+
+        #[test]
+        fn reclaim_and_complete_race() {
+            $crate::conformance::reclaim_and_complete_race(&$board, $rounds);
+        }
+
+        #[test]
+        fn eight_threads_claim_one_hundred_tasks() {
+            $crate::conformance::concurrent_claims(&$board, 8, 100);
+        }
+
+        proptest::proptest! {
+            #![proptest_config(proptest::prelude::ProptestConfig {
+                cases: $cases,
+                failure_persistence: None,
+                ..proptest::prelude::ProptestConfig::default()
+            })]
+            #[test]
+            fn invariants_hold_after_every_step(ops in $crate::conformance::ops_strategy(40)) {
+                $crate::conformance::run_ops(&$board, &ops)?;
+            }
+        }
+    };
+    (@each $board:expr; $($name:ident,)+) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::conformance::$name(&$board);
+            }
+        )+
+    };
+}

@@ -1,0 +1,217 @@
+//! Transitions that touch more than one task: create (with parents), link and unlink.
+//!
+//! The store supplies the facts it alone can compute cheaply (does a path already lead
+//! from the child to the parent? does the link exist?); the core decides.
+
+use serde_json::json;
+
+use crate::refusal::Refusal;
+use crate::transition::{Change, NewEvent, TaskFacts};
+use crate::types::{Link, Status, Task, TaskId, Timestamp};
+
+/// The longest title the board stores, in characters.
+pub const TITLE_MAX_CHARS: usize = 10_000;
+
+/// A request to create a task.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewTask {
+    pub title: String,
+    pub body: String,
+    pub assignee: Option<String>,
+    pub priority: i64,
+    pub created_by: Option<String>,
+    pub triage: bool,
+    pub parents: Vec<TaskId>,
+    pub idempotency_key: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+}
+
+impl NewTask {
+    pub fn titled(title: impl Into<String>) -> NewTask {
+        NewTask {
+            title: title.into(),
+            ..NewTask::default()
+        }
+    }
+}
+
+/// A new task row with its links to its parents and its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Created {
+    pub task: Task,
+    pub links: Vec<Link>,
+    pub events: Vec<NewEvent>,
+}
+
+/// A blank task row with every counter and lease field empty.
+pub fn blank_task(id: TaskId, title: String, status: Status, now: Timestamp) -> Task {
+    Task {
+        id,
+        title,
+        body: String::new(),
+        assignee: None,
+        status,
+        priority: 0,
+        created_by: None,
+        created_at: now,
+        updated_at: now,
+        started_at: None,
+        completed_at: None,
+        result: None,
+        current_run_id: None,
+        claim_lock: None,
+        claim_expires: None,
+        worker_pid: None,
+        last_heartbeat_at: None,
+        block_kind: None,
+        block_recurrences: 0,
+        consecutive_failures: 0,
+        last_failure_error: None,
+        max_runtime_seconds: None,
+        idempotency_key: None,
+        revision: 0,
+        decompose_failures: 0,
+        decompose_next_attempt_at: None,
+        decompose_parked: false,
+        decompose_last_error: None,
+    }
+}
+
+/// Refuses a title a task cannot carry.
+pub fn check_title(title: &str) -> Result<(), Refusal> {
+    if title.trim().is_empty() {
+        return Err(Refusal::BlankTitle);
+    }
+    if title.chars().count() > TITLE_MAX_CHARS {
+        return Err(Refusal::Invalid(format!(
+            "a title is at most {TITLE_MAX_CHARS} characters; use the body for long text"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates a task under `parents` (already resolved by the store, in request order).
+pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -> Result<Created, Refusal> {
+    check_title(&request.title)?;
+    if let Some(max) = request.max_runtime_seconds {
+        if max <= 0 {
+            return Err(Refusal::Invalid(format!(
+                "max runtime must be positive, got {max}"
+            )));
+        }
+    }
+    let mut parent_ids: Vec<TaskId> = Vec::new();
+    for parent in parents {
+        if !parent_ids.contains(&parent.id) {
+            parent_ids.push(parent.id.clone());
+        }
+    }
+    let any_open = parents.iter().any(|p| !p.status.releases_children());
+    let status = if request.triage {
+        Status::Triage
+    } else if any_open {
+        Status::Todo
+    } else {
+        Status::Ready
+    };
+    let mut task = blank_task(id.clone(), request.title.clone(), status, now);
+    task.body = request.body.clone();
+    task.assignee = request.assignee.clone();
+    task.priority = request.priority;
+    task.created_by = request.created_by.clone();
+    task.max_runtime_seconds = request.max_runtime_seconds;
+    task.idempotency_key = request.idempotency_key.clone();
+    let mut events = vec![NewEvent::new(
+        "created",
+        None,
+        json!({ "status": status, "parents": parent_ids, "assignee": request.assignee }),
+    )];
+    let links = parent_ids
+        .iter()
+        .map(|p| {
+            events.push(NewEvent::new("linked", None, json!({ "parent": p })));
+            Link {
+                parent_id: p.clone(),
+                child_id: id.clone(),
+            }
+        })
+        .collect();
+    Ok(Created { task, links, events })
+}
+
+/// Links `parent -> child`. `child_reaches_parent` is whether a path of links already
+/// leads from the child down to the parent (the new link would close a cycle).
+/// The change is on the child, which goes back to `todo` when it was `ready` and the
+/// parent is still open.
+pub fn link(
+    parent: &Task,
+    child: &TaskFacts,
+    child_reaches_parent: bool,
+    exists: bool,
+    now: Timestamp,
+) -> Result<Change, Refusal> {
+    let c = &child.task;
+    if parent.id == c.id {
+        return Err(Refusal::SelfLink(c.id.clone()));
+    }
+    if exists {
+        return Err(Refusal::Unchanged(c.id.clone()));
+    }
+    if child_reaches_parent {
+        return Err(Refusal::Cycle {
+            parent: parent.id.clone(),
+            child: c.id.clone(),
+        });
+    }
+    if c.status == Status::Running {
+        return Err(Refusal::Running {
+            id: c.id.clone(),
+            op: "link",
+        });
+    }
+    let mut task = c.clone();
+    if task.status == Status::Ready && !parent.status.releases_children() {
+        task.status = Status::Todo;
+    }
+    task.updated_at = now;
+    Ok(Change {
+        events: vec![NewEvent::new(
+            "linked",
+            None,
+            json!({ "parent": parent.id, "status": task.status }),
+        )],
+        task,
+        runs: Vec::new(),
+        wake_children: false,
+    })
+}
+
+/// Removes `parent -> child`. `child_after` holds the child's facts as they are once
+/// the link is gone; a `todo` child with no open parent left is promoted.
+pub fn unlink(
+    parent_id: &TaskId,
+    child_after: &TaskFacts,
+    exists: bool,
+    now: Timestamp,
+) -> Result<Change, Refusal> {
+    let c = &child_after.task;
+    if !exists {
+        return Err(Refusal::NoSuchLink {
+            parent: parent_id.clone(),
+            child: c.id.clone(),
+        });
+    }
+    let mut task = c.clone();
+    task.updated_at = now;
+    let mut events = vec![NewEvent::new("unlinked", None, json!({ "parent": parent_id }))];
+    if task.status == Status::Todo && child_after.open_parents == 0 {
+        task.status = Status::Ready;
+        events.push(NewEvent::new("promoted", None, json!({})));
+    }
+    Ok(Change {
+        task,
+        runs: Vec::new(),
+        events,
+        wake_children: false,
+    })
+}

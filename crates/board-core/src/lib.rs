@@ -1,0 +1,42 @@
+//! The kanban board's pure core: its vocabulary, every transition of its state machine,
+//! the invariants, and the `Store` trait every backend implements.
+//!
+//! Nothing here does I/O, reads a clock or draws a random number: time and new ids are
+//! arguments. A store reads the facts of a task, asks [`transition::decide`] (or
+//! [`graph`], [`plan`]) what to do, and applies the answer atomically.
+//!
+//! ```
+//! use board_core::{memory::MemStore, NewTask, Status, Store};
+//!
+//! let board = MemStore::new();
+//! let task = board.create(&NewTask::titled("write the release notes"), 1_700_000_000).unwrap();
+//! assert_eq!(task.status, Status::Ready);
+//! let claim = board.claim(&task.id, 900, 1_700_000_001).unwrap();
+//! assert_eq!(claim.task.status, Status::Running);
+//! ```
+
+pub mod graph;
+pub mod invariants;
+pub mod memory;
+pub mod plan;
+pub mod refusal;
+pub mod store;
+pub mod transition;
+pub mod types;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use graph::NewTask;
+pub use invariants::{check_invariants, check_step, Violation};
+pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
+pub use refusal::Refusal;
+pub use store::{
+    Claim, Committed, Completion, EventFilter, NewLlmCall, NoWorkers, ReclaimOutcome, RetryPolicy, Store,
+    StoreError, StoreResult, TaskFilter, Termination, Terminator,
+};
+pub use transition::{Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
+pub use types::{
+    BlockKind, BoardSnapshot, Comment, Event, Link, LlmCall, Outcome, Run, RunId, Status, Task, TaskId,
+    Timestamp,
+};

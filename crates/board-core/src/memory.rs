@@ -1,0 +1,456 @@
+//! `MemStore`: the board held in memory behind a mutex, a complete `Store`.
+//!
+//! It is the reference backend: the conformance suite and the property tests run against
+//! it to check the pure core, and a real backend must behave the same. Ids are drawn
+//! from counters, so it is deterministic.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use serde_json::json;
+
+use crate::graph::{self, Created, NewTask};
+use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
+use crate::refusal::Refusal;
+use crate::store::{Committed, EventFilter, NewLlmCall, Store, StoreResult, TaskFilter};
+use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
+use crate::types::{BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Task, TaskId, Timestamp};
+
+/// An in-memory board.
+#[derive(Default)]
+pub struct MemStore {
+    board: Mutex<Board>,
+}
+
+#[derive(Default)]
+struct Board {
+    tasks: BTreeMap<TaskId, Task>,
+    runs: BTreeMap<i64, Run>,
+    links: BTreeSet<Link>,
+    events: Vec<Event>,
+    comments: Vec<Comment>,
+    llm_calls: Vec<LlmCall>,
+    next_task: u32,
+}
+
+impl MemStore {
+    pub fn new() -> MemStore {
+        MemStore::default()
+    }
+
+    fn board(&self) -> MutexGuard<'_, Board> {
+        // A panic while holding the lock cannot leave a half-applied change: every
+        // change is computed first and applied with infallible inserts.
+        self.board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Orders tasks as `list` and `claimable` do: priority desc, then age, then id.
+fn queue_order(a: &Task, b: &Task) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then(a.created_at.cmp(&b.created_at))
+        .then(a.id.cmp(&b.id))
+}
+
+impl Board {
+    fn task(&self, id: &TaskId) -> StoreResult<&Task> {
+        self.tasks
+            .get(id)
+            .ok_or_else(|| Refusal::NoSuchTask(id.clone()).into())
+    }
+
+    fn new_task_id(&mut self) -> TaskId {
+        self.next_task += 1;
+        TaskId::from_random(self.next_task.to_be_bytes())
+    }
+
+    fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
+        let task = self.task(id)?.clone();
+        let runs: Vec<&Run> = self.runs.values().filter(|r| &r.task_id == id).collect();
+        let open_parents = self
+            .links
+            .iter()
+            .filter(|l| &l.child_id == id)
+            .filter(|l| !self.tasks[&l.parent_id].status.releases_children())
+            .count() as i64;
+        Ok(TaskFacts {
+            newest_run: runs.last().map(|r| (*r).clone()),
+            run_count: runs.len() as i64,
+            open_parents,
+            decomposed: self
+                .events
+                .iter()
+                .any(|e| &e.task_id == id && e.kind == "decomposed"),
+            task,
+        })
+    }
+
+    fn push_events(&mut self, task_id: &TaskId, events: Vec<NewEvent>, now: Timestamp) {
+        for e in events {
+            let id = self.events.len() as i64 + 1;
+            self.events.push(Event {
+                id,
+                task_id: task_id.clone(),
+                run_id: e.run_id,
+                kind: e.kind.to_owned(),
+                payload: e.payload,
+                created_at: now,
+            });
+        }
+    }
+
+    fn apply(&mut self, change: Change, now: Timestamp) {
+        let id = change.task.id.clone();
+        for run in change.runs {
+            self.runs.insert(run.id, run);
+        }
+        self.tasks.insert(id.clone(), change.task);
+        self.push_events(&id, change.events, now);
+        if change.wake_children {
+            let children: Vec<TaskId> = self
+                .links
+                .iter()
+                .filter(|l| l.parent_id == id)
+                .map(|l| l.child_id.clone())
+                .collect();
+            for child in children {
+                self.promote(&child, now);
+            }
+        }
+    }
+
+    fn insert_created(&mut self, created: Created, now: Timestamp) {
+        let id = created.task.id.clone();
+        self.tasks.insert(id.clone(), created.task);
+        self.links.extend(created.links);
+        self.push_events(&id, created.events, now);
+    }
+
+    /// Promotes one task when the core agrees; returns whether it did.
+    fn promote(&mut self, id: &TaskId, now: Timestamp) -> bool {
+        let Ok(facts) = self.facts(id) else {
+            return false;
+        };
+        match decide(&facts, &Request::Promote, &Fresh::default(), now) {
+            Ok(change) => {
+                self.apply(change, now);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether a path of links leads from `from` down to `to`.
+    fn reaches(&self, from: &TaskId, to: &TaskId) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut queue = VecDeque::from([from.clone()]);
+        while let Some(node) = queue.pop_front() {
+            if &node == to {
+                return true;
+            }
+            for l in self.links.iter().filter(|l| l.parent_id == node) {
+                if seen.insert(l.child_id.clone()) {
+                    queue.push_back(l.child_id.clone());
+                }
+            }
+        }
+        false
+    }
+
+    fn sorted(&self, keep: impl Fn(&Task) -> bool, limit: usize) -> Vec<Task> {
+        let mut out: Vec<Task> = self.tasks.values().filter(|t| keep(t)).cloned().collect();
+        out.sort_by(queue_order);
+        out.truncate(limit);
+        out
+    }
+
+    fn has_runs(&self, id: &TaskId) -> bool {
+        self.runs.values().any(|r| &r.task_id == id)
+    }
+}
+
+impl Store for MemStore {
+    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task> {
+        let mut b = self.board();
+        if let Some(key) = &request.idempotency_key {
+            if let Some(t) = b.tasks.values().find(|t| t.idempotency_key.as_ref() == Some(key)) {
+                return Ok(t.clone());
+            }
+        }
+        let parents = request
+            .parents
+            .iter()
+            .map(|p| b.task(p).cloned())
+            .collect::<StoreResult<Vec<Task>>>()?;
+        let id = b.new_task_id();
+        let created = graph::create(request, id, &parents, now)?;
+        let task = created.task.clone();
+        b.insert_created(created, now);
+        Ok(task)
+    }
+
+    fn get(&self, id: &TaskId) -> StoreResult<Task> {
+        self.board().task(id).cloned()
+    }
+
+    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
+        let keep = |t: &Task| {
+            filter.status.is_none_or(|s| t.status == s)
+                && (filter.include_archived || filter.status.is_some() || t.status != Status::Archived)
+                && filter
+                    .assignee
+                    .as_ref()
+                    .is_none_or(|a| t.assignee.as_ref() == Some(a))
+        };
+        Ok(self.board().sorted(keep, filter.limit.unwrap_or(usize::MAX)))
+    }
+
+    fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
+        let b = self.board();
+        b.task(id)?;
+        Ok(b.links
+            .iter()
+            .filter(|l| &l.child_id == id)
+            .map(|l| b.tasks[&l.parent_id].clone())
+            .collect())
+    }
+
+    fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
+        let b = self.board();
+        b.task(id)?;
+        Ok(b.links
+            .iter()
+            .filter(|l| &l.parent_id == id)
+            .map(|l| b.tasks[&l.child_id].clone())
+            .collect())
+    }
+
+    fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
+        self.board().facts(id)
+    }
+
+    fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
+        let mut b = self.board();
+        let facts = b.facts(id)?;
+        let fresh = Fresh {
+            run_id: b.runs.keys().next_back().map_or(1, |r| r + 1),
+            claim_lock: format!("lock-{}", b.events.len() + 1),
+        };
+        let change = decide(&facts, request, &fresh, now)?;
+        let task = change.task.clone();
+        b.apply(change, now);
+        Ok(b.tasks.get(id).cloned().unwrap_or(task))
+    }
+
+    fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        let mut b = self.board();
+        let p = b.task(parent)?.clone();
+        let facts = b.facts(child)?;
+        let exists = b.links.contains(&Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        });
+        let cycle = parent != child && b.reaches(child, parent);
+        let change = graph::link(&p, &facts, cycle, exists, now)?;
+        b.links.insert(Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        });
+        b.apply(change, now);
+        Ok(())
+    }
+
+    fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        let mut b = self.board();
+        b.task(parent)?;
+        b.task(child)?;
+        let link = Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        };
+        let exists = b.links.remove(&link);
+        let facts = b.facts(child)?;
+        match graph::unlink(parent, &facts, exists, now) {
+            Ok(change) => {
+                b.apply(change, now);
+                Ok(())
+            }
+            Err(refusal) => {
+                if exists {
+                    b.links.insert(link);
+                }
+                Err(refusal.into())
+            }
+        }
+    }
+
+    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment> {
+        let mut b = self.board();
+        b.task(id)?;
+        if body.trim().is_empty() {
+            return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
+        }
+        let comment = Comment {
+            id: b.comments.len() as i64 + 1,
+            task_id: id.clone(),
+            author: author.map(str::to_owned),
+            body: body.to_owned(),
+            created_at: now,
+        };
+        b.comments.push(comment.clone());
+        let event = NewEvent::new(
+            "commented",
+            None,
+            json!({ "comment_id": comment.id, "author": author }),
+        );
+        b.push_events(id, vec![event], now);
+        Ok(comment)
+    }
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
+        let b = self.board();
+        b.task(id)?;
+        Ok(b.comments.iter().filter(|c| &c.task_id == id).cloned().collect())
+    }
+
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
+        let b = self.board();
+        b.task(id)?;
+        Ok(b.runs.values().filter(|r| &r.task_id == id).cloned().collect())
+    }
+
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
+        let b = self.board();
+        if let Some(id) = &filter.task_id {
+            b.task(id)?;
+        }
+        Ok(b.events
+            .iter()
+            .filter(|e| e.id > filter.after_id)
+            .filter(|e| filter.task_id.as_ref().is_none_or(|t| &e.task_id == t))
+            .take(filter.limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
+
+    fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
+        let mut b = self.board();
+        let todo: Vec<TaskId> = b
+            .sorted(|t| t.status == Status::Todo, usize::MAX)
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        Ok(todo.into_iter().filter(|id| b.promote(id, now)).collect())
+    }
+
+    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        Ok(self.board().sorted(|t| t.status == Status::Ready, limit))
+    }
+
+    fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
+        Ok(self.board().sorted(
+            |t| t.status == Status::Running && t.claim_expires.is_some_and(|e| e <= now),
+            limit,
+        ))
+    }
+
+    fn running(&self) -> StoreResult<Vec<Task>> {
+        Ok(self.board().sorted(|t| t.status == Status::Running, usize::MAX))
+    }
+
+    fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
+        let b = self.board();
+        let mut due: Vec<Task> = b
+            .tasks
+            .values()
+            .filter(|t| {
+                t.status == Status::Triage
+                    && !t.decompose_parked
+                    && t.decompose_next_attempt_at.is_none_or(|at| at <= now)
+                    && !b.has_runs(&t.id)
+                    && !b
+                        .events
+                        .iter()
+                        .any(|e| e.task_id == t.id && e.kind == "decomposed")
+            })
+            .cloned()
+            .collect();
+        due.sort_by_key(|t| {
+            (
+                t.decompose_next_attempt_at.unwrap_or(0),
+                t.created_at,
+                t.id.clone(),
+            )
+        });
+        due.truncate(limit);
+        Ok(due)
+    }
+
+    fn commit_plan(
+        &self,
+        id: &TaskId,
+        basis: PlanBasis,
+        mode: Mode,
+        plan: &Plan,
+        settings: &PlanSettings,
+        now: Timestamp,
+    ) -> StoreResult<Committed> {
+        let mut b = self.board();
+        let facts = b.facts(id)?;
+        let count = match plan {
+            Plan::Fanout { tasks, .. } => tasks.len().min(plan::MAX_CHILDREN_CEILING),
+            Plan::Single { .. } => 0,
+        };
+        let child_ids: Vec<TaskId> = (0..count).map(|_| b.new_task_id()).collect();
+        let commit = plan::commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
+        for child in commit.children {
+            b.insert_created(child, now);
+        }
+        b.links.extend(commit.links);
+        b.apply(commit.root, now);
+        Ok(Committed {
+            root: b.tasks[id].clone(),
+            child_ids,
+        })
+    }
+
+    fn record_llm_call(&self, call: &NewLlmCall) -> StoreResult<i64> {
+        let mut b = self.board();
+        let id = b.llm_calls.len() as i64 + 1;
+        b.llm_calls.push(LlmCall {
+            id,
+            task_id: call.task_id.clone(),
+            purpose: call.purpose.clone(),
+            model: call.model.clone(),
+            started_at: call.started_at,
+            duration_ms: call.duration_ms,
+            outcome: call.outcome.clone(),
+            http_status: call.http_status,
+            prompt_tokens: call.prompt_tokens,
+            completion_tokens: call.completion_tokens,
+            error: call.error.clone(),
+        });
+        Ok(id)
+    }
+
+    fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {
+        Ok(self
+            .board()
+            .llm_calls
+            .iter()
+            .filter(|c| task_id.is_none_or(|t| c.task_id.as_ref() == Some(t)))
+            .cloned()
+            .collect())
+    }
+
+    fn snapshot(&self) -> StoreResult<BoardSnapshot> {
+        let b = self.board();
+        Ok(BoardSnapshot {
+            tasks: b.tasks.values().cloned().collect(),
+            runs: b.runs.values().cloned().collect(),
+            links: b.links.iter().cloned().collect(),
+            events: b.events.clone(),
+        })
+    }
+}

@@ -1,0 +1,377 @@
+//! What the decomposer hands the store: a validated plan, the snapshot it was based on,
+//! and the guards re-checked at commit (SPEC 5.3, 5.4).
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::graph::{blank_task, check_title, Created};
+use crate::refusal::Refusal;
+use crate::transition::{Change, NewEvent, TaskFacts};
+use crate::types::{Link, Status, TaskId, Timestamp};
+
+/// The default for `kanban.decompose_max_children`.
+pub const DEFAULT_MAX_CHILDREN: usize = 16;
+/// No configuration may raise the child cap above this.
+pub const MAX_CHILDREN_CEILING: usize = 64;
+/// Child titles are cut to this many characters.
+pub const CHILD_TITLE_MAX_CHARS: usize = 200;
+
+/// Who asked for a decomposition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A person's `kanban decompose`: may touch a card with history.
+    Manual,
+    /// The gateway's: never touches history, parked or cooling cards.
+    Automatic,
+}
+
+/// One child of a fan-out, its assignee already resolved against the roster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedTask {
+    pub title: String,
+    pub body: String,
+    pub assignee: String,
+    /// 0-based indices into the plan's tasks: the siblings this one waits for.
+    pub parents: Vec<usize>,
+}
+
+/// A validated reply of the decomposer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Plan {
+    /// One tightened task: the card itself is rewritten.
+    Single {
+        title: String,
+        body: String,
+        assignee: Option<String>,
+    },
+    /// A dependency graph of children under the card.
+    Fanout {
+        rationale: Option<String>,
+        tasks: Vec<PlannedTask>,
+    },
+}
+
+/// What the card looked like when the model was asked; the commit refuses if it moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanBasis {
+    pub revision: i64,
+    pub run_count: i64,
+}
+
+impl PlanBasis {
+    pub fn of(facts: &TaskFacts) -> PlanBasis {
+        PlanBasis {
+            revision: facts.task.revision,
+            run_count: facts.run_count,
+        }
+    }
+}
+
+/// Settings from `kanban.*` that shape a commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanSettings {
+    pub max_children: usize,
+    pub orchestrator: String,
+    pub auto_promote_children: bool,
+}
+
+impl Default for PlanSettings {
+    fn default() -> Self {
+        PlanSettings {
+            max_children: DEFAULT_MAX_CHILDREN,
+            orchestrator: "default".to_owned(),
+            auto_promote_children: true,
+        }
+    }
+}
+
+/// The effects of a committed plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanCommit {
+    pub root: Change,
+    /// New children in reply order, each with its events.
+    pub children: Vec<Created>,
+    /// Sibling links and the root's links under every child.
+    pub links: Vec<Link>,
+}
+
+/// Validates a fan-out's shape: size within the cap, titles present, parent indices in
+/// range, not self, not repeated, and no cycle. The message names the first violation.
+pub fn validate_fanout(tasks: &[PlannedTask], max_children: usize) -> Result<(), String> {
+    let limit = max_children.clamp(1, MAX_CHILDREN_CEILING);
+    if tasks.is_empty() {
+        return Err("tasks is empty".to_owned());
+    }
+    if tasks.len() > limit {
+        return Err(format!("reply has {} tasks, limit is {limit}", tasks.len()));
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        if t.title.trim().is_empty() {
+            return Err(format!("tasks[{i}].title is blank"));
+        }
+        for (k, &p) in t.parents.iter().enumerate() {
+            if p >= tasks.len() {
+                return Err(format!("tasks[{i}].parents: index {p} out of range"));
+            }
+            if p == i {
+                return Err(format!("tasks[{i}].parents: a task cannot wait for itself"));
+            }
+            if t.parents[..k].contains(&p) {
+                return Err(format!("tasks[{i}].parents: index {p} repeated"));
+            }
+        }
+    }
+    if let Some(i) = first_in_cycle(tasks) {
+        return Err(format!("tasks[{i}] is part of a dependency cycle"));
+    }
+    Ok(())
+}
+
+/// Kahn's algorithm: the smallest index left over once every acyclic node is removed.
+fn first_in_cycle(tasks: &[PlannedTask]) -> Option<usize> {
+    let mut waiting: Vec<usize> = tasks.iter().map(|t| t.parents.len()).collect();
+    let mut ready: Vec<usize> = (0..tasks.len()).filter(|&i| waiting[i] == 0).collect();
+    let mut done = vec![false; tasks.len()];
+    while let Some(p) = ready.pop() {
+        done[p] = true;
+        for (i, t) in tasks.iter().enumerate() {
+            if t.parents.contains(&p) {
+                waiting[i] -= 1;
+                if waiting[i] == 0 {
+                    ready.push(i);
+                }
+            }
+        }
+    }
+    done.iter().position(|d| !d)
+}
+
+/// The guards an automatic call checks before spending anything.
+pub fn automatic_guard(facts: &TaskFacts, now: Timestamp) -> Result<(), Refusal> {
+    let task = &facts.task;
+    if task.status != Status::Triage {
+        return Err(not_triage(facts));
+    }
+    if facts.run_count > 0 {
+        return Err(Refusal::ExecutionHistory(task.id.clone()));
+    }
+    if facts.decomposed {
+        return Err(Refusal::AlreadyDecomposed(task.id.clone()));
+    }
+    if task.decompose_parked {
+        return Err(Refusal::Parked(task.id.clone()));
+    }
+    if let Some(at) = task.decompose_next_attempt_at {
+        if at > now {
+            return Err(Refusal::NotDue {
+                id: task.id.clone(),
+                at,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn not_triage(facts: &TaskFacts) -> Refusal {
+    Refusal::WrongStatus {
+        id: facts.task.id.clone(),
+        status: facts.task.status,
+        op: "decomposition",
+        allowed: "triage",
+    }
+}
+
+/// Commits a plan against the card as it is now. `child_ids` holds one fresh id per
+/// child of a fan-out.
+pub fn commit_plan(
+    facts: &TaskFacts,
+    basis: PlanBasis,
+    mode: Mode,
+    plan: &Plan,
+    settings: &PlanSettings,
+    child_ids: &[TaskId],
+    now: Timestamp,
+) -> Result<PlanCommit, Refusal> {
+    let root = &facts.task;
+    if root.status != Status::Triage {
+        return Err(not_triage(facts));
+    }
+    if facts.decomposed {
+        return Err(Refusal::AlreadyDecomposed(root.id.clone()));
+    }
+    if mode == Mode::Automatic {
+        if facts.run_count > basis.run_count || facts.run_count > 0 {
+            return Err(Refusal::GainedHistory(root.id.clone()));
+        }
+        if root.decompose_parked {
+            return Err(Refusal::Parked(root.id.clone()));
+        }
+    }
+    if root.revision != basis.revision {
+        return Err(Refusal::InputChanged(root.id.clone()));
+    }
+    let mut next = root.clone();
+    next.updated_at = now;
+    next.decompose_failures = 0;
+    next.decompose_parked = false;
+    next.decompose_next_attempt_at = None;
+    next.decompose_last_error = None;
+    match plan {
+        Plan::Single {
+            title,
+            body,
+            assignee,
+        } => {
+            if title.trim().is_empty() && body.trim().is_empty() {
+                return Err(Refusal::InvalidPlan(
+                    "a single task needs a title or a body".to_owned(),
+                ));
+            }
+            if !title.trim().is_empty() {
+                check_title(title)?;
+                next.title = title.clone();
+            }
+            if !body.trim().is_empty() {
+                next.body = body.clone();
+            }
+            if next.assignee.is_none() {
+                next.assignee = assignee.clone();
+            }
+            next.revision += 1;
+            let mut events = vec![NewEvent::new(
+                "specified",
+                None,
+                json!({ "mode": mode, "title": next.title, "assignee": next.assignee }),
+            )];
+            next.status = Status::Todo;
+            if facts.open_parents == 0 {
+                next.status = Status::Ready;
+                events.push(NewEvent::new("promoted", None, json!({})));
+            }
+            Ok(PlanCommit {
+                root: Change {
+                    task: next,
+                    runs: Vec::new(),
+                    events,
+                    wake_children: false,
+                },
+                children: Vec::new(),
+                links: Vec::new(),
+            })
+        }
+        Plan::Fanout { rationale, tasks } => {
+            validate_fanout(tasks, settings.max_children).map_err(Refusal::InvalidPlan)?;
+            if child_ids.len() != tasks.len() {
+                return Err(Refusal::Invalid(format!(
+                    "{} ids for {} children",
+                    child_ids.len(),
+                    tasks.len()
+                )));
+            }
+            let mut links = Vec::new();
+            let mut children = Vec::with_capacity(tasks.len());
+            for (i, planned) in tasks.iter().enumerate() {
+                let promote = settings.auto_promote_children && planned.parents.is_empty();
+                let status = if promote { Status::Ready } else { Status::Todo };
+                let title: String = planned.title.chars().take(CHILD_TITLE_MAX_CHARS).collect();
+                let mut task = blank_task(child_ids[i].clone(), title, status, now);
+                task.body = planned.body.clone();
+                task.assignee = Some(planned.assignee.clone());
+                task.priority = root.priority;
+                task.created_by = Some("decomposer".to_owned());
+                let parents: Vec<&TaskId> = planned.parents.iter().map(|&p| &child_ids[p]).collect();
+                let mut events = vec![NewEvent::new(
+                    "created",
+                    None,
+                    json!({ "status": Status::Todo, "parents": parents, "decomposed_from": root.id, "assignee": planned.assignee }),
+                )];
+                for parent in parents {
+                    events.push(NewEvent::new("linked", None, json!({ "parent": parent })));
+                    links.push(Link {
+                        parent_id: parent.clone(),
+                        child_id: task.id.clone(),
+                    });
+                }
+                if promote {
+                    events.push(NewEvent::new("promoted", None, json!({})));
+                }
+                children.push(Created {
+                    task,
+                    links: Vec::new(),
+                    events,
+                });
+            }
+            let mut root_events = Vec::new();
+            for id in child_ids {
+                links.push(Link {
+                    parent_id: id.clone(),
+                    child_id: root.id.clone(),
+                });
+                root_events.push(NewEvent::new("linked", None, json!({ "parent": id })));
+            }
+            next.status = Status::Todo;
+            next.assignee = Some(settings.orchestrator.clone());
+            root_events.push(NewEvent::new(
+                "decomposed",
+                None,
+                json!({
+                    "child_ids": child_ids,
+                    "root_assignee": settings.orchestrator,
+                    "mode": mode,
+                    "rationale": rationale,
+                }),
+            ));
+            Ok(PlanCommit {
+                root: Change {
+                    task: next,
+                    runs: Vec::new(),
+                    events: root_events,
+                    wake_children: false,
+                },
+                children,
+                links,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(parents: &[usize]) -> PlannedTask {
+        PlannedTask {
+            title: "x".into(),
+            body: String::new(),
+            assignee: "default".into(),
+            parents: parents.to_vec(),
+        }
+    }
+
+    #[test]
+    fn fanout_shapes_are_checked_with_named_reasons() {
+        assert_eq!(validate_fanout(&[planned(&[]), planned(&[0])], 16), Ok(()));
+        let many: Vec<_> = (0..500).map(|_| planned(&[])).collect();
+        assert_eq!(
+            validate_fanout(&many, 16).unwrap_err(),
+            "reply has 500 tasks, limit is 16"
+        );
+        assert_eq!(
+            validate_fanout(&[planned(&[]), planned(&[9])], 16).unwrap_err(),
+            "tasks[1].parents: index 9 out of range"
+        );
+        assert_eq!(
+            validate_fanout(&[planned(&[1]), planned(&[0])], 16).unwrap_err(),
+            "tasks[0] is part of a dependency cycle"
+        );
+        assert!(validate_fanout(&[planned(&[0])], 16)
+            .unwrap_err()
+            .contains("itself"));
+        assert!(validate_fanout(&[planned(&[]), planned(&[0, 0])], 16)
+            .unwrap_err()
+            .contains("repeated"));
+        let cap: Vec<_> = (0..100).map(|_| planned(&[])).collect();
+        assert!(validate_fanout(&cap, 1000).unwrap_err().contains("limit is 64"));
+    }
+}

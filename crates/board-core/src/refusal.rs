@@ -1,0 +1,77 @@
+//! Typed refusals: every reason the board says no, with a message a person can act on.
+
+use crate::types::{RunId, Status, TaskId};
+
+/// Why the board refused a request. A refusal changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no such task: {0}")]
+    NoSuchTask(TaskId),
+    #[error("task {id} is {status}; {op} needs {allowed}")]
+    WrongStatus {
+        id: TaskId,
+        status: Status,
+        op: &'static str,
+        allowed: &'static str,
+    },
+    #[error("run {expected} is not the current run of {id} (current: {})", show_run(*.current))]
+    StaleRun {
+        id: TaskId,
+        expected: RunId,
+        current: Option<RunId>,
+    },
+    #[error("the claim on {id} changed while the request was in flight (run {run_id} is no longer current)")]
+    ClaimChanged { id: TaskId, run_id: RunId },
+    #[error("run {run_id} is not the newest run of {id} (newest: {}); a replacement run took over", show_run(*.newest))]
+    NotNewestRun {
+        id: TaskId,
+        run_id: RunId,
+        newest: Option<RunId>,
+    },
+    #[error("task {id} is already claimed")]
+    AlreadyClaimed { id: TaskId },
+    #[error("task {id} waits for {open} parent(s) that are not done")]
+    OpenParents { id: TaskId, open: i64 },
+    #[error("cannot link {0} to itself")]
+    SelfLink(TaskId),
+    #[error("linking {parent} -> {child} would make a cycle")]
+    Cycle { parent: TaskId, child: TaskId },
+    #[error("{parent} -> {child} is not a link")]
+    NoSuchLink { parent: TaskId, child: TaskId },
+    #[error("task {id} is running; {op} is refused while a worker holds it (reclaim it first)")]
+    Running { id: TaskId, op: &'static str },
+    #[error("a task title cannot be blank")]
+    BlankTitle,
+    #[error("nothing to change on {0}")]
+    Unchanged(TaskId),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("task {0} has execution history; automatic decomposition never touches it")]
+    ExecutionHistory(TaskId),
+    #[error("task {0} gained execution history during decomposition; the reply was discarded")]
+    GainedHistory(TaskId),
+    #[error("task {0}: input changed during decomposition; the reply was discarded")]
+    InputChanged(TaskId),
+    #[error("task {0} is parked after repeated decomposition failures (edit it or decompose it by hand)")]
+    Parked(TaskId),
+    #[error("task {id} is cooling down after a failed decomposition until {at}")]
+    NotDue { id: TaskId, at: i64 },
+    #[error("task {0} was already decomposed")]
+    AlreadyDecomposed(TaskId),
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
+}
+
+fn show_run(run: Option<RunId>) -> String {
+    run.map_or_else(|| "none".to_owned(), |r| r.to_string())
+}
+
+impl Refusal {
+    /// A lost race or a stale guard: the caller gets `false` (exit 1) and nobody is signalled.
+    pub fn is_lost_race(&self) -> bool {
+        matches!(
+            self,
+            Refusal::StaleRun { .. } | Refusal::ClaimChanged { .. } | Refusal::NotNewestRun { .. }
+        )
+    }
+}

@@ -1,0 +1,391 @@
+//! The `Store` trait: everything above the storage (decomposer, dispatcher, CLI) talks to
+//! the board through it. A backend implements the required methods, each one atomic;
+//! the verbs built from them (claim, complete, reclaim, ...) are provided here once, so
+//! every backend follows the same protocol.
+
+use serde_json::Value;
+
+use crate::graph::NewTask;
+use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
+use crate::refusal::Refusal;
+use crate::transition::{Complete, Request, TaskFacts};
+use crate::types::{
+    BlockKind, BoardSnapshot, Comment, Event, LlmCall, Outcome, Run, RunId, Status, Task, TaskId, Timestamp,
+};
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The board said no; nothing changed.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The storage itself failed (I/O, corruption, a full disk); nothing changed.
+    #[error("storage error: {0}")]
+    Backend(String),
+}
+
+impl StoreError {
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            StoreError::Refused(r) => Some(r),
+            StoreError::Backend(_) => None,
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Which tasks `list` returns. Archived tasks only when asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    pub status: Option<Status>,
+    pub assignee: Option<String>,
+    pub include_archived: bool,
+    pub limit: Option<usize>,
+}
+
+/// Which events `events` returns: those with an id above `after_id`, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub task_id: Option<TaskId>,
+    pub after_id: i64,
+    pub limit: Option<usize>,
+}
+
+/// A claim just taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub task: Task,
+    pub run_id: RunId,
+    pub claim_lock: String,
+}
+
+/// What became of a reclaim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReclaimOutcome {
+    /// The worker is stopped and the task is back to `ready`.
+    Reclaimed,
+    /// The worker survived termination: the claim stands, extended briefly.
+    Deferred,
+    /// The guard named another run, or a replacement took over meanwhile: nothing changed.
+    Lost,
+}
+
+/// What a termination attempt achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// The worker is gone (or there was none).
+    Stopped,
+    /// The worker is still alive after the attempt.
+    Survived,
+}
+
+/// Stops the worker of a running task. Called outside any write transaction.
+pub trait Terminator {
+    fn terminate(&self, task: &Task) -> Termination;
+}
+
+/// For boards with no supervised processes: there is never a worker to stop.
+pub struct NoWorkers;
+
+impl Terminator for NoWorkers {
+    fn terminate(&self, _task: &Task) -> Termination {
+        Termination::Stopped
+    }
+}
+
+/// A completion as a worker or a person asks for it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Completion {
+    pub expected_run_id: Option<RunId>,
+    pub replay_ended_run_id: Option<RunId>,
+    pub result: Option<String>,
+    pub summary: Option<String>,
+    pub metadata: Option<Value>,
+}
+
+/// The decomposition failure policy's settings (`kanban.decompose_*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryPolicy {
+    pub base_seconds: i64,
+    pub failure_limit: i64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base_seconds: 30,
+            failure_limit: 3,
+        }
+    }
+}
+
+/// A committed decomposition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub root: Task,
+    /// Children in reply order (empty for a single-task plan).
+    pub child_ids: Vec<TaskId>,
+}
+
+/// One model request to bill.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewLlmCall {
+    pub task_id: Option<TaskId>,
+    pub purpose: String,
+    pub model: String,
+    pub started_at: Timestamp,
+    pub duration_ms: i64,
+    pub outcome: String,
+    pub http_status: Option<i64>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// The board's storage. Every method that writes is atomic: it happens whole, with its
+/// events, or not at all.
+pub trait Store: Send + Sync {
+    /// Creates a task. With an idempotency key already used, returns that task unchanged.
+    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task>;
+    fn get(&self, id: &TaskId) -> StoreResult<Task>;
+    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>>;
+    fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>>;
+    fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>>;
+    /// What the core needs to decide about the task, read in one consistent view.
+    fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts>;
+    /// Decides `request` against the task as it is now and applies the change with its
+    /// events in one transaction; children the change releases are promoted in it too.
+    fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task>;
+    fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
+    fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
+    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment>;
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>>;
+    /// Every run of a task, oldest first.
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>>;
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>>;
+    /// Promotes every `todo` task whose parents are all done or archived.
+    fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>>;
+    /// Ready tasks in claim order: priority desc, then age.
+    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>>;
+    /// Running tasks whose lease expired at or before `now`.
+    fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
+    fn running(&self) -> StoreResult<Vec<Task>>;
+    /// Triage cards an automatic decomposition may take now, oldest due first: no
+    /// history, not parked, not decomposed, retry due.
+    fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
+    /// Commits a decomposition in one transaction, re-checking every guard of SPEC 5.3/5.4.
+    fn commit_plan(
+        &self,
+        id: &TaskId,
+        basis: PlanBasis,
+        mode: Mode,
+        plan: &Plan,
+        settings: &PlanSettings,
+        now: Timestamp,
+    ) -> StoreResult<Committed>;
+    fn record_llm_call(&self, call: &NewLlmCall) -> StoreResult<i64>;
+    fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>>;
+    /// The whole board, read in one consistent view.
+    fn snapshot(&self) -> StoreResult<BoardSnapshot>;
+
+    /// Claims a ready task under a fresh run.
+    fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {
+        let task = self.transition(id, &Request::Claim { ttl }, now)?;
+        match (task.current_run_id, task.claim_lock.clone()) {
+            (Some(run_id), Some(claim_lock)) => Ok(Claim {
+                task,
+                run_id,
+                claim_lock,
+            }),
+            _ => Err(StoreError::Backend(format!("claim of {id} left no run"))),
+        }
+    }
+
+    /// Extends the lease of the worker's run. `false` when `run_id` is not current.
+    fn heartbeat(
+        &self,
+        id: &TaskId,
+        run_id: RunId,
+        ttl: i64,
+        note: Option<String>,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        won(self.transition(id, &Request::Heartbeat { run_id, ttl, note }, now))
+    }
+
+    /// Completes a task. `false` when the guard names another run or a replay lost.
+    fn complete(&self, id: &TaskId, c: &Completion, now: Timestamp) -> StoreResult<bool> {
+        let request = Request::Complete(Complete {
+            expected_run_id: c.expected_run_id,
+            replay_ended_run_id: c.replay_ended_run_id,
+            result: c.result.clone(),
+            summary: c.summary.clone(),
+            metadata: c.metadata.clone(),
+        });
+        won(self.transition(id, &request, now))
+    }
+
+    /// Blocks a task. `false` when the guard names another run.
+    fn block(
+        &self,
+        id: &TaskId,
+        kind: Option<BlockKind>,
+        reason: Option<String>,
+        expected_run_id: Option<RunId>,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let request = Request::Block {
+            kind,
+            reason,
+            expected_run_id,
+        };
+        won(self.transition(id, &request, now))
+    }
+
+    /// Stops the worker of a running task and returns the task to `ready`.
+    ///
+    /// 1. Read the task; a guard that names another run loses without signalling anyone.
+    /// 2. Terminate the worker outside any transaction; if it survives, keep the claim
+    ///    (extended briefly, `reclaim_deferred`).
+    /// 3. Release the claim only if it is exactly the one read in step 1.
+    fn reclaim(
+        &self,
+        id: &TaskId,
+        expected_run_id: Option<RunId>,
+        reason: Option<String>,
+        terminator: &dyn Terminator,
+        now: Timestamp,
+    ) -> StoreResult<ReclaimOutcome> {
+        let task = self.get(id)?;
+        if let Some(expected) = expected_run_id {
+            if task.current_run_id != Some(expected) {
+                return Ok(ReclaimOutcome::Lost);
+            }
+        }
+        let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
+            return Err(Refusal::WrongStatus {
+                id: id.clone(),
+                status: task.status,
+                op: "reclaim",
+                allowed: "running",
+            }
+            .into());
+        };
+        let (request, outcome) = match terminator.terminate(&task) {
+            Termination::Stopped => (
+                Request::Reclaim {
+                    run_id,
+                    claim_lock,
+                    reason,
+                },
+                ReclaimOutcome::Reclaimed,
+            ),
+            Termination::Survived => (
+                Request::DeferReclaim {
+                    run_id,
+                    claim_lock,
+                    reason,
+                },
+                ReclaimOutcome::Deferred,
+            ),
+        };
+        match won(self.transition(id, &request, now))? {
+            true => Ok(outcome),
+            false => Ok(ReclaimOutcome::Lost),
+        }
+    }
+
+    /// The dispatcher ends a supervised run (crash, timeout, stale lease, ...), counting
+    /// failures towards `failure_limit`. `false` when the claim changed meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    fn end_run(
+        &self,
+        id: &TaskId,
+        run_id: RunId,
+        claim_lock: &str,
+        outcome: Outcome,
+        error: Option<String>,
+        detail: Value,
+        failure_limit: i64,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let request = Request::EndRun {
+            run_id,
+            claim_lock: claim_lock.to_owned(),
+            outcome,
+            error,
+            detail,
+            failure_limit,
+        };
+        won(self.transition(id, &request, now))
+    }
+
+    fn unblock(&self, id: &TaskId, reason: Option<String>, now: Timestamp) -> StoreResult<Task> {
+        self.transition(id, &Request::Unblock { reason }, now)
+    }
+
+    /// Archives a task; a running one has its run closed as `reclaimed` first.
+    fn archive(&self, id: &TaskId, now: Timestamp) -> StoreResult<Task> {
+        self.transition(id, &Request::Archive, now)
+    }
+
+    fn edit(
+        &self,
+        id: &TaskId,
+        title: Option<String>,
+        body: Option<String>,
+        priority: Option<i64>,
+        now: Timestamp,
+    ) -> StoreResult<Task> {
+        self.transition(
+            id,
+            &Request::Edit {
+                title,
+                body,
+                priority,
+            },
+            now,
+        )
+    }
+
+    fn assign(&self, id: &TaskId, assignee: Option<String>, now: Timestamp) -> StoreResult<Task> {
+        self.transition(id, &Request::Assign { assignee }, now)
+    }
+
+    /// Records a failed automatic decomposition: backoff, and parking at the limit.
+    fn record_decompose_failure(
+        &self,
+        id: &TaskId,
+        error: &str,
+        policy: RetryPolicy,
+        jitter: f64,
+        now: Timestamp,
+    ) -> StoreResult<Task> {
+        let request = Request::DecomposeFailed {
+            error: error.to_owned(),
+            base_seconds: policy.base_seconds,
+            limit: policy.failure_limit,
+            jitter,
+        };
+        self.transition(id, &request, now)
+    }
+
+    /// Clears the failure count and park of a card (a manual decomposition). A card
+    /// with nothing to clear is left as it is.
+    fn clear_decompose_failures(&self, id: &TaskId, now: Timestamp) -> StoreResult<()> {
+        match self.transition(id, &Request::ClearDecomposeFailures, now) {
+            Ok(_) | Err(StoreError::Refused(Refusal::Unchanged(_))) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Maps a finaliser's result to its boolean: a lost race or stale guard is `false`.
+fn won(result: StoreResult<Task>) -> StoreResult<bool> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(StoreError::Refused(r)) if r.is_lost_race() => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,332 @@
+//! The board's vocabulary: ids, statuses, outcomes, block kinds, tasks, runs, events.
+//!
+//! Every enum here maps to the exact lower-case word stored in the database and printed
+//! by the CLI, through `as_str` and `FromStr`; that word is part of the public contract.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Unix seconds, UTC. The only notion of time in the board.
+pub type Timestamp = i64;
+
+/// A run id: an integer, unique across the board, increasing.
+pub type RunId = i64;
+
+/// A task id: `t_` followed by at least 8 lowercase hex digits.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(String);
+
+impl TaskId {
+    /// Builds a task id from random bytes (the caller brings the randomness).
+    pub fn from_random(bytes: [u8; 4]) -> TaskId {
+        TaskId(format!(
+            "t_{:02x}{:02x}{:02x}{:02x}",
+            bytes[0], bytes[1], bytes[2], bytes[3]
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a string is not a task id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a task id: {0:?} (expected t_ and at least 8 lowercase hex digits)")]
+pub struct BadTaskId(pub String);
+
+impl FromStr for TaskId {
+    type Err = BadTaskId;
+
+    fn from_str(s: &str) -> Result<TaskId, BadTaskId> {
+        let ok = s.strip_prefix("t_").is_some_and(|hex| {
+            hex.len() >= 8
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+        if ok {
+            Ok(TaskId(s.to_owned()))
+        } else {
+            Err(BadTaskId(s.chars().take(80).collect()))
+        }
+    }
+}
+
+/// Defines a string-backed enum with `as_str`, `FromStr`, `Display` and serde support.
+macro_rules! word_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($(#[$vmeta])* $variant,)+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The word stored in the database and shown to people.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word,)+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownWord;
+            fn from_str(s: &str) -> Result<Self, UnknownWord> {
+                match s {
+                    $($word => Ok($name::$variant),)+
+                    _ => Err(UnknownWord {
+                        what: $what,
+                        got: s.chars().take(80).collect(),
+                        expected: &[$($word,)+],
+                    }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+/// A word that names no value of the enum it was parsed as.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {got:?} (expected one of: {})", expected.join(", "))]
+pub struct UnknownWord {
+    pub what: &'static str,
+    pub got: String,
+    pub expected: &'static [&'static str],
+}
+
+word_enum!(
+    /// Where a task stands on the board.
+    Status, "status" {
+        Triage = "triage",
+        Todo = "todo",
+        Ready = "ready",
+        Running = "running",
+        Blocked = "blocked",
+        Done = "done",
+        Archived = "archived",
+    }
+);
+
+impl Status {
+    /// A parent in this status no longer holds its children back.
+    pub fn releases_children(self) -> bool {
+        matches!(self, Status::Done | Status::Archived)
+    }
+
+    /// Terminal statuses: no automatic path ever leaves them.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Archived)
+    }
+}
+
+word_enum!(
+    /// How a run ended.
+    Outcome, "outcome" {
+        Completed = "completed",
+        Blocked = "blocked",
+        Crashed = "crashed",
+        TimedOut = "timed_out",
+        Reclaimed = "reclaimed",
+        Stale = "stale",
+        SpawnFailed = "spawn_failed",
+        RateLimited = "rate_limited",
+        ProtocolViolation = "protocol_violation",
+        GaveUp = "gave_up",
+    }
+);
+
+impl Outcome {
+    /// Outcomes that count towards `failure_limit`.
+    pub fn counts_as_failure(self) -> bool {
+        matches!(
+            self,
+            Outcome::Crashed
+                | Outcome::TimedOut
+                | Outcome::Stale
+                | Outcome::ProtocolViolation
+                | Outcome::SpawnFailed
+        )
+    }
+}
+
+word_enum!(
+    /// Why a worker says it cannot go on.
+    BlockKind, "block kind" {
+        Dependency = "dependency",
+        NeedsInput = "needs_input",
+        Capability = "capability",
+        Transient = "transient",
+    }
+);
+
+/// The status word stored in `task_runs.status` while a run is open.
+pub const RUN_OPEN: &str = "running";
+/// The status word stored in `task_runs.status` once a run has ended.
+pub const RUN_ENDED: &str = "ended";
+
+/// One card on the board: a row of `tasks`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: TaskId,
+    pub title: String,
+    pub body: String,
+    pub assignee: Option<String>,
+    pub status: Status,
+    pub priority: i64,
+    pub created_by: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub result: Option<String>,
+    pub current_run_id: Option<RunId>,
+    pub claim_lock: Option<String>,
+    pub claim_expires: Option<Timestamp>,
+    pub worker_pid: Option<i64>,
+    pub last_heartbeat_at: Option<Timestamp>,
+    pub block_kind: Option<BlockKind>,
+    pub block_recurrences: i64,
+    pub consecutive_failures: i64,
+    pub last_failure_error: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+    pub idempotency_key: Option<String>,
+    pub revision: i64,
+    pub decompose_failures: i64,
+    pub decompose_next_attempt_at: Option<Timestamp>,
+    pub decompose_parked: bool,
+    pub decompose_last_error: Option<String>,
+}
+
+/// One attempt at a task: a row of `task_runs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: RunId,
+    pub task_id: TaskId,
+    pub profile: Option<String>,
+    /// `running` while open, `ended` once closed.
+    pub status: String,
+    pub outcome: Option<Outcome>,
+    pub claim_lock: Option<String>,
+    pub claim_expires: Option<Timestamp>,
+    pub worker_pid: Option<i64>,
+    pub last_heartbeat_at: Option<Timestamp>,
+    pub started_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+    pub summary: Option<String>,
+    pub error: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl Run {
+    pub fn is_open(&self) -> bool {
+        self.ended_at.is_none()
+    }
+}
+
+/// A row of `task_events`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: i64,
+    pub task_id: TaskId,
+    pub run_id: Option<RunId>,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    pub created_at: Timestamp,
+}
+
+/// A row of `task_comments`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comment {
+    pub id: i64,
+    pub task_id: TaskId,
+    pub author: Option<String>,
+    pub body: String,
+    pub created_at: Timestamp,
+}
+
+/// A row of `task_links`: `child` waits until `parent` is done or archived.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Link {
+    pub parent_id: TaskId,
+    pub child_id: TaskId,
+}
+
+/// A row of `llm_calls`: one HTTP request to a model. This is the bill.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmCall {
+    pub id: i64,
+    pub task_id: Option<TaskId>,
+    pub purpose: String,
+    pub model: String,
+    pub started_at: Timestamp,
+    pub duration_ms: i64,
+    pub outcome: String,
+    pub http_status: Option<i64>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// Everything on a board at one moment: what the invariants are checked against.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoardSnapshot {
+    pub tasks: Vec<Task>,
+    pub runs: Vec<Run>,
+    pub links: Vec<Link>,
+    pub events: Vec<Event>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_parse_strictly() {
+        assert!("t_0123abcd".parse::<TaskId>().is_ok());
+        assert!("t_0123abcdef99".parse::<TaskId>().is_ok());
+        for bad in ["t_0123abc", "t_0123ABCD", "x_0123abcd", "", "t_", "t_0123abcg"] {
+            assert!(bad.parse::<TaskId>().is_err(), "{bad}");
+        }
+        assert_eq!(TaskId::from_random([0, 1, 0xab, 0xff]).as_str(), "t_0001abff");
+    }
+
+    #[test]
+    fn words_round_trip() {
+        for s in Status::ALL {
+            assert_eq!(s.as_str().parse::<Status>().unwrap(), *s);
+        }
+        for o in Outcome::ALL {
+            assert_eq!(o.as_str().parse::<Outcome>().unwrap(), *o);
+        }
+        let err = "later".parse::<Status>().unwrap_err().to_string();
+        assert!(err.contains("unknown status \"later\""), "{err}");
+    }
+}

@@ -1,0 +1,292 @@
+//! The SQLite store: the board in one file, behind `board_core::Store`.
+//!
+//! Opening a file checks, before writing a byte, that it is SQLite, that it is ours
+//! (`application_id`) and that its schema is not newer than this binary. Every
+//! connection runs in WAL mode with a busy timeout and foreign keys on; every write is
+//! one `BEGIN IMMEDIATE` transaction that reads the task's facts, asks the core, and
+//! applies the change with its events, guarded by compare-and-set on the claim.
+
+mod schema;
+mod store;
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+
+/// `PRAGMA synchronous` for the board's connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// An fsync at every commit: a committed write survives a power cut.
+    #[default]
+    Full,
+    /// WAL's NORMAL: a committed write survives a process crash, not a power cut.
+    Normal,
+}
+
+impl std::str::FromStr for Synchronous {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Synchronous, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "full" => Ok(Synchronous::Full),
+            "normal" => Ok(Synchronous::Normal),
+            _ => Err(format!(
+                "unknown sqlite_synchronous {s:?} (expected full or normal)"
+            )),
+        }
+    }
+}
+
+/// How to open a board file.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub synchronous: Synchronous,
+    pub busy_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a board file could not be opened. Nothing was written to it.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: not an SQLite database (refusing to touch it)")]
+    NotSqlite { path: PathBuf },
+    #[error(
+        "{path}: an SQLite database of another application (application_id {found:#x}); refusing to touch it"
+    )]
+    Foreign { path: PathBuf, found: i32 },
+    #[error(
+        "{path}: schema version {found} is newer than this binary supports ({supported}); upgrade kanban"
+    )]
+    Newer {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Sqlite { path: PathBuf, message: String },
+}
+
+/// The board in one SQLite file. One connection; open one store per thread or process
+/// that needs its own.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating when absent) the board at `path`, migrating it forward.
+    pub fn open(path: impl AsRef<Path>, options: &Options) -> Result<SqliteStore, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let sqlite_err = |e: rusqlite::Error| OpenError::Sqlite {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        let exists = check_existing(&path)?;
+        if !exists {
+            create_private_file(&path)?;
+        }
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sqlite_err)?;
+        configure(&conn, options).map_err(|message| OpenError::Sqlite {
+            path: path.clone(),
+            message,
+        })?;
+        let mut store = SqliteStore {
+            conn: Mutex::new(conn),
+            path: path.clone(),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens an existing board for reading only: nothing is created or migrated.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        if !check_existing(&path)? {
+            return Err(OpenError::Io {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no board here"),
+            });
+        }
+        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| {
+                c.busy_timeout(Options::default().busy_timeout)?;
+                Ok(c)
+            })
+            .map_err(|e| OpenError::Sqlite {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate(&mut self) -> Result<(), OpenError> {
+        let path = self.path.clone();
+        let sqlite_err = |e: rusqlite::Error| OpenError::Sqlite {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        let conn = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite_err)?;
+        // Re-read under the write lock: another process may have created the board.
+        let (app_id, version, tables) = identity(&tx).map_err(sqlite_err)?;
+        check_identity(&path, app_id, version, tables)?;
+        for (from, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(sql).map_err(sqlite_err)?;
+            tx.pragma_update(None, "user_version", from as i64 + 1)
+                .map_err(sqlite_err)?;
+        }
+        if app_id != APPLICATION_ID {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(sqlite_err)?;
+        }
+        tx.commit().map_err(sqlite_err)
+    }
+}
+
+/// Refuses a file that is not ours without writing to it; returns whether it exists
+/// with content (an empty file is a new board).
+fn check_existing(path: &Path) -> Result<bool, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err(e)),
+    };
+    if file.metadata().map_err(io_err)?.is_dir() {
+        return Err(io_err(std::io::Error::other("is a directory, not a board file")));
+    }
+    let mut header = [0u8; 100];
+    let mut read = 0;
+    while read < header.len() {
+        match file.read(&mut header[read..]).map_err(io_err)? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    if read == 0 {
+        return Ok(false);
+    }
+    if read < header.len() || &header[..16] != b"SQLite format 3\0" {
+        return Err(OpenError::NotSqlite {
+            path: path.to_path_buf(),
+        });
+    }
+    // The header may lag behind a WAL; ask SQLite itself, read-only.
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
+        OpenError::Sqlite {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    })?;
+    let _ = conn.busy_timeout(Options::default().busy_timeout);
+    let (app_id, version, tables) = identity(&conn).map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+            OpenError::NotSqlite {
+                path: path.to_path_buf(),
+            }
+        }
+        e => OpenError::Sqlite {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        },
+    })?;
+    check_identity(path, app_id, version, tables)?;
+    Ok(true)
+}
+
+/// `(application_id, user_version, number of schema objects)`.
+fn identity(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
+    let app_id = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    let version = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let tables = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))?;
+    Ok((app_id, version, tables))
+}
+
+fn check_identity(path: &Path, app_id: i32, version: i64, tables: i64) -> Result<(), OpenError> {
+    let ours = app_id == APPLICATION_ID || (app_id == 0 && tables == 0 && version == 0);
+    if !ours {
+        return Err(OpenError::Foreign {
+            path: path.to_path_buf(),
+            found: app_id,
+        });
+    }
+    if version > SCHEMA_VERSION {
+        return Err(OpenError::Newer {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Creates the board file readable and writable by its owner only.
+fn create_private_file(path: &Path) -> Result<(), OpenError> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn configure(conn: &Connection, options: &Options) -> Result<(), String> {
+    set_pragmas(conn, options).map_err(|e| e.to_string())?;
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!("could not switch to WAL mode (got {mode})"));
+    }
+    Ok(())
+}
+
+fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let sync = match options.synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}

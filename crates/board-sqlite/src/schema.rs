@@ -1,0 +1,123 @@
+//! The schema of SPEC 4.1 and its forward-only migrations.
+//!
+//! `PRAGMA application_id` marks the file as ours; `PRAGMA user_version` is the number of
+//! migrations applied. A migration is appended, never edited.
+
+/// "KBRD": the `application_id` stamped on every board file.
+pub const APPLICATION_ID: i32 = 0x4B42_5244;
+
+/// Each entry takes the schema from version `index` to `index + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: the board.
+    r#"
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY NOT NULL,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        assignee TEXT,
+        status TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        created_by TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        started_at INTEGER,
+        completed_at INTEGER,
+        result TEXT,
+        current_run_id INTEGER,
+        claim_lock TEXT,
+        claim_expires INTEGER,
+        worker_pid INTEGER,
+        last_heartbeat_at INTEGER,
+        block_kind TEXT,
+        block_recurrences INTEGER NOT NULL DEFAULT 0,
+        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+        last_failure_error TEXT,
+        max_runtime_seconds INTEGER,
+        idempotency_key TEXT,
+        revision INTEGER NOT NULL DEFAULT 0,
+        decompose_failures INTEGER NOT NULL DEFAULT 0,
+        decompose_next_attempt_at INTEGER,
+        decompose_parked INTEGER NOT NULL DEFAULT 0,
+        decompose_last_error TEXT,
+        -- Invariant 1, enforced by the file itself as a last line of defence.
+        CHECK ((status = 'running') = (current_run_id IS NOT NULL)),
+        CHECK ((current_run_id IS NULL) = (claim_lock IS NULL))
+    );
+    -- Ready queue, running set and per-status listings: status, then claim order.
+    CREATE INDEX tasks_by_status ON tasks(status, priority DESC, created_at, id);
+    -- Expired leases, proportional to running tasks only.
+    CREATE INDEX tasks_leases ON tasks(claim_expires) WHERE status = 'running';
+    -- Due triage cards, proportional to unparked triage cards only.
+    CREATE INDEX tasks_triage_due ON tasks(decompose_next_attempt_at, created_at)
+        WHERE status = 'triage' AND decompose_parked = 0;
+    CREATE UNIQUE INDEX tasks_idempotency ON tasks(idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+
+    CREATE TABLE task_runs (
+        id INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        profile TEXT,
+        status TEXT NOT NULL,
+        outcome TEXT,
+        claim_lock TEXT,
+        claim_expires INTEGER,
+        worker_pid INTEGER,
+        last_heartbeat_at INTEGER,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        summary TEXT,
+        error TEXT,
+        metadata TEXT,
+        CHECK ((ended_at IS NULL) = (outcome IS NULL))
+    );
+    CREATE INDEX task_runs_by_task ON task_runs(task_id, id);
+    -- Invariant 2: at most one open run per task.
+    CREATE UNIQUE INDEX task_runs_one_open ON task_runs(task_id) WHERE ended_at IS NULL;
+
+    CREATE TABLE task_links (
+        parent_id TEXT NOT NULL REFERENCES tasks(id),
+        child_id TEXT NOT NULL REFERENCES tasks(id),
+        PRIMARY KEY (parent_id, child_id),
+        CHECK (parent_id <> child_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX task_links_by_child ON task_links(child_id, parent_id);
+
+    CREATE TABLE task_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        run_id INTEGER,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}',
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX task_events_by_task ON task_events(task_id, id);
+    CREATE INDEX task_events_decomposed ON task_events(task_id) WHERE kind = 'decomposed';
+
+    CREATE TABLE task_comments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        author TEXT,
+        body TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX task_comments_by_task ON task_comments(task_id, id);
+
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT,
+        purpose TEXT NOT NULL,
+        model TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        http_status INTEGER,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        error TEXT
+    );
+    CREATE INDEX llm_calls_by_task ON llm_calls(task_id, id);
+    "#,
+];
+
+/// The schema version this binary writes and understands.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,846 @@
+//! `Store` for `SqliteStore`: every operation as SQL, each write one `BEGIN IMMEDIATE`
+//! transaction that reads the facts, asks the core, and applies its answer.
+
+use std::sync::MutexGuard;
+
+use board_core::graph;
+use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
+use board_core::store::{Committed, EventFilter, NewLlmCall, StoreResult, TaskFilter};
+use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
+use board_core::{
+    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Status, Store, StoreError, Task,
+    TaskId, Timestamp,
+};
+use rusqlite::types::{FromSql, FromSqlError, ValueRef};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+
+use crate::SqliteStore;
+
+const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, created_by, created_at, \
+    updated_at, started_at, completed_at, result, current_run_id, claim_lock, claim_expires, \
+    worker_pid, last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, \
+    last_failure_error, max_runtime_seconds, idempotency_key, revision, decompose_failures, \
+    decompose_next_attempt_at, decompose_parked, decompose_last_error";
+
+const RUN_COLUMNS: &str = "id, task_id, profile, status, outcome, claim_lock, claim_expires, \
+    worker_pid, last_heartbeat_at, started_at, ended_at, summary, error, metadata";
+
+const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
+
+const LLM_COLUMNS: &str = "id, task_id, purpose, model, started_at, duration_ms, outcome, \
+    http_status, prompt_tokens, completion_tokens, error";
+
+/// A column holding one of the core's words (status, outcome, block kind) or an id.
+struct Word<T>(T);
+
+impl<T: std::str::FromStr> FromSql for Word<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    fn column_result(value: ValueRef<'_>) -> Result<Self, FromSqlError> {
+        let text = value.as_str()?;
+        text.parse()
+            .map(Word)
+            .map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+/// A JSON text column.
+struct Json(serde_json::Value);
+
+impl FromSql for Json {
+    fn column_result(value: ValueRef<'_>) -> Result<Self, FromSqlError> {
+        serde_json::from_str(value.as_str()?)
+            .map(Json)
+            .map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
+    Ok(Task {
+        id: r.get::<_, Word<TaskId>>(0)?.0,
+        title: r.get(1)?,
+        body: r.get(2)?,
+        assignee: r.get(3)?,
+        status: r.get::<_, Word<Status>>(4)?.0,
+        priority: r.get(5)?,
+        created_by: r.get(6)?,
+        created_at: r.get(7)?,
+        updated_at: r.get(8)?,
+        started_at: r.get(9)?,
+        completed_at: r.get(10)?,
+        result: r.get(11)?,
+        current_run_id: r.get(12)?,
+        claim_lock: r.get(13)?,
+        claim_expires: r.get(14)?,
+        worker_pid: r.get(15)?,
+        last_heartbeat_at: r.get(16)?,
+        block_kind: r.get::<_, Option<Word<_>>>(17)?.map(|w| w.0),
+        block_recurrences: r.get(18)?,
+        consecutive_failures: r.get(19)?,
+        last_failure_error: r.get(20)?,
+        max_runtime_seconds: r.get(21)?,
+        idempotency_key: r.get(22)?,
+        revision: r.get(23)?,
+        decompose_failures: r.get(24)?,
+        decompose_next_attempt_at: r.get(25)?,
+        decompose_parked: r.get(26)?,
+        decompose_last_error: r.get(27)?,
+    })
+}
+
+fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
+    Ok(Run {
+        id: r.get(0)?,
+        task_id: r.get::<_, Word<TaskId>>(1)?.0,
+        profile: r.get(2)?,
+        status: r.get(3)?,
+        outcome: r.get::<_, Option<Word<_>>>(4)?.map(|w| w.0),
+        claim_lock: r.get(5)?,
+        claim_expires: r.get(6)?,
+        worker_pid: r.get(7)?,
+        last_heartbeat_at: r.get(8)?,
+        started_at: r.get(9)?,
+        ended_at: r.get(10)?,
+        summary: r.get(11)?,
+        error: r.get(12)?,
+        metadata: r.get::<_, Option<Json>>(13)?.map(|j| j.0),
+    })
+}
+
+fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: r.get(0)?,
+        task_id: r.get::<_, Word<TaskId>>(1)?.0,
+        run_id: r.get(2)?,
+        kind: r.get(3)?,
+        payload: r.get::<_, Json>(4)?.0,
+        created_at: r.get(5)?,
+    })
+}
+
+fn comment_from_row(r: &Row<'_>) -> rusqlite::Result<Comment> {
+    Ok(Comment {
+        id: r.get(0)?,
+        task_id: r.get::<_, Word<TaskId>>(1)?.0,
+        author: r.get(2)?,
+        body: r.get(3)?,
+        created_at: r.get(4)?,
+    })
+}
+
+fn llm_call_from_row(r: &Row<'_>) -> rusqlite::Result<LlmCall> {
+    Ok(LlmCall {
+        id: r.get(0)?,
+        task_id: r.get::<_, Option<Word<TaskId>>>(1)?.map(|w| w.0),
+        purpose: r.get(2)?,
+        model: r.get(3)?,
+        started_at: r.get(4)?,
+        duration_ms: r.get(5)?,
+        outcome: r.get(6)?,
+        http_status: r.get(7)?,
+        prompt_tokens: r.get(8)?,
+        completion_tokens: r.get(9)?,
+        error: r.get(10)?,
+    })
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn no_such(id: &TaskId) -> StoreError {
+    Refusal::NoSuchTask(id.clone()).into()
+}
+
+/// Random hex from the operating system, for task ids and claim locks.
+fn random_bytes<const N: usize>() -> StoreResult<[u8; N]> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend(format!("no randomness: {e}")))?;
+    Ok(bytes)
+}
+
+fn new_claim_lock() -> StoreResult<String> {
+    Ok(random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn get_task(conn: &Connection, id: &TaskId) -> StoreResult<Task> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1");
+    conn.prepare_cached(&sql)
+        .and_then(|mut s| s.query_row([id.as_str()], task_from_row).optional())
+        .map_err(backend)?
+        .ok_or_else(|| no_such(id))
+}
+
+fn query_tasks(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<Task>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let rows = stmt.query_map(params, task_from_row).map_err(backend)?;
+    rows.collect::<Result<_, _>>().map_err(backend)
+}
+
+fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
+    let task = get_task(conn, id)?;
+    let newest_sql =
+        format!("SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1");
+    let newest_run = conn
+        .prepare_cached(&newest_sql)
+        .and_then(|mut s| s.query_row([id.as_str()], run_from_row).optional())
+        .map_err(backend)?;
+    let (run_count, open_parents, decomposed): (i64, i64, bool) = conn
+        .prepare_cached(
+            "SELECT (SELECT COUNT(*) FROM task_runs WHERE task_id = ?1),
+                    (SELECT COUNT(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                      WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived')),
+                    EXISTS (SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = 'decomposed')",
+        )
+        .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
+        .map_err(backend)?;
+    Ok(TaskFacts {
+        task,
+        newest_run,
+        run_count,
+        open_parents,
+        decomposed,
+    })
+}
+
+fn insert_events(tx: &Connection, task_id: &TaskId, events: &[NewEvent], now: Timestamp) -> StoreResult<()> {
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .map_err(backend)?;
+    for e in events {
+        stmt.execute(params![
+            task_id.as_str(),
+            e.run_id,
+            e.kind,
+            e.payload.to_string(),
+            now
+        ])
+        .map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
+    let sql = format!(
+        "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
+    );
+    tx.prepare_cached(&sql)
+        .and_then(|mut s| {
+            s.execute(params![
+                t.id.as_str(),
+                t.title,
+                t.body,
+                t.assignee,
+                t.status.as_str(),
+                t.priority,
+                t.created_by,
+                t.created_at,
+                t.updated_at,
+                t.started_at,
+                t.completed_at,
+                t.result,
+                t.current_run_id,
+                t.claim_lock,
+                t.claim_expires,
+                t.worker_pid,
+                t.last_heartbeat_at,
+                t.block_kind.map(|k| k.as_str()),
+                t.block_recurrences,
+                t.consecutive_failures,
+                t.last_failure_error,
+                t.max_runtime_seconds,
+                t.idempotency_key,
+                t.revision,
+                t.decompose_failures,
+                t.decompose_next_attempt_at,
+                t.decompose_parked,
+                t.decompose_last_error,
+            ])
+        })
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Writes the task's new row only if its claim is still the one the decision was
+/// based on (compare-and-set on status, current run and claim lock).
+fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
+    // Single winner: the row changes only if status, run and claim are as read.
+    let changed = tx
+        .prepare_cached(
+            "UPDATE tasks SET title = ?2, body = ?3, assignee = ?4, status = ?5, priority = ?6,
+                updated_at = ?7, started_at = ?8, completed_at = ?9, result = ?10, current_run_id = ?11,
+                claim_lock = ?12, claim_expires = ?13, worker_pid = ?14, last_heartbeat_at = ?15,
+                block_kind = ?16, block_recurrences = ?17, consecutive_failures = ?18,
+                last_failure_error = ?19, max_runtime_seconds = ?20, revision = ?21,
+                decompose_failures = ?22, decompose_next_attempt_at = ?23, decompose_parked = ?24,
+                decompose_last_error = ?25
+             WHERE id = ?1 AND status = ?26 AND current_run_id IS ?27 AND claim_lock IS ?28",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                t.id.as_str(),
+                t.title,
+                t.body,
+                t.assignee,
+                t.status.as_str(),
+                t.priority,
+                t.updated_at,
+                t.started_at,
+                t.completed_at,
+                t.result,
+                t.current_run_id,
+                t.claim_lock,
+                t.claim_expires,
+                t.worker_pid,
+                t.last_heartbeat_at,
+                t.block_kind.map(|k| k.as_str()),
+                t.block_recurrences,
+                t.consecutive_failures,
+                t.last_failure_error,
+                t.max_runtime_seconds,
+                t.revision,
+                t.decompose_failures,
+                t.decompose_next_attempt_at,
+                t.decompose_parked,
+                t.decompose_last_error,
+                old.status.as_str(),
+                old.current_run_id,
+                old.claim_lock,
+            ])
+        })
+        .map_err(backend)?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Refusal::ClaimChanged {
+            id: t.id.clone(),
+            run_id: old.current_run_id.unwrap_or_default(),
+        }
+        .into())
+    }
+}
+
+fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
+    let sql = format!(
+        "INSERT INTO task_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
+            claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
+            worker_pid = excluded.worker_pid, last_heartbeat_at = excluded.last_heartbeat_at,
+            ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
+            metadata = excluded.metadata
+         WHERE task_runs.task_id = excluded.task_id"
+    );
+    tx.prepare_cached(&sql)
+        .and_then(|mut s| {
+            s.execute(params![
+                r.id,
+                r.task_id.as_str(),
+                r.profile,
+                r.status,
+                r.outcome.map(|o| o.as_str()),
+                r.claim_lock,
+                r.claim_expires,
+                r.worker_pid,
+                r.last_heartbeat_at,
+                r.started_at,
+                r.ended_at,
+                r.summary,
+                r.error,
+                r.metadata.as_ref().map(|m| m.to_string()),
+            ])
+        })
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Applies a decided change, then promotes the children it released.
+fn apply(tx: &Connection, old: &Task, change: &Change, now: Timestamp) -> StoreResult<()> {
+    update_task(tx, old, &change.task)?;
+    for run in &change.runs {
+        upsert_run(tx, run)?;
+    }
+    insert_events(tx, &change.task.id, &change.events, now)?;
+    if change.wake_children {
+        let waiting: Vec<TaskId> = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT l.child_id FROM task_links l JOIN tasks c ON c.id = l.child_id
+                     WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY l.child_id",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([change.task.id.as_str()], |r| r.get::<_, Word<TaskId>>(0))
+                .map_err(backend)?;
+            rows.map(|r| r.map(|w| w.0))
+                .collect::<Result<_, _>>()
+                .map_err(backend)?
+        };
+        for child in waiting {
+            promote(tx, &child, now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Promotes one task when the core agrees; returns whether it did.
+fn promote(tx: &Connection, id: &TaskId, now: Timestamp) -> StoreResult<bool> {
+    let f = facts(tx, id)?;
+    match decide(&f, &Request::Promote, &Fresh::default(), now) {
+        Ok(change) => {
+            apply(tx, &f.task, &change, now)?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// A task id not yet on the board (random; retried on collision).
+fn unused_task_id(tx: &Connection, also_taken: &[TaskId]) -> StoreResult<TaskId> {
+    let mut stmt = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)")
+        .map_err(backend)?;
+    for _ in 0..64 {
+        let id = TaskId::from_random(random_bytes::<4>()?);
+        let taken: bool = stmt.query_row([id.as_str()], |r| r.get(0)).map_err(backend)?;
+        if !taken && !also_taken.contains(&id) {
+            return Ok(id);
+        }
+    }
+    Err(StoreError::Backend("could not draw an unused task id".into()))
+}
+
+fn next_run_id(tx: &Connection) -> StoreResult<i64> {
+    tx.prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM task_runs")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(backend)
+}
+
+impl SqliteStore {
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic cannot leave a transaction half-applied: an unfinished one rolls back
+        // when its `Transaction` is dropped during the unwind.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits only when it succeeds.
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        let out = f(&tx)?;
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one read transaction, for a consistent view across statements.
+    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let out = f(&tx)?;
+        tx.finish().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn require_task(conn: &Connection, id: &TaskId) -> StoreResult<()> {
+        let exists: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)")
+            .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)))
+            .map_err(backend)?;
+        if exists {
+            Ok(())
+        } else {
+            Err(no_such(id))
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn create(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Task> {
+        self.write(|tx| {
+            if let Some(key) = &request.idempotency_key {
+                let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = ?1");
+                if let Some(t) = query_tasks(tx, &sql, [key])?.pop() {
+                    return Ok(t);
+                }
+            }
+            let parents = request
+                .parents
+                .iter()
+                .map(|p| get_task(tx, p))
+                .collect::<StoreResult<Vec<_>>>()?;
+            let id = unused_task_id(tx, &[])?;
+            let created = graph::create(request, id, &parents, now)?;
+            insert_created(tx, &created, now)?;
+            Ok(created.task)
+        })
+    }
+
+    fn get(&self, id: &TaskId) -> StoreResult<Task> {
+        get_task(&self.conn(), id)
+    }
+
+    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks
+             WHERE (?1 IS NULL OR status = ?1)
+               AND (?2 IS NULL OR assignee = ?2)
+               AND (?1 IS NOT NULL OR ?3 OR status <> 'archived')
+             ORDER BY priority DESC, created_at, id LIMIT ?4"
+        );
+        let limit = filter.limit.map_or(-1, |l| l as i64);
+        query_tasks(
+            &self.conn(),
+            &sql,
+            params![
+                filter.status.map(|s| s.as_str()),
+                filter.assignee,
+                filter.include_archived,
+                limit
+            ],
+        )
+    }
+
+    fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
+        let conn = self.conn();
+        Self::require_task(&conn, id)?;
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT parent_id FROM task_links WHERE child_id = ?1)
+             ORDER BY created_at, id"
+        );
+        query_tasks(&conn, &sql, [id.as_str()])
+    }
+
+    fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
+        let conn = self.conn();
+        Self::require_task(&conn, id)?;
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT child_id FROM task_links WHERE parent_id = ?1)
+             ORDER BY created_at, id"
+        );
+        query_tasks(&conn, &sql, [id.as_str()])
+    }
+
+    fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
+        self.read(|tx| facts(tx, id))
+    }
+
+    fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
+        self.write(|tx| {
+            let f = facts(tx, id)?;
+            let fresh = if request.opens_run() {
+                Fresh {
+                    run_id: next_run_id(tx)?,
+                    claim_lock: new_claim_lock()?,
+                }
+            } else {
+                Fresh::default()
+            };
+            let change = decide(&f, request, &fresh, now)?;
+            apply(tx, &f.task, &change, now)?;
+            Ok(change.task)
+        })
+    }
+
+    fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        self.write(|tx| {
+            let p = get_task(tx, parent)?;
+            let f = facts(tx, child)?;
+            let (exists, cycle): (bool, bool) = tx
+                .prepare_cached(
+                    "WITH RECURSIVE down(id) AS (
+                        SELECT ?2 UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
+                     )
+                     SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = ?1 AND child_id = ?2),
+                            ?1 <> ?2 AND EXISTS (SELECT 1 FROM down WHERE id = ?1)",
+                )
+                .and_then(|mut s| {
+                    s.query_row([parent.as_str(), child.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                })
+                .map_err(backend)?;
+            let change = graph::link(&p, &f, cycle, exists, now)?;
+            // No cycle: the core refused any link that would close one.
+            tx.prepare_cached("INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute([parent.as_str(), child.as_str()]))
+                .map_err(backend)?;
+            apply(tx, &f.task, &change, now)
+        })
+    }
+
+    fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        self.write(|tx| {
+            get_task(tx, parent)?;
+            get_task(tx, child)?;
+            let removed = tx
+                .prepare_cached("DELETE FROM task_links WHERE parent_id = ?1 AND child_id = ?2")
+                .and_then(|mut s| s.execute([parent.as_str(), child.as_str()]))
+                .map_err(backend)?;
+            let f = facts(tx, child)?;
+            // A refusal returns early and the transaction rolls the delete back.
+            let change = graph::unlink(parent, &f, removed == 1, now)?;
+            apply(tx, &f.task, &change, now)
+        })
+    }
+
+    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment> {
+        self.write(|tx| {
+            Self::require_task(tx, id)?;
+            if body.trim().is_empty() {
+                return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
+            }
+            tx.prepare_cached(
+                "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![id.as_str(), author, body, now]))
+            .map_err(backend)?;
+            let comment_id = tx.last_insert_rowid();
+            let event = NewEvent::new(
+                "commented",
+                None,
+                serde_json::json!({ "comment_id": comment_id, "author": author }),
+            );
+            insert_events(tx, id, &[event], now)?;
+            Ok(Comment {
+                id: comment_id,
+                task_id: id.clone(),
+                author: author.map(str::to_owned),
+                body: body.to_owned(),
+                created_at: now,
+            })
+        })
+    }
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
+        self.read(|tx| {
+            Self::require_task(tx, id)?;
+            let mut stmt = tx
+                .prepare_cached("SELECT id, task_id, author, body, created_at FROM task_comments WHERE task_id = ?1 ORDER BY id")
+                .map_err(backend)?;
+            let rows = stmt.query_map([id.as_str()], comment_from_row).map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
+        })
+    }
+
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
+        self.read(|tx| {
+            Self::require_task(tx, id)?;
+            let sql = format!("SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id");
+            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
+            let rows = stmt.query_map([id.as_str()], run_from_row).map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
+        })
+    }
+
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
+        self.read(|tx| {
+            if let Some(id) = &filter.task_id {
+                Self::require_task(tx, id)?;
+            }
+            let limit = filter.limit.map_or(-1, |l| l as i64);
+            let task = filter.task_id.as_ref().map(TaskId::as_str);
+            let sql = if task.is_some() {
+                format!("SELECT {EVENT_COLUMNS} FROM task_events WHERE task_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3")
+            } else {
+                format!("SELECT {EVENT_COLUMNS} FROM task_events WHERE ?1 IS NULL AND id > ?2 ORDER BY id LIMIT ?3")
+            };
+            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
+            let rows = stmt
+                .query_map(params![task, filter.after_id, limit], event_from_row)
+                .map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
+        })
+    }
+
+    fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
+        self.write(|tx| {
+            let candidates: Vec<TaskId> = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+                            SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                            WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
+                         ORDER BY t.priority DESC, t.created_at, t.id",
+                    )
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map([], |r| r.get::<_, Word<TaskId>>(0))
+                    .map_err(backend)?;
+                rows.map(|r| r.map(|w| w.0))
+                    .collect::<Result<_, _>>()
+                    .map_err(backend)?
+            };
+            let mut promoted = Vec::new();
+            for id in candidates {
+                if promote(tx, &id, now)? {
+                    promoted.push(id);
+                }
+            }
+            Ok(promoted)
+        })
+    }
+
+    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, id LIMIT ?1"
+        );
+        query_tasks(&self.conn(), &sql, [limit as i64])
+    }
+
+    fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'running' AND claim_expires <= ?1
+             ORDER BY claim_expires, id LIMIT ?2"
+        );
+        query_tasks(&self.conn(), &sql, params![now, limit as i64])
+    }
+
+    fn running(&self) -> StoreResult<Vec<Task>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, id"
+        );
+        query_tasks(&self.conn(), &sql, [])
+    }
+
+    fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
+        // Served by tasks_triage_due: cooling cards cost an index range, parked ones nothing.
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks t
+             WHERE t.status = 'triage' AND t.decompose_parked = 0
+               AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= ?1)
+               AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
+               AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
+             ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.id LIMIT ?2"
+        );
+        query_tasks(&self.conn(), &sql, params![now, limit as i64])
+    }
+
+    fn commit_plan(
+        &self,
+        id: &TaskId,
+        basis: PlanBasis,
+        mode: Mode,
+        plan: &Plan,
+        settings: &PlanSettings,
+        now: Timestamp,
+    ) -> StoreResult<Committed> {
+        self.write(|tx| {
+            let f = facts(tx, id)?;
+            let count = match plan {
+                Plan::Fanout { tasks, .. }
+                    if tasks.len() <= settings.max_children.min(plan::MAX_CHILDREN_CEILING) =>
+                {
+                    tasks.len()
+                }
+                _ => 0,
+            };
+            let mut child_ids = Vec::with_capacity(count);
+            for _ in 0..count {
+                let fresh = unused_task_id(tx, &child_ids)?;
+                child_ids.push(fresh);
+            }
+            let commit = plan::commit_plan(&f, basis, mode, plan, settings, &child_ids, now)?;
+            for child in &commit.children {
+                insert_created(tx, child, now)?;
+            }
+            insert_links(tx, &commit.links)?;
+            apply(tx, &f.task, &commit.root, now)?;
+            Ok(Committed {
+                root: commit.root.task,
+                child_ids,
+            })
+        })
+    }
+
+    fn record_llm_call(&self, c: &NewLlmCall) -> StoreResult<i64> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "INSERT INTO llm_calls (task_id, purpose, model, started_at, duration_ms, outcome, http_status,
+                    prompt_tokens, completion_tokens, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    c.task_id.as_ref().map(TaskId::as_str),
+                    c.purpose,
+                    c.model,
+                    c.started_at,
+                    c.duration_ms,
+                    c.outcome,
+                    c.http_status,
+                    c.prompt_tokens,
+                    c.completion_tokens,
+                    c.error,
+                ])
+            })
+            .map_err(backend)?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {
+        let conn = self.conn();
+        let sql = format!("SELECT {LLM_COLUMNS} FROM llm_calls WHERE ?1 IS NULL OR task_id = ?1 ORDER BY id");
+        let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+        let rows = stmt
+            .query_map([task_id.map(TaskId::as_str)], llm_call_from_row)
+            .map_err(backend)?;
+        rows.collect::<Result<_, _>>().map_err(backend)
+    }
+
+    fn snapshot(&self) -> StoreResult<BoardSnapshot> {
+        self.read(|tx| {
+            let tasks = query_tasks(tx, &format!("SELECT {TASK_COLUMNS} FROM tasks ORDER BY id"), [])?;
+            let collect = |sql: String| -> StoreResult<Vec<Run>> {
+                let mut stmt = tx.prepare(&sql).map_err(backend)?;
+                let rows = stmt.query_map([], run_from_row).map_err(backend)?;
+                rows.collect::<Result<_, _>>().map_err(backend)
+            };
+            let runs = collect(format!("SELECT {RUN_COLUMNS} FROM task_runs ORDER BY id"))?;
+            let links = {
+                let mut stmt = tx
+                    .prepare("SELECT parent_id, child_id FROM task_links ORDER BY parent_id, child_id")
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok(Link {
+                            parent_id: r.get::<_, Word<TaskId>>(0)?.0,
+                            child_id: r.get::<_, Word<TaskId>>(1)?.0,
+                        })
+                    })
+                    .map_err(backend)?;
+                rows.collect::<Result<_, _>>().map_err(backend)?
+            };
+            let events = {
+                let mut stmt = tx
+                    .prepare(&format!("SELECT {EVENT_COLUMNS} FROM task_events ORDER BY id"))
+                    .map_err(backend)?;
+                let rows = stmt.query_map([], event_from_row).map_err(backend)?;
+                rows.collect::<Result<_, _>>().map_err(backend)?
+            };
+            Ok(BoardSnapshot {
+                tasks,
+                runs,
+                links,
+                events,
+            })
+        })
+    }
+}
+
+fn insert_links(tx: &Connection, links: &[Link]) -> StoreResult<()> {
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)")
+        .map_err(backend)?;
+    for l in links {
+        stmt.execute([l.parent_id.as_str(), l.child_id.as_str()])
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn insert_created(tx: &Connection, created: &graph::Created, now: Timestamp) -> StoreResult<()> {
+    insert_task(tx, &created.task)?;
+    insert_links(tx, &created.links)?;
+    insert_events(tx, &created.task.id, &created.events, now)
+}
