@@ -727,6 +727,73 @@ pub fn reads_and_unknown_ids(board: &dyn Board) {
     assert_eq!(tail, vec![all[2].clone()]);
 }
 
+/// Listings filter and order as documented; the dispatcher's queues return what is due.
+pub fn listings_and_queues(board: &dyn Board) {
+    let s = board.connect();
+    let low = ready_task(&*s, "low");
+    let high = s
+        .create(
+            &NewTask {
+                priority: 5,
+                assignee: Some("coder".into()),
+                ..NewTask::titled("high")
+            },
+            T0 + 1,
+        )
+        .unwrap();
+    let triage = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("rough")
+            },
+            T0 + 2,
+        )
+        .unwrap();
+    let gone = ready_task(&*s, "gone");
+    s.archive(&gone.id, T0).unwrap();
+    let ids = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s.list(&crate::TaskFilter::default()).unwrap()),
+        vec![high.id.clone(), low.id.clone(), triage.id.clone()]
+    );
+    let archived = crate::TaskFilter {
+        include_archived: true,
+        ..Default::default()
+    };
+    assert_eq!(s.list(&archived).unwrap().len(), 4);
+    let by_status = crate::TaskFilter {
+        status: Some(Status::Archived),
+        ..Default::default()
+    };
+    assert_eq!(ids(s.list(&by_status).unwrap()), vec![gone.id.clone()]);
+    let by_assignee = crate::TaskFilter {
+        assignee: Some("coder".into()),
+        ..Default::default()
+    };
+    assert_eq!(ids(s.list(&by_assignee).unwrap()), vec![high.id.clone()]);
+    let limited = crate::TaskFilter {
+        limit: Some(1),
+        ..Default::default()
+    };
+    assert_eq!(ids(s.list(&limited).unwrap()), vec![high.id.clone()]);
+    assert_eq!(
+        ids(s.claimable(10).unwrap()),
+        vec![high.id.clone(), low.id.clone()]
+    );
+    assert_eq!(ids(s.claimable(1).unwrap()), vec![high.id.clone()]);
+    s.claim(&high.id, 100, T0).unwrap();
+    s.claim(&low.id, 10, T0).unwrap();
+    assert_eq!(ids(s.running().unwrap()), vec![high.id.clone(), low.id.clone()]);
+    assert!(s.expired_leases(T0 + 9, 10).unwrap().is_empty());
+    assert_eq!(ids(s.expired_leases(T0 + 10, 10).unwrap()), vec![low.id.clone()]);
+    assert_eq!(
+        ids(s.expired_leases(T0 + 100, 10).unwrap()),
+        vec![low.id, high.id]
+    );
+    assert_eq!(ids(s.due_triage(T0, 10).unwrap()), vec![triage.id]);
+}
+
 /// A reclaim and a completion of the same run race from two threads on two connections,
 /// `rounds` times: exactly one wins each time, and the board stays consistent.
 pub fn reclaim_and_complete_race(board: &dyn Board, rounds: usize) {
@@ -1103,6 +1170,7 @@ macro_rules! store_conformance_tests {
             decomposition_commits_and_guards,
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
+            listings_and_queues,
         );
 
         #[test]

@@ -349,10 +349,13 @@ impl Store for MemStore {
     }
 
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        Ok(self.board().sorted(
+        let mut expired = self.board().sorted(
             |t| t.status == Status::Running && t.claim_expires.is_some_and(|e| e <= now),
-            limit,
-        ))
+            usize::MAX,
+        );
+        expired.sort_by_key(|t| (t.claim_expires, t.id.clone()));
+        expired.truncate(limit);
+        Ok(expired)
     }
 
     fn running(&self) -> StoreResult<Vec<Task>> {

@@ -58,6 +58,17 @@ impl Default for Options {
     }
 }
 
+/// What a connection runs with (see [`SqliteStore::settings`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub journal_mode: String,
+    pub synchronous: String,
+    pub busy_timeout_ms: i64,
+    pub foreign_keys: bool,
+    pub application_id: i32,
+    pub user_version: i64,
+}
+
 /// Why a board file could not be opened. Nothing was written to it.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -143,6 +154,34 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The settings in force on this store's connection, as SQLite reports them.
+    pub fn settings(&self) -> Result<Settings, String> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let read = |name: &str| -> Result<String, String> {
+            conn.pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0))
+                .map(|v| match v {
+                    rusqlite::types::Value::Integer(i) => i.to_string(),
+                    rusqlite::types::Value::Text(t) => t,
+                    other => format!("{other:?}"),
+                })
+                .map_err(|e| format!("{name}: {e}"))
+        };
+        let number =
+            |name: &str| -> Result<i64, String> { read(name)?.parse().map_err(|e| format!("{name}: {e}")) };
+        Ok(Settings {
+            journal_mode: read("journal_mode")?.to_ascii_lowercase(),
+            synchronous: match number("synchronous")? {
+                2 => "full".to_owned(),
+                1 => "normal".to_owned(),
+                other => other.to_string(),
+            },
+            busy_timeout_ms: number("busy_timeout")?,
+            foreign_keys: number("foreign_keys")? == 1,
+            application_id: number("application_id")? as i32,
+            user_version: number("user_version")?,
+        })
     }
 
     fn migrate(&mut self) -> Result<(), OpenError> {

@@ -25,4 +25,4 @@ fn fresh() -> SqliteBoard {
     SqliteBoard { _dir: dir, path }
 }
 
-board_core::store_conformance_tests!(fresh(), cases = 1000, race_rounds = 200);
+board_core::store_conformance_tests!(fresh(), cases = 2000, race_rounds = 200);
