@@ -107,8 +107,8 @@ impl SqliteStore {
             path: path.clone(),
             message: e.to_string(),
         };
-        let exists = check_existing(&path)?;
-        if !exists {
+        let found = check_existing(&path)?;
+        if found.is_none() {
             create_private_file(&path)?;
         }
         let conn = Connection::open_with_flags(
@@ -124,14 +124,17 @@ impl SqliteStore {
             conn: Mutex::new(conn),
             path: path.clone(),
         };
-        store.migrate()?;
+        // A current board needs no write to open, so read-only homes can still be read.
+        if found != Some((APPLICATION_ID, SCHEMA_VERSION)) {
+            store.migrate()?;
+        }
         Ok(store)
     }
 
     /// Opens an existing board for reading only: nothing is created or migrated.
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, OpenError> {
         let path = path.as_ref().to_path_buf();
-        if !check_existing(&path)? {
+        if check_existing(&path)?.is_none() {
             return Err(OpenError::Io {
                 path,
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no board here"),
@@ -210,16 +213,17 @@ impl SqliteStore {
     }
 }
 
-/// Refuses a file that is not ours without writing to it; returns whether it exists
-/// with content (an empty file is a new board).
-fn check_existing(path: &Path) -> Result<bool, OpenError> {
+/// Refuses a file that is not ours without writing to it. Returns the
+/// `(application_id, user_version)` of an existing board, `None` when there is no file
+/// or an empty one (a new board).
+fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     let io_err = |source| OpenError::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(e)),
     };
     if file.metadata().map_err(io_err)?.is_dir() {
@@ -234,7 +238,7 @@ fn check_existing(path: &Path) -> Result<bool, OpenError> {
         }
     }
     if read == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     if read < header.len() || &header[..16] != b"SQLite format 3\0" {
         return Err(OpenError::NotSqlite {
@@ -261,7 +265,7 @@ fn check_existing(path: &Path) -> Result<bool, OpenError> {
         },
     })?;
     check_identity(path, app_id, version, tables)?;
-    Ok(true)
+    Ok(Some((app_id, version)))
 }
 
 /// `(application_id, user_version, number of schema objects)`.

@@ -145,6 +145,20 @@ fn the_file_itself_refuses_a_running_task_without_a_run() {
 }
 
 #[test]
+fn opening_a_current_board_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    let store = SqliteStore::open(&path, &Options::default()).unwrap();
+    store.create(&NewTask::titled("settled"), 1).unwrap();
+    drop(store);
+    let before = std::fs::read(&path).unwrap();
+    let again = SqliteStore::open(&path, &Options::default()).unwrap();
+    assert_eq!(again.list(&Default::default()).unwrap().len(), 1);
+    drop(again);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
 fn read_only_opening_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kanban.db");

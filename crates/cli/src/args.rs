@@ -1,0 +1,287 @@
+//! The command line's grammar: every verb, flag and value parser (clap derive).
+//!
+//! Flag values are parsed here, so a bad value (an unknown status, an unparsable
+//! duration, invalid JSON) is a usage error (exit 2) before anything touches the board.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use board_core::{BlockKind, RunId, Status, TaskId};
+use clap::{Args, Parser, Subcommand};
+use clap_complete::Shell;
+
+/// A durable kanban board for AI agents.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kanban",
+    version,
+    arg_required_else_help = true,
+    after_help = "Examples:\n  kanban create \"write the release notes\" --assignee writer\n  kanban ls --status ready\n  kanban show t_1a2b3c4d\n\nInside a worker (KANBAN_TASK and KANBAN_RUN_ID set), complete, block, heartbeat\nand comment act on the worker's own task when no id is given."
+)]
+pub struct Cli {
+    /// The board's home directory [default: $KANBAN_HOME, else ~/.kanban]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+
+    /// Print pure JSON on stdout (warnings go to stderr)
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Verb {
+    /// Create the home, its config template and database (idempotent)
+    Init,
+    /// Create a task
+    #[command(
+        after_help = "Examples:\n  kanban create \"fix the login bug\" --priority 5 --assignee coder\n  kanban create \"ship it\" --parent t_1a2b3c4d --parent t_5e6f7a8b\n  kanban create \"rough idea\" --triage --body-file notes.md\n  echo \"details\" | kanban create \"from stdin\" --body-file -"
+    )]
+    Create(CreateArgs),
+    /// List tasks (priority desc, then age)
+    #[command(
+        visible_alias = "ls",
+        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --archived --json"
+    )]
+    List(ListArgs),
+    /// Show a task with its parents, children, runs, comments and recent events
+    #[command(after_help = "Examples:\n  kanban show t_1a2b3c4d\n  kanban show t_1a2b3c4d --json")]
+    Show {
+        #[arg(value_name = "ID")]
+        id: TaskId,
+    },
+    /// Edit a task's title, body or priority (bumps its revision)
+    Edit(EditArgs),
+    /// Set a task's assignee (refused while it runs)
+    Assign {
+        #[arg(value_name = "ID")]
+        id: TaskId,
+        /// A profile name, or `none` to clear the assignee
+        #[arg(value_name = "PROFILE|none")]
+        profile: String,
+    },
+    /// Make CHILD wait for PARENT (cycles and self-links are refused)
+    Link {
+        #[arg(value_name = "PARENT")]
+        parent: TaskId,
+        #[arg(value_name = "CHILD")]
+        child: TaskId,
+    },
+    /// Remove the link PARENT -> CHILD
+    Unlink {
+        #[arg(value_name = "PARENT")]
+        parent: TaskId,
+        #[arg(value_name = "CHILD")]
+        child: TaskId,
+    },
+    /// Claim a ready task by hand; prints the run id
+    #[command(
+        after_help = "Examples:\n  kanban claim t_1a2b3c4d\n  kanban claim t_1a2b3c4d --ttl 3600 --json"
+    )]
+    Claim {
+        #[arg(value_name = "ID")]
+        id: TaskId,
+        /// Lease length in seconds
+        #[arg(long, value_name = "SECS", default_value_t = crate::DEFAULT_CLAIM_TTL, value_parser = clap::value_parser!(i64).range(1..))]
+        ttl: i64,
+    },
+    /// Extend the lease of a running task
+    Heartbeat {
+        /// The task [default: $KANBAN_TASK]
+        #[arg(value_name = "ID")]
+        id: Option<TaskId>,
+        /// The run the caller holds [default: $KANBAN_RUN_ID, else the current run]
+        #[arg(long, value_name = "RUN")]
+        run: Option<RunId>,
+        /// A note recorded with the heartbeat
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
+    /// Complete tasks
+    #[command(
+        after_help = "Examples:\n  kanban complete t_1a2b3c4d --result \"deployed to staging\"\n  kanban complete --summary \"done\"   # inside a worker: its own task, guarded by its run\n  kanban complete t_1a2b3c4d --run 7 --metadata '{\"tests\": 42}'"
+    )]
+    Complete(CompleteArgs),
+    /// Block a task: it needs something before it can go on
+    #[command(
+        after_help = "Examples:\n  kanban block t_1a2b3c4d \"waiting for the API key\" --kind needs_input\n  kanban block \"cannot reach the database\" --kind transient   # inside a worker"
+    )]
+    Block(BlockArgs),
+    /// Return blocked tasks to ready (or todo while a parent is open)
+    Unblock {
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<TaskId>,
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// Stop a task's worker and return the task to ready
+    Reclaim {
+        #[arg(value_name = "ID")]
+        id: TaskId,
+        /// Only if RUN is still the current run
+        #[arg(long, value_name = "RUN")]
+        run: Option<RunId>,
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// Archive tasks (a running one is reclaimed first)
+    Archive {
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<TaskId>,
+    },
+    /// Add a comment to a task
+    Comment(CommentArgs),
+    /// A task's run history
+    Runs {
+        #[arg(value_name = "ID")]
+        id: TaskId,
+    },
+    /// The event stream, of one task or the whole board
+    Events {
+        #[arg(value_name = "ID")]
+        id: Option<TaskId>,
+    },
+    /// Print a shell completion script
+    Completions {
+        #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]
+        shell: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    pub title: String,
+    /// The task's body
+    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Read the body from a file, or from stdin with `-`
+    #[arg(long, value_name = "PATH|-")]
+    pub body_file: Option<PathBuf>,
+    /// The profile to run it
+    #[arg(long, value_name = "PROFILE")]
+    pub assignee: Option<String>,
+    /// A task this one waits for (repeatable)
+    #[arg(long = "parent", value_name = "ID")]
+    pub parents: Vec<TaskId>,
+    /// Higher runs first
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Put it in triage for the decomposer
+    #[arg(long)]
+    pub triage: bool,
+    /// Creating twice with the same key returns the first task
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// A worker running longer is stopped: 90, 90s, 15m, 2h
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<Status>,
+    #[arg(long, value_name = "PROFILE")]
+    pub assignee: Option<String>,
+    /// Include archived tasks
+    #[arg(long)]
+    pub archived: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    #[arg(value_name = "ID")]
+    pub id: TaskId,
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// The tasks [default: $KANBAN_TASK]
+    #[arg(value_name = "ID")]
+    pub ids: Vec<TaskId>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+    /// Land a journaled completion of run RUN that already ended
+    #[arg(long, value_name = "RUN", conflicts_with = "run")]
+    pub replay_run: Option<RunId>,
+    /// What the children's workers will read
+    #[arg(long, value_name = "TEXT")]
+    pub result: Option<String>,
+    /// A short account of the run
+    #[arg(long, value_name = "TEXT")]
+    pub summary: Option<String>,
+    /// A JSON value stored with the run
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Args)]
+pub struct BlockArgs {
+    /// `[ID] [REASON]`: inside a worker the id may be left out
+    #[arg(value_name = "ID|REASON", num_args = 0..=2)]
+    pub words: Vec<String>,
+    /// dependency, needs_input, capability or transient
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<BlockKind>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+}
+
+#[derive(Debug, Args)]
+pub struct CommentArgs {
+    /// `[ID] TEXT`: inside a worker the id may be left out
+    #[arg(value_name = "ID|TEXT", num_args = 1..=2, required = true)]
+    pub words: Vec<String>,
+    #[arg(long, value_name = "NAME")]
+    pub author: Option<String>,
+}
+
+/// Parses `90`, `90s`, `15m`, `2h` (and `1d`) into positive seconds.
+pub fn parse_duration(text: &str) -> Result<i64, String> {
+    let bad = || format!("not a duration: {text:?} (expected e.g. 90, 90s, 15m, 2h)");
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let n: i64 = digits.parse().map_err(|_| bad())?;
+    match n.checked_mul(scale) {
+        Some(secs) if secs > 0 => Ok(secs),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+}
+
+/// The shell a completion script is for.
+pub fn shell(name: &str) -> Option<Shell> {
+    match name {
+        "bash" => Some(Shell::Bash),
+        "zsh" => Some(Shell::Zsh),
+        "fish" => Some(Shell::Fish),
+        _ => None,
+    }
+}
+
+/// Parses the process's own arguments, keeping non-UTF-8 ones for clap to refuse cleanly.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(args)
+}

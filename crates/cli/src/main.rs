@@ -1,0 +1,65 @@
+//! `kanban`: the board's command line. Parses the arguments, runs one verb against the
+//! board's `Store`, prints the result, and maps every failure to one line on stderr and
+//! an exit code (0 success, 1 refused, 2 usage error).
+
+mod args;
+mod failure;
+mod home;
+mod output;
+mod terminate;
+mod verbs;
+
+use std::process::ExitCode;
+
+use args::Verb;
+use failure::one_line;
+use home::Home;
+
+/// Lease length of a hand claim and of a heartbeat (`kanban.claim_ttl_seconds`' default).
+pub const DEFAULT_CLAIM_TTL: i64 = 900;
+
+fn main() -> ExitCode {
+    let cli = match args::parse(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let outcome = match cli.verb {
+        // A completion script needs no board, so it creates no home.
+        Verb::Completions { shell } => verbs::completions(&shell),
+        verb => Home::resolve(cli.home).and_then(|home| verbs::run(home, cli.json, verb)),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if let Some(message) = failure.message() {
+                eprintln!("kanban: {}", one_line(message));
+            }
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+/// Help and version go out as clap writes them; a real usage error becomes one line.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+        _ => {}
+    }
+    let rendered = e.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("For more information"))
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    eprintln!("kanban: {} (see --help)", one_line(message));
+    ExitCode::from(2)
+}

@@ -1,0 +1,136 @@
+//! The verbs, one module per group, and what they share: the open board, the clock
+//! read once, the output mode, and the worker's identity when run inside a worker.
+
+mod comment;
+mod graph;
+mod read;
+mod setup;
+mod tasks;
+mod work;
+
+use board_core::{RunId, TaskId, Timestamp};
+use board_sqlite::SqliteStore;
+
+use crate::args::Verb;
+use crate::failure::Failure;
+use crate::home::Home;
+use crate::output::Paint;
+
+pub use setup::completions;
+
+/// What every verb runs with.
+pub struct Ctx {
+    pub store: SqliteStore,
+    /// The system clock in Unix seconds, read once per command.
+    pub now: Timestamp,
+    pub json: bool,
+    pub paint: Paint,
+}
+
+/// The task and run a worker was spawned for (`KANBAN_TASK`, `KANBAN_RUN_ID`).
+#[derive(Clone, Debug)]
+pub struct Worker {
+    pub task: TaskId,
+    pub run: RunId,
+}
+
+impl Worker {
+    /// The worker's identity when both variables are set; malformed values are a usage error.
+    pub fn from_env() -> Result<Option<Worker>, Failure> {
+        let (Some(task), Some(run)) = (std::env::var_os("KANBAN_TASK"), std::env::var_os("KANBAN_RUN_ID"))
+        else {
+            return Ok(None);
+        };
+        let task = task
+            .to_str()
+            .and_then(|t| t.parse::<TaskId>().ok())
+            .ok_or_else(|| Failure::Usage(format!("KANBAN_TASK is not a task id: {task:?}")))?;
+        let run = run
+            .to_str()
+            .and_then(|r| r.parse::<RunId>().ok())
+            .ok_or_else(|| Failure::Usage(format!("KANBAN_RUN_ID is not a run id: {run:?}")))?;
+        Ok(Some(Worker { task, run }))
+    }
+}
+
+/// The task a worker-aware verb acts on, and the run guard its write carries: an explicit
+/// `--run` wins; otherwise a worker's own task is guarded by its run.
+pub fn target(
+    id: Option<TaskId>,
+    run: Option<RunId>,
+    worker: Option<&Worker>,
+    verb: &str,
+) -> Result<(TaskId, Option<RunId>), Failure> {
+    match (id, worker) {
+        (Some(id), Some(w)) if id == w.task => Ok((id, run.or(Some(w.run)))),
+        (Some(id), _) => Ok((id, run)),
+        (None, Some(w)) => Ok((w.task.clone(), run.or(Some(w.run)))),
+        (None, None) => Err(Failure::Usage(format!(
+            "{verb} needs a task id (or run it inside a worker, with KANBAN_TASK and KANBAN_RUN_ID set)"
+        ))),
+    }
+}
+
+/// Opens (creating when new) the board and runs the verb.
+pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
+    let prepared = home.prepare()?;
+    let created = setup::Created {
+        home: prepared.created_home,
+        config: prepared.created_config,
+    };
+    let ctx = Ctx {
+        store: prepared.store,
+        now: now(),
+        json,
+        paint: Paint::for_stdout(),
+    };
+    match verb {
+        Verb::Init => setup::init(&ctx, &home, created),
+        Verb::Completions { shell } => completions(&shell),
+        Verb::Create(a) => tasks::create(&ctx, a),
+        Verb::Edit(a) => tasks::edit(&ctx, a),
+        Verb::Assign { id, profile } => tasks::assign(&ctx, id, profile),
+        Verb::Archive { ids } => tasks::archive(&ctx, ids),
+        Verb::List(a) => read::list(&ctx, a),
+        Verb::Show { id } => read::show(&ctx, &id),
+        Verb::Runs { id } => read::runs(&ctx, &id),
+        Verb::Events { id } => read::events(&ctx, id),
+        Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
+        Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),
+        Verb::Claim { id, ttl } => work::claim(&ctx, &id, ttl),
+        Verb::Heartbeat { id, run, note } => work::heartbeat(&ctx, id, run, note),
+        Verb::Complete(a) => work::complete(&ctx, a),
+        Verb::Block(a) => work::block(&ctx, a),
+        Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
+        Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
+        Verb::Comment(a) => comment::comment(&ctx, a),
+    }
+}
+
+fn now() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as Timestamp)
+}
+
+/// A task id given as a free word (where a positional may be an id or text).
+pub fn parse_id(text: &str) -> Result<TaskId, Failure> {
+    text.parse::<TaskId>().map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// The end of a verb that acted on several tasks: one refusal is returned to be
+/// printed like any other; several are printed here, one line each.
+pub fn settle(mut refused: Vec<Failure>) -> Result<(), Failure> {
+    match refused.len() {
+        0 => Ok(()),
+        1 => Err(refused.remove(0)),
+        _ => {
+            for failure in &refused {
+                if let Some(message) = failure.message() {
+                    eprintln!("kanban: {message}");
+                }
+            }
+            Err(Failure::Reported)
+        }
+    }
+}

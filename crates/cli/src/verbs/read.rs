@@ -1,0 +1,200 @@
+//! Verbs that only read the board: `list`, `show`, `runs`, `events`.
+
+use board_core::{EventFilter, Status, Store, Task, TaskFilter, TaskId};
+use serde_json::{json, Value};
+
+use crate::args::ListArgs;
+use crate::failure::Failure;
+use crate::output::{
+    age, comment_json, event_json, event_line, print_json, run_json, run_table, task_json, task_table,
+};
+use crate::verbs::Ctx;
+
+/// How many of a task's events `show` prints, newest kept.
+const SHOW_EVENTS: usize = 20;
+
+pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
+    let filter = TaskFilter {
+        status: a.status,
+        assignee: a.assignee,
+        // Asking for archived tasks by status means wanting to see them.
+        include_archived: a.archived || a.status == Some(Status::Archived),
+        limit: None,
+    };
+    let tasks = ctx.store.list(&filter)?;
+    if ctx.json {
+        print_json(&Value::Array(tasks.iter().map(task_json).collect()));
+    } else {
+        task_table(&tasks, ctx.now, ctx.paint);
+    }
+    Ok(())
+}
+
+pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
+    let store = &ctx.store;
+    let task = store.get(id)?;
+    let parents = store.parents(id)?;
+    let children = store.children(id)?;
+    let runs = store.runs(id)?;
+    let comments = store.comments(id)?;
+    let mut events = store.events(&EventFilter {
+        task_id: Some(id.clone()),
+        ..EventFilter::default()
+    })?;
+    let skipped = events.len().saturating_sub(SHOW_EVENTS);
+    events.drain(..skipped);
+
+    if ctx.json {
+        print_json(&json!({
+            "task": task_json(&task),
+            "parents": parents.iter().map(task_json).collect::<Vec<_>>(),
+            "children": children.iter().map(task_json).collect::<Vec<_>>(),
+            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+            "comments": comments.iter().map(comment_json).collect::<Vec<_>>(),
+            "events": events.iter().map(event_json).collect::<Vec<_>>(),
+        }));
+        return Ok(());
+    }
+
+    let p = ctx.paint;
+    let now = ctx.now;
+    println!(
+        "{}  {}  {}",
+        p.bold(task.id.as_str()),
+        p.status(task.status),
+        p.bold(&task.title)
+    );
+    let mut facts = vec![
+        format!("priority {}", task.priority),
+        format!("assignee {}", task.assignee.as_deref().unwrap_or("-")),
+        format!("created {} ago", age(now, task.created_at)),
+        format!("updated {} ago", age(now, task.updated_at)),
+        format!("revision {}", task.revision),
+    ];
+    if let Some(run) = task.current_run_id {
+        facts.push(format!("run {run}"));
+    }
+    if let Some(kind) = task.block_kind {
+        facts.push(format!("block kind {kind} (x{})", task.block_recurrences));
+    }
+    if task.consecutive_failures > 0 {
+        facts.push(format!("failures {}", task.consecutive_failures));
+    }
+    if let Some(max) = task.max_runtime_seconds {
+        facts.push(format!("max runtime {max}s"));
+    }
+    if let Some(key) = &task.idempotency_key {
+        facts.push(format!("idempotency key {key}"));
+    }
+    if task.decompose_parked {
+        facts.push("decomposition parked".to_owned());
+    }
+    println!("  {}", facts.join(" · "));
+    if !task.body.is_empty() {
+        section(ctx, "Body");
+        for line in task.body.lines() {
+            println!("  {line}");
+        }
+    }
+    if let Some(result) = &task.result {
+        section(ctx, "Result");
+        for line in result.lines() {
+            println!("  {line}");
+        }
+    }
+    if let Some(error) = &task.last_failure_error {
+        section(ctx, "Last failure");
+        println!("  {error}");
+    }
+    section(ctx, "Parents");
+    task_lines(ctx, &parents);
+    section(ctx, "Children");
+    task_lines(ctx, &children);
+    section(ctx, "Runs");
+    if runs.is_empty() {
+        println!("  {}", p.dim("none"));
+    }
+    for r in &runs {
+        let outcome = r.outcome.map_or("running", |o| o.as_str());
+        let mut line = format!("  #{} {outcome}  started {} ago", r.id, age(now, r.started_at));
+        if let Some(ended) = r.ended_at {
+            line.push_str(&format!(", took {}", age(ended, r.started_at)));
+        }
+        if let Some(note) = r.summary.as_deref().or(r.error.as_deref()) {
+            line.push_str(&format!("  {}", crate::output::cut(note, 80)));
+        }
+        println!("{line}");
+    }
+    section(ctx, "Comments");
+    if comments.is_empty() {
+        println!("  {}", p.dim("none"));
+    }
+    for c in &comments {
+        let author = c.author.as_deref().unwrap_or("anonymous");
+        println!("  {} ago  {author}: {}", age(now, c.created_at), c.body);
+    }
+    if skipped > 0 {
+        section(
+            ctx,
+            &format!("Events (last {SHOW_EVENTS} of {})", skipped + events.len()),
+        );
+    } else {
+        section(ctx, "Events");
+    }
+    for e in &events {
+        println!("  {}", event_line(e, now, false));
+    }
+    Ok(())
+}
+
+fn section(ctx: &Ctx, title: &str) {
+    println!();
+    println!("{}", ctx.paint.bold(title));
+}
+
+fn task_lines(ctx: &Ctx, tasks: &[Task]) {
+    if tasks.is_empty() {
+        println!("  {}", ctx.paint.dim("none"));
+    }
+    for t in tasks {
+        println!(
+            "  {}  {}  {}",
+            t.id,
+            ctx.paint.status(t.status),
+            crate::output::cut(&t.title, 70)
+        );
+    }
+}
+
+pub fn runs(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
+    // `runs` of an unknown task is a refusal, not an empty list.
+    ctx.store.get(id)?;
+    let runs = ctx.store.runs(id)?;
+    if ctx.json {
+        print_json(&Value::Array(runs.iter().map(run_json).collect()));
+    } else {
+        run_table(&runs, ctx.now, ctx.paint);
+    }
+    Ok(())
+}
+
+pub fn events(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
+    if let Some(id) = &id {
+        ctx.store.get(id)?;
+    }
+    let with_task = id.is_none();
+    let events = ctx.store.events(&EventFilter {
+        task_id: id,
+        ..EventFilter::default()
+    })?;
+    if ctx.json {
+        print_json(&Value::Array(events.iter().map(event_json).collect()));
+    } else if events.is_empty() {
+        println!("{}", ctx.paint.dim("no events"));
+    } else {
+        for e in &events {
+            println!("{}", event_line(e, ctx.now, with_task));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The verbs of doing the work: `claim`, `heartbeat`, `complete`, `block`, `unblock`,
+//! `reclaim`. Workers call the guarded ones with their run id; a guard that names a run
+//! which is no longer current loses (`ok: false`, exit 1) and changes nothing.
+
+use board_core::{Completion, ReclaimOutcome, RunId, Store, TaskId};
+use serde_json::{json, Value};
+
+use crate::args::{BlockArgs, CompleteArgs};
+use crate::failure::Failure;
+use crate::output::{print_json, print_json_line, status_label, task_json};
+use crate::terminate::ProcessGroupTerminator;
+use crate::verbs::{parse_id, settle, target, Ctx, Worker};
+
+pub fn claim(ctx: &Ctx, id: &TaskId, ttl: i64) -> Result<(), Failure> {
+    let claim = ctx.store.claim(id, ttl, ctx.now)?;
+    if ctx.json {
+        print_json(&json!({ "task_id": claim.task.id, "run_id": claim.run_id }));
+    } else {
+        println!("{}", claim.run_id);
+    }
+    Ok(())
+}
+
+pub fn heartbeat(
+    ctx: &Ctx,
+    id: Option<TaskId>,
+    run: Option<RunId>,
+    note: Option<String>,
+) -> Result<(), Failure> {
+    let worker = Worker::from_env()?;
+    let (id, guard) = target(id, run, worker.as_ref(), "heartbeat")?;
+    // A person beating by hand means the run that holds the task now.
+    let run = match guard {
+        Some(run) => run,
+        None => {
+            let task = ctx.store.get(&id)?;
+            task.current_run_id.ok_or_else(|| {
+                Failure::Refused(format!("task {id} is {}; heartbeat needs running", task.status))
+            })?
+        }
+    };
+    let ok = ctx
+        .store
+        .heartbeat(&id, run, crate::DEFAULT_CLAIM_TTL, note, ctx.now)?;
+    finish(ctx, "heartbeat", &id, Some(run), ok)
+}
+
+pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
+    let worker = Worker::from_env()?;
+    let ids: Vec<Option<TaskId>> = if a.ids.is_empty() {
+        vec![None]
+    } else {
+        a.ids.into_iter().map(Some).collect()
+    };
+    let mut refused = Vec::new();
+    for id in ids {
+        let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;
+        let completion = Completion {
+            // A replay names an ended run; the guard on the current run does not apply.
+            expected_run_id: if a.replay_run.is_some() { None } else { guard },
+            replay_ended_run_id: a.replay_run,
+            result: a.result.clone(),
+            summary: a.summary.clone(),
+            metadata: a.metadata.clone(),
+        };
+        let outcome = ctx
+            .store
+            .complete(&id, &completion, ctx.now)
+            .map_err(Failure::from)
+            .and_then(|ok| finish(ctx, "complete", &id, a.replay_run.or(guard), ok));
+        if let Err(failure) = outcome {
+            refused.push(failure);
+        }
+    }
+    settle(refused)
+}
+
+pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
+    let worker = Worker::from_env()?;
+    let mut words = a.words.into_iter();
+    let (id, reason) = match (words.next(), words.next()) {
+        (None, _) => (None, None),
+        (Some(id), Some(reason)) => (Some(parse_id(&id)?), Some(reason)),
+        // One word: an id, or (inside a worker, whose id is implied) the reason.
+        (Some(word), None) => match (parse_id(&word), &worker) {
+            (Ok(id), _) => (Some(id), None),
+            (Err(_), Some(_)) => (None, Some(word)),
+            (Err(e), None) => return Err(e),
+        },
+    };
+    let (id, guard) = target(id, a.run, worker.as_ref(), "block")?;
+    let ok = ctx.store.block(&id, a.kind, reason, guard, ctx.now)?;
+    finish(ctx, "block", &id, guard, ok)
+}
+
+pub fn unblock(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(), Failure> {
+    let mut unblocked: Vec<Value> = Vec::new();
+    let mut refused = Vec::new();
+    for id in ids {
+        match ctx.store.unblock(&id, reason.clone(), ctx.now) {
+            Ok(task) if ctx.json => unblocked.push(task_json(&task)),
+            Ok(task) => println!("unblocked {}  {}", task.id, status_label(task.status)),
+            Err(e) => refused.push(Failure::from(e)),
+        }
+    }
+    if ctx.json {
+        print_json(&Value::Array(unblocked));
+    }
+    settle(refused)
+}
+
+pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String>) -> Result<(), Failure> {
+    let outcome = ctx
+        .store
+        .reclaim(id, run, reason, &ProcessGroupTerminator, ctx.now)?;
+    let word = match outcome {
+        ReclaimOutcome::Reclaimed => "reclaimed",
+        ReclaimOutcome::Deferred => "deferred",
+        ReclaimOutcome::Lost => "lost",
+    };
+    let ok = outcome == ReclaimOutcome::Reclaimed;
+    if ctx.json {
+        print_json_line(&json!({ "task_id": id, "ok": ok, "outcome": word }));
+    } else if ok {
+        println!("reclaimed {id}");
+    }
+    match outcome {
+        ReclaimOutcome::Reclaimed => Ok(()),
+        ReclaimOutcome::Deferred => Err(Failure::Refused(format!(
+            "the worker of {id} survived SIGTERM and SIGKILL; the claim stands (extended briefly)"
+        ))),
+        ReclaimOutcome::Lost => Err(lost(ctx, "reclaim", id, run)),
+    }
+}
+
+/// Prints a finaliser's `{"task_id", "ok"}` (or a line for people) and turns a loss into
+/// exit 1.
+fn finish(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> Result<(), Failure> {
+    if ctx.json {
+        print_json_line(&json!({ "task_id": id, "ok": ok }));
+    } else if ok {
+        let done = match verb {
+            "complete" => "completed",
+            "block" => "blocked",
+            other => other,
+        };
+        println!("{done} {id}");
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(lost(ctx, verb, id, run))
+    }
+}
+
+/// Says which run took over, reading the task once more (after the fact, for the message only).
+fn lost(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
+    let current = match ctx.store.get(id) {
+        Ok(task) => task
+            .current_run_id
+            .map_or_else(|| "none".to_owned(), |r| r.to_string()),
+        Err(_) => "unknown".to_owned(),
+    };
+    let named = run.map_or_else(|| "the run read".to_owned(), |r| format!("run {r}"));
+    Failure::Refused(format!(
+        "{verb} of {id} lost: {named} is not the current run (current: {current}); nothing changed"
+    ))
+}
