@@ -3,17 +3,23 @@
 //! It only orchestrates cargo and the project's binaries; it depends on nothing of ours
 //! at run time, so it builds in seconds.
 
+mod demo;
+
 use std::process::{Command, ExitCode};
 
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  ci      everything CI checks: formatting, clippy with -D warnings, every test";
+  demo    the product on a temporary home: a fake model, a gateway, real workers
+  ci      everything CI checks: formatting, clippy with -D warnings, every test
+  e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("e2e") => e2e(),
+        Some("demo") => demo::run(&workspace_root()),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -31,7 +37,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs a command from the workspace root, echoing it first; fails on a non-zero exit.
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
     eprintln!("xtask: $ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
@@ -45,12 +51,12 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
-fn workspace_root() -> std::path::PathBuf {
+pub(crate) fn workspace_root() -> std::path::PathBuf {
     let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
 }
 
-fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
@@ -61,6 +67,19 @@ fn has_nextest() -> bool {
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// The end-to-end suite: builds the binaries it drives, then runs it.
+fn e2e() -> Result<(), String> {
+    let cargo = cargo();
+    if has_nextest() {
+        run(
+            &cargo,
+            &["nextest", "run", "-p", "cli", "--test", "e2e", "--no-fail-fast"],
+        )
+    } else {
+        run(&cargo, &["test", "-p", "cli", "--test", "e2e", "--no-fail-fast"])
+    }
 }
 
 /// Formatting, lints, then every test: one build of the test profile, run in parallel.

@@ -150,6 +150,11 @@ pub enum Request {
     },
     /// Clear the decomposition failure count and park (manual decompose).
     ClearDecomposeFailures,
+    /// The dispatcher cannot start a worker for this ready task: its profile has no
+    /// command. Recorded so a person sees why the task waits; the task is unchanged.
+    SkipNonspawnable {
+        profile: String,
+    },
 }
 
 /// A completion. A task completed without a run but with a summary gets a zero-length
@@ -195,6 +200,7 @@ impl Request {
             Request::Promote => "promote",
             Request::DecomposeFailed { .. } => "record decomposition failure",
             Request::ClearDecomposeFailures => "clear decomposition failures",
+            Request::SkipNonspawnable { .. } => "skip",
         }
     }
 }
@@ -260,6 +266,10 @@ pub fn decide(
             jitter,
         } => next.decompose_failed(error, *base_seconds, *limit, *jitter)?,
         Request::ClearDecomposeFailures => next.clear_decompose_failures()?,
+        Request::SkipNonspawnable { profile } => {
+            next.require(&[Status::Ready], "skip", "ready")?;
+            next.event("skipped_nonspawnable", None, json!({ "profile": profile }));
+        }
     }
     Ok(next.into_change())
 }

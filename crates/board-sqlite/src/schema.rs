@@ -117,6 +117,12 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX llm_calls_by_task ON llm_calls(task_id, id);
     "#,
+    // 2: ties in the claim order go by insertion (rowid), not by the random task id, so
+    // two tasks created in the same second keep the order they were created in.
+    r#"
+    DROP INDEX tasks_by_status;
+    CREATE INDEX tasks_by_status ON tasks(status, priority DESC, created_at);
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

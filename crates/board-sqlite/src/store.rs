@@ -488,7 +488,7 @@ impl Store for SqliteStore {
              WHERE (?1 IS NULL OR status = ?1)
                AND (?2 IS NULL OR assignee = ?2)
                AND (?1 IS NOT NULL OR ?3 OR status <> 'archived')
-             ORDER BY priority DESC, created_at, id LIMIT ?4"
+             ORDER BY priority DESC, created_at, rowid LIMIT ?4"
         );
         let limit = filter.limit.map_or(-1, |l| l as i64);
         query_tasks(
@@ -508,7 +508,7 @@ impl Store for SqliteStore {
         Self::require_task(&conn, id)?;
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT parent_id FROM task_links WHERE child_id = ?1)
-             ORDER BY created_at, id"
+             ORDER BY created_at, rowid"
         );
         query_tasks(&conn, &sql, [id.as_str()])
     }
@@ -518,7 +518,7 @@ impl Store for SqliteStore {
         Self::require_task(&conn, id)?;
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT child_id FROM task_links WHERE parent_id = ?1)
-             ORDER BY created_at, id"
+             ORDER BY created_at, rowid"
         );
         query_tasks(&conn, &sql, [id.as_str()])
     }
@@ -661,7 +661,7 @@ impl Store for SqliteStore {
                         "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
                             SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
                             WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
-                         ORDER BY t.priority DESC, t.created_at, t.id",
+                         ORDER BY t.priority DESC, t.created_at, t.rowid",
                     )
                     .map_err(backend)?;
                 let rows = stmt
@@ -683,7 +683,7 @@ impl Store for SqliteStore {
 
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, id LIMIT ?1"
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, rowid LIMIT ?1"
         );
         query_tasks(&self.conn(), &sql, [limit as i64])
     }
@@ -698,7 +698,7 @@ impl Store for SqliteStore {
 
     fn running(&self) -> StoreResult<Vec<Task>> {
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, id"
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, rowid"
         );
         query_tasks(&self.conn(), &sql, [])
     }
@@ -711,7 +711,7 @@ impl Store for SqliteStore {
                AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= ?1)
                AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
                AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
-             ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.id LIMIT ?2"
+             ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.rowid LIMIT ?2"
         );
         query_tasks(&self.conn(), &sql, params![now, limit as i64])
     }

@@ -83,9 +83,9 @@ pub enum Verb {
     Claim {
         #[arg(value_name = "ID")]
         id: TaskId,
-        /// Lease length in seconds
-        #[arg(long, value_name = "SECS", default_value_t = crate::DEFAULT_CLAIM_TTL, value_parser = clap::value_parser!(i64).range(1..))]
-        ttl: i64,
+        /// Lease length in seconds [default: kanban.claim_ttl_seconds in config.yaml, 900]
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(i64).range(1..))]
+        ttl: Option<i64>,
     },
     /// Extend the lease of a running task
     Heartbeat {
@@ -143,11 +143,61 @@ pub enum Verb {
         #[arg(value_name = "ID")]
         id: Option<TaskId>,
     },
+    /// Check the home's config.yaml and print its effective values
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Ask the model to split triage cards into tasks, or tighten each into one
+    #[command(after_help = "Examples:\n  kanban decompose t_1a2b3c4d\n  kanban decompose --all --json")]
+    Decompose(ModelCallArgs),
+    /// Ask the model to rewrite triage cards as single, clearer tasks (never split)
+    #[command(after_help = "Examples:\n  kanban specify t_1a2b3c4d\n  kanban specify --all")]
+    Specify(ModelCallArgs),
+    /// One dispatcher pass without the gateway: reclaim, decompose, promote, claim, spawn
+    #[command(after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --json")]
+    Dispatch,
+    /// Run the gateway until SIGINT or SIGTERM
+    #[command(subcommand)]
+    Gateway(GatewayCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]
         shell: String,
     },
+}
+
+/// `kanban gateway ...`.
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Tick every kanban.dispatch_interval_seconds: decompose triage cards, promote, claim
+    /// ready tasks and spawn their workers, reclaim the work of workers that are gone
+    #[command(
+        after_help = "Examples:\n  kanban gateway run\n  kanban gateway run --replace   # stop the running one first"
+    )]
+    Run {
+        /// Stop the gateway already running on this home first
+        #[arg(long)]
+        replace: bool,
+    },
+}
+
+/// `kanban config ...`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate config.yaml: warnings on stderr, the effective values on stdout (the API
+    /// key redacted); exit 1 when it is invalid
+    #[command(after_help = "Examples:\n  kanban config check\n  kanban config check --json")]
+    Check,
+}
+
+/// The cards of a manual model call: one id, or every triage card.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("cards").required(true).args(["id", "all"])))]
+pub struct ModelCallArgs {
+    #[arg(value_name = "ID")]
+    pub id: Option<TaskId>,
+    /// Every triage card, in list order
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]

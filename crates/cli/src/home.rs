@@ -1,7 +1,9 @@
 //! The board's home: finding it, creating it (directory 0700, `config.yaml` 0600,
-//! `kanban.db`) and opening its store.
+//! `kanban.db`), loading its config and opening its store.
 //!
-//! The database is opened before the config template is written, so a home whose
+//! The config is loaded (read only) before the database is opened, since the store's
+//! `PRAGMA synchronous` comes from it; a broken config stops every verb that opens the
+//! board. The database is opened before the config template is written, so a home whose
 //! `kanban.db` is refused (not SQLite, another application's, newer) is left untouched.
 
 use std::fs::{DirBuilder, OpenOptions};
@@ -10,54 +12,11 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use board_sqlite::{Options, SqliteStore};
+use gateway::config::{Config, Loaded, CONFIG_FILE, TEMPLATE};
 
-use crate::failure::Failure;
+use crate::failure::{one_line, Failure};
 
 pub const DATABASE_FILE: &str = "kanban.db";
-pub const CONFIG_FILE: &str = "config.yaml";
-
-/// The SPEC 8 defaults, commented. Only the gateway reads it; the CLI only makes sure it exists.
-const CONFIG_TEMPLATE: &str = r#"# kanban configuration. Every key is optional; the values below are the defaults.
-# Keys follow the Hermes config so an existing Hermes user recognises them.
-
-model:                          # the OpenAI-compatible endpoint
-  provider: custom
-  base_url: http://127.0.0.1:11434/v1
-  default: llama3.1             # model name
-  api_key_env: OPENAI_API_KEY   # or api_key: ...; or none for local servers
-
-auxiliary:
-  transient_retries: 2
-  kanban_decomposer:            # each key overrides model.* for the decomposer
-    model: ""
-    base_url: ""
-    timeout: 180
-    max_tokens: 4000
-
-kanban:
-  dispatch_interval_seconds: 60
-  max_spawn: 4
-  auto_decompose: true
-  auto_decompose_per_tick: 3
-  auto_decompose_concurrency: 2
-  auto_promote_children: true
-  decompose_max_children: 16
-  decompose_failure_limit: 3
-  decompose_retry_base_seconds: 30
-  default_assignee: default
-  orchestrator_profile: default
-  failure_limit: 2
-  claim_ttl_seconds: 900
-  sqlite_synchronous: full      # or normal
-
-# Profiles are the kinds of worker the dispatcher can spawn. `default` always exists
-# (without a command unless you give it one). For example:
-#
-# profiles:
-#   default:
-#     description: General-purpose worker
-#     command: ["my-agent", "--task", "{task_id}"]
-"#;
 
 /// A home, resolved but not necessarily created yet.
 #[derive(Debug)]
@@ -68,6 +27,7 @@ pub struct Home {
 /// What `init` found and made.
 pub struct Prepared {
     pub store: SqliteStore,
+    pub config: Config,
     pub created_home: bool,
     pub created_config: bool,
 }
@@ -102,13 +62,26 @@ impl Home {
         self.dir.join(CONFIG_FILE)
     }
 
-    /// Creates what is missing (never overwriting a config) and opens the store.
+    /// The home's config (every default when it has none), or its one-line error.
+    pub fn load_config(&self) -> Result<Loaded, Failure> {
+        Config::load(&self.dir).map_err(|e| Failure::Refused(one_line(&e.to_string())))
+    }
+
+    /// Creates what is missing (never overwriting a config), loads the config and opens
+    /// the store. Config warnings are left to `config check` and the gateway, so that a
+    /// worker's every `kanban` call does not repeat them.
     pub fn prepare(&self) -> Result<Prepared, Failure> {
         let created_home = ensure_dir(&self.dir)?;
-        let store = SqliteStore::open(self.database(), &Options::default())?;
+        let config = self.load_config()?.config;
+        let options = Options {
+            synchronous: config.kanban.sqlite_synchronous,
+            ..Options::default()
+        };
+        let store = SqliteStore::open(self.database(), &options)?;
         let created_config = ensure_config(&self.config())?;
         Ok(Prepared {
             store,
+            config,
             created_home,
             created_config,
         })
@@ -149,7 +122,7 @@ fn ensure_config(path: &Path) -> Result<bool, Failure> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
         Err(e) => return Err(io_failure(path, "cannot write the config template", e)),
     };
-    file.write_all(CONFIG_TEMPLATE.as_bytes())
+    file.write_all(TEMPLATE.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| io_failure(path, "cannot write the config template", e))?;
     Ok(true)

@@ -6,7 +6,6 @@ mod args;
 mod failure;
 mod home;
 mod output;
-mod terminate;
 mod verbs;
 
 use std::process::ExitCode;
@@ -14,9 +13,6 @@ use std::process::ExitCode;
 use args::Verb;
 use failure::one_line;
 use home::Home;
-
-/// Lease length of a hand claim and of a heartbeat (`kanban.claim_ttl_seconds`' default).
-pub const DEFAULT_CLAIM_TTL: i64 = 900;
 
 fn main() -> ExitCode {
     let cli = match args::parse(std::env::args_os()) {

@@ -134,11 +134,18 @@ fn set_worker(board: &Board, id: &str, pid: u32) {
         .expect("set worker");
 }
 
-/// Spawns a worker in its own process group and reaps it from a thread, so that a
-/// killed worker disappears instead of lingering as our zombie.
-fn spawn_worker(script: &str) -> (u32, std::thread::JoinHandle<()>) {
+/// Spawns a worker for the task's current run, as the gateway would (its own process
+/// group, the run in its environment), and reaps it from a thread so that a killed
+/// worker disappears instead of lingering as our zombie. The script touches `$READY`
+/// once it is set up; this returns only then.
+fn spawn_worker(board: &Board, id: &str, script: &str) -> (u32, std::thread::JoinHandle<()>) {
+    let task = get(board, id);
+    let ready = board.home().join(format!("{id}.ready"));
     let mut child = std::process::Command::new("sh")
         .args(["-c", script])
+        .env("KANBAN_TASK", id)
+        .env("KANBAN_RUN_ID", task.current_run_id.expect("running").to_string())
+        .env("READY", &ready)
         .process_group(0)
         .spawn()
         .expect("spawn sh");
@@ -146,8 +153,14 @@ fn spawn_worker(script: &str) -> (u32, std::thread::JoinHandle<()>) {
     let reaper = std::thread::spawn(move || {
         let _ = child.wait();
     });
-    // Let the shell install its traps before anyone signals it.
-    std::thread::sleep(Duration::from_millis(200));
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the worker never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     (pid, reaper)
 }
 
@@ -156,7 +169,7 @@ fn reclaim_stops_a_live_worker() {
     let board = Board::init();
     let id = board.create(&["work"]);
     board.ok(&["claim", &id]);
-    let (pid, reaper) = spawn_worker("sleep 60");
+    let (pid, reaper) = spawn_worker(&board, &id, "touch \"$READY\"; exec sleep 60");
     set_worker(&board, &id, pid);
     assert_eq!(
         board.json(&["reclaim", &id]),
@@ -173,7 +186,11 @@ fn reclaim_kills_a_worker_that_ignores_sigterm() {
     let board = Board::init();
     let id = board.create(&["work"]);
     board.ok(&["claim", &id]);
-    let (pid, reaper) = spawn_worker("trap '' TERM; while :; do sleep 1; done");
+    let (pid, reaper) = spawn_worker(
+        &board,
+        &id,
+        "trap '' TERM; touch \"$READY\"; while :; do sleep 1; done",
+    );
     set_worker(&board, &id, pid);
     board.ok(&["reclaim", &id]);
     reaper.join().expect("reaped");

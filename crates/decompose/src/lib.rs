@@ -1,14 +1,24 @@
-//! The decomposer's pure half (SPEC 5.1, 5.2): who may be assigned work ([`Roster`]),
-//! the chat-completion request that asks a model to split a card ([`prompt`]), and the
-//! parser that turns the model's reply into a validated [`board_core::Plan`] ([`reply`]).
+//! The decomposer (SPEC 5): it reads a triage card, asks an OpenAI-compatible model to
+//! split it into a graph of tasks or tighten it into one, and commits the answer through
+//! the board's `Store`.
 //!
-//! Nothing here does I/O: the HTTP client and the commit live above this crate and call
-//! [`prompt::build_request`] and [`reply::parse_reply`].
+//! The pure half: who may be assigned work ([`Roster`]), the request that asks a model
+//! to split a card ([`prompt`]), and the parser that turns the reply into a validated
+//! [`board_core::Plan`] ([`reply`]). The I/O half: the model call behind
+//! [`ModelClient`] with its retries and billing ([`client`]), and one decomposition from
+//! the guards to the commit ([`decompose`], [`specify`]), configured by
+//! [`DecomposerSettings`].
 
+pub mod client;
+mod decomposition;
 pub mod prompt;
 pub mod reply;
 mod roster;
+mod settings;
 
-pub use prompt::build_request;
+pub use client::{call_model, CallFailure, Clock, FailureKind, HttpModel, ModelClient, ModelReply, Purpose};
+pub use decomposition::{decompose, specify, Outcome};
+pub use prompt::{build_request, build_specify_request};
 pub use reply::{parse_reply, Rejection};
 pub use roster::{Profile, Roster, DEFAULT_ASSIGNEE};
+pub use settings::{ApiKey, DecomposerSettings, DEFAULT_API_KEY_ENV};

@@ -2,6 +2,9 @@
 //! read once, the output mode, and the worker's identity when run inside a worker.
 
 mod comment;
+mod config;
+mod decompose;
+mod gateway_verbs;
 mod graph;
 mod read;
 mod setup;
@@ -21,6 +24,8 @@ pub use setup::completions;
 /// What every verb runs with.
 pub struct Ctx {
     pub store: SqliteStore,
+    /// The home's config.yaml, every default filled in.
+    pub config: gateway::Config,
     /// The system clock in Unix seconds, read once per command.
     pub now: Timestamp,
     pub json: bool,
@@ -73,6 +78,11 @@ pub fn target(
 
 /// Opens (creating when new) the board and runs the verb.
 pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
+    // Checking the config opens no board: it must report a config that stops the others.
+    let verb = match verb {
+        Verb::Config(command) => return config::run(&home, json, command),
+        verb => verb,
+    };
     let prepared = home.prepare()?;
     let created = setup::Created {
         home: prepared.created_home,
@@ -80,6 +90,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
     };
     let ctx = Ctx {
         store: prepared.store,
+        config: prepared.config,
         now: now(),
         json,
         paint: Paint::for_stdout(),
@@ -104,10 +115,16 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
         Verb::Comment(a) => comment::comment(&ctx, a),
+        Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
+        Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
+        Verb::Dispatch => gateway_verbs::dispatch(&ctx, &home),
+        Verb::Gateway(command) => gateway_verbs::run(ctx, &home, command),
+        Verb::Config(command) => config::run(&home, json, command),
     }
 }
 
-fn now() -> Timestamp {
+/// The system clock in Unix seconds.
+pub fn now() -> Timestamp {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as Timestamp)

@@ -8,10 +8,12 @@ use serde_json::{json, Value};
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
-use crate::terminate::ProcessGroupTerminator;
 use crate::verbs::{parse_id, settle, target, Ctx, Worker};
+use gateway::supervisor::ProcessGroupTerminator;
 
-pub fn claim(ctx: &Ctx, id: &TaskId, ttl: i64) -> Result<(), Failure> {
+/// `ttl` defaults to `kanban.claim_ttl_seconds`.
+pub fn claim(ctx: &Ctx, id: &TaskId, ttl: Option<i64>) -> Result<(), Failure> {
+    let ttl = ttl.unwrap_or(ctx.config.kanban.claim_ttl_seconds);
     let claim = ctx.store.claim(id, ttl, ctx.now)?;
     if ctx.json {
         print_json(&json!({ "task_id": claim.task.id, "run_id": claim.run_id }));
@@ -41,7 +43,7 @@ pub fn heartbeat(
     };
     let ok = ctx
         .store
-        .heartbeat(&id, run, crate::DEFAULT_CLAIM_TTL, note, ctx.now)?;
+        .heartbeat(&id, run, ctx.config.kanban.claim_ttl_seconds, note, ctx.now)?;
     finish(ctx, "heartbeat", &id, Some(run), ok)
 }
 

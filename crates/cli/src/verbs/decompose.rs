@@ -1,0 +1,97 @@
+//! `kanban decompose` and `kanban specify` (SPEC 7): manual model calls on one triage
+//! card or on every one. The decomposer crate does the work; this file picks the cards,
+//! runs the calls on a small runtime of its own and prints one line per card.
+
+use std::sync::Arc;
+
+use board_core::{Mode, Status, Store, TaskFilter, TaskId};
+use decompose::{HttpModel, Outcome};
+
+use crate::args::ModelCallArgs;
+use crate::failure::Failure;
+use crate::output::print_json_line;
+
+use super::Ctx;
+
+/// Which of the two verbs runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Call {
+    Decompose,
+    Specify,
+}
+
+/// Runs the verb on its cards, one after the other. Exit 0 when every card was
+/// decomposed (or there was none), 1 when any was not.
+pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
+    let settings = gateway::decompositions::decomposer_settings(&ctx.config);
+    let store: Arc<dyn Store> = Arc::new(ctx.store);
+    let cards = match (args.id, args.all) {
+        (Some(id), _) => vec![id],
+        (None, _) => triage_cards(store.as_ref())?,
+    };
+    let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Refused(format!("cannot start the async runtime: {e}")))?;
+    let clock = super::now;
+    let mut all_ok = true;
+    for id in &cards {
+        let store = Arc::clone(&store);
+        let outcome = runtime.block_on(async {
+            match call {
+                Call::Decompose => {
+                    decompose::decompose(store, &client, id, Mode::Manual, &settings, &clock).await
+                }
+                Call::Specify => {
+                    decompose::specify(store, &client, id, Mode::Manual, &settings, &clock).await
+                }
+            }
+        });
+        all_ok &= outcome.ok;
+        print(&outcome, ctx.json);
+    }
+    if cards.is_empty() && !ctx.json {
+        println!("no triage cards");
+    }
+    if all_ok {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
+    }
+}
+
+/// Every triage card, in `list` order.
+fn triage_cards(store: &dyn Store) -> Result<Vec<TaskId>, Failure> {
+    let filter = TaskFilter {
+        status: Some(Status::Triage),
+        ..TaskFilter::default()
+    };
+    Ok(store.list(&filter)?.into_iter().map(|t| t.id).collect())
+}
+
+/// One line per card: JSON on stdout, or a sentence (failures on stderr, like every
+/// other refusal).
+fn print(outcome: &Outcome, json: bool) {
+    if json {
+        match serde_json::to_value(outcome) {
+            Ok(value) => print_json_line(&value),
+            Err(e) => eprintln!("kanban: cannot print JSON: {e}"),
+        }
+        return;
+    }
+    let id = &outcome.task_id;
+    if !outcome.ok {
+        let reason = outcome.reason.as_deref().unwrap_or("failed");
+        eprintln!("kanban: {id}: {}", crate::failure::one_line(reason));
+    } else if outcome.fanout {
+        let children: Vec<&str> = outcome.child_ids.iter().map(TaskId::as_str).collect();
+        println!(
+            "{id}: split into {} tasks: {}",
+            children.len(),
+            children.join(", ")
+        );
+    } else {
+        println!("{id}: now \"{}\"", outcome.new_title.as_deref().unwrap_or(""));
+    }
+}

@@ -1,0 +1,482 @@
+//! The end-to-end suite (SPEC 10): a real gateway process (`kanban gateway run`), a fake
+//! model server, the CLI as the only way in, and verdicts read only from `kanban.db`
+//! (opened read-only) and the fake server's request log.
+//!
+//! Ticks are counted with probe cards, never with sleeps: a probe is a triage card the
+//! gateway decomposes into a single task; K probes moved out of triage one after the
+//! other prove at least K ticks.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use board_core::{BoardSnapshot, EventFilter, Outcome, Status, Store, Task, TaskId};
+use board_sqlite::SqliteStore;
+use fake_llm::{FakeLlm, RecordedRequest, Reply, Settings};
+
+const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Replies by card title; probes (titles starting `probe`) get a single task.
+type Replies = Arc<Mutex<HashMap<String, Reply>>>;
+
+struct Board {
+    home: tempfile::TempDir,
+    fake: FakeLlm,
+    replies: Replies,
+    gateway: Option<Child>,
+    probes: usize,
+}
+
+fn title_of(request: &RecordedRequest) -> Option<String> {
+    let messages = request.json()?.get("messages")?.as_array()?;
+    messages.iter().find_map(|m| {
+        let content = m.get("content")?.as_str()?;
+        content
+            .lines()
+            .find_map(|l| l.strip_prefix("Title: "))
+            .map(str::to_owned)
+    })
+}
+
+const SINGLE: &str = r#"{"fanout": false, "rationale": "one step", "title": "probe done", "body": "nothing", "assignee": "idle"}"#;
+
+impl Board {
+    /// A home whose config points at a fresh fake model; `extra` is appended under `kanban:`.
+    fn new(max_spawn: usize, kanban_extra: &str, profiles: &str) -> Board {
+        let home = tempfile::tempdir().unwrap();
+        let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
+        let replies: Replies = Arc::default();
+        let routes = replies.clone();
+        fake.respond_with(move |request| {
+            let title = title_of(request).unwrap_or_default();
+            if let Some(reply) = routes.lock().unwrap().get(&title) {
+                return reply.clone();
+            }
+            Reply::text(SINGLE)
+        });
+        let config = format!(
+            "model:\n  base_url: {url}\n  default: fake\n  api_key_env: KANBAN_E2E_NO_KEY\n\
+             auxiliary:\n  transient_retries: 0\n  kanban_decomposer:\n    timeout: 5\n\
+             kanban:\n  dispatch_interval_seconds: 1\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
+             auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: idle\n{kanban_extra}\
+             profiles:\n  idle:\n    description: never spawned\n{profiles}",
+            url = fake.base_url(),
+        );
+        std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        let board = Board {
+            home,
+            fake,
+            replies,
+            gateway: None,
+            probes: 0,
+        };
+        let init = board.kanban(&["init"]);
+        assert!(init.status.success(), "{init:?}");
+        board
+    }
+
+    fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn reply(&self, title: &str, reply: Reply) {
+        self.replies.lock().unwrap().insert(title.to_owned(), reply);
+    }
+
+    fn kanban(&self, args: &[&str]) -> Output {
+        Command::new(KANBAN)
+            .arg("--home")
+            .arg(self.path())
+            .args(args)
+            .env_remove("KANBAN_TASK")
+            .env_remove("KANBAN_RUN_ID")
+            .output()
+            .unwrap()
+    }
+
+    fn kanban_ok(&self, args: &[&str]) -> String {
+        let out = self.kanban(args);
+        assert!(
+            out.status.success(),
+            "kanban {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn create(&self, args: &[&str]) -> TaskId {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        all.push("--json");
+        let out = self.kanban_ok(&all);
+        let task: serde_json::Value = serde_json::from_str(&out).unwrap();
+        task["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    fn start_gateway(&mut self) {
+        let log = std::fs::File::create(self.path().join("gateway.stderr")).unwrap();
+        let child = Command::new(KANBAN)
+            .arg("--home")
+            .arg(self.path())
+            .args(["gateway", "run"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.gateway = Some(child);
+        self.wait_for("the gateway's first tick", || {
+            self.path().join("gateway.json").exists()
+        });
+    }
+
+    fn gateway_log(&self) -> String {
+        std::fs::read_to_string(self.path().join("gateway.stderr")).unwrap_or_default()
+    }
+
+    /// The board as the database says, read-only.
+    fn db(&self) -> SqliteStore {
+        SqliteStore::open_read_only(self.path().join("kanban.db")).unwrap()
+    }
+
+    fn snapshot(&self) -> BoardSnapshot {
+        self.db().snapshot().unwrap()
+    }
+
+    fn task(&self, id: &TaskId) -> Task {
+        self.db().get(id).unwrap()
+    }
+
+    fn kinds(&self, id: &TaskId) -> Vec<String> {
+        let filter = EventFilter {
+            task_id: Some(id.clone()),
+            ..EventFilter::default()
+        };
+        self.db()
+            .events(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect()
+    }
+
+    /// Model requests about one card.
+    fn bills(&self, id: &TaskId) -> usize {
+        self.fake
+            .requests()
+            .iter()
+            .filter(|r| r.task_id.as_deref() == Some(id.as_str()))
+            .count()
+    }
+
+    fn wait_for(&self, what: &str, done: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            if start.elapsed() > WAIT {
+                panic!(
+                    "timed out waiting for {what}\ngateway log:\n{}",
+                    self.gateway_log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Proves `count` more ticks: each probe must leave triage before the next is made.
+    fn prove_ticks(&mut self, count: usize) {
+        for _ in 0..count {
+            self.probes += 1;
+            let probe = self.create(&[&format!("probe {}", self.probes), "--triage"]);
+            self.wait_for("a probe to leave triage", || {
+                self.task(&probe).status != Status::Triage
+            });
+        }
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        if let Some(mut gateway) = self.gateway.take() {
+            let _ = gateway.kill();
+            let _ = gateway.wait();
+        }
+        // Workers live in their own process groups; stop whatever is left of them.
+        if let Ok(snapshot) = SqliteStore::open_read_only(self.path().join("kanban.db")).and_then(|s| {
+            s.snapshot().map_err(|e| board_sqlite::OpenError::Sqlite {
+                path: PathBuf::new(),
+                message: e.to_string(),
+            })
+        }) {
+            for run in snapshot.runs {
+                if let Some(pid) = run.worker_pid {
+                    // SAFETY: signalling a worker group this test's gateway started.
+                    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+                }
+            }
+        }
+    }
+}
+
+fn children_of(snapshot: &BoardSnapshot, parent: &TaskId) -> Vec<TaskId> {
+    snapshot
+        .links
+        .iter()
+        .filter(|l| &l.parent_id == parent)
+        .map(|l| l.child_id.clone())
+        .collect()
+}
+
+#[test]
+fn a_card_whose_reply_is_always_bad_is_billed_at_most_three_times() {
+    let mut b = Board::new(0, "", "");
+    b.start_gateway();
+    b.reply(
+        "always malformed",
+        Reply::text("I would split this into some tasks, probably."),
+    );
+    b.reply("always 500", Reply::error(500, "upstream exploded"));
+    let malformed = b.create(&["always malformed", "--triage"]);
+    let failing = b.create(&["always 500", "--triage"]);
+    b.prove_ticks(7);
+    let snapshot = b.snapshot();
+    for id in [&malformed, &failing] {
+        let bills = b.bills(id);
+        eprintln!("{id}: {bills} requests over {} proven ticks", b.probes);
+        assert!((1..=3).contains(&bills), "{id} billed {bills} times");
+        assert_eq!(b.task(id).status, Status::Triage);
+        assert!(!b.kinds(id).contains(&"decomposed".to_owned()));
+        assert!(children_of(&snapshot, id).is_empty());
+        assert!(snapshot.links.iter().all(|l| &l.child_id != id));
+    }
+    let calls = b.db().llm_calls(Some(&failing)).unwrap();
+    assert_eq!(calls.len(), b.bills(&failing), "every request is billed");
+    assert!(calls.iter().all(|c| c.http_status == Some(500)));
+}
+
+#[test]
+fn a_valid_three_child_reply_is_billed_once_and_committed_whole() {
+    let mut b = Board::new(0, "", "");
+    b.start_gateway();
+    let reply = r#"{"fanout": true, "rationale": "three parts", "tasks": [
+        {"title": "schema", "body": "a", "assignee": "idle", "parents": []},
+        {"title": "docs", "body": "b", "assignee": "idle", "parents": []},
+        {"title": "api", "body": "c", "assignee": "idle", "parents": [0]}]}"#;
+    b.reply("build the thing", Reply::text(reply));
+    let root = b.create(&["build the thing", "--triage"]);
+    b.wait_for("the decomposition", || b.task(&root).status != Status::Triage);
+    b.prove_ticks(7);
+    assert_eq!(b.bills(&root), 1, "billed exactly once");
+    let snapshot = b.snapshot();
+    let decomposed: Vec<_> = b
+        .db()
+        .events(&EventFilter {
+            task_id: Some(root.clone()),
+            ..EventFilter::default()
+        })
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "decomposed")
+        .collect();
+    assert_eq!(decomposed.len(), 1);
+    let child_ids: Vec<TaskId> = serde_json::from_value(decomposed[0].payload["child_ids"].clone()).unwrap();
+    assert_eq!(child_ids.len(), 3);
+    let titles: Vec<String> = child_ids.iter().map(|c| b.task(c).title).collect();
+    assert_eq!(titles, ["schema", "docs", "api"], "ids in reply order");
+    for child in &child_ids {
+        assert!(
+            snapshot
+                .links
+                .iter()
+                .any(|l| &l.parent_id == child && l.child_id == root),
+            "root under {child}"
+        );
+    }
+    assert!(snapshot
+        .links
+        .iter()
+        .any(|l| l.parent_id == child_ids[0] && l.child_id == child_ids[2]));
+    assert_eq!(b.task(&root).status, Status::Todo);
+    assert_eq!(snapshot.tasks.len(), 1 + 3 + b.probes);
+}
+
+#[test]
+fn a_500_child_reply_through_the_cli_makes_one_request_and_no_rows() {
+    let b = Board::new(0, "", "");
+    let many: Vec<String> = (0..500)
+        .map(|i| format!(r#"{{"title": "part {i}", "parents": []}}"#))
+        .collect();
+    b.reply(
+        "huge",
+        Reply::text(format!(r#"{{"fanout": true, "tasks": [{}]}}"#, many.join(","))),
+    );
+    let root = b.create(&["huge", "--triage"]);
+    let out = b.kanban(&["decompose", root.as_str(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["ok"], false);
+    assert!(
+        outcome["reason"].as_str().unwrap().contains("limit is 16"),
+        "{outcome}"
+    );
+    assert_eq!(b.bills(&root), 1);
+    let snapshot = b.snapshot();
+    assert_eq!(snapshot.tasks.len(), 1);
+    assert_eq!(b.task(&root).status, Status::Triage);
+}
+
+#[test]
+fn a_card_with_execution_history_is_never_billed_by_the_gateway() {
+    let mut b = Board::new(0, "", "");
+    let card = b.create(&["ran before"]);
+    for _ in 0..2 {
+        b.kanban_ok(&["claim", card.as_str()]);
+        b.kanban_ok(&["block", card.as_str(), "no gpu", "--kind", "capability"]);
+        if b.task(&card).status == Status::Blocked {
+            b.kanban_ok(&["unblock", card.as_str()]);
+        }
+    }
+    assert_eq!(b.task(&card).status, Status::Triage);
+    b.start_gateway();
+    b.prove_ticks(7);
+    assert_eq!(b.bills(&card), 0);
+    assert_eq!(b.task(&card).status, Status::Triage);
+}
+
+const TRIVIAL_WORKER: &str = "kanban complete --result done";
+
+fn worker_profile(name: &str, script: &str) -> String {
+    let script = script.replace("kanban ", &format!("{KANBAN} "));
+    format!("  {name}:\n    description: test worker\n    command: [\"sh\", \"-c\", {script:?}]\n")
+}
+
+#[test]
+fn a_hanging_model_does_not_stall_spawning() {
+    let mut b = Board::new(2, "", &worker_profile("worker", TRIVIAL_WORKER));
+    b.reply("hangs", Reply::Hang);
+    b.start_gateway();
+    let hung = b.create(&["hangs", "--triage"]);
+    b.wait_for("the hanging request", || b.bills(&hung) == 1);
+    let tasks: Vec<TaskId> = (0..2)
+        .map(|i| b.create(&[&format!("ready {i}"), "--assignee", "worker"]))
+        .collect();
+    b.prove_ticks(2);
+    for t in &tasks {
+        assert!(
+            !b.db().runs(t).unwrap().is_empty(),
+            "{t} was spawned within 2 ticks"
+        );
+    }
+    assert_eq!(b.task(&hung).status, Status::Triage);
+}
+
+#[test]
+fn workers_end_with_the_right_outcomes() {
+    let profiles = [
+        worker_profile("finisher", TRIVIAL_WORKER),
+        worker_profile("quitter", "echo bored; exit 0"),
+        worker_profile("crasher", "echo boom >&2; exit 3"),
+        worker_profile("limited", "exit 75"),
+        worker_profile("sleeper", "exec sleep 60"),
+    ]
+    .concat();
+    let mut b = Board::new(8, "  failure_limit: 2\n", &profiles);
+    let finisher = b.create(&["finishes", "--assignee", "finisher"]);
+    let quitter = b.create(&["quits", "--assignee", "quitter"]);
+    let crasher = b.create(&["crashes", "--assignee", "crasher"]);
+    let limited = b.create(&["rate limited", "--assignee", "limited"]);
+    let sleeper = b.create(&["sleeps", "--assignee", "sleeper", "--max-runtime", "2s"]);
+    b.start_gateway();
+    let outcomes = |id: &TaskId| -> Vec<Option<Outcome>> {
+        b.db().runs(id).unwrap().iter().map(|r| r.outcome).collect()
+    };
+    b.wait_for("the finisher", || b.task(&finisher).status == Status::Done);
+    assert_eq!(outcomes(&finisher), [Some(Outcome::Completed)]);
+    assert_eq!(b.task(&finisher).result.as_deref(), Some("done"));
+    b.wait_for("the crasher to be given up", || {
+        b.task(&crasher).status == Status::Blocked
+    });
+    assert_eq!(
+        outcomes(&crasher),
+        [Some(Outcome::Crashed), Some(Outcome::Crashed)]
+    );
+    assert!(b.kinds(&crasher).contains(&"gave_up".to_owned()));
+    b.wait_for("the quitter", || {
+        outcomes(&quitter).first() == Some(&Some(Outcome::ProtocolViolation))
+    });
+    b.wait_for("the rate-limited worker", || {
+        outcomes(&limited).first() == Some(&Some(Outcome::RateLimited))
+    });
+    let limited_task = b.task(&limited);
+    assert_eq!(limited_task.consecutive_failures, 0);
+    b.wait_for("the sleeper's timeout", || {
+        outcomes(&sleeper).first() == Some(&Some(Outcome::TimedOut))
+    });
+    let first_sleeper = b.db().runs(&sleeper).unwrap().remove(0);
+    let pid = first_sleeper.worker_pid.unwrap();
+    b.wait_for("the sleeper to be gone", || {
+        !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid)
+    });
+}
+
+fn is_zombie(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+#[test]
+fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
+    let profiles = worker_profile("sleeper", "exec sleep 120");
+    let mut b = Board::new(4, "", &profiles);
+    let stays = b.create(&["stays alive", "--assignee", "sleeper"]);
+    let dies = b.create(&["dies", "--assignee", "sleeper"]);
+    b.start_gateway();
+    let pid_of = |id: &TaskId| b.task(id).worker_pid;
+    b.wait_for("both workers", || {
+        pid_of(&stays).is_some() && pid_of(&dies).is_some()
+    });
+    let (stays_pid, dies_pid) = (pid_of(&stays).unwrap(), pid_of(&dies).unwrap());
+    let mut gateway = b.gateway.take().unwrap();
+    // SAFETY: signalling processes this test started.
+    unsafe { libc::kill(gateway.id() as i32, libc::SIGKILL) };
+    gateway.wait().unwrap();
+    unsafe { libc::kill(-(dies_pid as i32), libc::SIGKILL) };
+    b.wait_for("the dead worker to go", || is_zombie(dies_pid));
+    std::fs::remove_file(b.path().join("gateway.json")).unwrap();
+    b.start_gateway();
+    b.prove_ticks(2);
+    let stays_runs = b.db().runs(&stays).unwrap();
+    assert_eq!(stays_runs.len(), 1, "the live worker is adopted, not respawned");
+    assert!(stays_runs[0].is_open());
+    assert_eq!(b.task(&stays).worker_pid, Some(stays_pid));
+    let dies_runs = b.db().runs(&dies).unwrap();
+    assert_eq!(
+        dies_runs[0].outcome,
+        Some(Outcome::Reclaimed),
+        "the dead worker's run is reclaimed"
+    );
+    let open = |id: &TaskId| b.db().runs(id).unwrap().iter().filter(|r| r.is_open()).count();
+    assert!(
+        open(&stays) <= 1 && open(&dies) <= 1,
+        "no task runs twice at once"
+    );
+}
+
+#[test]
+fn a_second_gateway_on_the_same_home_exits_one() {
+    let mut b = Board::new(0, "", "");
+    b.start_gateway();
+    let second = b.kanban(&["gateway", "run"]);
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("already running"), "{stderr}");
+    let first = b.gateway.as_mut().unwrap();
+    assert!(first.try_wait().unwrap().is_none(), "the first keeps running");
+    b.prove_ticks(1);
+}

@@ -1,0 +1,427 @@
+//! The model call (SPEC 5.1): one OpenAI-compatible chat completion behind the
+//! [`ModelClient`] trait, its real implementation on reqwest ([`HttpModel`]), and
+//! [`call_model`], which retries transient failures and bills every HTTP request as one
+//! `llm_calls` row.
+//!
+//! The API key goes only into the `Authorization` header; every message built here
+//! comes from our own wording, and text from elsewhere (a provider's error message, an
+//! I/O error) passes through [`ApiKey::scrub`] first.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use board_core::{NewLlmCall, Store, TaskId, Timestamp};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::settings::{ApiKey, DecomposerSettings};
+
+/// The most response body read from a model; more is a failure (`response too large`).
+pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// No single wait between retries is longer than this, whatever `Retry-After` says.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// Provider error messages are cut to this many characters.
+const PROVIDER_MESSAGE_MAX_CHARS: usize = 120;
+
+/// The Unix-seconds clock a decomposition reads: when a call starts and at commit.
+pub type Clock = dyn Fn() -> Timestamp + Send + Sync;
+
+/// Why a card is sent to the model; the `llm_calls.purpose` of its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// Split the card, or tighten it into a single task (`kanban decompose`).
+    Decompose,
+    /// Rewrite the card as a single task, never split it (`kanban specify`).
+    Specify,
+}
+
+impl Purpose {
+    /// The word stored in `llm_calls.purpose`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Decompose => "decompose",
+            Purpose::Specify => "specify",
+        }
+    }
+}
+
+/// A successful completion: the assistant's text and what the provider billed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelReply {
+    /// `choices[0].message.content`.
+    pub content: String,
+    /// The HTTP status (a 2xx).
+    pub http_status: u16,
+    /// `usage.prompt_tokens`, when reported.
+    pub prompt_tokens: Option<i64>,
+    /// `usage.completion_tokens`, when reported.
+    pub completion_tokens: Option<i64>,
+}
+
+/// What went wrong with one request, as `llm_calls.outcome` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The server answered with a non-2xx status.
+    HttpError,
+    /// No complete answer within the timeout.
+    Timeout,
+    /// The connection could not be made, or broke.
+    ConnectionError,
+    /// The body was over [`MAX_RESPONSE_BYTES`].
+    TooLarge,
+    /// A 2xx whose body is not a chat completion.
+    BadResponse,
+}
+
+impl FailureKind {
+    /// The word stored in `llm_calls.outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::HttpError => "http_error",
+            FailureKind::Timeout => "timeout",
+            FailureKind::ConnectionError => "connection_error",
+            FailureKind::TooLarge => "too_large",
+            FailureKind::BadResponse => "bad_response",
+        }
+    }
+}
+
+/// A failed request. Its message is one short line that never carries the API key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CallFailure {
+    /// What kind of failure, for billing and for the retry decision.
+    pub kind: FailureKind,
+    /// The HTTP status, when the server answered.
+    pub http_status: Option<u16>,
+    /// The server's `Retry-After`, when it sent one in seconds.
+    pub retry_after: Option<Duration>,
+    /// What happened, e.g. `model answered HTTP 500: overloaded`.
+    pub message: String,
+}
+
+impl CallFailure {
+    fn new(kind: FailureKind, http_status: Option<u16>, message: impl Into<String>) -> CallFailure {
+        CallFailure {
+            kind,
+            http_status,
+            retry_after: None,
+            message: message.into(),
+        }
+    }
+
+    /// Whether another attempt may succeed: 5xx, 408, 429 and connection errors. A
+    /// timeout is not retried: it already cost the whole timeout.
+    pub fn is_transient(&self) -> bool {
+        match self.kind {
+            FailureKind::ConnectionError => true,
+            FailureKind::HttpError => {
+                matches!(self.http_status, Some(status) if status >= 500 || status == 408 || status == 429)
+            }
+            FailureKind::Timeout | FailureKind::TooLarge | FailureKind::BadResponse => false,
+        }
+    }
+}
+
+/// Sends one chat-completion request: exactly one HTTP request per call, no retries
+/// (those are [`call_model`]'s, so every attempt is billed). Tests swap it for a fake.
+pub trait ModelClient: Send + Sync {
+    /// Posts `body` to the chat-completions endpoint and returns the reply's text.
+    fn send(&self, body: &Value) -> impl Future<Output = Result<ModelReply, CallFailure>> + Send;
+}
+
+/// Why an [`HttpModel`] could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the model's HTTP client: {0}")]
+pub struct ClientError(String);
+
+/// The real [`ModelClient`]: `POST {base_url}/chat/completions` over reqwest, plain
+/// HTTP only for now (no TLS backend is compiled in).
+#[derive(Clone, Debug)]
+pub struct HttpModel {
+    http: reqwest::Client,
+    url: String,
+    key: Option<ApiKey>,
+    timeout: Duration,
+}
+
+impl HttpModel {
+    /// A client for the endpoint, key and timeout of `settings`.
+    pub fn new(settings: &DecomposerSettings) -> Result<HttpModel, ClientError> {
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ClientError(error_text(&e, None)))?;
+        Ok(HttpModel {
+            http,
+            url: format!("{}/chat/completions", settings.base_url.trim_end_matches('/')),
+            key: settings.resolved_api_key(),
+            timeout: settings.timeout,
+        })
+    }
+
+    /// The URL requests are posted to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn exchange(&self, body: &Value) -> Result<ModelReply, CallFailure> {
+        let mut request = self.http.post(&self.url).json(body);
+        if let Some(key) = &self.key {
+            // bearer_auth marks the header sensitive, so reqwest never prints it either.
+            request = request.bearer_auth(key.expose());
+        }
+        let mut response = request.send().await.map_err(|e| self.transport(e))?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let bytes = self.read_capped(&mut response, status).await?;
+        if !(200..300).contains(&status) {
+            let mut failure = CallFailure::new(
+                FailureKind::HttpError,
+                Some(status),
+                match provider_message(&bytes) {
+                    Some(message) => {
+                        format!("model answered HTTP {status}: {}", self.scrub(&message))
+                    }
+                    None => format!("model answered HTTP {status}"),
+                },
+            );
+            failure.retry_after = retry_after;
+            return Err(failure);
+        }
+        parse_reply_body(&bytes, status)
+    }
+
+    /// Reads the body in chunks, giving up as soon as it passes [`MAX_RESPONSE_BYTES`],
+    /// so a runaway server costs at most that much memory.
+    async fn read_capped(
+        &self,
+        response: &mut reqwest::Response,
+        status: u16,
+    ) -> Result<Vec<u8>, CallFailure> {
+        let too_large = || {
+            CallFailure::new(
+                FailureKind::TooLarge,
+                Some(status),
+                "response too large (over 1 MiB)",
+            )
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport(e))? {
+            if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+
+    fn transport(&self, e: reqwest::Error) -> CallFailure {
+        let kind = if e.is_timeout() {
+            FailureKind::Timeout
+        } else {
+            FailureKind::ConnectionError
+        };
+        let status = e.status().map(|s| s.as_u16());
+        CallFailure::new(
+            kind,
+            status,
+            format!("cannot reach the model: {}", error_text(&e, self.key.as_ref())),
+        )
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) => key.scrub(text),
+            None => text.to_owned(),
+        }
+    }
+}
+
+impl ModelClient for HttpModel {
+    async fn send(&self, body: &Value) -> Result<ModelReply, CallFailure> {
+        match tokio::time::timeout(self.timeout, self.exchange(body)).await {
+            Ok(result) => result,
+            Err(_) => Err(CallFailure::new(
+                FailureKind::Timeout,
+                None,
+                format!("model call timed out after {}", show_duration(self.timeout)),
+            )),
+        }
+    }
+}
+
+/// Sends `body` through `client`, retrying transient failures
+/// `settings.transient_retries` times, and records every attempt as one `llm_calls`
+/// row of `purpose` for `task_id`, whatever its result.
+///
+/// The n-th retry waits `n * settings.retry_backoff`, or the server's `Retry-After`
+/// when it sent one, never more than [`MAX_RETRY_WAIT`]. A row that cannot be written
+/// is logged and does not fail the call: the answer was paid for either way.
+pub async fn call_model<C: ModelClient>(
+    client: &C,
+    store: &Arc<dyn Store>,
+    task_id: &TaskId,
+    purpose: Purpose,
+    body: &Value,
+    settings: &DecomposerSettings,
+    clock: &Clock,
+) -> Result<ModelReply, CallFailure> {
+    let mut attempt: u32 = 0;
+    loop {
+        let started_at = clock();
+        let started = Instant::now();
+        let result = client.send(body).await;
+        let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let row = bill(
+            task_id,
+            purpose,
+            &settings.model,
+            started_at,
+            duration_ms,
+            &result,
+        );
+        record(store, row).await;
+        let failure = match result {
+            Ok(completion) => return Ok(completion),
+            Err(failure) => failure,
+        };
+        if !failure.is_transient() || attempt >= settings.transient_retries {
+            return Err(failure);
+        }
+        attempt += 1;
+        let wait = failure
+            .retry_after
+            .unwrap_or_else(|| settings.retry_backoff.saturating_mul(attempt))
+            .min(MAX_RETRY_WAIT);
+        tracing::debug!(card = %task_id, attempt, wait_ms = wait.as_millis() as u64, error = %failure, "retrying model call");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn bill(
+    task_id: &TaskId,
+    purpose: Purpose,
+    model: &str,
+    started_at: Timestamp,
+    duration_ms: i64,
+    result: &Result<ModelReply, CallFailure>,
+) -> NewLlmCall {
+    let mut row = NewLlmCall {
+        task_id: Some(task_id.clone()),
+        purpose: purpose.as_str().to_owned(),
+        model: model.to_owned(),
+        started_at,
+        duration_ms,
+        ..NewLlmCall::default()
+    };
+    match result {
+        Ok(completion) => {
+            row.outcome = "ok".to_owned();
+            row.http_status = Some(i64::from(completion.http_status));
+            row.prompt_tokens = completion.prompt_tokens;
+            row.completion_tokens = completion.completion_tokens;
+        }
+        Err(failure) => {
+            row.outcome = failure.kind.as_str().to_owned();
+            row.http_status = failure.http_status.map(i64::from);
+            row.error = Some(failure.message.clone());
+        }
+    }
+    row
+}
+
+async fn record(store: &Arc<dyn Store>, row: NewLlmCall) {
+    let store = Arc::clone(store);
+    let written = tokio::task::spawn_blocking(move || store.record_llm_call(&row)).await;
+    match written {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not record an llm_calls row"),
+        Err(e) => tracing::warn!(error = %e, "could not record an llm_calls row"),
+    }
+}
+
+/// Reads a 2xx body as a chat completion.
+fn parse_reply_body(bytes: &[u8], status: u16) -> Result<ModelReply, CallFailure> {
+    let bad = |why: &str| {
+        CallFailure::new(
+            FailureKind::BadResponse,
+            Some(status),
+            format!("bad response from the model: {why}"),
+        )
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|_| bad("not JSON"))?;
+    let content = value
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("no choices[0].message.content"))?;
+    let tokens = |name: &str| {
+        value
+            .get("usage")
+            .and_then(|usage| usage.get(name))
+            .and_then(Value::as_i64)
+    };
+    Ok(ModelReply {
+        content: content.to_owned(),
+        http_status: status,
+        prompt_tokens: tokens("prompt_tokens"),
+        completion_tokens: tokens("completion_tokens"),
+    })
+}
+
+/// `error.message` of an OpenAI-shaped error body, on one short line.
+fn provider_message(bytes: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    let message = value.pointer("/error/message").and_then(Value::as_str)?;
+    let flat: String = message
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(PROVIDER_MESSAGE_MAX_CHARS)
+        .collect();
+    let flat = flat.trim().to_owned();
+    (!flat.is_empty()).then_some(flat)
+}
+
+/// `Retry-After` in seconds; the HTTP-date form is ignored (the backoff applies).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    text.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// An error and its causes on one line, without the URL, with the key scrubbed.
+fn error_text(e: &reqwest::Error, key: Option<&ApiKey>) -> String {
+    let mut text = String::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        let part = err.to_string();
+        if !part.is_empty() && !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+        source = err.source();
+    }
+    // The URL (host and port) is useful, but the whole chain can be long.
+    let text: String = text.chars().take(200).collect();
+    match key {
+        Some(key) => key.scrub(&text),
+        None => text,
+    }
+}
+
+fn show_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}

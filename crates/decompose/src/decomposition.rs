@@ -1,0 +1,319 @@
+//! One decomposition from start to commit (SPEC 5.3-5.5): the guards checked before
+//! anything is spent, the model call, the parse, the commit through the store, and the
+//! failure policy of automatic calls. [`decompose`] and [`specify`] are the two ways in;
+//! both end in an [`Outcome`], never in a panic or an `Err`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use board_core::plan::automatic_guard;
+use board_core::{Mode, Plan, PlanBasis, Refusal, Status, Store, StoreError, TaskFacts, TaskId};
+use serde::Serialize;
+
+use crate::client::{call_model, Clock, ModelClient, Purpose};
+use crate::prompt::{build_request, build_specify_request};
+use crate::reply::parse_reply;
+use crate::settings::DecomposerSettings;
+
+/// What became of one decomposition; `kanban decompose --json` prints it as one line.
+///
+/// ```
+/// use board_core::TaskId;
+/// use decompose::Outcome;
+///
+/// let outcome = Outcome::refused(TaskId::from_random([1, 2, 3, 4]), "no model".into());
+/// assert_eq!(
+///     serde_json::to_string(&outcome).unwrap(),
+///     r#"{"task_id":"t_01020304","ok":false,"reason":"no model","fanout":false,"child_ids":[],"new_title":null}"#
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    /// The card.
+    pub task_id: TaskId,
+    /// Whether a plan was committed.
+    pub ok: bool,
+    /// Why not, when `ok` is false: one line, never the model's prose or the API key.
+    pub reason: Option<String>,
+    /// Whether the committed plan was a fan-out.
+    pub fanout: bool,
+    /// The children created, in reply order (empty unless a fan-out was committed).
+    pub child_ids: Vec<TaskId>,
+    /// The card's title after a single-task rewrite.
+    pub new_title: Option<String>,
+}
+
+impl Outcome {
+    /// A decomposition that committed nothing, for `reason`.
+    pub fn refused(task_id: TaskId, reason: String) -> Outcome {
+        Outcome {
+            task_id,
+            ok: false,
+            reason: Some(reason),
+            fanout: false,
+            child_ids: Vec::new(),
+            new_title: None,
+        }
+    }
+}
+
+/// Decomposes one triage card: asks the model to split it or tighten it, and commits
+/// the answer (SPEC 5).
+///
+/// An automatic call (the gateway's) refuses, before any request, a card with execution
+/// history, a parked card and one whose retry is not yet due; each of its failures is
+/// recorded against the card's failure policy (backoff, then parking). A manual call
+/// (a person's) first clears the card's failure count and park, and may decompose a
+/// card with history. Both re-check the card at commit: a card that left triage, gained
+/// a run (automatic) or was edited meanwhile keeps its state and the reply is dropped.
+///
+/// `clock` gives Unix seconds; it is read when the call starts and again at commit.
+pub async fn decompose<C: ModelClient>(
+    store: Arc<dyn Store>,
+    client: &C,
+    id: &TaskId,
+    mode: Mode,
+    settings: &DecomposerSettings,
+    clock: &Clock,
+) -> Outcome {
+    run(store, client, id, mode, Purpose::Decompose, settings, clock).await
+}
+
+/// Rewrites one triage card as a single, clearer task (`kanban specify`): the same path
+/// as [`decompose`], but the model is told a fan-out is not allowed and a fan-out reply
+/// is refused.
+pub async fn specify<C: ModelClient>(
+    store: Arc<dyn Store>,
+    client: &C,
+    id: &TaskId,
+    mode: Mode,
+    settings: &DecomposerSettings,
+    clock: &Clock,
+) -> Outcome {
+    run(store, client, id, mode, Purpose::Specify, settings, clock).await
+}
+
+/// Why an attempt ended without a commit, and whether it counts against the card.
+struct Failed {
+    reason: String,
+    /// `false` when the card moved on (left triage, gained history, vanished) rather
+    /// than failed, or when nothing was attempted.
+    counts: bool,
+}
+
+impl Failed {
+    fn counted(reason: impl Into<String>) -> Failed {
+        Failed {
+            reason: reason.into(),
+            counts: true,
+        }
+    }
+
+    fn uncounted(reason: impl Into<String>) -> Failed {
+        Failed {
+            reason: reason.into(),
+            counts: false,
+        }
+    }
+}
+
+async fn run<C: ModelClient>(
+    store: Arc<dyn Store>,
+    client: &C,
+    id: &TaskId,
+    mode: Mode,
+    purpose: Purpose,
+    settings: &DecomposerSettings,
+    clock: &Clock,
+) -> Outcome {
+    let started = Instant::now();
+    let result = attempt(&store, client, id, mode, purpose, settings, clock).await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    match result {
+        Ok(outcome) => {
+            tracing::info!(
+                card = %id,
+                purpose = purpose.as_str(),
+                mode = mode_name(mode),
+                outcome = "ok",
+                fanout = outcome.fanout,
+                children = outcome.child_ids.len(),
+                duration_ms,
+                "decomposition committed"
+            );
+            outcome
+        }
+        Err(failed) => {
+            tracing::info!(
+                card = %id,
+                purpose = purpose.as_str(),
+                mode = mode_name(mode),
+                outcome = "failed",
+                children = 0,
+                duration_ms,
+                reason = %failed.reason,
+                "decomposition failed"
+            );
+            if failed.counts && mode == Mode::Automatic {
+                record_failure(&store, id, &failed.reason, settings, clock).await;
+            }
+            Outcome::refused(id.clone(), failed.reason)
+        }
+    }
+}
+
+async fn attempt<C: ModelClient>(
+    store: &Arc<dyn Store>,
+    client: &C,
+    id: &TaskId,
+    mode: Mode,
+    purpose: Purpose,
+    settings: &DecomposerSettings,
+    clock: &Clock,
+) -> Result<Outcome, Failed> {
+    let facts = read_facts(store, id).await?;
+    let facts = match mode {
+        Mode::Automatic => {
+            automatic_guard(&facts, clock()).map_err(|r| Failed::uncounted(r.to_string()))?;
+            facts
+        }
+        Mode::Manual => {
+            // Checked before clearing, so a refused manual call writes nothing either.
+            manual_guard(&facts).map_err(|r| Failed::uncounted(r.to_string()))?;
+            let (cleared, id) = (Arc::clone(store), id.clone());
+            let now = clock();
+            blocking(move || cleared.clear_decompose_failures(&id, now))
+                .await
+                .map_err(|e| Failed::uncounted(e.to_string()))?;
+            read_facts(store, &facts.task.id).await?
+        }
+    };
+    let basis = PlanBasis::of(&facts);
+    let (roster, model, max_tokens) = (&settings.roster, &settings.model, settings.max_tokens);
+    let body = match purpose {
+        Purpose::Decompose => build_request(&facts.task, roster, model, max_tokens),
+        Purpose::Specify => build_specify_request(&facts.task, roster, model, max_tokens),
+    };
+    let completion = call_model(client, store, id, purpose, &body, settings, clock)
+        .await
+        .map_err(|failure| Failed::counted(failure.message))?;
+    let plan = parse_reply(&completion.content, roster).map_err(|r| Failed::counted(r.to_string()))?;
+    if let (Purpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
+        return Err(Failed::counted(format!(
+            "specify needs a single task, but the reply splits the card into {} tasks",
+            tasks.len()
+        )));
+    }
+    let (committer, card, plan_settings) = (Arc::clone(store), id.clone(), settings.plan.clone());
+    let now = clock();
+    let committed = blocking(move || committer.commit_plan(&card, basis, mode, &plan, &plan_settings, now))
+        .await
+        .map_err(commit_failure)?;
+    let fanout = !committed.child_ids.is_empty();
+    Ok(Outcome {
+        task_id: id.clone(),
+        ok: true,
+        reason: None,
+        fanout,
+        new_title: (!fanout).then(|| committed.root.title.clone()),
+        child_ids: committed.child_ids,
+    })
+}
+
+/// A manual call needs what the commit needs: a triage card not yet decomposed.
+fn manual_guard(facts: &TaskFacts) -> Result<(), Refusal> {
+    let task = &facts.task;
+    if task.status != Status::Triage {
+        return Err(Refusal::WrongStatus {
+            id: task.id.clone(),
+            status: task.status,
+            op: "decomposition",
+            allowed: "triage",
+        });
+    }
+    if facts.decomposed {
+        return Err(Refusal::AlreadyDecomposed(task.id.clone()));
+    }
+    Ok(())
+}
+
+/// A refusal at commit counts as a failure unless the card moved on: it left triage,
+/// gained a run, was decomposed by someone else or is gone. An edit (`input changed`)
+/// and a storage error count (SPEC 5.5: a DB refusal is a failed attempt).
+fn commit_failure(e: StoreError) -> Failed {
+    let moved = matches!(
+        e.refusal(),
+        Some(
+            Refusal::GainedHistory(_)
+                | Refusal::ExecutionHistory(_)
+                | Refusal::WrongStatus { .. }
+                | Refusal::AlreadyDecomposed(_)
+                | Refusal::NoSuchTask(_)
+        )
+    );
+    if moved {
+        Failed::uncounted(e.to_string())
+    } else {
+        Failed::counted(e.to_string())
+    }
+}
+
+async fn read_facts(store: &Arc<dyn Store>, id: &TaskId) -> Result<TaskFacts, Failed> {
+    let (store, id) = (Arc::clone(store), id.clone());
+    blocking(move || store.facts(&id))
+        .await
+        .map_err(|e| Failed::uncounted(e.to_string()))
+}
+
+/// Records a failed automatic attempt: backoff with jitter, parking at the limit.
+async fn record_failure(
+    store: &Arc<dyn Store>,
+    id: &TaskId,
+    reason: &str,
+    settings: &DecomposerSettings,
+    clock: &Clock,
+) {
+    let (recorder, card, error) = (Arc::clone(store), id.clone(), reason.to_owned());
+    let (policy, jitter, now) = (settings.retry_policy, jitter(), clock());
+    let recorded =
+        blocking(move || recorder.record_decompose_failure(&card, &error, policy, jitter, now)).await;
+    match recorded {
+        Ok(task) if task.decompose_parked => tracing::warn!(
+            card = %id,
+            failures = task.decompose_failures,
+            reason,
+            "card parked after repeated decomposition failures; it stays in triage for a human"
+        ),
+        Ok(task) => {
+            tracing::debug!(card = %id, failures = task.decompose_failures, next_attempt_at = task.decompose_next_attempt_at, "decomposition failure recorded")
+        }
+        // The card left triage meanwhile: it is no longer failing.
+        Err(e) => tracing::debug!(card = %id, error = %e, "decomposition failure not recorded"),
+    }
+}
+
+/// A jitter factor drawn uniformly from [-0.1, 0.1]; without randomness, none.
+fn jitter() -> f64 {
+    match getrandom::u32() {
+        Ok(n) => (f64::from(n) / f64::from(u32::MAX)) * 0.2 - 0.1,
+        Err(_) => 0.0,
+    }
+}
+
+/// Runs a synchronous store call off the async threads. A panicked store call is a
+/// storage error, not a panic of the decomposition.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::task::spawn_blocking(call).await {
+        Ok(result) => result,
+        Err(e) => Err(StoreError::Backend(format!("store call did not finish: {e}"))),
+    }
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Manual => "manual",
+        Mode::Automatic => "automatic",
+    }
+}

@@ -1,0 +1,128 @@
+//! What a decomposition runs with (SPEC 8): the model endpoint, the HTTP limits, the
+//! roster, the commit settings and the failure policy, with SPEC 8's defaults, and the
+//! [`ApiKey`] that never prints itself.
+
+use std::fmt;
+use std::time::Duration;
+
+use board_core::plan::DEFAULT_MAX_CHILDREN;
+use board_core::{PlanSettings, RetryPolicy};
+
+use crate::roster::Roster;
+
+/// The environment variable the API key is read from when no `api_key_env` is set.
+pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// A model provider's API key. Its `Debug` and `Display` print `[redacted]`, so it can
+/// sit in any struct that is logged; only [`ApiKey::expose`] gives the text, for the
+/// `Authorization` header.
+///
+/// ```
+/// use decompose::ApiKey;
+///
+/// let key = ApiKey::new("sk-secret");
+/// assert_eq!(format!("{key} {key:?}"), "[redacted] [redacted]");
+/// assert_eq!(key.expose(), "sk-secret");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> ApiKey {
+        ApiKey(key.into())
+    }
+
+    /// The key itself. Only the HTTP client's `Authorization` header should call this.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the key replaced by `[redacted]`: a last line of
+    /// defence for text that came from elsewhere (a provider's error message).
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            return text.to_owned();
+        }
+        text.replace(&self.0, "[redacted]")
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Everything a decomposition needs besides the store, the client and the clock.
+///
+/// `Default` is SPEC 8's defaults: `http://127.0.0.1:11434/v1`, model `llama3.1`,
+/// 180 s timeout, 4000 max tokens, 2 transient retries, 16 children, 3 failures before
+/// parking, 30 s retry base, assignee and orchestrator `default`, children promoted, and
+/// the key from `$OPENAI_API_KEY`.
+#[derive(Clone, Debug)]
+pub struct DecomposerSettings {
+    /// The OpenAI-compatible base URL; requests go to `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// The model name sent in every request.
+    pub model: String,
+    /// `model.api_key`: wins over `api_key_env`.
+    pub api_key: Option<ApiKey>,
+    /// `model.api_key_env`: the variable the key is read from when `api_key` is unset.
+    /// `None` means no key (a local server).
+    pub api_key_env: Option<String>,
+    /// The whole of one HTTP request, from connecting to the last byte of the body.
+    pub timeout: Duration,
+    /// `max_tokens` of every request.
+    pub max_tokens: u32,
+    /// How many times a transient failure (5xx, 408, 429, a connection error) is retried.
+    pub transient_retries: u32,
+    /// The first wait between transient retries; the n-th retry waits n times this,
+    /// unless the server sent `Retry-After`. SPEC 5.1 says 1 s; tests set zero.
+    pub retry_backoff: Duration,
+    /// Who may be assigned work, the default assignee and the child cap.
+    pub roster: Roster,
+    /// The orchestrator, the child cap and auto-promotion, for the commit.
+    pub plan: PlanSettings,
+    /// The automatic failure policy: backoff base and the parking limit.
+    pub retry_policy: RetryPolicy,
+}
+
+impl DecomposerSettings {
+    /// The key to send: `api_key`, else the value of the variable named by
+    /// `api_key_env` when it is set and not blank, else none.
+    pub fn resolved_api_key(&self) -> Option<ApiKey> {
+        if let Some(key) = &self.api_key {
+            return Some(key.clone());
+        }
+        let name = self.api_key_env.as_deref()?;
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+            .map(ApiKey::new)
+    }
+}
+
+impl Default for DecomposerSettings {
+    fn default() -> DecomposerSettings {
+        DecomposerSettings {
+            base_url: "http://127.0.0.1:11434/v1".to_owned(),
+            model: "llama3.1".to_owned(),
+            api_key: None,
+            api_key_env: Some(DEFAULT_API_KEY_ENV.to_owned()),
+            timeout: Duration::from_secs(180),
+            max_tokens: 4000,
+            transient_retries: 2,
+            retry_backoff: Duration::from_secs(1),
+            roster: Roster::default().with_max_children(Some(DEFAULT_MAX_CHILDREN)),
+            plan: PlanSettings::default(),
+            retry_policy: RetryPolicy::default(),
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! The gateway process (SPEC 6): one per home (an exclusive `flock` plus a pid file),
+//! a tick every `kanban.dispatch_interval_seconds` with missed ticks skipped, the status
+//! file `gateway.json`, and a clean stop on SIGINT/SIGTERM.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use board_core::{Store, Timestamp};
+use board_sqlite::{Options, SqliteStore};
+use serde_json::json;
+
+use crate::config::Config;
+use crate::decompositions::{decomposer_settings, BackgroundDecompositions};
+use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, TickReport};
+use crate::supervisor::HomeLayout;
+
+/// Why the gateway could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("another gateway is already running on {home} (pid {pid}); stop it or use --replace")]
+    AlreadyRunning { home: PathBuf, pid: String },
+    #[error("the gateway on {home} (pid {pid}) did not stop within {seconds} s")]
+    DidNotStop {
+        home: PathBuf,
+        pid: String,
+        seconds: u64,
+    },
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Open(#[from] board_sqlite::OpenError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
+    let what = what.into();
+    move |source| GatewayError::Io { what, source }
+}
+
+/// The clock every part of the gateway reads: Unix seconds.
+pub fn now() -> Timestamp {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl DispatchSettings {
+    /// The tick's settings from the configuration.
+    pub fn from_config(config: &Config) -> DispatchSettings {
+        let k = &config.kanban;
+        DispatchSettings {
+            max_spawn: k.max_spawn,
+            auto_decompose: k.auto_decompose,
+            auto_decompose_per_tick: k.auto_decompose_per_tick,
+            auto_decompose_concurrency: k.auto_decompose_concurrency,
+            failure_limit: k.failure_limit,
+            claim_ttl_seconds: k.claim_ttl_seconds,
+            default_assignee: k.default_assignee.clone(),
+            commands: config
+                .profiles
+                .iter()
+                .map(|(name, p)| (name.clone(), p.command.clone()))
+                .collect(),
+            secret_vars: vec![config.model.api_key_env.clone()],
+        }
+    }
+}
+
+/// The exclusive hold on a home: the locked `gateway.lock` and the `gateway.pid` beside it.
+pub struct HomeLock {
+    _file: File,
+    pid_path: PathBuf,
+}
+
+impl Drop for HomeLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.pid_path);
+    }
+}
+
+fn try_flock(file: &File) -> bool {
+    // SAFETY: flock on a descriptor we own; no memory is touched.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Takes the home's gateway lock; with `replace`, stops the holder first.
+pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
+    let lock_path = home.join("gateway.lock");
+    let pid_path = home.join("gateway.pid");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(io(format!("cannot open {}", lock_path.display())))?;
+    if !try_flock(&file) {
+        let pid = std::fs::read_to_string(&pid_path)
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        if !replace {
+            return Err(GatewayError::AlreadyRunning {
+                home: home.to_path_buf(),
+                pid,
+            });
+        }
+        if let Ok(p) = pid.parse::<libc::pid_t>() {
+            if p > 1 {
+                // SAFETY: kill has no memory effects.
+                unsafe { libc::kill(p, libc::SIGTERM) };
+            }
+        }
+        let limit = Duration::from_secs(30);
+        let start = Instant::now();
+        while !try_flock(&file) {
+            if start.elapsed() > limit {
+                return Err(GatewayError::DidNotStop {
+                    home: home.to_path_buf(),
+                    pid,
+                    seconds: limit.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    write_private(&pid_path, format!("{}\n", std::process::id()).as_bytes())
+        .map_err(io(format!("cannot write {}", pid_path.display())))?;
+    Ok(HomeLock {
+        _file: file,
+        pid_path,
+    })
+}
+
+/// Writes a file owner-only, atomically (a reader never sees half of it).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Opens the home's board with the configured durability.
+pub fn open_store(home: &Path, config: &Config) -> Result<Arc<dyn Store>, GatewayError> {
+    let options = Options {
+        synchronous: config.kanban.sqlite_synchronous,
+        ..Options::default()
+    };
+    Ok(Arc::new(SqliteStore::open(home.join("kanban.db"), &options)?))
+}
+
+/// The running gateway's status, rewritten after every tick.
+fn write_status(home: &Path, started_at: Timestamp, dispatcher: &Dispatcher, last: &TickReport) {
+    let status = json!({
+        "pid": std::process::id(),
+        "started_at": started_at,
+        "last_tick_at": now(),
+        "ticks": dispatcher.counters.ticks,
+        "workers": dispatcher.workers().count(),
+        "decompositions_in_flight": last.decompositions_in_flight,
+        "counters": dispatcher.counters,
+        "last_tick": last,
+    });
+    let path = home.join("gateway.json");
+    if let Err(e) = write_private(&path, format!("{status:#}\n").as_bytes()) {
+        tracing::warn!(error = %e, "could not write gateway.json");
+    }
+}
+
+/// The home given, else `$KANBAN_HOME`, else `~/.kanban`; `None` when none can be told.
+pub fn resolve_home(flag: Option<PathBuf>) -> Option<PathBuf> {
+    let from_env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    flag.or_else(|| from_env("KANBAN_HOME"))
+        .or_else(|| from_env("HOME").map(|h| h.join(".kanban")))
+}
+
+/// Logs to stderr, one line per event, at INFO (or `KANBAN_LOG=debug|warn|...`).
+pub fn init_logging() {
+    let level = std::env::var("KANBAN_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn background(
+    runtime: &tokio::runtime::Runtime,
+    store: &Arc<dyn Store>,
+    config: &Config,
+) -> Result<Box<dyn Decompositions>, GatewayError> {
+    let settings = decomposer_settings(config);
+    let pool =
+        BackgroundDecompositions::new(runtime.handle().clone(), store.clone(), settings).map_err(|e| {
+            GatewayError::Io {
+                what: "cannot build the model client".into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
+    Ok(Box::new(pool))
+}
+
+/// One dispatcher pass without the daemon (`kanban dispatch`): the same tick, then a
+/// wait for the decompositions it started, since nothing would be left to finish them.
+pub fn dispatch_once(home: &Path) -> Result<TickReport, GatewayError> {
+    let config = Config::load(home)?.config;
+    let store = open_store(home, &config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("cannot start the runtime"))?;
+    let pool = background(&runtime, &store, &config)?;
+    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), pool);
+    let started = now();
+    dispatcher.adopt(started);
+    let report = dispatcher.tick(&DispatchSettings::from_config(&config), started);
+    runtime.block_on(async {
+        while !dispatcher.decompositions_idle() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    Ok(report)
+}
+
+/// Runs the gateway on `home` until SIGINT or SIGTERM.
+pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
+    let loaded = Config::load(home)?;
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    let mut config = loaded.config;
+    let _lock = lock_home(home, replace)?;
+    let store = open_store(home, &config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(io("cannot start the runtime"))?;
+    let started_at = now();
+    let pool = background(&runtime, &store, &config)?;
+    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), pool);
+    dispatcher.adopt(started_at);
+    tracing::info!(home = %home.display(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
+    let home = home.to_path_buf();
+    runtime.block_on(async move {
+        let mut interval = tokio::time::interval(config.kanban.dispatch_interval());
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(io("cannot watch SIGTERM"))?;
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = tokio::signal::ctrl_c() => break,
+                _ = terminate.recv() => break,
+            }
+            // The configuration is re-read every tick; a broken edit keeps the last good one.
+            match Config::load(&home) {
+                Ok(fresh) => {
+                    if fresh.config.kanban.dispatch_interval() != config.kanban.dispatch_interval() {
+                        interval = tokio::time::interval(fresh.config.kanban.dispatch_interval());
+                        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                        interval.reset();
+                    }
+                    config = fresh.config;
+                }
+                Err(e) => tracing::warn!(error = %e, "config reload failed; keeping the previous one"),
+            }
+            let settings = DispatchSettings::from_config(&config);
+            let status_home = home.clone();
+            let joined = tokio::task::spawn_blocking(move || {
+                // A panic in a tick is a bug, but it must not take the gateway down: the
+                // next tick runs with the same dispatcher.
+                let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dispatcher.tick(&settings, now())
+                }));
+                (dispatcher, report)
+            })
+            .await;
+            match joined {
+                Ok((d, Ok(report))) => {
+                    dispatcher = d;
+                    write_status(&status_home, started_at, &dispatcher, &report);
+                }
+                Ok((d, Err(_))) => {
+                    dispatcher = d;
+                    tracing::error!("a tick panicked; the next tick runs");
+                }
+                Err(e) => {
+                    return Err(GatewayError::Io {
+                        what: "tick".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    });
+                }
+            }
+        }
+        dispatcher.shutdown();
+        tracing::info!("gateway stopped");
+        Ok(())
+    })
+}

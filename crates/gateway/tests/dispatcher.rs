@@ -1,0 +1,358 @@
+//! The dispatcher's tick against a real SQLite board and real worker processes
+//! (`sh -c ...`), with an injected clock; decompositions through a recording fake.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId};
+use board_sqlite::{Options, SqliteStore};
+use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
+use gateway::supervisor::HomeLayout;
+
+const T0: i64 = 1_800_000_000;
+
+struct Home {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+}
+
+fn home() -> Home {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("kanban.db"), &Options::default()).unwrap());
+    Home { dir, store }
+}
+
+impl Home {
+    fn dispatcher(&self) -> Dispatcher {
+        Dispatcher::new(
+            self.store.clone(),
+            HomeLayout::new(self.dir.path()),
+            Box::new(NoDecompositions),
+        )
+    }
+
+    /// A ready task; tasks created later come later in the claim order.
+    fn task(&self, title: &str, assignee: &str) -> TaskId {
+        let request = NewTask {
+            assignee: Some(assignee.into()),
+            ..NewTask::titled(title)
+        };
+        let age = self.store.snapshot().unwrap().tasks.len() as i64;
+        self.store.create(&request, T0 - 1000 + age).unwrap().id
+    }
+
+    fn kinds(&self, id: &TaskId) -> Vec<String> {
+        let filter = EventFilter {
+            task_id: Some(id.clone()),
+            ..EventFilter::default()
+        };
+        self.store
+            .events(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect()
+    }
+}
+
+fn settings(profiles: &[(&str, &str)]) -> DispatchSettings {
+    let mut commands: BTreeMap<String, Option<Vec<String>>> = profiles
+        .iter()
+        .map(|(name, script)| {
+            let argv = vec!["sh".to_owned(), "-c".to_owned(), (*script).to_owned()];
+            ((*name).to_owned(), Some(argv))
+        })
+        .collect();
+    commands.insert("idle".into(), None);
+    DispatchSettings {
+        max_spawn: 4,
+        auto_decompose: false,
+        commands,
+        ..DispatchSettings::default()
+    }
+}
+
+/// The same settings, spawning nothing: the tick only watches.
+fn watch(s: &DispatchSettings) -> DispatchSettings {
+    DispatchSettings {
+        max_spawn: 0,
+        ..s.clone()
+    }
+}
+
+/// Ticks until `done` holds for a report, failing after a few seconds.
+fn tick_until(
+    d: &mut Dispatcher,
+    s: &DispatchSettings,
+    now: i64,
+    done: impl Fn(&TickReport) -> bool,
+) -> TickReport {
+    let start = Instant::now();
+    loop {
+        let report = d.tick(s, now);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        if done(&report) {
+            return report;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "condition never held");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn last_outcome(h: &Home, id: &TaskId) -> Option<Outcome> {
+    h.store.runs(id).unwrap().last().and_then(|r| r.outcome)
+}
+
+#[test]
+fn a_worker_that_exits_zero_without_completing_is_a_protocol_violation() {
+    let h = home();
+    let s = settings(&[("lazy", "echo thinking; exit 0")]);
+    let id = h.task("lazy work", "lazy");
+    let mut d = h.dispatcher();
+    let first = d.tick(&s, T0);
+    assert_eq!(first.spawned, vec![id.clone()]);
+    let run = h.store.runs(&id).unwrap().remove(0);
+    assert!(run.worker_pid.is_some(), "the pid is recorded");
+    tick_until(&mut d, &watch(&s), T0 + 1, |r| r.reaped.contains(&id));
+    assert_eq!(last_outcome(&h, &id), Some(Outcome::ProtocolViolation));
+    let run = h.store.runs(&id).unwrap().remove(0);
+    assert!(run.error.unwrap().contains("thinking"), "quotes its own log");
+    let task = h.store.get(&id).unwrap();
+    assert_eq!(task.consecutive_failures, 1);
+    assert!(h.kinds(&id).contains(&"protocol_violation".to_owned()));
+    let log = std::fs::read_to_string(h.dir.path().join("logs").join(format!("{id}.log"))).unwrap();
+    assert!(log.contains("thinking"));
+}
+
+#[test]
+fn a_worker_that_crashes_twice_is_given_up() {
+    let h = home();
+    let s = settings(&[("crashy", "echo attempt $KANBAN_RUN_ID >&2; exit 3")]);
+    let id = h.task("crashy work", "crashy");
+    let mut d = h.dispatcher();
+    for round in 0..2 {
+        let now = T0 + 10 * round;
+        d.tick(&s, now);
+        tick_until(&mut d, &watch(&s), now + 1, |r| r.reaped.contains(&id));
+    }
+    let task = h.store.get(&id).unwrap();
+    assert_eq!(task.status, Status::Blocked);
+    let runs = h.store.runs(&id).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.outcome == Some(Outcome::Crashed)));
+    // Each run quotes its own attempt's log, never an earlier one's.
+    assert!(runs[1]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains(&format!("attempt {}", runs[1].id)));
+    assert!(!runs[1]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains(&format!("attempt {}", runs[0].id)));
+    let crashed = h
+        .store
+        .events(&EventFilter {
+            task_id: Some(id.clone()),
+            ..EventFilter::default()
+        })
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "crashed")
+        .unwrap();
+    assert_eq!(crashed.payload["exit_code"], 3);
+    assert!(crashed.payload["signal"].is_null());
+    assert!(h.kinds(&id).contains(&"gave_up".to_owned()));
+}
+
+#[test]
+fn a_rate_limited_worker_returns_its_task_without_a_failure_and_cools_down() {
+    let h = home();
+    let s = settings(&[("limited", "exit 75")]);
+    let id = h.task("limited work", "limited");
+    let mut d = h.dispatcher();
+    d.tick(&s, T0);
+    let report = tick_until(&mut d, &s, T0 + 1, |r| r.reaped.contains(&id));
+    assert!(report.spawned.is_empty(), "not respawned during the cooldown");
+    assert!(
+        d.tick(&s, T0 + 2).spawned.is_empty(),
+        "not respawned during the cooldown"
+    );
+    let task = h.store.get(&id).unwrap();
+    assert_eq!((task.status, task.consecutive_failures), (Status::Ready, 0));
+    assert_eq!(last_outcome(&h, &id), Some(Outcome::RateLimited));
+    assert!(d.tick(&s, T0 + 30).spawned.is_empty());
+    assert_eq!(d.tick(&s, T0 + 1000).spawned, vec![id]);
+}
+
+#[test]
+fn a_worker_past_its_max_runtime_is_killed_and_timed_out() {
+    let h = home();
+    let s = settings(&[("slow", "sleep 30")]);
+    let request = NewTask {
+        assignee: Some("slow".into()),
+        max_runtime_seconds: Some(5),
+        ..NewTask::titled("slow work")
+    };
+    let id = h.store.create(&request, T0).unwrap().id;
+    let mut d = h.dispatcher();
+    d.tick(&s, T0);
+    let pid = h.store.get(&id).unwrap().worker_pid.unwrap();
+    assert!(d.tick(&s, T0 + 4).timed_out.is_empty());
+    let report = d.tick(&watch(&s), T0 + 5);
+    assert_eq!(report.timed_out, vec![id.clone()]);
+    assert_eq!(last_outcome(&h, &id), Some(Outcome::TimedOut));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "no process left behind"
+    );
+}
+
+#[test]
+fn a_profile_without_a_command_is_skipped_once_and_max_spawn_holds() {
+    let h = home();
+    let s = DispatchSettings {
+        max_spawn: 2,
+        ..settings(&[("sleepy", "sleep 30")])
+    };
+    let idle = h.task("nobody can run this", "idle");
+    let busy: Vec<TaskId> = (0..3).map(|i| h.task(&format!("sleepy {i}"), "sleepy")).collect();
+    let mut d = h.dispatcher();
+    let first = d.tick(&s, T0);
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    assert_eq!(first.spawned, busy[..2].to_vec());
+    assert!(d.tick(&s, T0 + 1).spawned.is_empty(), "max_spawn is reached");
+    let skipped = h
+        .kinds(&idle)
+        .iter()
+        .filter(|k| *k == "skipped_nonspawnable")
+        .count();
+    assert_eq!(skipped, 1);
+    assert_eq!(h.store.get(&idle).unwrap().status, Status::Ready);
+    kill_workers(&d);
+}
+
+fn kill_workers(d: &Dispatcher) {
+    for w in d.workers() {
+        // SAFETY: signalling the process group of a worker this test started.
+        unsafe { libc::kill(-(w.pid as i32), libc::SIGKILL) };
+    }
+}
+
+#[test]
+fn a_restarted_dispatcher_adopts_live_workers_and_reclaims_dead_ones() {
+    let h = home();
+    let s = settings(&[("sleepy", "sleep 30")]);
+    let alive = h.task("keeps running", "sleepy");
+    let dead = h.task("will die", "sleepy");
+    let mut first = h.dispatcher();
+    first.tick(&s, T0);
+    let pid_of = |id: &TaskId| h.store.get(id).unwrap().worker_pid.unwrap() as i32;
+    let (alive_pid, dead_pid) = (pid_of(&alive), pid_of(&dead));
+    // The first gateway goes away; its workers stay.
+    std::mem::forget(first);
+    unsafe { libc::kill(-dead_pid, libc::SIGKILL) };
+    let start = Instant::now();
+    // The dead worker is a zombie of this test process until reaped.
+    while unsafe { libc::waitpid(dead_pid, std::ptr::null_mut(), libc::WNOHANG) } == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut second = h.dispatcher();
+    let report = second.adopt(T0 + 1);
+    assert_eq!(report.reclaimed, vec![dead.clone()]);
+    assert_eq!(last_outcome(&h, &dead), Some(Outcome::Reclaimed));
+    assert_eq!(h.store.get(&alive).unwrap().status, Status::Running);
+    assert_eq!(
+        second.workers().map(|w| w.pid as i32).collect::<Vec<_>>(),
+        vec![alive_pid]
+    );
+    // The adopted worker is not respawned; its lease is extended while it lives.
+    let later = second.tick(&s, T0 + 2000);
+    assert!(later.spawned.iter().all(|id| id != &alive), "{later:?}");
+    assert!(later.extended.contains(&alive), "{later:?}");
+    assert_eq!(h.store.runs(&alive).unwrap().len(), 1);
+    unsafe { libc::kill(-alive_pid, libc::SIGKILL) };
+}
+
+#[test]
+fn an_expired_lease_without_a_live_worker_goes_stale() {
+    let h = home();
+    let s = settings(&[]);
+    let id = h.task("claimed by hand", "idle");
+    h.store.claim(&id, 10, T0).unwrap();
+    let mut d = h.dispatcher();
+    assert!(d.tick(&s, T0 + 9).reclaimed.is_empty());
+    assert_eq!(d.tick(&s, T0 + 10).reclaimed, vec![id.clone()]);
+    assert_eq!(last_outcome(&h, &id), Some(Outcome::Stale));
+    assert_eq!(h.store.get(&id).unwrap().consecutive_failures, 1);
+}
+
+/// Records starts; a test decides which are still in flight.
+#[derive(Clone, Default)]
+struct Recorder {
+    started: Arc<Mutex<Vec<TaskId>>>,
+    in_flight: Arc<Mutex<BTreeSet<TaskId>>>,
+}
+
+impl Decompositions for Recorder {
+    fn in_flight(&mut self) -> BTreeSet<TaskId> {
+        self.in_flight.lock().unwrap().clone()
+    }
+    fn start(&mut self, id: TaskId) {
+        self.started.lock().unwrap().push(id.clone());
+        self.in_flight.lock().unwrap().insert(id);
+    }
+    fn cancel_all(&mut self) {
+        self.in_flight.lock().unwrap().clear();
+    }
+}
+
+#[test]
+fn decompositions_respect_the_per_tick_and_in_flight_limits() {
+    let h = home();
+    let cards: Vec<TaskId> = (0..5)
+        .map(|i| {
+            let request = NewTask {
+                triage: true,
+                ..NewTask::titled(format!("idea {i}"))
+            };
+            h.store.create(&request, T0 + i).unwrap().id
+        })
+        .collect();
+    let recorder = Recorder::default();
+    let mut d = Dispatcher::new(
+        h.store.clone(),
+        HomeLayout::new(h.dir.path()),
+        Box::new(recorder.clone()),
+    );
+    let s = DispatchSettings {
+        auto_decompose: true,
+        auto_decompose_per_tick: 1,
+        auto_decompose_concurrency: 2,
+        ..settings(&[])
+    };
+    assert_eq!(d.tick(&s, T0 + 10).decompositions_started, vec![cards[0].clone()]);
+    assert_eq!(d.tick(&s, T0 + 10).decompositions_started, vec![cards[1].clone()]);
+    assert!(
+        d.tick(&s, T0 + 10).decompositions_started.is_empty(),
+        "two in flight"
+    );
+    recorder.in_flight.lock().unwrap().remove(&cards[0]);
+    // The card still in triage and not in flight may be taken again only once it is
+    // due; here it is due (no failure recorded), and it comes first by age.
+    assert_eq!(d.tick(&s, T0 + 10).decompositions_started, vec![cards[0].clone()]);
+    let off = DispatchSettings {
+        auto_decompose: false,
+        ..s
+    };
+    recorder.in_flight.lock().unwrap().clear();
+    assert!(
+        d.tick(&off, T0 + 10).decompositions_started.is_empty(),
+        "auto_decompose is read every tick"
+    );
+    let started = recorder.started.lock().unwrap().clone();
+    assert_eq!(started.len(), 3);
+}
