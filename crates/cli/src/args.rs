@@ -16,7 +16,7 @@ use clap_complete::Shell;
     name = "kanban",
     version,
     arg_required_else_help = true,
-    after_help = "Examples:\n  kanban create \"write the release notes\" --assignee writer\n  kanban ls --status ready\n  kanban show t_1a2b3c4d\n\nInside a worker (KANBAN_TASK and KANBAN_RUN_ID set), complete, block, heartbeat\nand comment act on the worker's own task when no id is given."
+    after_help = "Examples:\n  kanban create \"write the release notes\" --assignee writer\n  kanban ls --status ready\n  kanban show t_1a2b3c4d\n\nInside a worker (KANBAN_TASK and KANBAN_RUN_ID set), context, complete, block,\nheartbeat and comment act on the worker's own task when no id is given."
 )]
 pub struct Cli {
     /// The board's home directory [default: $KANBAN_HOME, else ~/.kanban]
@@ -139,10 +139,28 @@ pub enum Verb {
         id: TaskId,
     },
     /// The event stream, of one task or the whole board
+    #[command(
+        after_help = "Examples:\n  kanban events\n  kanban events t_1a2b3c4d\n  kanban events --follow --json   # one object per line until Ctrl-C"
+    )]
     Events {
         #[arg(value_name = "ID")]
         id: Option<TaskId>,
+        /// Keep printing new events as they happen, until Ctrl-C, SIGINT or SIGTERM
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
+    /// The brief a worker needs: the task, its parents' results, earlier attempts, comments
+    #[command(
+        after_help = "Examples:\n  kanban context t_1a2b3c4d\n  kanban context            # inside a worker: its own task\n  kanban context t_1a2b3c4d --json\n\nThe Markdown is kept under 16 KiB: the oldest attempts and comments go first,\nthen long fields are cut, and the brief says what was left out."
+    )]
+    Context {
+        /// The task [default: $KANBAN_TASK]
+        #[arg(value_name = "ID")]
+        id: Option<TaskId>,
+    },
+    /// Counts by status and assignee, the oldest ready task, LLM calls and tokens
+    #[command(after_help = "Examples:\n  kanban stats\n  kanban stats --json")]
+    Stats,
     /// Check the home's config.yaml and print its effective values
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -153,8 +171,12 @@ pub enum Verb {
     #[command(after_help = "Examples:\n  kanban specify t_1a2b3c4d\n  kanban specify --all")]
     Specify(ModelCallArgs),
     /// One dispatcher pass without the gateway: reclaim, decompose, promote, claim, spawn
-    #[command(after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --json")]
-    Dispatch,
+    #[command(after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --dry-run --json")]
+    Dispatch {
+        /// Say what the pass would do, and change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Run the gateway until SIGINT or SIGTERM
     #[command(subcommand)]
     Gateway(GatewayCommand),

@@ -6,6 +6,7 @@ mod args;
 mod failure;
 mod home;
 mod output;
+mod stop;
 mod verbs;
 
 use std::process::ExitCode;
@@ -19,6 +20,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    if !matches!(cli.verb, Verb::Gateway(_)) {
+        // A reader that stops early (`kanban ls | head`) ends a command quietly, as it
+        // does any Unix tool, instead of failing a write. The gateway keeps ignoring
+        // SIGPIPE: a closed log pipe must not stop it.
+        // SAFETY: restoring the default disposition of one signal before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let outcome = match cli.verb {
         // A completion script needs no board, so it creates no home.
         Verb::Completions { shell } => verbs::completions(&shell),

@@ -182,6 +182,17 @@ fn bad_input_matrix() {
         ("comment without id outside a worker", vec!["comment", "hi"], 2),
         ("runs unknown", vec!["runs", unknown], 1),
         ("events unknown", vec!["events", unknown], 1),
+        ("events --follow unknown", vec!["events", unknown, "--follow"], 1),
+        (
+            "events --follow malformed id",
+            vec!["events", "t_zz", "--follow", "--json"],
+            2,
+        ),
+        ("context unknown", vec!["context", unknown], 1),
+        ("context unknown as JSON", vec!["context", unknown, "--json"], 1),
+        ("context malformed id", vec!["context", "t_1"], 2),
+        ("context without id outside a worker", vec!["context"], 2),
+        ("stats with an argument", vec!["stats", "everything"], 2),
         ("unknown verb", vec!["frobnicate"], 2),
         ("unknown flag", vec!["list", "--everything"], 2),
         ("completions unknown shell", vec!["completions", "tcsh"], 2),
@@ -234,15 +245,19 @@ fn a_home_that_is_a_file_is_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     let home = dir.path().join("home");
     std::fs::write(&home, "not a directory").expect("write");
-    let out = bare()
-        .arg("--home")
-        .arg(&home)
-        .args(["create", "x"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1));
-    assert_one_line_failure(&out.stderr, "home is a file");
-    assert_eq!(std::fs::read(&home).expect("read"), b"not a directory");
+    for args in [
+        &["create", "x"][..],
+        &["stats"],
+        &["stats", "--json"],
+        &["context", "t_deadbeef"],
+        &["events", "--follow"],
+    ] {
+        let out = bare().arg("--home").arg(&home).args(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_one_line_failure(&out.stderr, "home is a file");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(std::fs::read(&home).expect("read"), b"not a directory");
+    }
 }
 
 #[test]

@@ -480,3 +480,46 @@ fn a_second_gateway_on_the_same_home_exits_one() {
     assert!(first.try_wait().unwrap().is_none(), "the first keeps running");
     b.prove_ticks(1);
 }
+
+#[test]
+fn shutdown_cancels_a_model_call_in_flight_and_replace_takes_over() {
+    let mut b = Board::new(0, "", "");
+    b.reply("slow thought", Reply::Hang);
+    b.start_gateway();
+    let card = b.create(&["slow thought", "--triage"]);
+    b.wait_for("the hanging request", || b.bills(&card) == 1);
+    let before = b.snapshot();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(b.path().join("gateway.json")).unwrap()).unwrap();
+    let first_pid = b.gateway.as_ref().unwrap().id();
+    assert_eq!(status["pid"], first_pid);
+    assert!(status["ticks"].as_u64().unwrap() >= 1);
+
+    // A second gateway with --replace stops the first, which exits 0 with its call
+    // cancelled and nothing written.
+    let log = std::fs::File::create(b.path().join("gateway2.stderr")).unwrap();
+    let second = Command::new(KANBAN)
+        .arg("--home")
+        .arg(b.path())
+        .args(["gateway", "run", "--replace"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut first = b.gateway.replace(second).unwrap();
+    let exited = first.wait().unwrap();
+    assert!(
+        exited.success(),
+        "the replaced gateway exits 0: {exited:?}\n{}",
+        b.gateway_log()
+    );
+    let after = b.snapshot();
+    assert_eq!(after.tasks, before.tasks, "a cancelled call commits nothing");
+    assert_eq!(b.task(&card).status, Status::Triage);
+    b.wait_for("the new gateway's status", || {
+        std::fs::read_to_string(b.path().join("gateway.pid"))
+            .is_ok_and(|pid| pid.trim() == b.gateway.as_ref().unwrap().id().to_string())
+    });
+    b.prove_ticks(1);
+}

@@ -428,3 +428,58 @@ fn help_reads_well() {
             .stdout(predicate::str::contains("Examples:"));
     }
 }
+
+#[test]
+fn help_lists_every_verb_with_a_summary() {
+    let out = bare().arg("--help").output().expect("run");
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).expect("utf-8");
+    let commands: Vec<(&str, &str)> = help
+        .lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.trim().split_once(' '))
+        .map(|(verb, summary)| (verb, summary.trim()))
+        .collect();
+    for verb in [
+        "init",
+        "create",
+        "list",
+        "show",
+        "edit",
+        "assign",
+        "link",
+        "unlink",
+        "claim",
+        "heartbeat",
+        "complete",
+        "block",
+        "unblock",
+        "reclaim",
+        "archive",
+        "comment",
+        "runs",
+        "events",
+        "context",
+        "stats",
+        "config",
+        "decompose",
+        "specify",
+        "dispatch",
+        "gateway",
+        "completions",
+    ] {
+        let summary = commands
+            .iter()
+            .find(|(name, _)| *name == verb)
+            .map(|(_, summary)| *summary)
+            .unwrap_or_else(|| panic!("{verb} is not listed:\n{help}"));
+        assert!(summary.len() > 10, "{verb} has no summary: {summary:?}");
+    }
+    for verb in ["context", "stats", "events"] {
+        bare().args([verb, "--help"]).assert().success().stdout(
+            predicate::str::contains("Examples:").and(predicate::str::contains(format!("kanban {verb}"))),
+        );
+    }
+}

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::config::Config;
 use crate::decompositions::{decomposer_settings, BackgroundDecompositions};
-use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, TickReport};
+use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
 use crate::supervisor::HomeLayout;
 
 /// Why the gateway could not start or run.
@@ -222,9 +222,19 @@ fn background(
 
 /// One dispatcher pass without the daemon (`kanban dispatch`): the same tick, then a
 /// wait for the decompositions it started, since nothing would be left to finish them.
-pub fn dispatch_once(home: &Path) -> Result<TickReport, GatewayError> {
+/// With `dry_run`, says what the pass would do and changes nothing.
+pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayError> {
     let config = Config::load(home)?.config;
     let store = open_store(home, &config)?;
+    if dry_run {
+        let dispatcher = Dispatcher::new(store, HomeLayout::new(home), Box::new(NoDecompositions));
+        return dispatcher
+            .dry_run(&DispatchSettings::from_config(&config), now())
+            .map_err(|e| GatewayError::Io {
+                what: "dry run".into(),
+                source: std::io::Error::other(e.to_string()),
+            });
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

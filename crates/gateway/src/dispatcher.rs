@@ -176,6 +176,61 @@ impl Dispatcher {
         report
     }
 
+    /// What a tick would do now, changing nothing: expired leases and runtimes it would
+    /// end (or extend, for a provably live worker), cards it would decompose, tasks it
+    /// would promote and tasks it would claim and spawn.
+    pub fn dry_run(&self, settings: &DispatchSettings, now: Timestamp) -> Result<TickReport, StoreError> {
+        let mut report = TickReport::default();
+        for task in self.store.running()? {
+            let alive = match (task.worker_pid, task.current_run_id) {
+                (Some(pid), Some(run)) => {
+                    u32::try_from(pid).is_ok_and(|pid| supervisor::runs_our_run(pid, &task.id, run))
+                }
+                _ => false,
+            };
+            if over_runtime(&task, now) {
+                report.timed_out.push(task.id);
+            } else if task.claim_expires.is_some_and(|e| e <= now) {
+                if alive {
+                    report.extended.push(task.id);
+                } else {
+                    report.reclaimed.push(task.id);
+                }
+            }
+        }
+        if settings.auto_decompose {
+            let room = settings
+                .auto_decompose_concurrency
+                .min(settings.auto_decompose_per_tick);
+            report.decompositions_started = self
+                .store
+                .due_triage(now, room)?
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+        }
+        let todo = self.store.list(&board_core::TaskFilter {
+            status: Some(Status::Todo),
+            ..board_core::TaskFilter::default()
+        })?;
+        for task in todo {
+            if self.store.facts(&task.id)?.open_parents == 0 {
+                report.promoted.push(task.id);
+            }
+        }
+        let room = settings.max_spawn.saturating_sub(self.workers.len());
+        for task in self.store.claimable(room + self.skipped.len() + 64)? {
+            if report.spawned.len() == room {
+                break;
+            }
+            let profile = task.assignee.as_deref().unwrap_or(&settings.default_assignee);
+            if settings.commands.get(profile).is_some_and(Option::is_some) {
+                report.spawned.push(task.id);
+            }
+        }
+        Ok(report)
+    }
+
     /// Whether no decomposition is in flight any more.
     pub fn decompositions_idle(&mut self) -> bool {
         self.decompositions.in_flight().is_empty()
@@ -495,10 +550,12 @@ impl Dispatcher {
                         claim_lock: claim.claim_lock.clone(),
                         pid: i64::from(worker.pid),
                     };
-                    if let Err(e) = self.store.transition(&task.id, &request, now) {
-                        report
+                    match self.store.transition(&task.id, &request, now) {
+                        // A quick worker may finish its run before its pid is recorded.
+                        Ok(_) | Err(StoreError::Refused(Refusal::ClaimChanged { .. })) => {}
+                        Err(e) => report
                             .errors
-                            .push(format!("recording the worker of {}: {e}", task.id));
+                            .push(format!("recording the worker of {}: {e}", task.id)),
                     }
                     tracing::info!(task = %task.id, run = claim.run_id, pid = worker.pid, %profile, "spawned a worker");
                     self.workers.insert(task.id.clone(), worker);

@@ -23,9 +23,9 @@ pub fn run(ctx: Ctx, home: &Home, command: GatewayCommand) -> Result<(), Failure
     gateway::daemon::run(&home.dir, replace).map_err(gateway_failure)
 }
 
-/// One dispatcher pass; prints what it did.
-pub fn dispatch(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
-    let report = gateway::daemon::dispatch_once(&home.dir).map_err(gateway_failure)?;
+/// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do).
+pub fn dispatch(ctx: &Ctx, home: &Home, dry_run: bool) -> Result<(), Failure> {
+    let report = gateway::daemon::dispatch_once(&home.dir, dry_run).map_err(gateway_failure)?;
     if ctx.json {
         print_json(&json!(report));
     } else {
@@ -42,9 +42,9 @@ pub fn dispatch(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         line("decomposed", &report.decompositions_started);
         line("promoted", &report.promoted);
         line("spawned", &report.spawned);
-        for error in &report.errors {
-            eprintln!("kanban: {}", one_line(error));
-        }
+    }
+    for error in &report.errors {
+        eprintln!("kanban: {}", one_line(error));
     }
     if report.errors.is_empty() {
         Ok(())

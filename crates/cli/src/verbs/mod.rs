@@ -3,11 +3,13 @@
 
 mod comment;
 mod config;
+mod context;
 mod decompose;
 mod gateway_verbs;
 mod graph;
 mod read;
 mod setup;
+mod stats;
 mod tasks;
 mod work;
 
@@ -105,7 +107,9 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::List(a) => read::list(&ctx, a),
         Verb::Show { id } => read::show(&ctx, &id),
         Verb::Runs { id } => read::runs(&ctx, &id),
-        Verb::Events { id } => read::events(&ctx, id),
+        Verb::Events { id, follow } => read::events(&ctx, id, follow),
+        Verb::Context { id } => context::context(&ctx, id),
+        Verb::Stats => stats::stats(&ctx),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
         Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),
         Verb::Claim { id, ttl } => work::claim(&ctx, &id, ttl),
@@ -117,7 +121,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Comment(a) => comment::comment(&ctx, a),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
-        Verb::Dispatch => gateway_verbs::dispatch(&ctx, &home),
+        Verb::Dispatch { dry_run } => gateway_verbs::dispatch(&ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, command),
         Verb::Config(command) => config::run(&home, json, command),
     }

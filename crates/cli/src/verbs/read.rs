@@ -1,4 +1,7 @@
-//! Verbs that only read the board: `list`, `show`, `runs`, `events`.
+//! Verbs that only read the board: `list`, `show`, `runs`, `events` (and `events --follow`).
+
+use std::io::Write;
+use std::time::Duration;
 
 use board_core::{EventFilter, Status, Store, Task, TaskFilter, TaskId};
 use serde_json::{json, Value};
@@ -8,6 +11,7 @@ use crate::failure::Failure;
 use crate::output::{
     age, comment_json, event_json, event_line, print_json, run_json, run_table, task_json, task_table,
 };
+use crate::stop;
 use crate::verbs::Ctx;
 
 /// How many of a task's events `show` prints, newest kept.
@@ -178,15 +182,24 @@ pub fn runs(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn events(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
+/// How often `events --follow` asks the board for what was appended since.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+pub fn events(ctx: &Ctx, id: Option<TaskId>, follow: bool) -> Result<(), Failure> {
     if let Some(id) = &id {
         ctx.store.get(id)?;
     }
     let with_task = id.is_none();
-    let events = ctx.store.events(&EventFilter {
+    let filter = EventFilter {
         task_id: id,
         ..EventFilter::default()
-    })?;
+    };
+    if follow {
+        // Installed before the first read: a Ctrl-C from then on ends the stream cleanly.
+        stop::install()?;
+        return follow_events(ctx, filter, with_task);
+    }
+    let events = ctx.store.events(&filter)?;
     if ctx.json {
         print_json(&Value::Array(events.iter().map(event_json).collect()));
     } else if events.is_empty() {
@@ -197,4 +210,34 @@ pub fn events(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// Prints every event, then each new one as it is appended (one JSON object per line
+/// with `--json`), until SIGINT or SIGTERM, or until stdout's reader goes away; either
+/// ends the command successfully, after a whole line.
+fn follow_events(ctx: &Ctx, mut filter: EventFilter, with_task: bool) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    loop {
+        let events = ctx.store.events(&filter)?;
+        // Ages are of the moment each batch is printed, not of the command's start.
+        let now = super::now();
+        for e in &events {
+            let line = if ctx.json {
+                event_json(e).to_string()
+            } else {
+                event_line(e, now, with_task)
+            };
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                return Ok(());
+            }
+            filter.after_id = e.id;
+        }
+        if stop::requested() {
+            return Ok(());
+        }
+        std::thread::sleep(FOLLOW_POLL);
+        if stop::requested() {
+            return Ok(());
+        }
+    }
 }
