@@ -245,12 +245,9 @@ fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
             path: path.to_path_buf(),
         });
     }
-    // The header may lag behind a WAL; ask SQLite itself, read-only.
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
-        OpenError::Sqlite {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        }
+    let conn = open_for_identity(path).map_err(|e| OpenError::Sqlite {
+        path: path.to_path_buf(),
+        message: e.to_string(),
     })?;
     let _ = conn.busy_timeout(Options::default().busy_timeout);
     let (app_id, version, tables) = identity(&conn).map_err(|e| match e {
@@ -266,6 +263,32 @@ fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     })?;
     check_identity(path, app_id, version, tables)?;
     Ok(Some((app_id, version)))
+}
+
+/// A read-only connection that creates nothing beside the file. With a WAL pending
+/// (`-wal` present) the header may lag behind it, so SQLite reads through the WAL, whose
+/// side files exist already; without one, the file is complete and is opened
+/// `immutable`, which makes SQLite create no `-wal`/`-shm` files for a file it may refuse.
+fn open_for_identity(path: &Path) -> rusqlite::Result<Connection> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if Path::new(&wal).exists() {
+        return Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY);
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let Some(text) = absolute.to_str() else {
+        // A URI cannot carry a path that is not UTF-8.
+        return Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY);
+    };
+    let mut uri = String::from("file:");
+    for c in text.chars() {
+        match c {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(uri, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI)
 }
 
 /// `(application_id, user_version, number of schema objects)`.

@@ -68,6 +68,10 @@ impl DispatchSettings {
                 .map(|(name, p)| (name.clone(), p.command.clone()))
                 .collect(),
             secret_vars: vec![config.model.api_key_env.clone()],
+            decompose_retry: board_core::RetryPolicy {
+                base_seconds: k.decompose_retry_base_seconds,
+                failure_limit: k.decompose_failure_limit,
+            },
         }
     }
 }

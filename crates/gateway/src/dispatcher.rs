@@ -5,8 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use board_core::transition::retry_delay;
 use board_core::{
-    Outcome, Refusal, Request, Status, Store, StoreError, Task, TaskId, Termination, Terminator, Timestamp,
+    Outcome, Refusal, Request, RetryPolicy, Status, Store, StoreError, Task, TaskId, Termination, Terminator,
+    Timestamp,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -30,6 +32,8 @@ pub struct DispatchSettings {
     pub commands: BTreeMap<String, Option<Vec<String>>>,
     /// Variables kept from workers besides `*_API_KEY` / `*_TOKEN`.
     pub secret_vars: Vec<String>,
+    /// `kanban.decompose_retry_base_seconds` and `decompose_failure_limit`.
+    pub decompose_retry: RetryPolicy,
 }
 
 impl Default for DispatchSettings {
@@ -44,8 +48,17 @@ impl Default for DispatchSettings {
             default_assignee: "default".to_owned(),
             commands: BTreeMap::from([("default".to_owned(), None)]),
             secret_vars: Vec::new(),
+            decompose_retry: RetryPolicy::default(),
         }
     }
+}
+
+/// Automatic decompositions this gateway started on one card (at one revision).
+#[derive(Clone, Copy, Debug)]
+struct Attempts {
+    revision: i64,
+    count: i64,
+    next_at: Timestamp,
 }
 
 /// Decompositions running in the background, off the tick.
@@ -107,6 +120,10 @@ pub struct Dispatcher {
     cooldown: HashMap<TaskId, Timestamp>,
     /// Tasks already reported as `skipped_nonspawnable` by this gateway.
     skipped: BTreeSet<TaskId>,
+    /// The failure policy kept in memory too: when the store cannot record a failed
+    /// decomposition (a full disk), the card is still backed off and parked, so it is
+    /// never billed every tick.
+    attempts: HashMap<TaskId, Attempts>,
     pub counters: Counters,
 }
 
@@ -123,6 +140,7 @@ impl Dispatcher {
             workers: BTreeMap::new(),
             cooldown: HashMap::new(),
             skipped: BTreeSet::new(),
+            attempts: HashMap::new(),
             counters: Counters::default(),
         }
     }
@@ -461,14 +479,44 @@ impl Dispatcher {
         if room == 0 {
             return;
         }
-        let due = match self.store.due_triage(now, room + in_flight.len()) {
+        let policy = settings.decompose_retry;
+        let blocked = |a: &Attempts| a.count >= policy.failure_limit || a.next_at > now;
+        let held = self.attempts.values().filter(|a| blocked(a)).count();
+        let due = match self.store.due_triage(now, room + in_flight.len() + held) {
             Ok(d) => d,
             Err(e) => return report.errors.push(format!("listing due triage cards: {e}")),
         };
-        for task in due.into_iter().filter(|t| !in_flight.contains(&t.id)).take(room) {
+        let mut started = 0;
+        for task in due {
+            if started == room {
+                break;
+            }
+            if in_flight.contains(&task.id) {
+                continue;
+            }
+            let earlier = self
+                .attempts
+                .get(&task.id)
+                .filter(|a| a.revision == task.revision);
+            if earlier.is_some_and(blocked) {
+                continue;
+            }
+            let count = earlier.map_or(1, |a| a.count + 1);
+            // The shortest delay the store's policy could give (jitter -10%), so the
+            // memory never holds back a card the store says is due.
+            let next_at = now + retry_delay(policy.base_seconds, count, -0.1);
+            self.attempts.insert(
+                task.id.clone(),
+                Attempts {
+                    revision: task.revision,
+                    count,
+                    next_at,
+                },
+            );
             self.decompositions.start(task.id.clone());
             report.decompositions_in_flight += 1;
             report.decompositions_started.push(task.id);
+            started += 1;
         }
     }
 

@@ -340,19 +340,66 @@ fn decompositions_respect_the_per_tick_and_in_flight_limits() {
         d.tick(&s, T0 + 10).decompositions_started.is_empty(),
         "two in flight"
     );
+    // A card whose attempt ended without the store recording anything (a full disk)
+    // is still backed off by the dispatcher's own memory: not billed again at once.
     recorder.in_flight.lock().unwrap().remove(&cards[0]);
-    // The card still in triage and not in flight may be taken again only once it is
-    // due; here it is due (no failure recorded), and it comes first by age.
-    assert_eq!(d.tick(&s, T0 + 10).decompositions_started, vec![cards[0].clone()]);
+    assert_eq!(d.tick(&s, T0 + 10).decompositions_started, vec![cards[2].clone()]);
+    recorder.in_flight.lock().unwrap().clear();
+    let later = d.tick(&s, T0 + 10 + 27);
+    assert_eq!(
+        later.decompositions_started,
+        vec![cards[0].clone()],
+        "due again after the backoff"
+    );
     let off = DispatchSettings {
         auto_decompose: false,
-        ..s
+        ..s.clone()
     };
     recorder.in_flight.lock().unwrap().clear();
     assert!(
-        d.tick(&off, T0 + 10).decompositions_started.is_empty(),
+        d.tick(&off, T0 + 100_000).decompositions_started.is_empty(),
         "auto_decompose is read every tick"
     );
     let started = recorder.started.lock().unwrap().clone();
-    assert_eq!(started.len(), 3);
+    assert_eq!(started.len(), 4);
+}
+
+#[test]
+fn a_card_whose_failures_cannot_be_recorded_is_parked_in_memory() {
+    let h = home();
+    let request = NewTask {
+        triage: true,
+        ..NewTask::titled("unlucky")
+    };
+    let card = h.store.create(&request, T0).unwrap().id;
+    let recorder = Recorder::default();
+    let mut d = Dispatcher::new(
+        h.store.clone(),
+        HomeLayout::new(h.dir.path()),
+        Box::new(recorder.clone()),
+    );
+    let s = DispatchSettings {
+        auto_decompose: true,
+        ..settings(&[])
+    };
+    let mut now = T0;
+    for _ in 0..3 {
+        assert_eq!(d.tick(&s, now).decompositions_started, vec![card.clone()]);
+        // Each attempt ends with nothing written: the card stays due in the store.
+        recorder.in_flight.lock().unwrap().clear();
+        assert!(
+            d.tick(&s, now + 1).decompositions_started.is_empty(),
+            "backed off"
+        );
+        now += 10_000;
+    }
+    assert!(
+        d.tick(&s, now).decompositions_started.is_empty(),
+        "parked after the failure limit"
+    );
+    // An edit (a new revision) is a new card to the policy, as it is to the store.
+    h.store
+        .edit(&card, Some("luckier".into()), None, None, now)
+        .unwrap();
+    assert_eq!(d.tick(&s, now).decompositions_started, vec![card]);
 }
