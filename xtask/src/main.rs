@@ -3,6 +3,7 @@
 //! It only orchestrates cargo and the project's binaries; it depends on nothing of ours
 //! at run time, so it builds in seconds.
 
+mod bench;
 mod demo;
 
 use std::process::{Command, ExitCode};
@@ -12,14 +13,20 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   demo    the product on a temporary home: a fake model, a gateway, real workers
   ci      everything CI checks: formatting, clippy with -D warnings, every test
-  e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)";
+  e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
+  soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
+  fuzz    each cargo-fuzz target for 60 s (or SECONDS): cargo xtask fuzz [SECONDS]
+  bench   release-mode benchmarks: table + target/bench/results.json (--peer: vs Python Hermes)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("e2e") => e2e(),
+        Some("soak") => soak(),
+        Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("demo") => demo::run(&workspace_root()),
+        Some("bench") => bench::run(&workspace_root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -100,4 +107,105 @@ fn ci() -> Result<(), String> {
         )?;
     }
     run(&cargo, &["test", "--workspace", "--doc"])
+}
+
+/// The reliability suites (issue 7) at soak strength: the crash harness with 200 kills,
+/// the concurrent writers for 30 s, and the fault suites, figures printed.
+fn soak() -> Result<(), String> {
+    let cargo = cargo();
+    let env = [("KANBAN_SOAK_KILLS", "200"), ("KANBAN_SOAK_WRITERS_SECS", "30")];
+    let suites: [&[&str]; 2] = [
+        &[
+            "test",
+            "-p",
+            "cli",
+            "--test",
+            "reliability_crash",
+            "--test",
+            "reliability_model_faults",
+            "--test",
+            "reliability_db_faults",
+            "--test",
+            "reliability_secrets",
+            "--",
+            "--nocapture",
+        ],
+        &[
+            "test",
+            "-p",
+            "board-sqlite",
+            "--test",
+            "reliability_writers",
+            "--",
+            "--nocapture",
+        ],
+    ];
+    for args in suites {
+        eprintln!(
+            "xtask: $ KANBAN_SOAK_KILLS=200 KANBAN_SOAK_WRITERS_SECS=30 {cargo} {}",
+            args.join(" ")
+        );
+        let status = Command::new(&cargo)
+            .args(args)
+            .envs(env)
+            .current_dir(workspace_root())
+            .status()
+            .map_err(|e| format!("could not start {cargo}: {e}"))?;
+        if !status.success() {
+            return Err(format!("soak: `cargo {}` failed ({status})", args.join(" ")));
+        }
+    }
+    Ok(())
+}
+
+/// Runs every cargo-fuzz target (the decomposer's reply parser, the config loader) for
+/// `seconds` each (default 60). Needs a nightly toolchain and cargo-fuzz.
+fn fuzz(seconds: Option<&str>) -> Result<(), String> {
+    let seconds: u64 = match seconds {
+        None => 60,
+        Some(s) => s
+            .parse()
+            .map_err(|_| format!("fuzz: SECONDS must be a whole number, got {s:?}"))?,
+    };
+    let works = |args: &[&str]| {
+        Command::new("cargo")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !works(&["+nightly", "--version"]) {
+        return Err(
+            "fuzz needs a nightly toolchain (libFuzzer's sanitizer flags are nightly-only).\n\
+                    install it with:  rustup toolchain install nightly"
+                .to_owned(),
+        );
+    }
+    if !works(&["+nightly", "fuzz", "--version"]) {
+        return Err("fuzz needs cargo-fuzz.\n\
+                    install it with:  cargo install cargo-fuzz\n\
+                    (then `cargo xtask fuzz` runs each target for 60 s)"
+            .to_owned());
+    }
+    let root = workspace_root();
+    let max_time = format!("-max_total_time={seconds}");
+    for (crate_dir, target) in [
+        ("crates/decompose", "parse_reply"),
+        ("crates/gateway", "config_parse"),
+    ] {
+        let args = ["+nightly", "fuzz", "run", target, "--", max_time.as_str()];
+        eprintln!("xtask: (in {crate_dir}) $ cargo {}", args.join(" "));
+        let status = Command::new("cargo")
+            .args(args)
+            .current_dir(root.join(crate_dir))
+            .status()
+            .map_err(|e| format!("could not start cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "fuzz target {target} failed ({status}); the crashing input is under {crate_dir}/fuzz/artifacts/{target}/"
+            ));
+        }
+    }
+    Ok(())
 }

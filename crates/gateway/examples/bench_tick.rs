@@ -1,0 +1,171 @@
+//! The dispatcher tick workload for `cargo xtask bench`. Each subcommand prints one JSON
+//! line of figures on stdout; errors go to stderr with a non-zero exit.
+//!
+//! - `build --db F --tasks N --ready R --triage C`: a board of N tasks through the
+//!   `Store` API: R ready, C triage cards cooling down after a recorded decomposition
+//!   failure, the rest (if any) done. Built once and copied for each run.
+//! - `version`: the schema version a built board has, so a stale one is rebuilt.
+//! - `tick --home H --ticks K`: the dispatcher on `H/kanban.db` with `max_spawn: 0` and
+//!   auto-decompose on; one warm-up tick, then K timed ticks.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use board_core::{Completion, NewTask, RetryPolicy, Store, TaskId};
+use board_sqlite::{Options, SqliteStore, Synchronous};
+use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
+use gateway::supervisor::HomeLayout;
+use serde_json::{json, Value};
+
+/// Decompositions that never start anything, so the tick's own cost is what is timed.
+struct Idle;
+
+impl Decompositions for Idle {
+    fn in_flight(&mut self) -> BTreeSet<TaskId> {
+        BTreeSet::new()
+    }
+    fn start(&mut self, _id: TaskId) {}
+    fn cancel_all(&mut self) {}
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.split_first() {
+        Some((command, rest)) => flags(rest).and_then(|f| match command.as_str() {
+            "build" => build(&f),
+            "tick" => tick(&f),
+            "version" => Ok(json!({"schema_version": board_sqlite::SCHEMA_VERSION})),
+            other => Err(format!("unknown subcommand {other:?}")),
+        }),
+        None => Err("usage: bench_tick build|tick --flag value ...".to_owned()),
+    };
+    match result {
+        Ok(figures) => println!("{figures}"),
+        Err(message) => {
+            eprintln!("bench_tick: {message}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
+    let mut out = HashMap::new();
+    let mut it = args.iter();
+    while let Some(key) = it.next() {
+        let name = key
+            .strip_prefix("--")
+            .ok_or_else(|| format!("expected a --flag, got {key:?}"))?;
+        let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+        out.insert(name.to_owned(), value.clone());
+    }
+    Ok(out)
+}
+
+fn number(f: &HashMap<String, String>, name: &str) -> Result<usize, String> {
+    f.get(name)
+        .ok_or_else(|| format!("missing --{name}"))?
+        .parse()
+        .map_err(|_| format!("--{name}: not a number"))
+}
+
+fn path(f: &HashMap<String, String>, name: &str) -> Result<PathBuf, String> {
+    f.get(name)
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("missing --{name}"))
+}
+
+fn build(f: &HashMap<String, String>) -> Result<Value, String> {
+    let db = path(f, "db")?;
+    let total = number(f, "tasks")?;
+    let ready = number(f, "ready")?;
+    let triage = number(f, "triage")?;
+    // The 1k board is all ready and triage cards: every board keeps the same work for
+    // the tick, so the sizes differ only in the done tasks it must not look at.
+    let done = total.saturating_sub(ready + triage);
+    let started = Instant::now();
+    let store = SqliteStore::open(
+        &db,
+        &Options {
+            synchronous: Synchronous::Normal,
+            ..Options::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let now = gateway::daemon::now();
+    let err = |e: board_core::StoreError| e.to_string();
+    for i in 0..done {
+        let task = store
+            .create(&NewTask::titled(format!("finished work {i}")), now)
+            .map_err(err)?;
+        let claim = store.claim(&task.id, 900, now).map_err(err)?;
+        let completion = Completion {
+            expected_run_id: Some(claim.run_id),
+            result: Some("done".to_owned()),
+            ..Completion::default()
+        };
+        store.complete(&task.id, &completion, now).map_err(err)?;
+    }
+    for i in 0..ready {
+        store
+            .create(&NewTask::titled(format!("waiting work {i}")), now)
+            .map_err(err)?;
+    }
+    // Cooling for decades: the board is reused across runs and days, and a card that
+    // fell due would make the tick time decompositions rather than itself.
+    let policy = RetryPolicy {
+        base_seconds: 1_000_000_000,
+        failure_limit: 3,
+    };
+    for i in 0..triage {
+        let mut card = NewTask::titled(format!("rough idea {i}"));
+        card.triage = true;
+        let card = store.create(&card, now).map_err(err)?;
+        store
+            .record_decompose_failure(&card.id, "bench: simulated failure", policy, 0.0, now)
+            .map_err(err)?;
+    }
+    Ok(
+        json!({"tasks": done + ready + triage, "done": done, "ready": ready, "triage": triage,
+              "seconds": started.elapsed().as_secs_f64()}),
+    )
+}
+
+fn tick(f: &HashMap<String, String>) -> Result<Value, String> {
+    let home = path(f, "home")?;
+    let ticks = number(f, "ticks")?;
+    let layout = HomeLayout::new(&home);
+    // The gateway's default durability (FULL), as `kanban-gateway` would open it.
+    let store = SqliteStore::open(&layout.db, &Options::default()).map_err(|e| e.to_string())?;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let mut dispatcher = Dispatcher::new(store, layout, Box::new(Idle));
+    let settings = DispatchSettings {
+        max_spawn: 0,
+        auto_decompose: true,
+        ..DispatchSettings::default()
+    };
+    let mut unexpected = Vec::new();
+    let mut latencies = Vec::with_capacity(ticks);
+    for i in 0..=ticks {
+        let now = gateway::daemon::now();
+        let started = Instant::now();
+        let report = dispatcher.tick(&settings, now);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        if i > 0 {
+            latencies.push(ms);
+        }
+        unexpected.extend(report.errors);
+        if !report.decompositions_started.is_empty() || !report.spawned.is_empty() {
+            unexpected.push(format!(
+                "the tick started {} decompositions and {} workers; the board is not the one built",
+                report.decompositions_started.len(),
+                report.spawned.len()
+            ));
+        }
+    }
+    if !unexpected.is_empty() {
+        return Err(unexpected.join("; "));
+    }
+    Ok(json!({"ticks_ms": latencies}))
+}
