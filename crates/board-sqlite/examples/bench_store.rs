@@ -128,14 +128,7 @@ fn raw(f: &Flags) -> Result<Value, String> {
     let sql_err = |e: rusqlite::Error| e.to_string();
     let mut conn = rusqlite::Connection::open(dir.join("raw.db")).map_err(sql_err)?;
     // The store's own settings (SPEC 4.1), so the ceiling is for the same configuration.
-    conn.busy_timeout(options.busy_timeout).map_err(sql_err)?;
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(sql_err)?;
-    conn.pragma_update(None, "foreign_keys", "ON").map_err(sql_err)?;
-    let sync = match options.synchronous {
-        Synchronous::Full => "FULL",
-        Synchronous::Normal => "NORMAL",
-    };
-    conn.pragma_update(None, "synchronous", sync).map_err(sql_err)?;
+    board_sqlite::configure(&conn, &options)?;
     conn.execute_batch("CREATE TABLE raw (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)")
         .map_err(sql_err)?;
     let started = Instant::now();

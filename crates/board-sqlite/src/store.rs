@@ -427,12 +427,21 @@ impl SqliteStore {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits only when it succeeds.
     fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut conn = self.conn();
-        let tx = conn
+        let result = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        let out = f(&tx)?;
-        tx.commit().map_err(backend)?;
-        Ok(out)
+            .map_err(backend)
+            .and_then(|tx| {
+                let out = f(&tx)?;
+                tx.commit().map_err(backend)?;
+                Ok(out)
+            });
+        // A write that fails for the storage's sake (read-only, full disk) names the file.
+        result.map_err(|e| match e {
+            StoreError::Backend(message) => {
+                StoreError::Backend(format!("{}: {message}", self.path.display()))
+            }
+            refused => refused,
+        })
     }
 
     /// Runs `f` in one read transaction, for a consistent view across statements.

@@ -241,14 +241,16 @@ impl Table {
         let last = total_width.saturating_sub(used).max(10);
         let header: Vec<String> = self.header.iter().map(|h| paint.bold(h)).collect();
         let header_visible: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        print_line(&header, &header_visible, &widths, last);
+        // One write for the whole table: a thousand rows are one syscall, not a thousand.
+        let mut out = format_line(&header, &header_visible, &widths, last);
         for (row, vis) in self.rows.iter().zip(&self.visible) {
-            print_line(row, vis, &widths, last);
+            out.push_str(&format_line(row, vis, &widths, last));
         }
+        print!("{out}");
     }
 }
 
-fn print_line(cells: &[String], visible: &[usize], widths: &[usize], last: usize) {
+fn format_line(cells: &[String], visible: &[usize], widths: &[usize], last: usize) -> String {
     let mut line = String::new();
     for (i, cell) in cells.iter().enumerate() {
         if i + 1 == cells.len() {
@@ -259,7 +261,9 @@ fn print_line(cells: &[String], visible: &[usize], widths: &[usize], last: usize
             line.push_str(&" ".repeat(pad));
         }
     }
-    println!("{}", line.trim_end());
+    let mut line = line.trim_end().to_owned();
+    line.push('\n');
+    line
 }
 
 /// A plain cell: its text and its visible width.
