@@ -492,23 +492,27 @@ impl Store for SqliteStore {
     }
 
     fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
+        // One statement per shape of filter, so that a status filter is an index range
+        // of tasks_by_status rather than a scan of the whole board.
+        let status_clause = match (filter.status, filter.include_archived) {
+            (Some(_), _) => "status = ?1",
+            (None, true) => "?1 IS NULL",
+            (None, false) => "?1 IS NULL AND status <> 'archived'",
+        };
+        let assignee_clause = if filter.assignee.is_some() {
+            "assignee = ?2"
+        } else {
+            "?2 IS NULL"
+        };
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks
-             WHERE (?1 IS NULL OR status = ?1)
-               AND (?2 IS NULL OR assignee = ?2)
-               AND (?1 IS NOT NULL OR ?3 OR status <> 'archived')
-             ORDER BY priority DESC, created_at, rowid LIMIT ?4"
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause}
+             ORDER BY priority DESC, created_at, rowid LIMIT ?3"
         );
         let limit = filter.limit.map_or(-1, |l| l as i64);
         query_tasks(
             &self.conn(),
             &sql,
-            params![
-                filter.status.map(|s| s.as_str()),
-                filter.assignee,
-                filter.include_archived,
-                limit
-            ],
+            params![filter.status.map(|s| s.as_str()), filter.assignee, limit],
         )
     }
 
