@@ -139,7 +139,7 @@ pub trait ModelClient: Send + Sync {
 pub struct ClientError(String);
 
 /// The real [`ModelClient`]: `POST {base_url}/chat/completions` over reqwest, plain
-/// HTTP only for now (no TLS backend is compiled in).
+/// HTTP for local servers, HTTPS (rustls) for hosted providers.
 #[derive(Clone, Debug)]
 pub struct HttpModel {
     http: reqwest::Client,

@@ -369,3 +369,16 @@ async fn the_model_client_can_be_swapped() {
     assert_eq!(board.store.get(&board.card).unwrap().title, "Tightened");
     assert_eq!(outcomes(&board), vec![("ok".to_owned(), Some(200))]);
 }
+
+#[tokio::test]
+async fn https_is_spoken_for_hosted_providers() {
+    // A plain-HTTP server behind an https:// URL: the client attempts a TLS handshake
+    // (which fails), rather than refusing the scheme for want of a TLS backend.
+    let server = MockServer::start().await;
+    let url = server.uri().replace("http://", "https://");
+    let board = board();
+    let failure = call(&board, &settings(&url)).await.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::ConnectionError, "{failure}");
+    assert!(!failure.to_string().contains("scheme"), "{failure}");
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
