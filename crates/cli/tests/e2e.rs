@@ -6,218 +6,25 @@
 //! gateway decomposes into a single task; K probes moved out of triage one after the
 //! other prove at least K ticks.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod gateway_board;
 
-use board_core::{BoardSnapshot, EventFilter, Outcome, Status, Store, Task, TaskId};
-use board_sqlite::SqliteStore;
-use fake_llm::{FakeLlm, RecordedRequest, Reply, Settings};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
-const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
-const WAIT: Duration = Duration::from_secs(60);
+use board_core::{BoardSnapshot, EventFilter, Outcome, Status, Store, TaskId};
+use fake_llm::Reply;
+use gateway_board::{worker_profile, Board, Setup, KANBAN};
 
-/// Replies by card title; probes (titles starting `probe`) get a single task.
-type Replies = Arc<Mutex<HashMap<String, Reply>>>;
-
-struct Board {
-    home: tempfile::TempDir,
-    fake: FakeLlm,
-    replies: Replies,
-    gateway: Option<Child>,
-    probes: usize,
-}
-
-fn title_of(request: &RecordedRequest) -> Option<String> {
-    let messages = request.json()?.get("messages")?.as_array()?;
-    messages.iter().find_map(|m| {
-        let content = m.get("content")?.as_str()?;
-        content
-            .lines()
-            .find_map(|l| l.strip_prefix("Title: "))
-            .map(str::to_owned)
+/// A board with SPEC 10's end-to-end config: a 1 s tick, auto-decompose on, 10 per
+/// tick, no transient retries; `max_spawn` and profiles as the case needs.
+fn board(max_spawn: usize, kanban_extra: &str, profiles: &str) -> Board {
+    Board::new(Setup {
+        max_spawn,
+        kanban_extra,
+        profiles,
+        interval_seconds: 1.0,
+        ..Setup::default()
     })
-}
-
-const SINGLE: &str = r#"{"fanout": false, "rationale": "one step", "title": "probe done", "body": "nothing", "assignee": "idle"}"#;
-
-impl Board {
-    /// A home whose config points at a fresh fake model; `extra` is appended under `kanban:`.
-    fn new(max_spawn: usize, kanban_extra: &str, profiles: &str) -> Board {
-        let home = tempfile::tempdir().unwrap();
-        let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
-        let replies: Replies = Arc::default();
-        let routes = replies.clone();
-        fake.respond_with(move |request| {
-            let title = title_of(request).unwrap_or_default();
-            if let Some(reply) = routes.lock().unwrap().get(&title) {
-                return reply.clone();
-            }
-            Reply::text(SINGLE)
-        });
-        let config = format!(
-            "model:\n  base_url: {url}\n  default: fake\n  api_key_env: KANBAN_E2E_NO_KEY\n\
-             auxiliary:\n  transient_retries: 0\n  kanban_decomposer:\n    timeout: 5\n\
-             kanban:\n  dispatch_interval_seconds: 1\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
-             auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: idle\n{kanban_extra}\
-             profiles:\n  idle:\n    description: never spawned\n{profiles}",
-            url = fake.base_url(),
-        );
-        std::fs::write(home.path().join("config.yaml"), config).unwrap();
-        let board = Board {
-            home,
-            fake,
-            replies,
-            gateway: None,
-            probes: 0,
-        };
-        let init = board.kanban(&["init"]);
-        assert!(init.status.success(), "{init:?}");
-        board
-    }
-
-    fn path(&self) -> &Path {
-        self.home.path()
-    }
-
-    fn reply(&self, title: &str, reply: Reply) {
-        self.replies.lock().unwrap().insert(title.to_owned(), reply);
-    }
-
-    fn kanban(&self, args: &[&str]) -> Output {
-        Command::new(KANBAN)
-            .arg("--home")
-            .arg(self.path())
-            .args(args)
-            .env_remove("KANBAN_TASK")
-            .env_remove("KANBAN_RUN_ID")
-            .output()
-            .unwrap()
-    }
-
-    fn kanban_ok(&self, args: &[&str]) -> String {
-        let out = self.kanban(args);
-        assert!(
-            out.status.success(),
-            "kanban {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn create(&self, args: &[&str]) -> TaskId {
-        let mut all = vec!["create"];
-        all.extend_from_slice(args);
-        all.push("--json");
-        let out = self.kanban_ok(&all);
-        let task: serde_json::Value = serde_json::from_str(&out).unwrap();
-        task["id"].as_str().unwrap().parse().unwrap()
-    }
-
-    fn start_gateway(&mut self) {
-        let log = std::fs::File::create(self.path().join("gateway.stderr")).unwrap();
-        let child = Command::new(KANBAN)
-            .arg("--home")
-            .arg(self.path())
-            .args(["gateway", "run"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.gateway = Some(child);
-        self.wait_for("the gateway's first tick", || {
-            self.path().join("gateway.json").exists()
-        });
-    }
-
-    fn gateway_log(&self) -> String {
-        std::fs::read_to_string(self.path().join("gateway.stderr")).unwrap_or_default()
-    }
-
-    /// The board as the database says, read-only.
-    fn db(&self) -> SqliteStore {
-        SqliteStore::open_read_only(self.path().join("kanban.db")).unwrap()
-    }
-
-    fn snapshot(&self) -> BoardSnapshot {
-        self.db().snapshot().unwrap()
-    }
-
-    fn task(&self, id: &TaskId) -> Task {
-        self.db().get(id).unwrap()
-    }
-
-    fn kinds(&self, id: &TaskId) -> Vec<String> {
-        let filter = EventFilter {
-            task_id: Some(id.clone()),
-            ..EventFilter::default()
-        };
-        self.db()
-            .events(&filter)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.kind)
-            .collect()
-    }
-
-    /// Model requests about one card.
-    fn bills(&self, id: &TaskId) -> usize {
-        self.fake
-            .requests()
-            .iter()
-            .filter(|r| r.task_id.as_deref() == Some(id.as_str()))
-            .count()
-    }
-
-    fn wait_for(&self, what: &str, done: impl Fn() -> bool) {
-        let start = Instant::now();
-        while !done() {
-            if start.elapsed() > WAIT {
-                panic!(
-                    "timed out waiting for {what}\ngateway log:\n{}",
-                    self.gateway_log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// Proves `count` more ticks: each probe must leave triage before the next is made.
-    fn prove_ticks(&mut self, count: usize) {
-        for _ in 0..count {
-            self.probes += 1;
-            let probe = self.create(&[&format!("probe {}", self.probes), "--triage"]);
-            self.wait_for("a probe to leave triage", || {
-                self.task(&probe).status != Status::Triage
-            });
-        }
-    }
-}
-
-impl Drop for Board {
-    fn drop(&mut self) {
-        if let Some(mut gateway) = self.gateway.take() {
-            let _ = gateway.kill();
-            let _ = gateway.wait();
-        }
-        // Workers live in their own process groups; stop whatever is left of them.
-        if let Ok(snapshot) = SqliteStore::open_read_only(self.path().join("kanban.db")).and_then(|s| {
-            s.snapshot().map_err(|e| board_sqlite::OpenError::Sqlite {
-                path: PathBuf::new(),
-                message: e.to_string(),
-            })
-        }) {
-            for run in snapshot.runs {
-                if let Some(pid) = run.worker_pid {
-                    // SAFETY: signalling a worker group this test's gateway started.
-                    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
-                }
-            }
-        }
-    }
 }
 
 fn children_of(snapshot: &BoardSnapshot, parent: &TaskId) -> Vec<TaskId> {
@@ -231,7 +38,7 @@ fn children_of(snapshot: &BoardSnapshot, parent: &TaskId) -> Vec<TaskId> {
 
 #[test]
 fn a_card_whose_reply_is_always_bad_is_billed_at_most_three_times() {
-    let mut b = Board::new(0, "", "");
+    let mut b = board(0, "", "");
     b.start_gateway();
     b.reply(
         "always malformed",
@@ -258,7 +65,7 @@ fn a_card_whose_reply_is_always_bad_is_billed_at_most_three_times() {
 
 #[test]
 fn a_valid_three_child_reply_is_billed_once_and_committed_whole() {
-    let mut b = Board::new(0, "", "");
+    let mut b = board(0, "", "");
     b.start_gateway();
     let reply = r#"{"fanout": true, "rationale": "three parts", "tasks": [
         {"title": "schema", "body": "a", "assignee": "idle", "parents": []},
@@ -304,7 +111,7 @@ fn a_valid_three_child_reply_is_billed_once_and_committed_whole() {
 
 #[test]
 fn a_500_child_reply_through_the_cli_makes_one_request_and_no_rows() {
-    let b = Board::new(0, "", "");
+    let b = board(0, "", "");
     let many: Vec<String> = (0..500)
         .map(|i| format!(r#"{{"title": "part {i}", "parents": []}}"#))
         .collect();
@@ -329,7 +136,7 @@ fn a_500_child_reply_through_the_cli_makes_one_request_and_no_rows() {
 
 #[test]
 fn a_card_with_execution_history_is_never_billed_by_the_gateway() {
-    let mut b = Board::new(0, "", "");
+    let mut b = board(0, "", "");
     let card = b.create(&["ran before"]);
     for _ in 0..2 {
         b.kanban_ok(&["claim", card.as_str()]);
@@ -347,14 +154,9 @@ fn a_card_with_execution_history_is_never_billed_by_the_gateway() {
 
 const TRIVIAL_WORKER: &str = "kanban complete --result done";
 
-fn worker_profile(name: &str, script: &str) -> String {
-    let script = script.replace("kanban ", &format!("{KANBAN} "));
-    format!("  {name}:\n    description: test worker\n    command: [\"sh\", \"-c\", {script:?}]\n")
-}
-
 #[test]
 fn a_hanging_model_does_not_stall_spawning() {
-    let mut b = Board::new(2, "", &worker_profile("worker", TRIVIAL_WORKER));
+    let mut b = board(2, "", &worker_profile("worker", TRIVIAL_WORKER));
     b.reply("hangs", Reply::Hang);
     b.start_gateway();
     let hung = b.create(&["hangs", "--triage"]);
@@ -382,7 +184,7 @@ fn workers_end_with_the_right_outcomes() {
         worker_profile("sleeper", "exec sleep 60"),
     ]
     .concat();
-    let mut b = Board::new(8, "  failure_limit: 2\n", &profiles);
+    let mut b = board(8, "  failure_limit: 2\n", &profiles);
     let finisher = b.create(&["finishes", "--assignee", "finisher"]);
     let quitter = b.create(&["quits", "--assignee", "quitter"]);
     let crasher = b.create(&["crashes", "--assignee", "crasher"]);
@@ -433,7 +235,7 @@ fn is_zombie(pid: i64) -> bool {
 #[test]
 fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
     let profiles = worker_profile("sleeper", "exec sleep 120");
-    let mut b = Board::new(4, "", &profiles);
+    let mut b = board(4, "", &profiles);
     let stays = b.create(&["stays alive", "--assignee", "sleeper"]);
     let dies = b.create(&["dies", "--assignee", "sleeper"]);
     b.start_gateway();
@@ -470,7 +272,7 @@ fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
 
 #[test]
 fn a_second_gateway_on_the_same_home_exits_one() {
-    let mut b = Board::new(0, "", "");
+    let mut b = board(0, "", "");
     b.start_gateway();
     let second = b.kanban(&["gateway", "run"]);
     assert_eq!(second.status.code(), Some(1));
@@ -483,7 +285,7 @@ fn a_second_gateway_on_the_same_home_exits_one() {
 
 #[test]
 fn shutdown_cancels_a_model_call_in_flight_and_replace_takes_over() {
-    let mut b = Board::new(0, "", "");
+    let mut b = board(0, "", "");
     b.reply("slow thought", Reply::Hang);
     b.start_gateway();
     let card = b.create(&["slow thought", "--triage"]);

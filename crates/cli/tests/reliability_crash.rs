@@ -7,14 +7,14 @@
 //!
 //! 20 kills of each kind by default; `cargo xtask soak` sets `KANBAN_SOAK_KILLS=200`.
 
-mod reliability_common;
+mod gateway_board;
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use board_core::{EventFilter, Status, Store};
 use fake_llm::Reply;
-use reliability_common::{check_board, worker_profile, Board, Setup};
+use gateway_board::{check_board, worker_profile, Board, Setup};
 
 fn kills() -> usize {
     std::env::var("KANBAN_SOAK_KILLS")

@@ -3,7 +3,7 @@
 //! every verb says so in one line and overwrites nothing; a gateway whose disk fills
 //! while it runs stays up and carries on once space is freed.
 
-mod reliability_common;
+mod gateway_board;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use board_core::{Status, Store};
 use fake_llm::Reply;
-use reliability_common::{check_board, wait_until, Board, Setup, KANBAN};
+use gateway_board::{check_board, wait_until, Board, Setup, KANBAN};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and touches no memory.

@@ -5,13 +5,13 @@
 //! A reply that tries prompt injection (a profile that does not exist, extra fields)
 //! gets nothing it asked for.
 
-mod reliability_common;
+mod gateway_board;
 
 use std::collections::BTreeMap;
 
 use board_core::{Status, Store, TaskId};
 use fake_llm::Reply;
-use reliability_common::{check_board, Board, Setup};
+use gateway_board::{check_board, Board, Setup};
 
 const RETRIES: u32 = 1;
 const FAILURE_LIMIT: usize = 3;

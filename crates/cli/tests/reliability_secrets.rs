@@ -4,14 +4,14 @@
 //! environment, whether calls fail or succeed. The home is owner-only. Every listening
 //! socket of our processes is on loopback.
 
-mod reliability_common;
+mod gateway_board;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use board_core::{Status, Store, TaskId};
 use fake_llm::{Reply, Settings};
-use reliability_common::{contains, files_under, worker_profile, Board, Setup};
+use gateway_board::{contains, files_under, worker_profile, Board, Setup};
 
 const CANARY: &str = "sk-canary-7f3a91c4e2d05b68";
 const CANARY_VAR: &str = "REL_CANARY_SECRET";

@@ -1,7 +1,8 @@
-//! What the reliability suites (issue 7) share: a home driven through the `kanban`
-//! binary with a real gateway process and a fake model, and the checks every suite ends
-//! with: the invariants of SPEC 3.1 plus whole decompositions, events with their state
-//! changes and one open run per task, all read from a read-only snapshot.
+//! What the end-to-end and reliability suites share: a home driven through the `kanban`
+//! binary with a real gateway process and a fake model (replies chosen by card title,
+//! probes to count ticks), and the checks the reliability suites end with: the
+//! invariants of SPEC 3.1 plus whole decompositions, events with their state changes
+//! and one open run per task, all read from a read-only snapshot.
 //!
 //! The gateway's stderr goes beside the home (not in it), so a scan of the home sees
 //! only what the product wrote.
@@ -71,6 +72,8 @@ pub struct Setup<'a> {
     /// `auxiliary.transient_retries` and the decomposer's `timeout` (seconds).
     pub transient_retries: u32,
     pub timeout_secs: u32,
+    /// `kanban.dispatch_interval_seconds`.
+    pub interval_seconds: f64,
 }
 
 impl Default for Setup<'_> {
@@ -85,6 +88,7 @@ impl Default for Setup<'_> {
             tmpfs_home_kib: None,
             transient_retries: 0,
             timeout_secs: 5,
+            interval_seconds: 0.2,
         }
     }
 }
@@ -128,7 +132,7 @@ impl Board {
         let config = format!(
             "model:\n  base_url: {url}\n  default: fake\n{model_extra}\
              auxiliary:\n  transient_retries: {retries}\n  kanban_decomposer:\n    timeout: {timeout}\n\
-             kanban:\n  dispatch_interval_seconds: 0.2\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
+             kanban:\n  dispatch_interval_seconds: {interval}\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
              auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: idle\n{kanban_extra}\
              profiles:\n  idle:\n    description: never spawned\n{profiles}",
             url = board.fake.base_url(),
@@ -138,6 +142,7 @@ impl Board {
             profiles = setup.profiles,
             retries = setup.transient_retries,
             timeout = setup.timeout_secs,
+            interval = setup.interval_seconds,
         );
         std::fs::write(board.path().join("config.yaml"), config).unwrap();
         board
@@ -243,6 +248,20 @@ impl Board {
 
     pub fn task(&self, id: &TaskId) -> Task {
         self.db().get(id).unwrap()
+    }
+
+    /// The kinds of a task's events, oldest first.
+    pub fn kinds(&self, id: &TaskId) -> Vec<String> {
+        let filter = board_core::EventFilter {
+            task_id: Some(id.clone()),
+            ..board_core::EventFilter::default()
+        };
+        self.db()
+            .events(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect()
     }
 
     /// Model requests about one card.
