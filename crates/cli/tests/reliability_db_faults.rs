@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use board_core::{Status, Store};
+use board_core::{Status, Store, TaskId};
 use fake_llm::Reply;
 use gateway_board::{check_board, wait_until, Board, Setup, KANBAN};
 
@@ -324,11 +324,14 @@ fn a_full_disk_fails_a_cli_write_in_one_line_and_loses_nothing() {
     assert_eq!(snapshot.tasks.len(), 2);
 }
 
-#[test]
-fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
+/// A gateway on a 4 MiB tmpfs home, a card whose model reply (a 12-child fan-out of
+/// ~36 KiB, sent after `delay`) is requested, then the disk filled while the model
+/// thinks. Returns the board, the card, the filler file and its size; `None` when not
+/// root (mounting needs it).
+fn full_disk_during_a_call(title: &str, delay: Duration) -> Option<(Board, TaskId, PathBuf, u64)> {
     if !is_root() {
         eprintln!("skipped: mounting a small tmpfs needs root");
-        return;
+        return None;
     }
     let mut b = Board::new(Setup {
         tmpfs_home_kib: Some(4096),
@@ -343,15 +346,22 @@ fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
         })
         .collect();
     let fanout = format!(r#"{{"fanout": true, "tasks": [{}]}}"#, children.join(","));
-    b.reply(
-        "lands on a full disk",
-        Reply::delayed(Duration::from_millis(1500), Reply::text(fanout)),
-    );
+    b.reply(title, Reply::delayed(delay, Reply::text(fanout)));
     b.start_gateway();
-    let card = b.create(&["lands on a full disk", "--triage"]);
+    let card = b.create(&[title, "--triage"]);
     b.wait_for("the request", || b.bills(&card) == 1);
     let fill = b.path().join("filler");
     let bytes = filler(&fill);
+    Some((b, card, fill, bytes))
+}
+
+#[test]
+fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
+    let Some((mut b, card, fill, bytes)) =
+        full_disk_during_a_call("lands on a full disk", Duration::from_millis(1500))
+    else {
+        return;
+    };
     let log_before = b.gateway_log().len();
     // The reply lands while the disk is full: wait for the gateway to say what became
     // of it (the only witness while nothing can be written).
@@ -393,32 +403,11 @@ fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
 
 #[test]
 fn a_full_disk_does_not_make_the_gateway_rebill_a_card_every_tick() {
-    if !is_root() {
-        eprintln!("skipped: mounting a small tmpfs needs root");
+    let Some((b, card, fill, _)) =
+        full_disk_during_a_call("billed on a full disk", Duration::from_millis(300))
+    else {
         return;
-    }
-    let mut b = Board::new(Setup {
-        tmpfs_home_kib: Some(4096),
-        ..Setup::default()
-    });
-    let children: Vec<String> = (0..12)
-        .map(|i| {
-            format!(
-                r#"{{"title": "part {i}", "body": "{}", "parents": []}}"#,
-                "y".repeat(3000)
-            )
-        })
-        .collect();
-    let fanout = format!(r#"{{"fanout": true, "tasks": [{}]}}"#, children.join(","));
-    b.reply(
-        "billed on a full disk",
-        Reply::delayed(Duration::from_millis(300), Reply::text(fanout)),
-    );
-    b.start_gateway();
-    let card = b.create(&["billed on a full disk", "--triage"]);
-    b.wait_for("the request", || b.bills(&card) == 1);
-    let fill = b.path().join("filler");
-    filler(&fill);
+    };
     // The failure policy allows 3 attempts in all (SPEC 5.5, 10); give the gateway
     // 15 ticks' worth of time to exceed that while the disk stays full.
     let start = Instant::now();
