@@ -42,6 +42,26 @@ impl Home {
         self.store.create(&request, T0 - 1000 + age).unwrap().id
     }
 
+    /// A triage card created at `at`.
+    fn triage(&self, title: &str, at: i64) -> TaskId {
+        let request = NewTask {
+            triage: true,
+            ..NewTask::titled(title)
+        };
+        self.store.create(&request, at).unwrap().id
+    }
+
+    /// A dispatcher whose decompositions a test drives through the returned recorder.
+    fn recording_dispatcher(&self) -> (Dispatcher, Recorder) {
+        let recorder = Recorder::default();
+        let d = Dispatcher::new(
+            self.store.clone(),
+            HomeLayout::new(self.dir.path()),
+            Box::new(recorder.clone()),
+        );
+        (d, recorder)
+    }
+
     fn kinds(&self, id: &TaskId) -> Vec<String> {
         let filter = EventFilter {
             task_id: Some(id.clone()),
@@ -313,21 +333,8 @@ impl Decompositions for Recorder {
 #[test]
 fn decompositions_respect_the_per_tick_and_in_flight_limits() {
     let h = home();
-    let cards: Vec<TaskId> = (0..5)
-        .map(|i| {
-            let request = NewTask {
-                triage: true,
-                ..NewTask::titled(format!("idea {i}"))
-            };
-            h.store.create(&request, T0 + i).unwrap().id
-        })
-        .collect();
-    let recorder = Recorder::default();
-    let mut d = Dispatcher::new(
-        h.store.clone(),
-        HomeLayout::new(h.dir.path()),
-        Box::new(recorder.clone()),
-    );
+    let cards: Vec<TaskId> = (0..5).map(|i| h.triage(&format!("idea {i}"), T0 + i)).collect();
+    let (mut d, recorder) = h.recording_dispatcher();
     let s = DispatchSettings {
         auto_decompose: true,
         auto_decompose_per_tick: 1,
@@ -367,17 +374,8 @@ fn decompositions_respect_the_per_tick_and_in_flight_limits() {
 #[test]
 fn a_card_whose_failures_cannot_be_recorded_is_parked_in_memory() {
     let h = home();
-    let request = NewTask {
-        triage: true,
-        ..NewTask::titled("unlucky")
-    };
-    let card = h.store.create(&request, T0).unwrap().id;
-    let recorder = Recorder::default();
-    let mut d = Dispatcher::new(
-        h.store.clone(),
-        HomeLayout::new(h.dir.path()),
-        Box::new(recorder.clone()),
-    );
+    let card = h.triage("unlucky", T0);
+    let (mut d, recorder) = h.recording_dispatcher();
     let s = DispatchSettings {
         auto_decompose: true,
         ..settings(&[])
