@@ -35,22 +35,9 @@ pub struct Prepared {
 impl Home {
     /// `--home`, else `$KANBAN_HOME`, else `~/.kanban`.
     pub fn resolve(flag: Option<PathBuf>) -> Result<Home, Failure> {
-        let from_env = |name: &str| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let dir = match flag.or_else(|| from_env("KANBAN_HOME")) {
-            Some(dir) => dir,
-            None => match from_env("HOME") {
-                Some(home) => home.join(".kanban"),
-                None => {
-                    return Err(Failure::Usage(
-                        "no home: pass --home DIR or set KANBAN_HOME (HOME is not set)".to_owned(),
-                    ))
-                }
-            },
-        };
+        let dir = gateway::daemon::resolve_home(flag).ok_or_else(|| {
+            Failure::Usage("no home: pass --home DIR or set KANBAN_HOME (HOME is not set)".to_owned())
+        })?;
         Ok(Home { dir })
     }
 

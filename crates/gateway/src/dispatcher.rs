@@ -53,6 +53,19 @@ impl Default for DispatchSettings {
     }
 }
 
+impl DispatchSettings {
+    /// The profile a task's worker runs as, and its command; `None` for a profile that
+    /// cannot be spawned.
+    pub fn worker_for(&self, task: &Task) -> (String, Option<Vec<String>>) {
+        let profile = task
+            .assignee
+            .clone()
+            .unwrap_or_else(|| self.default_assignee.clone());
+        let command = self.commands.get(&profile).cloned().flatten();
+        (profile, command)
+    }
+}
+
 /// Automatic decompositions this gateway started on one card (at one revision).
 #[derive(Clone, Copy, Debug)]
 struct Attempts {
@@ -241,8 +254,7 @@ impl Dispatcher {
             if report.spawned.len() == room {
                 break;
             }
-            let profile = task.assignee.as_deref().unwrap_or(&settings.default_assignee);
-            if settings.commands.get(profile).is_some_and(Option::is_some) {
+            if settings.worker_for(&task).1.is_some() {
                 report.spawned.push(task.id);
             }
         }
@@ -538,24 +550,23 @@ impl Dispatcher {
                 Err(e) => return report.errors.push(format!("listing ready tasks: {e}")),
             };
             let full = batch.len() == window;
-            let spawnable: Vec<Task> = batch
+            let spawnable: Vec<(Task, String, Vec<String>)> = batch
                 .into_iter()
                 .filter(|t| seen.insert(t.id.clone()))
                 .filter(|t| !self.cooldown.contains_key(&t.id))
-                .filter(|t| {
-                    let profile = t.assignee.as_deref().unwrap_or(&settings.default_assignee);
-                    let spawnable = settings.commands.get(profile).is_some_and(Option::is_some);
-                    if !spawnable && self.skipped.insert(t.id.clone()) {
-                        let request = Request::SkipNonspawnable {
-                            profile: profile.to_owned(),
-                        };
-                        if let Err(e) = self.store.transition(&t.id, &request, now) {
-                            report
-                                .errors
-                                .push(format!("noting {} as not spawnable: {e}", t.id));
+                .filter_map(|t| match settings.worker_for(&t) {
+                    (profile, Some(command)) => Some((t, profile, command)),
+                    (profile, None) => {
+                        if self.skipped.insert(t.id.clone()) {
+                            let request = Request::SkipNonspawnable { profile };
+                            if let Err(e) = self.store.transition(&t.id, &request, now) {
+                                report
+                                    .errors
+                                    .push(format!("noting {} as not spawnable: {e}", t.id));
+                            }
                         }
+                        None
                     }
-                    spawnable
                 })
                 .collect();
             ready.extend(spawnable);
@@ -564,17 +575,10 @@ impl Dispatcher {
             }
             window *= 2;
         }
-        for task in ready {
+        for (task, profile, command) in ready {
             if room == 0 {
                 break;
             }
-            let profile = task
-                .assignee
-                .clone()
-                .unwrap_or_else(|| settings.default_assignee.clone());
-            let Some(command) = settings.commands.get(&profile).cloned().flatten() else {
-                continue;
-            };
             let claim = match self.store.claim(&task.id, settings.claim_ttl_seconds, now) {
                 Ok(c) => c,
                 Err(StoreError::Refused(_)) => continue,
