@@ -7,6 +7,8 @@
 //!
 //! 20 kills of each kind by default; `cargo xtask soak` sets `KANBAN_SOAK_KILLS=200`.
 
+#[path = "gateway_board/check_board_mutations.rs"]
+mod check_board_mutations;
 mod gateway_board;
 
 use std::process::{Child, Stdio};
