@@ -228,6 +228,20 @@ impl Board {
         }
     }
 
+    /// SIGKILLs a gateway that must still be running: one that already exited would
+    /// make the kill a no-op and the test a lie.
+    pub fn sigkill_running_gateway(&mut self) {
+        let mut gateway = self.gateway.take().expect("a gateway was started");
+        let exited = gateway.try_wait().expect("poll the gateway");
+        assert!(
+            exited.is_none(),
+            "the gateway exited by itself ({exited:?}) before the kill:\n{}",
+            self.gateway_log()
+        );
+        gateway.kill().expect("SIGKILL the gateway");
+        gateway.wait().expect("reap the gateway");
+    }
+
     pub fn gateway_alive(&mut self) -> bool {
         self.gateway
             .as_mut()
