@@ -314,7 +314,11 @@ fn a_file_size_limit_fails_a_cli_write_in_one_line_and_loses_nothing() {
     let (code, _, stderr) = run_as(limited, &home, &["create", "big", "--body-file", body]);
     eprintln!("ulimit -f: exit {code:?}: {}", stderr.trim());
     assert_eq!(code, Some(1), "{stderr}");
-    assert_one_line("create past the file size limit", &stderr, "kanban.db: ");
+    assert_one_line(
+        "create past the file size limit",
+        &stderr,
+        "kanban.db: disk i/o error",
+    );
     let after = common::snapshot_of(&home.join("kanban.db"));
     assert_eq!(after, before, "a failed write changed the board");
     let (code, _, stderr) = run(&home, &["create", "big", "--body-file", body]);
