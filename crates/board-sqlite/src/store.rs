@@ -411,6 +411,26 @@ fn unused_task_id(tx: &Connection, also_taken: &[TaskId]) -> StoreResult<TaskId>
     Err(StoreError::Backend("could not draw an unused task id".into()))
 }
 
+/// The crash suite's way to land a SIGKILL inside a write: with
+/// `KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS` set, a debug build says so on stderr and then
+/// sleeps with every change of the transaction made and none committed. Random kill
+/// delays mostly hit a process that has already finished; this makes the worst point
+/// certain. Release builds have no such variable.
+#[cfg(debug_assertions)]
+fn pause_before_commit() {
+    let Some(ms) = std::env::var("KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    else {
+        return;
+    };
+    eprintln!("kanban: pausing {ms} ms before a commit");
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
+#[cfg(not(debug_assertions))]
+fn pause_before_commit() {}
+
 fn next_run_id(tx: &Connection) -> StoreResult<i64> {
     tx.prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM task_runs")
         .and_then(|mut s| s.query_row([], |r| r.get(0)))
@@ -432,6 +452,7 @@ impl SqliteStore {
             .map_err(backend)
             .and_then(|tx| {
                 let out = f(&tx)?;
+                pause_before_commit();
                 tx.commit().map_err(backend)?;
                 Ok(out)
             });

@@ -1,22 +1,34 @@
-//! Reliability (issue 7): crash consistency. The gateway is SIGKILLed at random points
-//! while it decomposes cards, claims tasks, reaps workers and reclaims runs, and so are
-//! CLI writers (creates, manual decompositions, completions, reclaims) mid-command.
-//! After every kill the board, read from a read-only snapshot, satisfies every invariant
-//! of SPEC 3.1 and holds no half-written decomposition, no event without its state
-//! change and no task with two open runs; the restarted gateway carries on.
+//! Reliability: crash consistency. The gateway is SIGKILLed at random points while it
+//! decomposes cards, claims tasks, reaps workers and reclaims runs, and CLI writers
+//! (creates, manual decompositions, completions, reclaims, dispatcher passes) are
+//! SIGKILLed twice a round: once inside a write transaction (held open by the store's
+//! debug-only `KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS`) and once after a random delay.
+//! Every kill is counted by whether it hit a running process. After every kill the
+//! board satisfies every invariant of SPEC 3.1 and `check_step` across the kill, and
+//! holds no half-written decomposition and no event without its state change; every
+//! run a killed process left open is adopted or reclaimed by the next gateway.
 //!
-//! 20 kills of each kind by default; `cargo xtask soak` sets `KANBAN_SOAK_KILLS=200`.
+//! 20 rounds by default; `cargo xtask soak` sets `KANBAN_SOAK_KILLS=200`.
 
+#[path = "gateway_board/check_board_mutations.rs"]
+mod check_board_mutations;
 mod gateway_board;
 
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use board_core::{EventFilter, Status, Store};
+use board_core::{BoardSnapshot, EventFilter, RunId, Status, Store, TaskId};
 use fake_llm::Reply;
 use gateway_board::{check_board, worker_profile, Board, Setup};
 
-fn kills() -> usize {
+/// The store's test pause, and the line it prints once it holds the write lock.
+const PAUSE: &str = "KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS";
+const PAUSED: &str = "before a commit";
+
+fn rounds() -> usize {
     std::env::var("KANBAN_SOAK_KILLS")
         .ok()
         .and_then(|k| k.parse().ok())
@@ -56,6 +68,26 @@ const FANOUT: &str = r#"{"fanout": true, "rationale": "four", "tasks": [
     {"title": "c", "body": "c", "assignee": "quick", "parents": [0]},
     {"title": "d", "body": "d", "assignee": "crasher", "parents": [1]}]}"#;
 
+/// What the kills hit.
+#[derive(Default, Debug)]
+struct Tally {
+    gateway_kills: usize,
+    /// Writers killed while paused inside a write transaction.
+    mid_transaction: usize,
+    /// Writers that finished without reaching a write (a refusal, say).
+    no_write: usize,
+    /// Random-delay writers still running when killed, and those already done.
+    random_running: usize,
+    random_finished: usize,
+    /// Runs left open when a gateway started, by what became of them by its first
+    /// tick: adopted, released because the worker was gone, ended by the worker.
+    adopted: usize,
+    released: usize,
+    finished: usize,
+    /// Claimed but never given a worker: only an expiring lease can free them.
+    awaiting_lease: BTreeSet<(TaskId, RunId)>,
+}
+
 fn last_event_id(b: &Board) -> i64 {
     let Ok(db) = board_sqlite::SqliteStore::open_read_only(b.db_path()) else {
         return 0;
@@ -67,30 +99,180 @@ fn last_event_id(b: &Board) -> i64 {
     db.events(&filter).map_or(0, |e| e.last().map_or(0, |e| e.id))
 }
 
-fn check(b: &Board, when: &str) {
-    let snapshot = b.snapshot();
-    if let Err(broken) = check_board(&snapshot) {
+/// The board now, checked on its own and as one step on from `before`.
+fn checked(b: &Board, before: &BoardSnapshot, when: &str) -> BoardSnapshot {
+    let after = b.snapshot();
+    let broken = check_board(&after).err().or_else(|| {
+        board_core::check_step(before, &after)
+            .err()
+            .map(|v| v.to_string())
+    });
+    if let Some(broken) = broken {
         panic!("after {when}: {broken}\ngateway log:\n{}", b.gateway_log());
     }
+    after
+}
+
+/// Starts a gateway and shows that every run open before it started is, after its first
+/// tick, closed, adopted (the log names the task and the same pid), or never had a
+/// worker (left to its lease).
+fn start_and_check_adoption(b: &mut Board, tally: &mut Tally) {
+    let before = b.snapshot();
+    let log_from = b.gateway_log().len();
+    b.start_gateway();
+    let log = b.gateway_log()[log_from..].to_owned();
+    let after = b.snapshot();
+    for run in before.runs.iter().filter(|r| r.is_open()) {
+        let now = after
+            .runs
+            .iter()
+            .find(|r| r.id == run.id)
+            .expect("runs are never deleted");
+        if !now.is_open() {
+            let released = after.events.iter().any(|e| {
+                e.run_id == Some(run.id)
+                    && e.kind == "reclaimed"
+                    && e.payload["reason"] == "its worker is gone"
+            });
+            if released {
+                tally.released += 1;
+            } else {
+                tally.finished += 1;
+            }
+            continue;
+        }
+        match run.worker_pid {
+            Some(pid) => {
+                let line = format!("adopted a live worker task={} pid={pid}", run.task_id);
+                assert!(
+                    log.contains(&line),
+                    "run {} of {} (pid {pid}) was left open, neither adopted nor reclaimed:\n{log}",
+                    run.id,
+                    run.task_id
+                );
+                tally.adopted += 1;
+            }
+            None => {
+                tally.awaiting_lease.insert((run.task_id.clone(), run.id));
+            }
+        }
+    }
+}
+
+/// A CLI writer to kill: work of every kind, on tasks in the states it needs.
+fn writer_args(rng: &mut Rng, snapshot: &BoardSnapshot, name: &str) -> Vec<String> {
+    let pick = |status: Status| {
+        snapshot
+            .tasks
+            .iter()
+            .filter(|t| t.status == status)
+            .map(|t| t.id.to_string())
+            .next()
+    };
+    let create = || vec!["create".to_owned(), name.to_owned()];
+    let with = |verb: &str, id: String, extra: &[&str]| {
+        let mut args = vec![verb.to_owned(), id];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    match rng.below(6) {
+        0 => create(),
+        1 => pick(Status::Triage).map_or_else(create, |id| with("decompose", id, &[])),
+        2 => pick(Status::Running).map_or_else(create, |id| with("reclaim", id, &[])),
+        3 => pick(Status::Ready).map_or_else(create, |id| with("complete", id, &["--result", "by hand"])),
+        4 => pick(Status::Todo).map_or_else(create, |id| {
+            vec!["create".to_owned(), name.to_owned(), "--parent".to_owned(), id]
+        }),
+        _ => vec!["dispatch".to_owned()],
+    }
+}
+
+fn spawn_writer(b: &Board, args: &[&str], pause_ms: u64, stderr: Stdio) -> Child {
+    b.command(args)
+        .env(PAUSE, pause_ms.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
+/// SIGKILLs `writer` if it is still running (then reaps it); returns whether it was.
+fn sigkill_if_running(writer: &mut Child) -> bool {
+    let running = writer.try_wait().unwrap().is_none();
+    if running {
+        writer.kill().expect("SIGKILL the writer");
+    }
+    writer.wait().unwrap();
+    running
+}
+
+/// Runs `args` with the store's pause and SIGKILLs it once it says it holds the write
+/// lock with its changes uncommitted. Returns whether it got that far.
+fn kill_inside_a_transaction(b: &Board, args: &[&str]) -> bool {
+    let mut writer = spawn_writer(b, args, 20_000, Stdio::piped());
+    let (tx, rx) = mpsc::channel();
+    let stderr = writer.stderr.take().unwrap();
+    // Detached: a worker spawned by `dispatch` could hold the pipe open after the kill.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "`kanban {}` neither paused nor exited in 30 s",
+            args.join(" ")
+        );
+        if rx
+            .recv_timeout(Duration::from_millis(10))
+            .is_ok_and(|line| line.contains(PAUSED))
+        {
+            break;
+        }
+        if writer.try_wait().unwrap().is_some() {
+            return false;
+        }
+    }
+    assert!(
+        sigkill_if_running(&mut writer),
+        "`kanban {}` exited during a 20 s pause",
+        args.join(" ")
+    );
+    true
+}
+
+/// Runs `args` and SIGKILLs it after `delay`; returns whether it was still running.
+fn kill_after(b: &Board, args: &[&str], delay: Duration) -> bool {
+    let mut writer = spawn_writer(b, args, 30, Stdio::null());
+    std::thread::sleep(delay);
+    sigkill_if_running(&mut writer)
+}
+
+fn status_of(snapshot: &BoardSnapshot, title: &str) -> Option<Status> {
+    snapshot.tasks.iter().find(|t| t.title == title).map(|t| t.status)
 }
 
 #[test]
 fn the_board_survives_sigkills_of_the_gateway_and_of_cli_writers() {
-    let kills = kills();
+    let rounds = rounds();
     let mut rng = Rng::seeded();
     let profiles = [
         worker_profile("quick", "kanban heartbeat; kanban complete --result ok"),
-        worker_profile(
-            "slow",
-            "sleep 0.3; kanban heartbeat; kanban complete --result slow",
-        ),
+        worker_profile("slow", "sleep 1; kanban heartbeat; kanban complete --result slow"),
         worker_profile("crasher", "exit 3"),
     ]
     .concat();
     let mut b = Board::new(Setup {
         profiles: &profiles,
         max_spawn: 6,
-        kanban_extra: "  failure_limit: 2\n",
+        // A run claimed by a process killed before it started a worker is freed only
+        // when its lease expires.
+        kanban_extra: "  failure_limit: 2\n  claim_ttl_seconds: 3\n",
         ..Setup::default()
     });
     for i in 0..4 {
@@ -100,13 +282,14 @@ fn the_board_survives_sigkills_of_the_gateway_and_of_cli_writers() {
         );
     }
     let started = Instant::now();
-    let (mut gateway_kills, mut writer_kills) = (0, 0);
-    for round in 0..kills {
+    let mut tally = Tally::default();
+    for round in 0..rounds {
         // New work every round: triage cards to decompose, ready tasks to run.
         b.create(&[&format!("fan {}", round % 4), "--triage"]);
         b.create(&[&format!("quick {round}"), "--assignee", "quick"]);
         b.create(&[&format!("slow {round}"), "--assignee", "slow"]);
-        b.start_gateway();
+        let before = b.snapshot();
+        start_and_check_adoption(&mut b, &mut tally);
         // Kill once the board has moved on by a random number of events (or after a
         // short while, when it has nothing left to do).
         let target = last_event_id(&b) + 1 + rng.below(25) as i64;
@@ -114,81 +297,93 @@ fn the_board_survives_sigkills_of_the_gateway_and_of_cli_writers() {
         while last_event_id(&b) < target && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        b.kill_gateway();
-        gateway_kills += 1;
-        check(&b, &format!("gateway kill {round}"));
+        b.sigkill_running_gateway();
+        tally.gateway_kills += 1;
+        let before = checked(&b, &before, &format!("gateway kill {round}"));
 
-        // A CLI writer killed mid-command.
-        let snapshot = b.snapshot();
-        let pick = |status: Status| {
-            snapshot
-                .tasks
-                .iter()
-                .filter(|t| t.status == status)
-                .map(|t| t.id.to_string())
-                .next()
-        };
-        let args: Vec<String> = match rng.below(5) {
-            0 => vec!["create".into(), format!("killed create {round}")],
-            1 => match pick(Status::Triage) {
-                Some(id) => vec!["decompose".into(), id],
-                None => vec![
-                    "create".into(),
-                    format!("killed create {round}"),
-                    "--triage".into(),
-                ],
-            },
-            2 => match pick(Status::Running) {
-                Some(id) => vec!["reclaim".into(), id],
-                None => vec!["dispatch".into()],
-            },
-            3 => match pick(Status::Ready) {
-                Some(id) => vec!["complete".into(), id, "--result".into(), "by hand".into()],
-                None => vec!["dispatch".into()],
-            },
-            _ => match pick(Status::Todo) {
-                Some(id) => vec!["create".into(), format!("child {round}"), "--parent".into(), id],
-                None => vec!["dispatch".into()],
-            },
-        };
+        let name = format!("killed in a transaction {round}");
+        let args = writer_args(&mut rng, &before, &name);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut writer: Child = b
-            .command(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(rng.below(40_000)));
-        let _ = writer.kill();
-        let _ = writer.wait();
-        writer_kills += 1;
-        check(
-            &b,
-            &format!("killing `kanban {}` in round {round}", args.join(" ")),
-        );
+        let what = format!("`kanban {}` in round {round}", args.join(" "));
+        let paused = kill_inside_a_transaction(&b, &args);
+        let before = checked(&b, &before, &format!("killing {what} inside a transaction"));
+        if paused {
+            tally.mid_transaction += 1;
+            if args.contains(&name.as_str()) {
+                assert_eq!(status_of(&before, &name), None, "{what}: a killed create landed");
+            }
+        } else {
+            tally.no_write += 1;
+        }
+
+        let args = writer_args(&mut rng, &before, &format!("killed at random {round}"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let what = format!("`kanban {}` in round {round}", args.join(" "));
+        if kill_after(&b, &args, Duration::from_micros(rng.below(60_000))) {
+            tally.random_running += 1;
+        } else {
+            tally.random_finished += 1;
+        }
+        checked(&b, &before, &format!("killing {what} at random"));
     }
-    // A last gateway runs the board to rest: it must adopt or reclaim what was left.
-    b.start_gateway();
-    b.prove_ticks(2);
-    b.kill_gateway();
-    b.kill_workers();
-    check(&b, "the final gateway");
-    let snapshot = b.snapshot();
-    let count = |s: Status| snapshot.tasks.iter().filter(|t| t.status == s).count();
-    let decomposed = snapshot.events.iter().filter(|e| e.kind == "decomposed").count();
+    // A last gateway runs the board to rest: it adopts or reclaims what was left, and
+    // every run ends (those without a worker when their lease expires).
+    let before = b.snapshot();
+    start_and_check_adoption(&mut b, &mut tally);
+    let last = rounds - 1;
+    let at_rest = |s: &BoardSnapshot| {
+        !s.tasks.iter().any(|t| t.status == Status::Running)
+            && (0..rounds).all(|r| {
+                status_of(s, &format!("quick {r}")) == Some(Status::Done)
+                    && status_of(s, &format!("slow {r}")) == Some(Status::Done)
+            })
+    };
+    b.wait_for("every round's work to be done and every run to end", || {
+        at_rest(&b.snapshot())
+    });
+    b.sigkill_running_gateway();
+    let after = checked(&b, &before, "the final gateway");
+    for (task, run) in &tally.awaiting_lease {
+        let ended = after
+            .runs
+            .iter()
+            .find(|r| r.id == *run)
+            .is_some_and(|r| !r.is_open());
+        assert!(ended, "run {run} of {task}, left without a worker, never ended");
+    }
+    let count = |s: Status| after.tasks.iter().filter(|t| t.status == s).count();
+    let decomposed = after.events.iter().filter(|e| e.kind == "decomposed").count();
     eprintln!(
-        "{gateway_kills} gateway kills, {writer_kills} writer kills in {:?}: {} tasks ({} done, {} running), {} runs, {decomposed} decompositions, {} events",
+        "{rounds} rounds in {:?}: {tally:?}\n{} tasks ({} done), {} runs, {decomposed} decompositions, {} events",
         started.elapsed(),
-        snapshot.tasks.len(),
+        after.tasks.len(),
         count(Status::Done),
-        count(Status::Running),
-        snapshot.runs.len(),
-        snapshot.events.len()
+        after.runs.len(),
+        after.events.len()
+    );
+    assert_eq!(
+        tally.gateway_kills, rounds,
+        "every gateway kill hit a running gateway"
     );
     assert!(
-        decomposed > 0 && count(Status::Done) > 0,
-        "the board did real work"
+        tally.mid_transaction >= rounds / 2,
+        "only {} of {rounds} writers were killed inside a transaction",
+        tally.mid_transaction
+    );
+    assert!(
+        tally.random_running >= rounds / 4,
+        "only {} of {rounds} random kills hit a running writer",
+        tally.random_running
+    );
+    assert!(
+        tally.adopted > 0 && tally.released > 0,
+        "a restarted gateway never had a live worker to adopt or a dead one to release"
+    );
+    assert!(
+        status_of(&after, &format!("quick {last}")) == Some(Status::Done)
+            && count(Status::Done) >= 2 * rounds
+            && decomposed >= rounds / 2,
+        "the board did every round's work"
     );
     assert!(!b.gateway_log().contains("panicked"), "{}", b.gateway_log());
 }

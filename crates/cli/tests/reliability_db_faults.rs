@@ -1,33 +1,47 @@
-//! Reliability (issue 7): database faults. A file that is not SQLite, one of another
+//! Reliability: database faults. A file that is not SQLite, one of another
 //! application, one with a newer schema, a read-only home or database, a full disk:
 //! every verb says so in one line and overwrites nothing; a gateway whose disk fills
-//! while it runs stays up and carries on once space is freed.
+//! while it runs stays up, does not bill a card every tick, and carries on once space
+//! is freed.
+//!
+//! The full-disk tests mount a tmpfs, which needs root: CI runs as root, and elsewhere
+//! they fail saying so rather than pass without running.
 
+mod common;
 mod gateway_board;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use board_core::{Status, Store, TaskId};
+use board_core::{Status, TaskId};
+use common::{is_root, unprivileged};
 use fake_llm::Reply;
 use gateway_board::{check_board, wait_until, Board, Setup, KANBAN};
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and touches no memory.
-    unsafe { libc::geteuid() == 0 }
+fn require_root(why: &str) {
+    assert!(
+        is_root(),
+        "this test needs root to {why} (CI runs as root); run it as root or --skip it"
+    );
 }
 
 /// `kanban --home HOME ARGS`, killed if it runs longer than 20 s (a gateway that
 /// should have refused to start).
 fn run(home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut child = Command::new(KANBAN)
+    let mut cmd = Command::new(KANBAN);
+    cmd.env_remove("KANBAN_HOME")
+        .env_remove("KANBAN_TASK")
+        .env_remove("KANBAN_RUN_ID");
+    run_as(cmd, home, args)
+}
+
+/// `run` for a command line that ends in the binary (`cmd`), such as `unprivileged`'s.
+fn run_as(mut cmd: Command, home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut child = cmd
         .arg("--home")
         .arg(home)
         .args(args)
-        .env_remove("KANBAN_HOME")
-        .env_remove("KANBAN_TASK")
-        .env_remove("KANBAN_RUN_ID")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -121,15 +135,19 @@ fn initialised_home(dir: &Path) -> PathBuf {
     let home = dir.join("home");
     let (code, _, stderr) = run(&home, &["init"]);
     assert_eq!(code, Some(0), "{stderr}");
-    // The board keeps its WAL between commands; fold it into the file so the tests
-    // below can patch the header and see every byte in one file.
-    // A plain connection checkpoints when it closes and removes the WAL.
+    fold_wal(&home);
+    home
+}
+
+/// The board keeps its WAL between commands; fold it into the file so a test can patch
+/// the header and see every byte in one file. A plain connection checkpoints when it
+/// closes and removes the WAL.
+fn fold_wal(home: &Path) {
     let conn = rusqlite::Connection::open(home.join("kanban.db")).unwrap();
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .unwrap();
     drop(conn);
     assert!(!home.join("kanban.db-wal").exists(), "the WAL is folded in");
-    home
 }
 
 /// Overwrites four big-endian bytes of the database header (60: user_version,
@@ -163,14 +181,19 @@ fn another_applications_rollback_journal_database_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir(&home).unwrap();
-    let made = Command::new("sqlite3")
-        .arg(home.join("kanban.db"))
-        .arg("create table notes(body text); insert into notes values ('mine');")
-        .status();
-    if !made.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: no sqlite3 binary to make another application's database");
-        return;
-    }
+    // SQLite's default rollback journal, as another program would leave it.
+    let other = rusqlite::Connection::open(home.join("kanban.db")).unwrap();
+    let mode: String = other.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "delete");
+    other
+        .execute_batch("create table notes(body text); insert into notes values ('mine');")
+        .unwrap();
+    drop(other);
+    assert_eq!(
+        listing(&home).len(),
+        1,
+        "a rollback-journal database leaves no file beside it"
+    );
     refused_untouched(&home, "another application", true);
 }
 
@@ -193,72 +216,39 @@ fn a_newer_schema_is_refused_untouched() {
     refused_untouched(&home, "newer", false);
 }
 
-/// Unmounts on drop, lazily, so a failing test leaves no mount behind.
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-fn sh(script: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn a_read_only_board_refuses_writes_in_one_line_and_changes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
     let dir = tempfile::tempdir().unwrap();
     let home = initialised_home(dir.path());
     let (code, _, stderr) = run(&home, &["create", "before"]);
     assert_eq!(code, Some(0), "{stderr}");
-    let _mount;
-    if is_root() {
-        // Root ignores permission bits: make the whole home a read-only bind mount.
-        let h = home.display();
-        if !sh(&format!(
-            "mount --bind '{h}' '{h}' && mount -o remount,ro,bind '{h}'"
-        )) {
-            eprintln!("skipped: running as root and a read-only bind mount is not possible here");
-            return;
-        }
-        _mount = Mount(home.clone());
-    } else {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(home.join("kanban.db"), std::fs::Permissions::from_mode(0o400)).unwrap();
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o500)).unwrap();
-    }
+    // Without a WAL every byte of the board is in one file, which must stay as it was.
+    fold_wal(&home);
+    mode(&home.join("kanban.db"), 0o400);
+    mode(&home, 0o500);
     let before = listing(&home);
+    // Run as a user the modes bind (root, whom they do not stop, runs it as nobody).
+    let kanban = |args: &[&str]| run_as(unprivileged(dir.path()), &home, args);
+    // A WAL board needs a `-shm` beside it to open at all, so `init` fails too.
     for args in [
         vec!["create", "must not land"],
         vec!["init"],
         vec!["gateway", "run"],
     ] {
-        let (code, _, stderr) = run(&home, &args);
-        eprintln!("read-only: kanban {args:?}: exit {code:?}: {}", stderr.trim());
-        assert!(!stderr.contains("panicked"), "{stderr}");
-        if args[0] == "create" || args[0] == "gateway" {
-            assert_eq!(code, Some(1), "kanban {args:?} on a read-only board: {stderr}");
-            // The message names the file it cannot write (the board, or the gateway's
-            // lock beside it); whether it says why ("read-only") is reported, not required.
-            let file = if args[0] == "create" {
-                "kanban.db"
-            } else {
-                "gateway.lock"
-            };
-            assert_one_line(&format!("kanban {args:?}"), &stderr, file);
-        }
+        let (code, _, stderr) = kanban(&args);
+        assert_eq!(code, Some(1), "kanban {args:?} on a read-only board: {stderr}");
+        assert_one_line(
+            &format!("kanban {args:?}"),
+            &stderr,
+            "kanban.db: attempt to write a readonly database",
+        );
         assert!(listing(&home) == before, "kanban {args:?} changed the home");
     }
-    if !is_root() {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
-    }
+    mode(&home, 0o700);
 }
 
 fn filler(path: &Path) -> u64 {
@@ -279,24 +269,7 @@ fn filler(path: &Path) -> u64 {
 
 #[test]
 fn a_full_disk_fails_a_cli_write_in_one_line_and_loses_nothing() {
-    if !is_root() {
-        // Without a tmpfs, a file size limit stands in for the full disk.
-        let dir = tempfile::tempdir().unwrap();
-        let home = initialised_home(dir.path());
-        let body = "x".repeat(512 * 1024);
-        let out = Command::new("sh")
-            .args(["-c", "trap '' XFSZ; ulimit -f 8; exec \"$@\"", "sh", KANBAN])
-            .arg("--home")
-            .arg(&home)
-            .args(["create", "big", "--body", &body])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        eprintln!("ulimit -f: exit {:?}: {}", out.status.code(), stderr.trim());
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert_one_line("create on a size-limited file", &stderr, "");
-        return;
-    }
+    require_root("mount a small tmpfs as the home");
     let b = Board::new(Setup {
         tmpfs_home_kib: Some(2048),
         ..Setup::default()
@@ -313,7 +286,7 @@ fn a_full_disk_fails_a_cli_write_in_one_line_and_loses_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("full disk: exit {:?}: {}", out.status.code(), stderr.trim());
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_one_line("create on a full disk", &stderr, "");
+    assert_one_line("create on a full disk", &stderr, "database or disk is full");
     std::fs::remove_file(&fill).unwrap();
     assert_eq!(b.snapshot(), before, "a failed write changed the board");
     let fits = b.create(&["fits now", "--body-file", body_file]);
@@ -324,19 +297,41 @@ fn a_full_disk_fails_a_cli_write_in_one_line_and_loses_nothing() {
     assert_eq!(snapshot.tasks.len(), 2);
 }
 
-/// A gateway on a 4 MiB tmpfs home, a card whose model reply (a 12-child fan-out of
-/// ~36 KiB, sent after `delay`) is requested, then the disk filled while the model
-/// thinks. Returns the board, the card, the filler file and its size; `None` when not
-/// root (mounting needs it).
-fn full_disk_during_a_call(title: &str, delay: Duration) -> Option<(Board, TaskId, PathBuf, u64)> {
-    if !is_root() {
-        eprintln!("skipped: mounting a small tmpfs needs root");
-        return None;
-    }
-    let mut b = Board::new(Setup {
-        tmpfs_home_kib: Some(4096),
-        ..Setup::default()
-    });
+/// The same without a mount, for any user: a file size limit (`ulimit -f`) stops the
+/// write as a full disk would.
+#[test]
+fn a_file_size_limit_fails_a_cli_write_in_one_line_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = initialised_home(dir.path());
+    let (code, _, stderr) = run(&home, &["create", "kept"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let before = common::snapshot_of(&home.join("kanban.db"));
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, "x".repeat(512 * 1024)).unwrap();
+    let body = body.to_str().unwrap();
+    let mut limited = Command::new("sh");
+    limited.args(["-c", "trap '' XFSZ; ulimit -f 64; exec \"$@\"", "sh", KANBAN]);
+    let (code, _, stderr) = run_as(limited, &home, &["create", "big", "--body-file", body]);
+    eprintln!("ulimit -f: exit {code:?}: {}", stderr.trim());
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_one_line(
+        "create past the file size limit",
+        &stderr,
+        "kanban.db: disk i/o error",
+    );
+    let after = common::snapshot_of(&home.join("kanban.db"));
+    assert_eq!(after, before, "a failed write changed the board");
+    let (code, _, stderr) = run(&home, &["create", "big", "--body-file", body]);
+    assert_eq!(code, Some(0), "without the limit the same write lands: {stderr}");
+    let after = common::snapshot_of(&home.join("kanban.db"));
+    check_board(&after).unwrap();
+    let titles: Vec<&str> = after.tasks.iter().map(|t| t.title.as_str()).collect();
+    assert_eq!(titles.len(), 2, "{titles:?}");
+    assert!(titles.contains(&"kept") && titles.contains(&"big"), "{titles:?}");
+}
+
+/// A 12-child fan-out of ~36 KiB: more than a full disk has room for.
+fn big_fanout() -> String {
     let children: Vec<String> = (0..12)
         .map(|i| {
             format!(
@@ -345,33 +340,57 @@ fn full_disk_during_a_call(title: &str, delay: Duration) -> Option<(Board, TaskI
             )
         })
         .collect();
-    let fanout = format!(r#"{{"fanout": true, "tasks": [{}]}}"#, children.join(","));
-    b.reply(title, Reply::delayed(delay, Reply::text(fanout)));
+    format!(r#"{{"fanout": true, "tasks": [{}]}}"#, children.join(","))
+}
+
+/// A gateway on a 4 MiB tmpfs home with `kanban_extra` settings, a card whose model
+/// reply (`big_fanout`, sent after `delay`) is requested, then the disk filled while
+/// the model thinks. Returns the board, the card, the filler file and its size.
+fn full_disk_during_a_call(
+    title: &str,
+    delay: Duration,
+    kanban_extra: &str,
+) -> (Board, TaskId, PathBuf, u64) {
+    require_root("mount a small tmpfs as the home");
+    let mut b = Board::new(Setup {
+        tmpfs_home_kib: Some(4096),
+        kanban_extra,
+        ..Setup::default()
+    });
+    b.reply(title, Reply::delayed(delay, Reply::text(big_fanout())));
     b.start_gateway();
     let card = b.create(&[title, "--triage"]);
     b.wait_for("the request", || b.bills(&card) == 1);
     let fill = b.path().join("filler");
     let bytes = filler(&fill);
-    Some((b, card, fill, bytes))
+    (b, card, fill, bytes)
+}
+
+/// The gateway's log from byte `from` on.
+fn log_since(b: &Board, from: usize) -> String {
+    let log = b.gateway_log();
+    log[from.min(log.len())..].to_owned()
+}
+
+/// The line a gateway logs when a decomposition of `card` could not commit because the
+/// disk was full: the proof that a test reached the full-disk path.
+fn failed_on_a_full_disk(log: &str, card: &TaskId) -> bool {
+    let failed = format!("automatic decomposition failed task={card} ");
+    log.lines()
+        .any(|l| l.contains(&failed) && l.contains("database or disk is full"))
 }
 
 #[test]
 fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
-    let Some((mut b, card, fill, bytes)) =
-        full_disk_during_a_call("lands on a full disk", Duration::from_millis(1500))
-    else {
-        return;
-    };
-    let log_before = b.gateway_log().len();
+    let (mut b, card, fill, bytes) =
+        full_disk_during_a_call("lands on a full disk", Duration::from_millis(1500), "");
+    let log_from = b.gateway_log().len();
     // The reply lands while the disk is full: wait for the gateway to say what became
     // of it (the only witness while nothing can be written).
     wait_until(
-        "the decomposition to end on a full disk",
+        "the decomposition to fail on the full disk",
         Duration::from_secs(20),
-        || {
-            let log = b.gateway_log();
-            log[log_before.min(log.len())..].contains(card.as_str())
-        },
+        || failed_on_a_full_disk(&log_since(&b, log_from), &card),
     );
     assert!(
         b.gateway_alive(),
@@ -403,26 +422,41 @@ fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
 
 #[test]
 fn a_full_disk_does_not_make_the_gateway_rebill_a_card_every_tick() {
-    let Some((b, card, fill, _)) =
-        full_disk_during_a_call("billed on a full disk", Duration::from_millis(300))
-    else {
-        return;
+    const TITLE: &str = "billed on a full disk";
+    // Retries a second apart, 3 attempts in all (SPEC 5.5): a gateway that billed the
+    // card every tick would pass 3 within a few ticks.
+    let (b, card, fill, _) = full_disk_during_a_call(
+        TITLE,
+        Duration::from_millis(1500),
+        "  decompose_retry_base_seconds: 1\n  decompose_failure_limit: 3\n",
+    );
+    let log_from = b.gateway_log().len();
+    // Retries answer at once, so each attempt the gateway makes reaches the commit.
+    b.reply(TITLE, Reply::text(big_fanout()));
+    // A tick on the full disk cannot rewrite gateway.json and says so: the tick count.
+    let ticks = || {
+        log_since(&b, log_from)
+            .matches("could not write gateway.json error=No space left on device")
+            .count()
     };
-    // The failure policy allows 3 attempts in all (SPEC 5.5, 10); give the gateway
-    // 15 ticks' worth of time to exceed that while the disk stays full.
-    let start = Instant::now();
-    while b.bills(&card) <= 3 && start.elapsed() < Duration::from_secs(3) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let bills = b.bills(&card);
-    std::fs::remove_file(&fill).unwrap();
-    let billed_rows = b.db().llm_calls(Some(&card)).map(|c| c.len()).unwrap_or(0);
-    eprintln!(
-        "{bills} requests for one card in {:?} on a full disk ({billed_rows} billed rows)",
-        start.elapsed()
-    );
+    b.wait_for("three attempts, or 60 ticks on the full disk", || {
+        b.bills(&card) >= 3 || ticks() >= 60
+    });
+    let (bills, at) = (b.bills(&card), ticks());
+    assert_eq!(bills, 3, "{bills} requests after {at} ticks: the policy allows 3");
+    b.wait_for("15 more ticks on the full disk", || ticks() >= at + 15);
+    let log = log_since(&b, log_from);
     assert!(
-        bills <= 3,
-        "{bills} requests for one card while the disk was full"
+        failed_on_a_full_disk(&log, &card),
+        "no attempt reached the full disk:\n{log}"
     );
+    let bills = b.bills(&card);
+    eprintln!(
+        "{bills} requests for one card over {} ticks on a full disk",
+        ticks()
+    );
+    assert_eq!(bills, 3, "billed again after the last attempt the policy allows");
+    std::fs::remove_file(&fill).unwrap();
+    check_board(&b.snapshot()).unwrap();
+    assert_eq!(b.task(&card).status, Status::Triage);
 }

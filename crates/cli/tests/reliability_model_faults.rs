@@ -1,4 +1,4 @@
-//! Reliability (issue 7): model faults through a running gateway. HTTP 500 forever, 429
+//! Reliability: model faults through a running gateway. HTTP 500 forever, 429
 //! with `Retry-After`, a hang past the timeout, a stream dropped midway, a 10 MiB body,
 //! invalid UTF-8, 500 children, a cyclic graph: each card is billed a bounded number of
 //! times (then parked), leaves no child rows, and every request is an `llm_calls` row.
@@ -177,14 +177,15 @@ fn model_faults_are_billed_boundedly_and_write_nothing() {
     // The bill: every request to the fake server is a row, and `kanban stats` says so.
     let all_rows = b.db().llm_calls(None).unwrap().len();
     assert_eq!(all_rows, b.fake.requests().len(), "llm_calls rows == requests");
-    let stats = b.kanban(&["stats", "--json"]);
-    if stats.status.success() {
-        let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
-        eprintln!("kanban stats --json: llm = {}", stats["llm"]);
-        assert_eq!(stats["llm"]["requests"].as_u64(), Some(all_rows as u64));
-    } else {
-        eprintln!("no `kanban stats --json`; counted llm_calls rows instead");
-    }
+    let stats: serde_json::Value =
+        serde_json::from_str(&b.kanban_ok(&["stats", "--json"])).expect("`kanban stats --json` prints JSON");
+    eprintln!("kanban stats --json: llm = {}", stats["llm"]);
+    assert_eq!(stats["llm"]["requests"].as_u64(), Some(all_rows as u64));
+    let by_outcome = stats["llm"]["by_outcome"]
+        .as_object()
+        .expect("requests by outcome");
+    let counted: u64 = by_outcome.values().filter_map(|n| n.as_u64()).sum();
+    assert_eq!(counted, all_rows as u64, "every request has one outcome");
     let log = b.gateway_log();
     assert!(!log.contains("panicked"), "{log}");
 }

@@ -88,15 +88,74 @@ pub fn snapshot_of(db: &Path) -> BoardSnapshot {
         .expect("snapshot")
 }
 
+pub const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
+
 /// The binary with none of the caller's board variables.
 pub fn bare() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kanban"));
+    Command::from_std(isolated(std::process::Command::new(KANBAN)))
+}
+
+fn isolated(mut cmd: std::process::Command) -> std::process::Command {
     cmd.env_remove("KANBAN_HOME")
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID")
         .env("NO_COLOR", "1")
         .env("COLUMNS", "100");
     cmd
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The user the binary runs as when the tests run as root (CI does): nobody.
+const NOBODY: u32 = 65534;
+
+/// The binary run as a user that permission bits bind: the caller, or, for root (whom
+/// no mode stops), nobody through `setpriv` (util-linux), with everything under `dir`
+/// handed to nobody first (ownership only: modes are the test's to set).
+pub fn unprivileged(dir: &Path) -> std::process::Command {
+    if !is_root() {
+        return isolated(std::process::Command::new(KANBAN));
+    }
+    for path in std::iter::once(dir.to_path_buf()).chain(tree(dir)) {
+        std::os::unix::fs::lchown(&path, Some(NOBODY), Some(NOBODY)).expect("chown to nobody");
+    }
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    cmd.arg(binary_for_nobody(dir));
+    isolated(cmd)
+}
+
+/// Everything under `dir`, depth first.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(tree(&path));
+        }
+        out.push(path);
+    }
+    out
+}
+
+/// This build's binary, or a copy of it in `dir` when nobody cannot reach it (a
+/// checkout under a private home directory).
+fn binary_for_nobody(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let binary = Path::new(KANBAN);
+    let others_may =
+        |path: &Path, bits: u32| std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & bits == bits);
+    let reachable = binary.ancestors().skip(1).all(|d| others_may(d, 0o001)) && others_may(binary, 0o005);
+    if reachable {
+        return binary.to_path_buf();
+    }
+    let copy = dir.join("kanban");
+    std::fs::copy(binary, &copy).expect("copy the binary");
+    std::os::unix::fs::lchown(&copy, Some(NOBODY), Some(NOBODY)).expect("chown the copy");
+    copy
 }
 
 pub fn task_id(id: &str) -> TaskId {
