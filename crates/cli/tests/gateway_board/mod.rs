@@ -445,18 +445,6 @@ pub fn check_board(board: &BoardSnapshot) -> Result<(), String> {
     Ok(())
 }
 
-/// Event ids strictly increase per task (they are global and ordered).
-pub fn check_event_order(board: &BoardSnapshot) -> Result<(), String> {
-    let mut last: HashMap<&TaskId, i64> = HashMap::new();
-    for e in &board.events {
-        let prev = last.insert(&e.task_id, e.id).unwrap_or(0);
-        if e.id <= prev {
-            return Err(format!("event {} of {} after {prev}", e.id, e.task_id));
-        }
-    }
-    Ok(())
-}
-
 /// The files under `dir`, recursively.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
