@@ -7,13 +7,14 @@
 //! says `READY` on stdout and waits on stdin; only when both are ready does the parent
 //! release them, one `go` line each.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+mod rerun;
+
+use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 use board_core::{Completion, NewTask, NoWorkers, ReclaimOutcome, Status, Store, TaskId};
 use board_sqlite::{Options, SqliteStore};
+use rerun::Rerun;
 
 const ROUNDS: usize = 200;
 /// The fewest rounds each side must win (about 80 each is usual on a loaded 2-core
@@ -57,106 +58,25 @@ fn race_child() {
     println!("\n{RESULT}{}", if won { "won" } else { "lost" });
 }
 
-/// One racer process and the lines of its stdout, read on a thread so that every wait
-/// for a line has a deadline.
-struct Racer {
-    role: &'static str,
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+fn racer(role: &str, db: &std::path::Path, task: &TaskId, run: i64) -> Rerun {
+    let env = [
+        (ROLE, role.to_owned()),
+        ("KANBAN_RACE_DB", db.display().to_string()),
+        ("KANBAN_RACE_TASK", task.to_string()),
+        ("KANBAN_RACE_RUN", run.to_string()),
+    ];
+    Rerun::start(format!("the {role} racer"), "race_child", &env)
 }
 
-impl Racer {
-    fn start(role: &'static str, db: &std::path::Path, task: &TaskId, run: i64) -> Racer {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "race_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(ROLE, role)
-            .env("KANBAN_RACE_DB", db)
-            .env("KANBAN_RACE_TASK", task.as_str())
-            .env("KANBAN_RACE_RUN", run.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn racer");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Racer {
-            role,
-            stdin: child.stdin.take().unwrap(),
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// The rest of the first line that starts with `marker`, waiting at most
-    /// `RACER_WAIT`; fails if the racer exits or stays silent.
-    fn expect(&mut self, marker: &str) -> String {
-        let deadline = Instant::now() + RACER_WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => match line.strip_prefix(marker) {
-                    Some(rest) => return rest.to_owned(),
-                    None => self.seen.push(line),
-                },
-                Err(e) => panic!(
-                    "the {} racer never said {marker:?} ({e}); it said:\n{}",
-                    self.role,
-                    self.seen.join("\n")
-                ),
-            }
-        }
-    }
-
-    fn go(&mut self) {
-        self.stdin.write_all(b"go\n").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Whether the racer won; it must then exit successfully within `RACER_WAIT`.
-    fn verdict(mut self) -> bool {
-        let won = match self.expect(RESULT).as_str() {
-            "won" => true,
-            "lost" => false,
-            other => panic!("the {} racer printed {other:?}", self.role),
-        };
-        let deadline = Instant::now() + RACER_WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "the {} racer failed: {status}", self.role);
-                return won;
-            }
-            assert!(Instant::now() < deadline, "the {} racer did not exit", self.role);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Racer {
-    /// A failed round leaves no racer behind.
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Whether the racer won; it must then exit successfully.
+fn verdict(racer: &mut Rerun) -> bool {
+    let won = match racer.expect(RESULT, RACER_WAIT).as_str() {
+        "won" => true,
+        "lost" => false,
+        other => panic!("a racer printed {other:?}"),
+    };
+    racer.finish(RACER_WAIT);
+    won
 }
 
 #[test]
@@ -171,20 +91,20 @@ fn reclaim_and_complete_race_between_processes() {
             .create(&NewTask::titled(format!("race {round}")), 1)
             .unwrap();
         let claim = store.claim(&t.id, 900, 1).unwrap();
-        let mut reclaimer = Racer::start("reclaim", &db, &t.id, claim.run_id);
-        let mut completer = Racer::start("complete", &db, &t.id, claim.run_id);
-        reclaimer.expect(READY);
-        completer.expect(READY);
+        let mut reclaimer = racer("reclaim", &db, &t.id, claim.run_id);
+        let mut completer = racer("complete", &db, &t.id, claim.run_id);
+        reclaimer.expect(READY, RACER_WAIT);
+        completer.expect(READY, RACER_WAIT);
         // Who is released first alternates, so neither side is favoured by the order
         // of the two writes.
-        if round % 2 == 0 {
-            reclaimer.go();
-            completer.go();
+        let (first, second) = if round % 2 == 0 {
+            (&mut reclaimer, &mut completer)
         } else {
-            completer.go();
-            reclaimer.go();
-        }
-        let (reclaimed, completed) = (reclaimer.verdict(), completer.verdict());
+            (&mut completer, &mut reclaimer)
+        };
+        first.send("go");
+        second.send("go");
+        let (reclaimed, completed) = (verdict(&mut reclaimer), verdict(&mut completer));
         assert!(
             reclaimed ^ completed,
             "round {round}: reclaimed={reclaimed} completed={completed}"

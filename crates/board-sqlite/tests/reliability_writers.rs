@@ -6,8 +6,9 @@
 //!
 //! The writers are this test binary re-run with `--ignored --exact writer_process`.
 
+mod rerun;
+
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use board_core::{
@@ -15,6 +16,7 @@ use board_core::{
     StoreError, Task, TaskFilter,
 };
 use board_sqlite::{Options, SqliteStore};
+use rerun::Rerun;
 
 const WRITERS: usize = 8;
 const DB_VAR: &str = "KANBAN_WRITER_DB";
@@ -188,22 +190,12 @@ fn writer_process() {
     );
 }
 
-fn writer(db: &std::path::Path, seconds: f64) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "writer_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(DB_VAR, db)
-        .env(SECS_VAR, seconds.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn writer")
+fn writer(db: &std::path::Path, seconds: f64, n: usize) -> Rerun {
+    let env = [
+        (DB_VAR, db.display().to_string()),
+        (SECS_VAR, seconds.to_string()),
+    ];
+    Rerun::start(format!("writer {n}"), "writer_process", &env)
 }
 
 #[test]
@@ -220,12 +212,12 @@ fn eight_processes_write_one_board() {
             .create(&NewTask::titled(format!("seed {i}")), now())
             .unwrap();
     }
-    let writers: Vec<_> = (0..WRITERS).map(|_| writer(&db, seconds)).collect();
+    let mut writers: Vec<_> = (0..WRITERS).map(|n| writer(&db, seconds, n)).collect();
     let (mut ops, mut locked, mut other) = (0, Vec::new(), Vec::new());
-    for w in writers {
-        let out = w.wait_with_output().unwrap();
-        assert!(out.status.success(), "writer failed: {out:?}");
-        let stdout = String::from_utf8_lossy(&out.stdout);
+    for w in &mut writers {
+        // A writer's last operation may wait out the busy timeout (30 s) before it stops.
+        w.finish(Duration::from_secs_f64(seconds) + Duration::from_secs(60));
+        let stdout = w.seen.join("\n");
         let stats = stdout
             .lines()
             .find_map(|l| {
