@@ -1,18 +1,30 @@
 //! A reclaim and a completion of the same run racing from two separate processes on one
-//! board file: exactly one wins, every round.
+//! board file: exactly one wins, every round. Over the rounds each side wins often, and
+//! the racer released second sometimes wins, which shows the two really overlap.
 //!
 //! The racers are this test binary itself, re-run with `--ignored --exact race_child`
-//! and the race described in environment variables; each opens its own connection,
-//! then waits on stdin so both start together.
+//! and the race described in environment variables. Each opens its own connection,
+//! says `READY` on stdout and waits on stdin; only when both are ready does the parent
+//! release them, one `go` line each.
+
+mod rerun;
 
 use std::io::{BufRead, Write};
-use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use board_core::{Completion, NewTask, NoWorkers, ReclaimOutcome, Status, Store, TaskId};
 use board_sqlite::{Options, SqliteStore};
+use rerun::Rerun;
 
 const ROUNDS: usize = 200;
+/// The fewest rounds each side must win (about 80 each is usual on a loaded 2-core
+/// machine), so both ways a round can end are exercised every run.
+const MIN_WINS: usize = 20;
+/// How long a racer may take to get ready, answer or exit, on a loaded machine.
+const RACER_WAIT: Duration = Duration::from_secs(60);
 const ROLE: &str = "KANBAN_RACE_ROLE";
+const READY: &str = "RACER READY";
+const RESULT: &str = "RACER RESULT ";
 
 #[test]
 #[ignore = "a racer process, started by reclaim_and_complete_race_between_processes"]
@@ -24,8 +36,12 @@ fn race_child() {
     let task: TaskId = std::env::var("KANBAN_RACE_TASK").unwrap().parse().unwrap();
     let run: i64 = std::env::var("KANBAN_RACE_RUN").unwrap().parse().unwrap();
     let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    // Own line: the test harness may have printed part of one already.
+    println!("\n{READY}");
+    std::io::stdout().flush().unwrap();
     let mut go = String::new();
     std::io::stdin().lock().read_line(&mut go).unwrap();
+    assert_eq!(go.trim(), "go", "the parent releases racers with `go`");
     let won = match role.as_str() {
         "reclaim" => {
             store.reclaim(&task, Some(run), None, &NoWorkers, 2).unwrap() == ReclaimOutcome::Reclaimed
@@ -39,42 +55,28 @@ fn race_child() {
         }
         other => panic!("unknown role {other}"),
     };
-    println!("RESULT {}", if won { "won" } else { "lost" });
+    println!("\n{RESULT}{}", if won { "won" } else { "lost" });
 }
 
-fn racer(role: &str, db: &std::path::Path, task: &TaskId, run: i64) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "race_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(ROLE, role)
-        .env("KANBAN_RACE_DB", db)
-        .env("KANBAN_RACE_TASK", task.as_str())
-        .env("KANBAN_RACE_RUN", run.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn racer")
+fn racer(role: &str, db: &std::path::Path, task: &TaskId, run: i64) -> Rerun {
+    let env = [
+        (ROLE, role.to_owned()),
+        ("KANBAN_RACE_DB", db.display().to_string()),
+        ("KANBAN_RACE_TASK", task.to_string()),
+        ("KANBAN_RACE_RUN", run.to_string()),
+    ];
+    Rerun::start(format!("the {role} racer"), "race_child", &env)
 }
 
-fn verdict(child: std::process::Child) -> bool {
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "racer failed: {out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout
-        .lines()
-        .find_map(|l| l.split_once("RESULT ").map(|(_, v)| v.trim()))
-    {
-        Some("won") => true,
-        Some("lost") => false,
-        _ => panic!("racer printed no result:\n{stdout}"),
-    }
+/// Whether the racer won; it must then exit successfully.
+fn verdict(racer: &mut Rerun) -> bool {
+    let won = match racer.expect(RESULT, RACER_WAIT).as_str() {
+        "won" => true,
+        "lost" => false,
+        other => panic!("a racer printed {other:?}"),
+    };
+    racer.finish(RACER_WAIT);
+    won
 }
 
 #[test]
@@ -82,21 +84,27 @@ fn reclaim_and_complete_race_between_processes() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("kanban.db");
     let store = SqliteStore::open(&db, &Options::default()).unwrap();
-    let (mut completed_wins, mut reclaim_wins) = (0, 0);
+    let (mut completed_wins, mut reclaim_wins, mut upsets) = (0, 0, 0);
+    let started = Instant::now();
     for round in 0..ROUNDS {
         let t = store
             .create(&NewTask::titled(format!("race {round}")), 1)
             .unwrap();
         let claim = store.claim(&t.id, 900, 1).unwrap();
-        let mut racers = [
-            racer("reclaim", &db, &t.id, claim.run_id),
-            racer("complete", &db, &t.id, claim.run_id),
-        ];
-        for r in &mut racers {
-            r.stdin.take().unwrap().write_all(b"go\n").unwrap();
-        }
-        let [reclaimer, completer] = racers;
-        let (reclaimed, completed) = (verdict(reclaimer), verdict(completer));
+        let mut reclaimer = racer("reclaim", &db, &t.id, claim.run_id);
+        let mut completer = racer("complete", &db, &t.id, claim.run_id);
+        reclaimer.expect(READY, RACER_WAIT);
+        completer.expect(READY, RACER_WAIT);
+        // Who is released first alternates, so neither side is favoured by the order
+        // of the two writes.
+        let (first, second) = if round % 2 == 0 {
+            (&mut reclaimer, &mut completer)
+        } else {
+            (&mut completer, &mut reclaimer)
+        };
+        first.send("go");
+        second.send("go");
+        let (reclaimed, completed) = (verdict(&mut reclaimer), verdict(&mut completer));
         assert!(
             reclaimed ^ completed,
             "round {round}: reclaimed={reclaimed} completed={completed}"
@@ -107,10 +115,23 @@ fn reclaim_and_complete_race_between_processes() {
         let runs = store.runs(&t.id).unwrap();
         assert_eq!(runs.len(), 1);
         assert!(!runs[0].is_open());
+        let first_released_won = if round % 2 == 0 { reclaimed } else { completed };
+        upsets += usize::from(!first_released_won);
         completed_wins += completed as usize;
         reclaim_wins += reclaimed as usize;
     }
     let snapshot = store.snapshot().unwrap();
     board_core::check_invariants(&snapshot).unwrap();
-    eprintln!("{ROUNDS} rounds: completion won {completed_wins}, reclaim won {reclaim_wins}");
+    eprintln!(
+        "{ROUNDS} rounds in {:?}: completion won {completed_wins}, reclaim won {reclaim_wins}; \
+         the racer released second won {upsets} times",
+        started.elapsed()
+    );
+    assert!(
+        completed_wins >= MIN_WINS && reclaim_wins >= MIN_WINS,
+        "each side must win at least {MIN_WINS} of {ROUNDS} rounds: completion {completed_wins}, reclaim {reclaim_wins}"
+    );
+    // Released back to back, the second racer can only win when the first has not yet
+    // taken the write lock: then the two were running at the same time.
+    assert!(upsets > 0, "the racer released first won every round: no overlap");
 }

@@ -1,20 +1,30 @@
-//! Reliability (issue 7): eight processes write one board file at once, mixing creates,
-//! claims, heartbeats, completions, blocks, unblocks and reclaims, for 5 s (30 s under
+//! Reliability: eight processes write one board file at once, mixing creates, claims,
+//! heartbeats, completions, blocks, unblocks and reclaims, for 5 s (30 s under
 //! `cargo xtask soak`, which sets `KANBAN_SOAK_WRITERS_SECS`). No caller ever sees
-//! `database is locked`, the invariants hold, and event ids increase per task.
+//! `database is locked`, the invariants hold, every task's events replay as a path the
+//! status machine allows and end where the task is, and the writers keep a minimum pace.
 //!
 //! The writers are this test binary re-run with `--ignored --exact writer_process`.
 
+mod rerun;
+
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use board_core::{BlockKind, Completion, NewTask, NoWorkers, Status, Store, StoreError, TaskFilter};
+use board_core::{
+    BlockKind, BoardSnapshot, Completion, Event, NewTask, NoWorkers, Outcome, Run, RunId, Status, Store,
+    StoreError, Task, TaskFilter,
+};
 use board_sqlite::{Options, SqliteStore};
+use rerun::Rerun;
 
 const WRITERS: usize = 8;
 const DB_VAR: &str = "KANBAN_WRITER_DB";
 const SECS_VAR: &str = "KANBAN_SOAK_WRITERS_SECS";
+/// The fewest operations per second the eight writers together must make. On a 2-core
+/// machine busy with other builds they made 350 to 2,500 a second; a store several times
+/// slower than the worst of that fails, a busy machine does not.
+const MIN_OPS_PER_SEC: f64 = 100.0;
 
 /// xorshift64*: enough randomness for choosing operations, no dependency.
 struct Rng(u64);
@@ -180,22 +190,12 @@ fn writer_process() {
     );
 }
 
-fn writer(db: &std::path::Path, seconds: f64) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "writer_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(DB_VAR, db)
-        .env(SECS_VAR, seconds.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn writer")
+fn writer(db: &std::path::Path, seconds: f64, n: usize) -> Rerun {
+    let env = [
+        (DB_VAR, db.display().to_string()),
+        (SECS_VAR, seconds.to_string()),
+    ];
+    Rerun::start(format!("writer {n}"), "writer_process", &env)
 }
 
 #[test]
@@ -212,12 +212,12 @@ fn eight_processes_write_one_board() {
             .create(&NewTask::titled(format!("seed {i}")), now())
             .unwrap();
     }
-    let writers: Vec<_> = (0..WRITERS).map(|_| writer(&db, seconds)).collect();
+    let mut writers: Vec<_> = (0..WRITERS).map(|n| writer(&db, seconds, n)).collect();
     let (mut ops, mut locked, mut other) = (0, Vec::new(), Vec::new());
-    for w in writers {
-        let out = w.wait_with_output().unwrap();
-        assert!(out.status.success(), "writer failed: {out:?}");
-        let stdout = String::from_utf8_lossy(&out.stdout);
+    for w in &mut writers {
+        // A writer's last operation may wait out the busy timeout (30 s) before it stops.
+        w.finish(Duration::from_secs_f64(seconds) + Duration::from_secs(60));
+        let stdout = w.seen.join("\n");
         let stats = stdout
             .lines()
             .find_map(|l| {
@@ -251,19 +251,261 @@ fn eight_processes_write_one_board() {
     assert!(other.is_empty(), "storage errors:\n{}", other.join("\n"));
     let snapshot = store.snapshot().unwrap();
     board_core::check_invariants(&snapshot).unwrap();
-    let mut last: HashMap<&board_core::TaskId, i64> = HashMap::new();
-    for e in &snapshot.events {
-        let prev = last.insert(&e.task_id, e.id).unwrap_or(0);
-        assert!(e.id > prev, "event {} of {} after {prev}", e.id, e.task_id);
-    }
+    check_status_paths(&snapshot).unwrap();
     let runs = snapshot.runs.len();
+    let rate = ops as f64 / seconds;
     eprintln!(
-        "{WRITERS} writers x {seconds} s: {ops} operations, {} tasks, {runs} runs, {} events",
+        "{WRITERS} writers x {seconds} s: {ops} operations ({rate:.0}/s), {} tasks, {runs} runs, {} events",
         snapshot.tasks.len(),
         snapshot.events.len()
     );
+    let floor = (MIN_OPS_PER_SEC * seconds) as usize;
     assert!(
-        runs > 0 && ops > WRITERS * 10,
-        "the writers did little: {ops} ops"
+        ops >= floor,
+        "the writers made {ops} operations in {seconds} s, fewer than {floor} ({MIN_OPS_PER_SEC}/s)"
     );
+    let ended = |outcome| {
+        snapshot
+            .runs
+            .iter()
+            .filter(|r| r.outcome == Some(outcome))
+            .count()
+    };
+    for outcome in [Outcome::Completed, Outcome::Blocked, Outcome::Reclaimed] {
+        assert!(ended(outcome) > 0, "no run ended {outcome}");
+    }
+}
+
+/// Where replaying a task's events has put it: a status, or `todo` or `ready` when the
+/// event does not say which (a reclaim returns a task to whichever its parents allow).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum At {
+    Is(Status),
+    Workable,
+}
+
+impl At {
+    fn admits(self, allowed: &[Status]) -> bool {
+        match self {
+            At::Is(status) => allowed.contains(&status),
+            At::Workable => allowed.iter().any(|s| matches!(s, Status::Todo | Status::Ready)),
+        }
+    }
+}
+
+/// One task's replay: where it is and which of its runs is open.
+struct Replay<'a> {
+    at: At,
+    open: Option<RunId>,
+    runs: &'a HashMap<RunId, &'a Run>,
+}
+
+impl Replay<'_> {
+    fn require(&self, allowed: &[Status]) -> Result<(), String> {
+        if self.at.admits(allowed) {
+            Ok(())
+        } else {
+            Err(format!("from {:?}, which allows only {allowed:?}", self.at))
+        }
+    }
+
+    /// The event must name the open run; that run must have ended with `outcome`.
+    fn close(&mut self, e: &Event, outcome: Outcome) -> Result<(), String> {
+        self.current(e)?;
+        let run = self.runs.get(&e.run_id.unwrap()).ok_or("names a missing run")?;
+        if run.outcome != Some(outcome) {
+            return Err(format!("closes a run that ended {:?}", run.outcome));
+        }
+        self.open = None;
+        Ok(())
+    }
+
+    fn current(&self, e: &Event) -> Result<(), String> {
+        if self.open.is_none() || e.run_id != self.open {
+            return Err(format!("names run {:?} while {:?} is open", e.run_id, self.open));
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, e: &Event) -> Result<(), String> {
+        let running = self.at == At::Is(Status::Running);
+        self.at = match e.kind.as_str() {
+            "linked" => self.at,
+            "claimed" => {
+                self.require(&[Status::Ready])?;
+                if self.open.is_some() {
+                    return Err(format!("while run {:?} is open", self.open));
+                }
+                self.open = Some(e.run_id.ok_or("names no run")?);
+                At::Is(Status::Running)
+            }
+            "heartbeat" => {
+                self.require(&[Status::Running])?;
+                self.current(e)?;
+                self.at
+            }
+            "completed" => {
+                self.require(&[Status::Running, Status::Ready, Status::Blocked])?;
+                if running {
+                    self.close(e, Outcome::Completed)?;
+                }
+                At::Is(Status::Done)
+            }
+            kind @ ("blocked" | "block_loop_detected") => {
+                self.require(&[Status::Running, Status::Ready])?;
+                if running {
+                    self.close(e, Outcome::Blocked)?;
+                }
+                At::Is(if kind == "blocked" {
+                    Status::Blocked
+                } else {
+                    Status::Triage
+                })
+            }
+            "reclaimed" => {
+                self.require(&[Status::Running])?;
+                self.close(e, Outcome::Reclaimed)?;
+                At::Workable
+            }
+            "unblocked" => {
+                self.require(&[Status::Blocked])?;
+                At::Is(serde_json::from_value(e.payload["to"].clone()).map_err(|x| x.to_string())?)
+            }
+            "promoted" => {
+                self.require(&[Status::Todo])?;
+                At::Is(Status::Ready)
+            }
+            other => return Err(format!("{other:?} is not an event these writers cause")),
+        };
+        Ok(())
+    }
+}
+
+/// Every task's events, oldest first, form a path the status machine allows (each event
+/// from a status that permits it, run events naming the open run, closed runs with the
+/// matching outcome) and end at the task's status and current run.
+fn check_status_paths(board: &BoardSnapshot) -> Result<(), String> {
+    let runs: HashMap<RunId, &Run> = board.runs.iter().map(|r| (r.id, r)).collect();
+    let mut events_of: HashMap<&board_core::TaskId, Vec<&Event>> = HashMap::new();
+    for e in &board.events {
+        events_of.entry(&e.task_id).or_default().push(e);
+    }
+    for task in &board.tasks {
+        let events = events_of.remove(&task.id).unwrap_or_default();
+        replay(task, &events, &runs).map_err(|why| format!("{}: {why}", task.id))?;
+    }
+    match events_of.keys().next() {
+        Some(orphan) => Err(format!("events of {orphan}, which does not exist")),
+        None => Ok(()),
+    }
+}
+
+fn replay(task: &Task, events: &[&Event], runs: &HashMap<RunId, &Run>) -> Result<(), String> {
+    let Some((first, rest)) = events.split_first() else {
+        return Err("no events".to_owned());
+    };
+    if first.kind != "created" {
+        return Err(format!("first event {} is {}", first.id, first.kind));
+    }
+    let created = serde_json::from_value(first.payload["status"].clone()).map_err(|e| e.to_string())?;
+    let mut replay = Replay {
+        at: At::Is(created),
+        open: None,
+        runs,
+    };
+    for e in rest {
+        replay
+            .step(e)
+            .map_err(|why| format!("event {} ({}) {why}", e.id, e.kind))?;
+    }
+    if !replay.at.admits(&[task.status]) {
+        return Err(format!(
+            "events end at {:?}, the task is {}",
+            replay.at, task.status
+        ));
+    }
+    if replay.open != task.current_run_id {
+        return Err(format!(
+            "events leave run {:?} open, the task's is {:?}",
+            replay.open, task.current_run_id
+        ));
+    }
+    Ok(())
+}
+
+/// A small board every kind of writer event appears on, built through the store.
+fn replayable_board() -> (tempfile::TempDir, BoardSnapshot) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("kanban.db"), &Options::default()).unwrap();
+    let parent = store.create(&NewTask::titled("parent"), 1).unwrap();
+    let mut request = NewTask::titled("child");
+    request.parents = vec![parent.id.clone()];
+    let child = store.create(&request, 1).unwrap();
+    let run = store.claim(&parent.id, 900, 2).unwrap().run_id;
+    store.heartbeat(&parent.id, run, 900, None, 3).unwrap();
+    let done = Completion {
+        expected_run_id: Some(run),
+        ..Completion::default()
+    };
+    assert!(store.complete(&parent.id, &done, 4).unwrap());
+    let run = store.claim(&child.id, 900, 5).unwrap().run_id;
+    store
+        .block(&child.id, Some(BlockKind::Transient), None, Some(run), 6)
+        .unwrap();
+    store.unblock(&child.id, None, 7).unwrap();
+    let run = store.claim(&child.id, 900, 8).unwrap().run_id;
+    store.reclaim(&child.id, Some(run), None, &NoWorkers, 9).unwrap();
+    store.claim(&child.id, 900, 10).unwrap();
+    let snapshot = store.snapshot().unwrap();
+    (dir, snapshot)
+}
+
+#[test]
+fn the_status_path_check_refuses_impossible_histories() {
+    let (_dir, good) = replayable_board();
+    check_status_paths(&good).unwrap();
+    let position = |kind: &str| good.events.iter().position(|e| e.kind == kind).unwrap();
+    let child = good.tasks.iter().position(|t| t.title == "child").unwrap();
+    // Each impossible history, and what the refusal must name.
+    let mut bad: Vec<(&str, &str, BoardSnapshot)> = Vec::new();
+    let mut b = good.clone();
+    b.events.remove(position("claimed"));
+    bad.push(("a run without its claim", "(heartbeat) from", b));
+    let mut b = good.clone();
+    b.events.swap(position("heartbeat"), position("completed"));
+    bad.push(("a heartbeat after the completion", "(heartbeat) from Is(Done)", b));
+    let mut b = good.clone();
+    b.events.swap(position("blocked"), position("unblocked"));
+    bad.push(("an unblock before the block", "(unblocked) from", b));
+    let mut b = good.clone();
+    b.tasks[child].status = Status::Done;
+    bad.push(("a status no event explains", "the task is done", b));
+    let mut b = good.clone();
+    b.tasks[child].current_run_id = None;
+    bad.push((
+        "a current run the events do not leave open",
+        "the task's is None",
+        b,
+    ));
+    let mut b = good.clone();
+    b.runs[0].outcome = Some(Outcome::Reclaimed);
+    bad.push((
+        "a completion of a run that ended reclaimed",
+        "ended Some(Reclaimed)",
+        b,
+    ));
+    let mut b = good.clone();
+    let at = position("reclaimed");
+    b.events[at].run_id = Some(b.events[at].run_id.unwrap() + 100);
+    bad.push(("a reclaim of a run that is not open", "(reclaimed) names run", b));
+    let mut b = good.clone();
+    let child_id = b.tasks[child].id.clone();
+    b.events.retain(|e| e.kind != "created" || e.task_id != child_id);
+    bad.push(("a task that was never created", "first event", b));
+    for (what, names, board) in bad {
+        match check_status_paths(&board) {
+            Ok(()) => panic!("accepted {what}"),
+            Err(why) => assert!(why.contains(names), "{what}: refused for another reason: {why}"),
+        }
+    }
 }

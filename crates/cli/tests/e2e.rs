@@ -8,12 +8,14 @@
 
 mod gateway_board;
 
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use board_core::{BoardSnapshot, EventFilter, Outcome, Status, Store, TaskId};
 use fake_llm::Reply;
-use gateway_board::{worker_profile, Board, Setup, KANBAN};
+use gateway_board::{worker_profile, Board, Setup, KANBAN, WAIT};
 
 /// A board with SPEC 10's end-to-end config: a 1 s tick, auto-decompose on, 10 per
 /// tick, no transient retries; `max_spawn` and profiles as the case needs.
@@ -36,10 +38,15 @@ fn children_of(snapshot: &BoardSnapshot, parent: &TaskId) -> Vec<TaskId> {
         .collect()
 }
 
+/// `kanban.decompose_failure_limit` in the billing test: the most requests one card gets.
+const FAILURE_LIMIT: usize = 3;
+
 #[test]
-fn a_card_whose_reply_is_always_bad_is_billed_at_most_three_times() {
-    let mut b = board(0, "", "");
-    b.start_gateway();
+fn a_card_whose_reply_is_always_bad_is_billed_three_times_then_parked() {
+    // A 1 s retry base makes the policy's three attempts fit in a few ticks (delays of
+    // 1 s and 2 s), so the limit, not the backoff, is what stops the billing.
+    let policy = format!("  decompose_retry_base_seconds: 1\n  decompose_failure_limit: {FAILURE_LIMIT}\n");
+    let mut b = board(0, &policy, "");
     b.reply(
         "always malformed",
         Reply::text("I would split this into some tasks, probably."),
@@ -47,19 +54,50 @@ fn a_card_whose_reply_is_always_bad_is_billed_at_most_three_times() {
     b.reply("always 500", Reply::error(500, "upstream exploded"));
     let malformed = b.create(&["always malformed", "--triage"]);
     let failing = b.create(&["always 500", "--triage"]);
-    b.prove_ticks(7);
+    b.start_gateway();
+    let cards = [&malformed, &failing];
+    // A card that reaches the limit unparked, or gets a fourth request, ends the wait too.
+    b.wait_for("both cards to reach the failure limit", || {
+        cards.iter().all(|id| {
+            let task = b.task(id);
+            task.decompose_parked
+                || task.decompose_failures >= FAILURE_LIMIT as i64
+                || b.bills(id) > FAILURE_LIMIT
+        })
+    });
+    for id in cards {
+        let task = b.task(id);
+        assert!(task.decompose_parked, "{id} is not parked: {task:?}");
+        assert_eq!(task.decompose_failures, FAILURE_LIMIT as i64);
+        assert_eq!(b.bills(id), FAILURE_LIMIT, "{id} billed once per attempt");
+    }
+    // Had parking not held, each card's next attempt would be due at its
+    // `decompose_next_attempt_at`: let the gateway tick past both, then prove that any
+    // decomposition those ticks started has had its turn.
+    let due = cards
+        .iter()
+        .map(|id| b.task(id).decompose_next_attempt_at.expect("a retry time"))
+        .max()
+        .unwrap();
+    b.wait_for("a tick after both retry times", || last_tick_at(&b) > due);
+    b.prove_ticks(2);
     let snapshot = b.snapshot();
-    for id in [&malformed, &failing] {
+    for id in cards {
         let bills = b.bills(id);
         eprintln!("{id}: {bills} requests over {} proven ticks", b.probes);
-        assert!((1..=3).contains(&bills), "{id} billed {bills} times");
+        assert_eq!(bills, FAILURE_LIMIT, "{id} billed after it was parked");
         assert_eq!(b.task(id).status, Status::Triage);
-        assert!(!b.kinds(id).contains(&"decomposed".to_owned()));
+        let kinds = b.kinds(id);
+        let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+        assert_eq!(count("auto_decompose_failed"), FAILURE_LIMIT, "{kinds:?}");
+        assert_eq!(count("auto_decompose_parked"), 1, "{kinds:?}");
+        assert_eq!(count("decomposed"), 0, "{kinds:?}");
         assert!(children_of(&snapshot, id).is_empty());
         assert!(snapshot.links.iter().all(|l| &l.child_id != id));
+        let calls = b.db().llm_calls(Some(id)).unwrap();
+        assert_eq!(calls.len(), FAILURE_LIMIT, "every request is billed");
     }
     let calls = b.db().llm_calls(Some(&failing)).unwrap();
-    assert_eq!(calls.len(), b.bills(&failing), "every request is billed");
     assert!(calls.iter().all(|c| c.http_status == Some(500)));
 }
 
@@ -247,7 +285,7 @@ fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
     let mut gateway = b.gateway.take().unwrap();
     // SAFETY: signalling processes this test started.
     unsafe { libc::kill(gateway.id() as i32, libc::SIGKILL) };
-    gateway.wait().unwrap();
+    exit_within(&mut gateway, WAIT, "the killed gateway");
     unsafe { libc::kill(-(dies_pid as i32), libc::SIGKILL) };
     b.wait_for("the dead worker to go", || is_zombie(dies_pid));
     std::fs::remove_file(b.path().join("gateway.json")).unwrap();
@@ -274,25 +312,82 @@ fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
 fn a_second_gateway_on_the_same_home_exits_one() {
     let mut b = board(0, "", "");
     b.start_gateway();
-    let second = b.kanban(&["gateway", "run"]);
-    assert_eq!(second.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&second.stderr);
+    let mut second = b
+        .command(&["gateway", "run"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = exit_within(&mut second, WAIT, "the second gateway");
+    let mut stderr = String::new();
+    second.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(exited.code(), Some(1), "{stderr}");
     assert!(stderr.contains("already running"), "{stderr}");
     let first = b.gateway.as_mut().unwrap();
     assert!(first.try_wait().unwrap().is_none(), "the first keeps running");
     b.prove_ticks(1);
 }
 
+/// The gateway's `gateway.json` (written atomically after every tick).
+fn gateway_status(b: &Board) -> serde_json::Value {
+    let text = std::fs::read_to_string(b.path().join("gateway.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn last_tick_at(b: &Board) -> i64 {
+    gateway_status(b)["last_tick_at"].as_i64().unwrap()
+}
+
+/// Waits up to `limit` for `child` to exit; kills it and fails when it does not.
+fn exit_within(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long the model takes over the first call of the shutdown test: far longer than a
+/// shutdown, so a gateway that let the call finish would commit its reply before exiting.
+const SLOW_REPLY: Duration = Duration::from_secs(20);
+
 #[test]
 fn shutdown_cancels_a_model_call_in_flight_and_replace_takes_over() {
-    let mut b = board(0, "", "");
-    b.reply("slow thought", Reply::Hang);
-    b.start_gateway();
+    // The decomposer's timeout is longer than the slow reply: only a shutdown ends it.
+    let b = &mut Board::new(Setup {
+        timeout_secs: 30,
+        interval_seconds: 1.0,
+        ..Setup::default()
+    });
     let card = b.create(&["slow thought", "--triage"]);
-    b.wait_for("the hanging request", || b.bills(&card) == 1);
+    let reply = |title: &str| {
+        Reply::text(format!(
+            r#"{{"fanout": true, "rationale": "r", "tasks": [
+            {{"title": "{title} a", "body": "", "assignee": "idle", "parents": []}},
+            {{"title": "{title} b", "body": "", "assignee": "idle", "parents": []}}]}}"#
+        ))
+    };
+    // The first call gets a valid reply, late; the next one (the new gateway's) at once.
+    b.fake.script_task(
+        card.as_str(),
+        vec![
+            Reply::delayed(SLOW_REPLY, reply("cancelled")),
+            reply("taken over"),
+        ],
+    );
+    b.start_gateway();
+    b.wait_for("the slow request", || b.bills(&card) == 1);
+    let asked = Instant::now();
     let before = b.snapshot();
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(b.path().join("gateway.json")).unwrap()).unwrap();
+    let status = gateway_status(b);
     let first_pid = b.gateway.as_ref().unwrap().id();
     assert_eq!(status["pid"], first_pid);
     assert!(status["ticks"].as_u64().unwrap() >= 1);
@@ -310,18 +405,44 @@ fn shutdown_cancels_a_model_call_in_flight_and_replace_takes_over() {
         .spawn()
         .unwrap();
     let mut first = b.gateway.replace(second).unwrap();
-    let exited = first.wait().unwrap();
+    let exited = exit_within(&mut first, WAIT, "the replaced gateway");
+    let stopped_in = asked.elapsed();
     assert!(
         exited.success(),
         "the replaced gateway exits 0: {exited:?}\n{}",
         b.gateway_log()
     );
-    let after = b.snapshot();
-    assert_eq!(after.tasks, before.tasks, "a cancelled call commits nothing");
-    assert_eq!(b.task(&card).status, Status::Triage);
-    b.wait_for("the new gateway's status", || {
+    eprintln!("the first gateway stopped {stopped_in:?} after its call began");
+    let titles = |s: &BoardSnapshot| -> Vec<String> { s.tasks.iter().map(|t| t.title.clone()).collect() };
+    assert!(
+        !titles(&b.snapshot()).iter().any(|t| t.starts_with("cancelled")),
+        "a child of the cancelled call exists"
+    );
+    b.wait_for("the new gateway's pid file", || {
         std::fs::read_to_string(b.path().join("gateway.pid"))
             .is_ok_and(|pid| pid.trim() == b.gateway.as_ref().unwrap().id().to_string())
     });
+    b.wait_for("the new gateway's decomposition", || {
+        b.task(&card).status != Status::Triage
+    });
+    assert_eq!(b.bills(&card), 2, "one cancelled call, one committed");
+    // Neither a decomposition nor a failure of the cancelled call was recorded.
+    let kinds = b.kinds(&card);
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(count("decomposed"), 1, "{kinds:?}");
+    assert_eq!(count("auto_decompose_failed"), 0, "{kinds:?}");
+    let calls = b.db().llm_calls(Some(&card)).unwrap();
+    assert_eq!(calls.len(), 1, "the cancelled call left no row: {calls:?}");
+    let after = b.snapshot();
+    let mut new: Vec<String> = titles(&after)
+        .into_iter()
+        .filter(|t| !titles(&before).contains(t))
+        .collect();
+    new.sort();
+    assert_eq!(
+        new,
+        ["taken over a", "taken over b"],
+        "only the new gateway's reply"
+    );
     b.prove_ticks(1);
 }

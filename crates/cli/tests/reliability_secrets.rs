@@ -1,20 +1,60 @@
-//! Reliability (issue 7): secrets and exposure. A canary API key, configured in
-//! `model.api_key` or through `api_key_env`, is sent to the model but never lands in the
-//! gateway log, events, `llm_calls`, `gateway.json`, error messages or a worker's
-//! environment, whether calls fail or succeed. The home is owner-only. Every listening
+//! Reliability: secrets and exposure. A canary API key, configured in `model.api_key` or
+//! through `api_key_env`, is sent to the model but never lands in the gateway's stdout or
+//! log, events, `llm_calls`, `gateway.json`, what the CLI prints, error messages or a
+//! worker's environment, whether calls fail or succeed; not even a piece of it, so a
+//! truncated or partly masked key is caught too. The home is owner-only. Every listening
 //! socket of our processes is on loopback.
 
 mod gateway_board;
 
+use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::process::Output;
 
 use board_core::{Status, Store, TaskId};
 use fake_llm::{Reply, Settings};
-use gateway_board::{contains, files_under, worker_profile, Board, Setup};
+use gateway_board::{files_under, worker_profile, Board, Setup};
 
 const CANARY: &str = "sk-canary-7f3a91c4e2d05b68";
 const CANARY_VAR: &str = "REL_CANARY_SECRET";
+/// The shortest piece of the key a scan looks for.
+const FRAGMENT: usize = 8;
+
+/// The first piece of the canary that `bytes` holds, if any: every `FRAGMENT`-character
+/// window of the key is looked for.
+fn leaked(bytes: &[u8]) -> Option<String> {
+    let pieces: HashSet<&[u8]> = CANARY.as_bytes().windows(FRAGMENT).collect();
+    bytes
+        .windows(FRAGMENT)
+        .find(|w| pieces.contains(w))
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+}
+
+#[test]
+fn the_scan_finds_any_piece_of_the_key() {
+    assert_eq!(leaked(CANARY.as_bytes()).as_deref(), Some("sk-canar"));
+    let (head, tail) = CANARY.split_at(CANARY.len() - FRAGMENT);
+    for shown in [
+        format!("key {}...", &CANARY[..FRAGMENT + 2]),
+        format!("key ****{tail}"),
+        format!("{}{}", &head[..3], "*".repeat(head.len() - 3) + tail),
+    ] {
+        assert!(leaked(shown.as_bytes()).is_some(), "missed {shown:?}");
+    }
+    let masked = format!(
+        "{}{}{}",
+        &CANARY[..FRAGMENT - 1],
+        "*".repeat(10),
+        &CANARY[CANARY.len() - 4..]
+    );
+    assert_eq!(
+        leaked(masked.as_bytes()),
+        None,
+        "{masked:?} shows no 8 characters of it"
+    );
+    assert_eq!(leaked(b"api_key_env: REL_CANARY_SECRET"), None);
+}
 
 const FANOUT: &str = r#"{"fanout": true, "rationale": "two parts", "tasks": [
     {"title": "first part", "body": "a", "assignee": "dumper", "parents": []},
@@ -22,6 +62,35 @@ const FANOUT: &str = r#"{"fanout": true, "rationale": "two parts", "tasks": [
 
 /// Dumps its environment into its workspace, then completes.
 const DUMPER: &str = "env > \"$KANBAN_WORKSPACE/env.txt\"; kanban complete --result dumped";
+
+/// Every CLI call of a scenario, with what it printed, so all of it can be scanned.
+#[derive(Default)]
+struct Transcript(Vec<(String, Output)>);
+
+impl Transcript {
+    fn run(&mut self, b: &Board, args: &[&str]) -> Output {
+        let out = b.kanban(args);
+        self.0.push((format!("kanban {args:?}"), out.clone()));
+        out
+    }
+
+    fn create(&mut self, b: &Board, title: &str) -> TaskId {
+        let out = self.run(b, &["create", title, "--triage", "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        let task: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        task["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    fn assert_clean(&self) {
+        for (what, out) in &self.0 {
+            for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+                if let Some(piece) = leaked(bytes) {
+                    panic!("{what} printed {piece:?} of the key on {stream}");
+                }
+            }
+        }
+    }
+}
 
 fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: bool) {
     let profiles = worker_profile("dumper", DUMPER);
@@ -47,10 +116,11 @@ fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: boo
         "key in prose",
         Reply::text(format!("Sure! By the way your key is {CANARY}.")),
     );
-    let root = b.create(&["fans out", "--triage"]);
+    let mut cli = Transcript::default();
+    let root = cli.create(&b, "fans out");
     let failing: Vec<TaskId> = ["always 500", "echoes the key", "key in prose"]
         .iter()
-        .map(|t| b.create(&[t, "--triage"]))
+        .map(|t| cli.create(&b, t))
         .collect();
     b.start_gateway();
     b.wait_for("the decomposition", || b.task(&root).status != Status::Triage);
@@ -79,71 +149,75 @@ fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: boo
         "every request carried the key"
     );
 
-    // Error messages a person sees: a manual decomposition of each failing card, the
-    // card itself, the effective config.
-    let mut said = Vec::new();
+    // What a person sees: a manual decomposition of each failing card, the card itself,
+    // the effective config, the events and the stats.
     for card in &failing {
-        for args in [
-            vec!["decompose", card.as_str(), "--json"],
-            vec!["decompose", card.as_str()],
-            vec!["show", card.as_str(), "--json"],
-        ] {
-            let out = b.kanban(&args);
-            said.push((format!("kanban {args:?}"), out.stdout, out.stderr));
-        }
+        cli.run(&b, &["decompose", card.as_str(), "--json"]);
+        cli.run(&b, &["decompose", card.as_str()]);
+        cli.run(&b, &["show", card.as_str(), "--json"]);
+        cli.run(&b, &["show", card.as_str()]);
     }
     for args in [
-        vec!["config", "check"],
-        vec!["config", "check", "--json"],
-        vec!["events", "--json"],
-        vec!["stats", "--json"],
+        &["config", "check"][..],
+        &["config", "check", "--json"],
+        &["events"],
+        &["events", "--json"],
+        &["stats", "--json"],
+        &["list", "--json"],
     ] {
-        let out = b.kanban(&args);
-        said.push((format!("kanban {args:?}"), out.stdout, out.stderr));
+        cli.run(&b, args);
     }
-    for (what, stdout, stderr) in &said {
-        assert!(
-            !contains(stdout, CANARY.as_bytes()) && !contains(stderr, CANARY.as_bytes()),
-            "{what} printed the key"
-        );
-    }
+    cli.assert_clean();
 
     // Every byte the product wrote: the database (and its WAL), gateway.json, worker
-    // logs, the workers' environment dumps; and the gateway's log.
+    // logs, the workers' environment dumps, and beside the home the gateway's stdout and
+    // log.
     b.kill_gateway();
     let snapshot = b.snapshot();
     let calls = b.db().llm_calls(None).unwrap();
     assert_eq!(calls.len(), b.fake.requests().len(), "every request billed");
     assert!(calls.iter().any(|c| c.http_status == Some(401)));
     let rows = serde_json::to_string(&(&snapshot, &calls)).unwrap();
-    assert!(!rows.contains(CANARY), "the key is in a row of the board");
-    let dumps: Vec<_> = children
-        .iter()
-        .map(|c| b.path().join("workspaces").join(c.as_str()).join("env.txt"))
-        .collect();
-    for dump in &dumps {
+    if let Some(piece) = leaked(rows.as_bytes()) {
+        panic!("a row of the board holds {piece:?} of the key");
+    }
+    for c in &children {
+        let dump = b.path().join("workspaces").join(c.as_str()).join("env.txt");
         let env = std::fs::read_to_string(dump).unwrap();
         assert!(env.contains("KANBAN_RUN_ID="), "a real dump: {env}");
-        assert!(!env.contains(CANARY), "a worker's environment holds the key");
+        assert_eq!(
+            leaked(env.as_bytes()),
+            None,
+            "a worker's environment holds the key"
+        );
     }
     let log = b.gateway_log();
-    assert!(!log.contains(CANARY), "the gateway log holds the key");
+    assert!(log.contains("gateway started"), "a real log: {log}");
     assert!(!log.contains("panicked"), "{log}");
-    let mut scanned = 0;
-    for file in files_under(&b.path()) {
-        if config_holds_key && file == b.path().join("config.yaml") {
+    let config = b.path().join("config.yaml");
+    let mut scanned = Vec::new();
+    for file in files_under(b.dir.path()) {
+        if config_holds_key && file == config {
             continue;
         }
         let bytes = std::fs::read(&file).unwrap();
-        assert!(
-            !contains(&bytes, CANARY.as_bytes()),
-            "{} holds the key",
-            file.display()
-        );
-        scanned += 1;
+        if let Some(piece) = leaked(&bytes) {
+            panic!("{} holds {piece:?} of the key", file.display());
+        }
+        scanned.push(file);
+    }
+    for must in [
+        b.log_path(),
+        b.stdout_path(),
+        b.db_path(),
+        b.path().join("gateway.json"),
+    ] {
+        assert!(scanned.contains(&must), "{} was not scanned", must.display());
     }
     eprintln!(
-        "scanned {scanned} files, {} requests, log of {} bytes",
+        "scanned {} files and {} CLI calls, {} requests, log of {} bytes",
+        scanned.len(),
+        cli.0.len(),
         calls.len(),
         log.len()
     );

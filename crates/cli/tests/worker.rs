@@ -2,7 +2,9 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::ExitStatus;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use board_core::{transition::Request, Outcome, Status, Store};
@@ -134,11 +136,49 @@ fn set_worker(board: &Board, id: &str, pid: u32) {
         .expect("set worker");
 }
 
+/// A worker started as the gateway would start it, reaped from a thread so that a
+/// killed worker disappears instead of lingering as our zombie.
+struct Worker {
+    pid: u32,
+    exited: mpsc::Receiver<ExitStatus>,
+}
+
+/// How long a reclaimed worker may take to be reaped; the reclaim has already waited
+/// for it to die, so this only covers a slow machine.
+const REAP_WAIT: Duration = Duration::from_secs(30);
+
+impl Worker {
+    /// The worker's exit status, once reaped; kills its group and fails if that takes
+    /// longer than `limit`.
+    fn exit_within(&self, limit: Duration) -> ExitStatus {
+        match self.exited.recv_timeout(limit) {
+            Ok(status) => status,
+            Err(_) => {
+                self.kill();
+                panic!("worker {} still runs {limit:?} after its reclaim", self.pid);
+            }
+        }
+    }
+
+    fn kill(&self) {
+        // SAFETY: signalling the process group this test started.
+        unsafe { libc::kill(-(self.pid as i32), libc::SIGKILL) };
+    }
+}
+
+impl Drop for Worker {
+    /// A test that fails early leaves no worker behind.
+    fn drop(&mut self) {
+        if matches!(self.exited.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+            self.kill();
+        }
+    }
+}
+
 /// Spawns a worker for the task's current run, as the gateway would (its own process
-/// group, the run in its environment), and reaps it from a thread so that a killed
-/// worker disappears instead of lingering as our zombie. The script touches `$READY`
-/// once it is set up; this returns only then.
-fn spawn_worker(board: &Board, id: &str, script: &str) -> (u32, std::thread::JoinHandle<()>) {
+/// group, the run in its environment). The script touches `$READY` once it is set up;
+/// this returns only then.
+fn spawn_worker(board: &Board, id: &str, script: &str) -> Worker {
     let task = get(board, id);
     let ready = board.home().join(format!("{id}.ready"));
     let mut child = std::process::Command::new("sh")
@@ -149,9 +189,15 @@ fn spawn_worker(board: &Board, id: &str, script: &str) -> (u32, std::thread::Joi
         .process_group(0)
         .spawn()
         .expect("spawn sh");
-    let pid = child.id();
-    let reaper = std::thread::spawn(move || {
-        let _ = child.wait();
+    let (sender, exited) = mpsc::channel();
+    let worker = Worker {
+        pid: child.id(),
+        exited,
+    };
+    std::thread::spawn(move || {
+        if let Ok(status) = child.wait() {
+            let _ = sender.send(status);
+        }
     });
     let start = std::time::Instant::now();
     while !ready.exists() {
@@ -161,7 +207,7 @@ fn spawn_worker(board: &Board, id: &str, script: &str) -> (u32, std::thread::Joi
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    (pid, reaper)
+    worker
 }
 
 #[test]
@@ -169,13 +215,14 @@ fn reclaim_stops_a_live_worker() {
     let board = Board::init();
     let id = board.create(&["work"]);
     board.ok(&["claim", &id]);
-    let (pid, reaper) = spawn_worker(&board, &id, "touch \"$READY\"; exec sleep 60");
-    set_worker(&board, &id, pid);
+    let worker = spawn_worker(&board, &id, "touch \"$READY\"; exec sleep 60");
+    set_worker(&board, &id, worker.pid);
     assert_eq!(
         board.json(&["reclaim", &id]),
         json!({"task_id": id, "ok": true, "outcome": "reclaimed"})
     );
-    reaper.join().expect("reaped");
+    let status = worker.exit_within(REAP_WAIT);
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
     let runs = store(&board).runs(&task_id(&id)).expect("runs");
     assert_eq!(runs[0].outcome, Some(Outcome::Reclaimed));
     assert_eq!(get(&board, &id).status, Status::Ready);
@@ -186,13 +233,14 @@ fn reclaim_kills_a_worker_that_ignores_sigterm() {
     let board = Board::init();
     let id = board.create(&["work"]);
     board.ok(&["claim", &id]);
-    let (pid, reaper) = spawn_worker(
+    let worker = spawn_worker(
         &board,
         &id,
         "trap '' TERM; touch \"$READY\"; while :; do sleep 1; done",
     );
-    set_worker(&board, &id, pid);
+    set_worker(&board, &id, worker.pid);
     board.ok(&["reclaim", &id]);
-    reaper.join().expect("reaped");
+    let status = worker.exit_within(REAP_WAIT);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     assert_eq!(get(&board, &id).status, Status::Ready);
 }
