@@ -256,7 +256,7 @@ pub(crate) fn backend(e: postgres::Error) -> StoreError {
 }
 
 /// A driver error in one line: the server's own message and SQLSTATE for a database
-/// error (the driver's `Display` says only "db error").
+/// error (the driver's `Display` says only "db error"), else the error and its causes.
 pub(crate) fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!(
@@ -265,7 +265,18 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
             db.message(),
             db.code().code()
         ),
-        None => e.to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                let cause_text = cause.to_string();
+                if !text.contains(&cause_text) {
+                    text = format!("{text}: {cause_text}");
+                }
+                source = cause.source();
+            }
+            text
+        }
     }
 }
 

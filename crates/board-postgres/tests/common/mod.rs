@@ -24,10 +24,13 @@ pub fn admin() -> Client {
     let url = url();
     match Client::connect(&url, NoTls) {
         Ok(client) => client,
-        Err(e) => panic!(
-            "PostgreSQL is unreachable at {} ({e}); start it or set KANBAN_TEST_DATABASE_URL",
-            redact_url(&url)
-        ),
+        Err(e) => {
+            let cause = std::error::Error::source(&e).map_or_else(String::new, |c| format!(": {c}"));
+            panic!(
+                "PostgreSQL is unreachable at {} ({e}{cause}); start it or set KANBAN_TEST_DATABASE_URL",
+                redact_url(&url)
+            )
+        }
     }
 }
 
