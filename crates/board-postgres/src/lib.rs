@@ -18,6 +18,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod apply;
 mod pool;
 mod rows;
 mod schema;
@@ -84,7 +85,7 @@ pub enum OpenError {
 /// Advisory lock classes (the first key of `pg_advisory_xact_lock(int, int)`; the
 /// second is the schema's hash, so boards in one database never wait on each other).
 #[derive(Clone, Copy)]
-enum LockClass {
+pub(crate) enum LockClass {
     Migrate = 0x4B42_5201,
     Links = 0x4B42_5202,
     Events = 0x4B42_5203,
@@ -161,12 +162,12 @@ impl PgStore {
             });
         };
         let key = schema_key(&schema);
-        let found = identity(&mut lease.client).map_err(database)?;
-        check_identity(&target, &found)?;
+        let found = schema::identity(&mut lease.client).map_err(database)?;
+        schema::check_identity(&target, &found)?;
         if found.version != SCHEMA_VERSION {
-            migrate(&mut lease.client, &target, key).map_err(|e| match e {
-                Migration::Refused(refusal) => refusal,
-                Migration::Failed(e) => database(e),
+            schema::migrate(&mut lease.client, &target, key).map_err(|e| match e {
+                schema::Migration::Refused(refusal) => refusal,
+                schema::Migration::Failed(e) => database(e),
             })?;
         }
         drop(lease);
@@ -302,104 +303,4 @@ fn create_schema(client: &mut Client, schema: &str) -> Result<(), postgres::Erro
 
 fn current_schema(client: &mut Client) -> Result<Option<String>, postgres::Error> {
     Ok(client.query_one("SELECT current_schema()::text", &[])?.get(0))
-}
-
-/// What the schema says it is.
-struct Identity {
-    /// `(application_id, schema_version)` from `kanban_meta`, when it has a row.
-    stamp: Option<(i64, i64)>,
-    /// Tables, views and sequences in the schema.
-    objects: i64,
-    version: i64,
-}
-
-fn identity(client: &mut impl postgres::GenericClient) -> Result<Identity, postgres::Error> {
-    let row = client.query_one(
-        "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')),
-                EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                  WHERE n.nspname = current_schema() AND c.relname = 'kanban_meta')",
-        &[],
-    )?;
-    let (objects, stamped): (i64, bool) = (row.get(0), row.get(1));
-    let stamp = if stamped {
-        client
-            .query_opt(
-                "SELECT application_id, schema_version FROM kanban_meta LIMIT 1",
-                &[],
-            )?
-            .map(|r| (r.get(0), r.get(1)))
-    } else {
-        None
-    };
-    Ok(Identity {
-        version: stamp.map_or(0, |(_, v)| v),
-        stamp,
-        objects,
-    })
-}
-
-/// Refuses a schema that is not an empty one or one of our boards at a version this
-/// binary knows.
-fn check_identity(target: &str, found: &Identity) -> Result<(), OpenError> {
-    let foreign = |found: String| OpenError::Foreign {
-        target: target.to_owned(),
-        found,
-    };
-    match found.stamp {
-        Some((app, _)) if app != APPLICATION_ID => {
-            return Err(foreign(format!(
-                "a schema of another application (application id {app:#x})"
-            )));
-        }
-        None if found.objects > 0 => {
-            return Err(foreign(format!(
-                "a schema of another application ({} tables, no kanban stamp)",
-                found.objects
-            )));
-        }
-        _ => {}
-    }
-    if found.version > SCHEMA_VERSION {
-        return Err(OpenError::Newer {
-            target: target.to_owned(),
-            found: found.version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
-}
-
-enum Migration {
-    Refused(OpenError),
-    Failed(postgres::Error),
-}
-
-impl From<postgres::Error> for Migration {
-    fn from(e: postgres::Error) -> Migration {
-        Migration::Failed(e)
-    }
-}
-
-/// Applies the missing migrations and the new stamp in one transaction, under the
-/// schema's migration lock; the identity is read again under it, since another process
-/// may have migrated meanwhile.
-fn migrate(client: &mut Client, target: &str, key: i32) -> Result<(), Migration> {
-    let mut tx = client.transaction()?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1, $2)",
-        &[&(LockClass::Migrate as i32), &key],
-    )?;
-    let found = identity(&mut tx)?;
-    check_identity(target, &found).map_err(Migration::Refused)?;
-    for sql in schema::MIGRATIONS.iter().skip(found.version as usize) {
-        tx.batch_execute(sql)?;
-    }
-    tx.execute("DELETE FROM kanban_meta", &[])?;
-    tx.execute(
-        "INSERT INTO kanban_meta (application_id, schema_version) VALUES ($1, $2)",
-        &[&APPLICATION_ID, &SCHEMA_VERSION],
-    )?;
-    tx.commit()?;
-    Ok(())
 }

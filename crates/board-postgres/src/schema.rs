@@ -7,6 +7,10 @@
 //! `kanban_meta` holds one row, `(application_id, schema_version)`, rewritten by the
 //! transaction that migrates. A migration is appended, never edited.
 
+use postgres::Client;
+
+use crate::{LockClass, OpenError};
+
 /// "KBRD": the application id stamped on every board, as on the SQLite file.
 pub const APPLICATION_ID: i64 = 0x4B42_5244;
 
@@ -134,3 +138,103 @@ pub(crate) const MIGRATIONS: &[&str] = &[
 
 /// The schema version this binary writes and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What the schema says it is.
+pub(crate) struct Identity {
+    /// `(application_id, schema_version)` from `kanban_meta`, when it has a row.
+    stamp: Option<(i64, i64)>,
+    /// Tables, views and sequences in the schema.
+    objects: i64,
+    pub version: i64,
+}
+
+pub(crate) fn identity(client: &mut impl postgres::GenericClient) -> Result<Identity, postgres::Error> {
+    let row = client.query_one(
+        "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')),
+                EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = current_schema() AND c.relname = 'kanban_meta')",
+        &[],
+    )?;
+    let (objects, stamped): (i64, bool) = (row.get(0), row.get(1));
+    let stamp = if stamped {
+        client
+            .query_opt(
+                "SELECT application_id, schema_version FROM kanban_meta LIMIT 1",
+                &[],
+            )?
+            .map(|r| (r.get(0), r.get(1)))
+    } else {
+        None
+    };
+    Ok(Identity {
+        version: stamp.map_or(0, |(_, v)| v),
+        stamp,
+        objects,
+    })
+}
+
+/// Refuses a schema that is not an empty one or one of our boards at a version this
+/// binary knows.
+pub(crate) fn check_identity(target: &str, found: &Identity) -> Result<(), OpenError> {
+    let foreign = |found: String| OpenError::Foreign {
+        target: target.to_owned(),
+        found,
+    };
+    match found.stamp {
+        Some((app, _)) if app != APPLICATION_ID => {
+            return Err(foreign(format!(
+                "a schema of another application (application id {app:#x})"
+            )));
+        }
+        None if found.objects > 0 => {
+            return Err(foreign(format!(
+                "a schema of another application ({} tables, no kanban stamp)",
+                found.objects
+            )));
+        }
+        _ => {}
+    }
+    if found.version > SCHEMA_VERSION {
+        return Err(OpenError::Newer {
+            target: target.to_owned(),
+            found: found.version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+pub(crate) enum Migration {
+    Refused(OpenError),
+    Failed(postgres::Error),
+}
+
+impl From<postgres::Error> for Migration {
+    fn from(e: postgres::Error) -> Migration {
+        Migration::Failed(e)
+    }
+}
+
+/// Applies the missing migrations and the new stamp in one transaction, under the
+/// schema's migration lock; the identity is read again under it, since another process
+/// may have migrated meanwhile.
+pub(crate) fn migrate(client: &mut Client, target: &str, key: i32) -> Result<(), Migration> {
+    let mut tx = client.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, $2)",
+        &[&(LockClass::Migrate as i32), &key],
+    )?;
+    let found = identity(&mut tx)?;
+    check_identity(target, &found).map_err(Migration::Refused)?;
+    for sql in MIGRATIONS.iter().skip(found.version as usize) {
+        tx.batch_execute(sql)?;
+    }
+    tx.execute("DELETE FROM kanban_meta", &[])?;
+    tx.execute(
+        "INSERT INTO kanban_meta (application_id, schema_version) VALUES ($1, $2)",
+        &[&APPLICATION_ID, &SCHEMA_VERSION],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
