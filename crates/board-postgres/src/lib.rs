@@ -30,7 +30,7 @@ use std::fmt;
 use std::time::Duration;
 
 use board_core::{StoreError, StoreResult};
-use postgres::{Client, IsolationLevel};
+use postgres::Client;
 
 use crate::pool::{Lease, Pool};
 use crate::tx::Tx;
@@ -49,6 +49,8 @@ pub struct Options {
     pub max_connections: usize,
     /// How long connecting, or waiting for a free connection, may take.
     pub connect_timeout: Duration,
+    /// The `application_name` of the store's sessions, as `pg_stat_activity` shows it.
+    pub application_name: String,
 }
 
 impl Default for Options {
@@ -57,6 +59,7 @@ impl Default for Options {
             schema: None,
             max_connections: 4,
             connect_timeout: Duration::from_secs(10),
+            application_name: "kanban".to_owned(),
         }
     }
 }
@@ -136,7 +139,7 @@ impl PgStore {
         let scrub = |message: String| url::scrub(message, password.as_deref());
         config
             .connect_timeout(options.connect_timeout)
-            .application_name("kanban");
+            .application_name(&options.application_name);
         let setup = options
             .schema
             .as_deref()
@@ -200,18 +203,37 @@ impl PgStore {
         }
     }
 
+    /// Checks out a connection and runs `begin` on it. A connection that the server
+    /// closed while it sat in the pool fails here, before any statement of the
+    /// transaction ran: it is dropped and the next one tried, so a restarted server
+    /// or a terminated session costs no call an error.
+    fn begin(&self, begin: &'static str) -> StoreResult<Lease<'_>> {
+        let mut tries = self.pool.max() + 1;
+        loop {
+            let mut lease = self.lease()?;
+            match lease.client.batch_execute(begin) {
+                Ok(()) => return Ok(lease),
+                Err(e) => {
+                    lease.broken = true;
+                    tries -= 1;
+                    if !(session_ended(&e) || lease.client.is_closed()) || tries == 0 {
+                        return Err(self.named(backend(e)));
+                    }
+                }
+            }
+        }
+    }
+
     /// Runs `f` in one READ COMMITTED transaction and commits when it succeeds. A
     /// deadlock or a clash of fresh keys rolls the whole attempt back and runs it
     /// again, a bounded number of times.
     fn write<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         const ATTEMPTS: u32 = 8;
-        let mut lease = self.lease()?;
         let events_lock = self.lock_key(LockClass::Events);
         let mut attempt = 1;
         loop {
-            let conn = &mut *lease;
-            let tx = conn.client.transaction().map_err(|e| self.named(backend(e)))?;
-            let mut tx = Tx::new(tx, &mut conn.statements);
+            let mut lease = self.begin("BEGIN")?;
+            let mut tx = Tx::new(&mut lease);
             let (error, retry) = match f(&mut tx) {
                 Ok(out) => match tx.commit(events_lock) {
                     Ok(()) => return Ok(out),
@@ -235,21 +257,18 @@ impl PgStore {
     /// Runs `f` in one read-only REPEATABLE READ transaction: one consistent view
     /// across its statements.
     fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        let mut lease = self.lease()?;
-        let conn = &mut *lease;
-        let tx = conn
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(|e| self.named(backend(e)))?;
-        let mut tx = Tx::new(tx, &mut conn.statements);
+        let mut lease = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        let mut tx = Tx::new(&mut lease);
         let out = f(&mut tx).map_err(|e| self.named(e))?;
         tx.commit(self.lock_key(LockClass::Events))
             .map_err(|(e, _)| self.named(e))?;
         Ok(out)
     }
+}
+
+/// The error ended the session (the server closed it, or said FATAL before closing).
+fn session_ended(e: &postgres::Error) -> bool {
+    e.is_closed() || e.as_db_error().is_some_and(|db| db.severity() == "FATAL")
 }
 
 pub(crate) fn backend(e: postgres::Error) -> StoreError {

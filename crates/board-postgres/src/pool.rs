@@ -18,6 +18,8 @@ use postgres::{Client, NoTls, Statement};
 pub(crate) struct Conn {
     pub client: Client,
     pub statements: HashMap<&'static str, Statement>,
+    /// Set when the connection is in an unknown state: it is closed, not returned.
+    pub broken: bool,
 }
 
 pub(crate) struct Pool {
@@ -42,6 +44,11 @@ pub(crate) struct Lease<'p> {
 }
 
 impl Pool {
+    /// The most connections open at once.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     pub fn new(config: postgres::Config, setup: Option<String>, max: usize, wait: Duration) -> Pool {
         Pool {
             config,
@@ -112,6 +119,7 @@ impl Pool {
         Ok(Conn {
             client,
             statements: HashMap::new(),
+            broken: false,
         })
     }
 }
@@ -137,7 +145,7 @@ impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
         let mut state = self.pool.state();
-        if conn.client.is_closed() {
+        if conn.broken || conn.client.is_closed() {
             state.open -= 1;
         } else {
             state.idle.push(conn);

@@ -1,13 +1,13 @@
 //! One transaction on one pooled connection: statements prepared once per connection,
 //! events held back until the end, and a note of whether a failure is worth a retry.
 
-use std::collections::HashMap;
-
 use board_core::transition::NewEvent;
 use board_core::{StoreError, StoreResult, TaskId, Timestamp};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Row, Statement, Transaction};
+use postgres::{Row, Statement};
+
+use crate::pool::Conn;
 
 pub(crate) type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
 
@@ -20,9 +20,11 @@ struct PendingEvent {
     created_at: Timestamp,
 }
 
+/// A transaction begun on `conn` (see `PgStore::begin`); rolled back when dropped
+/// uncommitted.
 pub(crate) struct Tx<'a> {
-    tx: Transaction<'a>,
-    statements: &'a mut HashMap<&'static str, Statement>,
+    conn: &'a mut Conn,
+    open: bool,
     events: Vec<PendingEvent>,
     /// The last failure was a deadlock, a serialization failure or a clash of fresh
     /// unique keys: running the whole transaction again may succeed.
@@ -45,10 +47,10 @@ fn retryable(e: &postgres::Error) -> bool {
 }
 
 impl<'a> Tx<'a> {
-    pub fn new(tx: Transaction<'a>, statements: &'a mut HashMap<&'static str, Statement>) -> Tx<'a> {
+    pub fn new(conn: &'a mut Conn) -> Tx<'a> {
         Tx {
-            tx,
-            statements,
+            conn,
+            open: true,
             events: Vec::new(),
             retry: false,
         }
@@ -64,32 +66,44 @@ impl<'a> Tx<'a> {
     }
 
     fn prepare(&mut self, sql: &'static str) -> StoreResult<Statement> {
-        if let Some(statement) = self.statements.get(sql) {
+        if let Some(statement) = self.conn.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.tx.prepare(sql).map_err(|e| self.fail(e))?;
-        self.statements.insert(sql, statement.clone());
+        let statement = self.conn.client.prepare(sql).map_err(|e| self.fail(e))?;
+        self.conn.statements.insert(sql, statement.clone());
         Ok(statement)
     }
 
     pub fn query(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Vec<Row>> {
         let statement = self.prepare(sql)?;
-        self.tx.query(&statement, params).map_err(|e| self.fail(e))
+        self.conn
+            .client
+            .query(&statement, params)
+            .map_err(|e| self.fail(e))
     }
 
     pub fn query_opt(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Option<Row>> {
         let statement = self.prepare(sql)?;
-        self.tx.query_opt(&statement, params).map_err(|e| self.fail(e))
+        self.conn
+            .client
+            .query_opt(&statement, params)
+            .map_err(|e| self.fail(e))
     }
 
     pub fn query_one(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Row> {
         let statement = self.prepare(sql)?;
-        self.tx.query_one(&statement, params).map_err(|e| self.fail(e))
+        self.conn
+            .client
+            .query_one(&statement, params)
+            .map_err(|e| self.fail(e))
     }
 
     pub fn execute(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<u64> {
         let statement = self.prepare(sql)?;
-        self.tx.execute(&statement, params).map_err(|e| self.fail(e))
+        self.conn
+            .client
+            .execute(&statement, params)
+            .map_err(|e| self.fail(e))
     }
 
     /// Queues events for `task_id`; they are inserted at commit (see [`Tx::commit`]).
@@ -118,7 +132,8 @@ impl<'a> Tx<'a> {
         if let Err(e) = inserted {
             return Err((e, self.retry));
         }
-        self.tx.commit().map_err(|e| {
+        self.open = false;
+        self.conn.client.batch_execute("COMMIT").map_err(|e| {
             let retry = retryable(&e);
             (StoreError::Backend(crate::describe(&e)), retry)
         })
@@ -137,5 +152,14 @@ impl<'a> Tx<'a> {
             )?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open && self.conn.client.batch_execute("ROLLBACK").is_err() {
+            // Still inside a transaction, or gone: either way never to be reused.
+            self.conn.broken = true;
+        }
     }
 }
