@@ -47,6 +47,35 @@ use crate::rows::{self, comment_columns, event_columns, llm_call_columns, run_co
 use crate::tx::Params;
 use crate::{LockClass, PgStore};
 
+/// The dispatcher's reads: each an index range of `tasks_by_status` or
+/// `tasks_triage_due`, so their cost follows the rows they return, not the board's size
+/// (see `PgStore::explain_dispatcher_reads`).
+const CLAIMABLE: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1"
+);
+const EXPIRED_LEASES: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'running' AND claim_expires <= $1 ORDER BY claim_expires, id LIMIT $2"
+);
+const RUNNING: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, seq"
+);
+const DUE_TRIAGE: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks t
+     WHERE t.status = 'triage' AND NOT t.decompose_parked
+       AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= $1)
+       AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
+       AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
+     ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
+);
+
 /// One statement per shape of filter, so that a status filter is an index range of
 /// tasks_by_status rather than a scan of the whole board.
 macro_rules! list_sql {
@@ -317,48 +346,22 @@ impl Store for PgStore {
     }
 
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1"
-        );
         let limit = self::limit(Some(limit));
-        self.read(|tx| tasks(tx, sql, &[&limit]))
+        self.read(|tx| tasks(tx, CLAIMABLE, &[&limit]))
     }
 
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE status = 'running' AND claim_expires <= $1 ORDER BY claim_expires, id LIMIT $2"
-        );
         let limit = self::limit(Some(limit));
-        self.read(|tx| tasks(tx, sql, &[&now, &limit]))
+        self.read(|tx| tasks(tx, EXPIRED_LEASES, &[&now, &limit]))
     }
 
     fn running(&self) -> StoreResult<Vec<Task>> {
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, seq"
-        );
-        self.read(|tx| tasks(tx, sql, &[]))
+        self.read(|tx| tasks(tx, RUNNING, &[]))
     }
 
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        // Served by tasks_triage_due: cooling cards cost an index range, parked ones nothing.
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks t
-             WHERE t.status = 'triage' AND NOT t.decompose_parked
-               AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= $1)
-               AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
-               AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
-             ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
-        );
         let limit = self::limit(Some(limit));
-        self.read(|tx| tasks(tx, sql, &[&now, &limit]))
+        self.read(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
     }
 
     fn commit_plan(
@@ -498,6 +501,31 @@ impl PgStore {
                 });
             }
             Ok(claims)
+        })
+    }
+
+    /// How PostgreSQL plans the dispatcher's reads on this board now: one `EXPLAIN`
+    /// text per read (`claimable`, `expired_leases`, `running`, `due_triage`), with
+    /// `now` as the clock and a limit of 64.
+    pub fn explain_dispatcher_reads(&self, now: Timestamp) -> StoreResult<Vec<(&'static str, String)>> {
+        let limit = Some(64i64);
+        let reads: [(&'static str, &str, Params<'_>); 4] = [
+            ("claimable", CLAIMABLE, &[&limit]),
+            ("expired_leases", EXPIRED_LEASES, &[&now, &limit]),
+            ("running", RUNNING, &[]),
+            ("due_triage", DUE_TRIAGE, &[&now, &limit]),
+        ];
+        self.read(|tx| {
+            let mut plans = Vec::with_capacity(reads.len());
+            for (name, sql, params) in reads {
+                let lines = tx.query_uncached(&format!("EXPLAIN {sql}"), params)?;
+                let text: Vec<String> = lines
+                    .iter()
+                    .map(|r| r.try_get(0).map_err(crate::backend))
+                    .collect::<StoreResult<_>>()?;
+                plans.push((name, text.join("\n")));
+            }
+            Ok(plans)
         })
     }
 }

@@ -82,6 +82,11 @@ impl<'a> Tx<'a> {
             .map_err(|e| self.fail(e))
     }
 
+    /// A statement run once (not kept in the cache).
+    pub fn query_uncached(&mut self, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
+        self.conn.client.query(sql, params).map_err(|e| self.fail(e))
+    }
+
     pub fn query_opt(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Option<Row>> {
         let statement = self.prepare(sql)?;
         self.conn
