@@ -4,4 +4,4 @@
 
 mod common;
 
-board_core::store_conformance_tests!(common::fresh(), cases = 48, race_rounds = 100);
+board_core::store_conformance_tests!(common::fresh(), cases = 80, race_rounds = 100);
