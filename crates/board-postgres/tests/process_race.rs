@@ -59,6 +59,9 @@ fn race(store: &PgStore, role: &str, task: &TaskId, run: i64) -> bool {
             store.reclaim(task, Some(run), None, &NoWorkers, 2).unwrap() == ReclaimOutcome::Reclaimed
         }
         "complete" => {
+            // The reclaimer reads the task before it writes; so does the completer, so
+            // that neither side has a head start and both outcomes occur.
+            store.get(task).unwrap();
             let guarded = Completion {
                 expected_run_id: Some(run),
                 ..Completion::default()
