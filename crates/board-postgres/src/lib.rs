@@ -41,9 +41,9 @@ pub use url::redact_url;
 /// How to open a board.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The schema that holds the board, created when absent. `None`: the first schema
-    /// of the connection's `search_path` (`public` unless the URL sets
-    /// `?options=-csearch_path%3D...`).
+    /// The schema that holds the board, created when absent. `None`: the connection's
+    /// current schema, the first existing one of its `search_path` (which a URL can set
+    /// with `?options=-csearch_path%3Dboard`; `public` by default).
     pub schema: Option<String>,
     /// The most connections this store opens at once (they open as needed).
     pub max_connections: usize,

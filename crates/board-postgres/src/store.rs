@@ -28,8 +28,14 @@
 //! - Events take the board's event lock at commit (see `Tx::commit`), so event ids
 //!   appear in commit order.
 //!
-//! A deadlock among these (rare: locks go parent before child, ids in order) rolls the
-//! attempt back, and `PgStore::write` runs it again.
+//! - `unlink` locks the child before deleting the link, so its promotion is decided on
+//!   the parents left.
+//!
+//! Locks rather than SERIALIZABLE: writers on different tasks read overlapping ranges
+//! (the links of a parent, the runs index), which SERIALIZABLE would turn into
+//! serialization failures and retries under load; with locks only writers of the same
+//! rows meet, and they queue. A deadlock among these (rare: locks go parent before
+//! child, ids in order) rolls the attempt back, and `PgStore::write` runs it again.
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
