@@ -33,7 +33,7 @@ use board_core::{StoreError, StoreResult};
 use postgres::Client;
 
 use crate::pool::{Lease, Pool};
-use crate::tx::Tx;
+use crate::tx::{session_ended, Tx};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use url::redact_url;
@@ -233,7 +233,7 @@ impl PgStore {
         let mut attempt = 1;
         loop {
             let mut lease = self.begin("BEGIN")?;
-            let mut tx = Tx::new(&mut lease);
+            let mut tx = Tx::begun(&mut lease);
             let (error, retry) = match f(&mut tx) {
                 Ok(out) => match tx.commit(events_lock) {
                     Ok(()) => return Ok(out),
@@ -254,21 +254,33 @@ impl PgStore {
         }
     }
 
+    /// Runs `f`, a single statement, outside any transaction: one statement is its own
+    /// consistent view, and BEGIN and COMMIT would double its round trips. A session
+    /// the server ended is replaced and the read run again.
+    fn read_one<T>(&self, f: impl Fn(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut tries = self.pool.max() + 1;
+        loop {
+            let mut lease = self.lease()?;
+            let mut tx = Tx::single(&mut lease);
+            let result = f(&mut tx);
+            if result.is_err() && tx.session_ended() && tries > 1 {
+                tries -= 1;
+                continue;
+            }
+            return result.map_err(|e| self.named(e));
+        }
+    }
+
     /// Runs `f` in one read-only REPEATABLE READ transaction: one consistent view
     /// across its statements.
     fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut lease = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-        let mut tx = Tx::new(&mut lease);
+        let mut tx = Tx::begun(&mut lease);
         let out = f(&mut tx).map_err(|e| self.named(e))?;
         tx.commit(self.lock_key(LockClass::Events))
             .map_err(|(e, _)| self.named(e))?;
         Ok(out)
     }
-}
-
-/// The error ended the session (the server closed it, or said FATAL before closing).
-fn session_ended(e: &postgres::Error) -> bool {
-    e.is_closed() || e.as_db_error().is_some_and(|db| db.severity() == "FATAL")
 }
 
 pub(crate) fn backend(e: postgres::Error) -> StoreError {

@@ -142,13 +142,13 @@ impl Store for PgStore {
     }
 
     fn get(&self, id: &TaskId) -> StoreResult<Task> {
-        self.read(|tx| task_by(tx, GET_TASK, id))
+        self.read_one(|tx| task_by(tx, GET_TASK, id))
     }
 
     fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
         let status = filter.status.map(|s| s.as_str());
         let params: Params<'_> = &[&status, &filter.assignee, &limit(filter.limit)];
-        self.read(|tx| tasks(tx, list_statement(filter), params))
+        self.read_one(|tx| tasks(tx, list_statement(filter), params))
     }
 
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
@@ -353,21 +353,21 @@ impl Store for PgStore {
 
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
         let limit = self::limit(Some(limit));
-        self.read(|tx| tasks(tx, CLAIMABLE, &[&limit]))
+        self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit]))
     }
 
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let limit = self::limit(Some(limit));
-        self.read(|tx| tasks(tx, EXPIRED_LEASES, &[&now, &limit]))
+        self.read_one(|tx| tasks(tx, EXPIRED_LEASES, &[&now, &limit]))
     }
 
     fn running(&self) -> StoreResult<Vec<Task>> {
-        self.read(|tx| tasks(tx, RUNNING, &[]))
+        self.read_one(|tx| tasks(tx, RUNNING, &[]))
     }
 
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let limit = self::limit(Some(limit));
-        self.read(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
+        self.read_one(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
     }
 
     fn commit_plan(
@@ -431,7 +431,7 @@ impl Store for PgStore {
     }
 
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {
-        self.read(|tx| {
+        self.read_one(|tx| {
             let found = match task_id {
                 Some(id) => tx.query(
                     concat!(

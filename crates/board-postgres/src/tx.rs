@@ -20,15 +20,23 @@ struct PendingEvent {
     created_at: Timestamp,
 }
 
-/// A transaction begun on `conn` (see `PgStore::begin`); rolled back when dropped
-/// uncommitted.
+/// Statements on one connection: a transaction begun on it (see `PgStore::begin`),
+/// rolled back when dropped uncommitted, or single statements run on their own.
 pub(crate) struct Tx<'a> {
     conn: &'a mut Conn,
+    /// A transaction is open: commit or roll back.
     open: bool,
+    /// The last failure ended the session.
+    ended: bool,
     events: Vec<PendingEvent>,
     /// The last failure was a deadlock, a serialization failure or a clash of fresh
     /// unique keys: running the whole transaction again may succeed.
     retry: bool,
+}
+
+/// The error ended the session (the server closed it, or said FATAL before closing).
+pub(crate) fn session_ended(e: &postgres::Error) -> bool {
+    e.is_closed() || e.as_db_error().is_some_and(|db| db.severity() == "FATAL")
 }
 
 /// Retrying after these is safe: the transaction rolled back whole, and running it
@@ -47,13 +55,28 @@ fn retryable(e: &postgres::Error) -> bool {
 }
 
 impl<'a> Tx<'a> {
-    pub fn new(conn: &'a mut Conn) -> Tx<'a> {
+    /// Statements inside the transaction begun on `conn`.
+    pub fn begun(conn: &'a mut Conn) -> Tx<'a> {
+        Tx::on(conn, true)
+    }
+
+    /// Statements each on their own (no events: those need a transaction).
+    pub fn single(conn: &'a mut Conn) -> Tx<'a> {
+        Tx::on(conn, false)
+    }
+
+    fn on(conn: &'a mut Conn, open: bool) -> Tx<'a> {
         Tx {
             conn,
-            open: true,
+            open,
+            ended: false,
             events: Vec::new(),
             retry: false,
         }
+    }
+
+    pub fn session_ended(&self) -> bool {
+        self.ended
     }
 
     pub fn should_retry(&self) -> bool {
@@ -62,6 +85,8 @@ impl<'a> Tx<'a> {
 
     fn fail(&mut self, e: postgres::Error) -> StoreError {
         self.retry = retryable(&e);
+        self.ended = session_ended(&e);
+        self.conn.broken |= self.ended;
         StoreError::Backend(crate::describe(&e))
     }
 

@@ -18,7 +18,7 @@ fn terminated_sessions_are_replaced_without_an_error() {
     let store = PgStore::open(&common::url(), &options).unwrap();
     let task = store.create(&NewTask::titled("before"), 1).unwrap();
     let mut admin = common::admin();
-    for round in 0..3 {
+    let mut terminate = |round: usize| {
         let ended: i64 = admin
             .query_one(
                 "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -28,14 +28,23 @@ fn terminated_sessions_are_replaced_without_an_error() {
             .unwrap()
             .get(0);
         assert!(ended >= 1, "round {round}: the store had a session to end");
+    };
+    for round in 0..3 {
+        terminate(round);
         assert_eq!(
             store.get(&task.id).unwrap().id,
             task.id,
-            "round {round}: read after termination"
+            "round {round}: a single read"
         );
+        terminate(round);
+        assert!(
+            store.runs(&task.id).unwrap().is_empty(),
+            "round {round}: a read transaction"
+        );
+        terminate(round);
         store
             .create(&NewTask::titled(format!("after {round}")), 2)
-            .unwrap_or_else(|e| panic!("round {round}: write after termination: {e}"));
+            .unwrap_or_else(|e| panic!("round {round}: a write: {e}"));
     }
     assert_eq!(store.list(&Default::default()).unwrap().len(), 4);
 }
