@@ -43,33 +43,32 @@ pub(crate) fn all<T>(rows: Vec<Row>, map: fn(&Row) -> StoreResult<T>) -> StoreRe
     rows.iter().map(map).collect()
 }
 
-/// The facts of `task`, read after its row (locked by a writer).
+/// The facts of `task`, read (in one statement) after its row was read, and locked by a
+/// writer.
 pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
-    let id = task.id.as_str();
-    let newest_run = tx
-        .query_opt(
-            concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM task_runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1"
-            ),
-            &[&id],
-        )?
-        .map(|r| rows::run(&r))
-        .transpose()?;
-    let counts = tx.query_one(
-        "SELECT (SELECT count(*) FROM task_runs WHERE task_id = $1),
-                (SELECT count(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                  WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')),
-                EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = 'decomposed')",
-        &[&id],
+    let row = tx.query_one(
+        concat!(
+            "SELECT (SELECT count(*) FROM task_runs WHERE task_id = $1) AS run_count,
+                    (SELECT count(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                      WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) AS open_parents,
+                    EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = 'decomposed')
+                      AS decomposed,
+                    newest.*
+             FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ",
+            run_columns!(),
+            " FROM task_runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1) AS newest ON TRUE"
+        ),
+        &[&task.id.as_str()],
     )?;
-    let read = |i: usize| counts.try_get::<_, i64>(i).map_err(crate::backend);
+    let has_run = row
+        .try_get::<_, Option<i64>>("id")
+        .map_err(crate::backend)?
+        .is_some();
     Ok(TaskFacts {
-        run_count: read(0)?,
-        open_parents: read(1)?,
-        decomposed: counts.try_get(2).map_err(crate::backend)?,
-        newest_run,
+        run_count: row.try_get("run_count").map_err(crate::backend)?,
+        open_parents: row.try_get("open_parents").map_err(crate::backend)?,
+        decomposed: row.try_get("decomposed").map_err(crate::backend)?,
+        newest_run: if has_run { Some(rows::run(&row)?) } else { None },
         task,
     })
 }
