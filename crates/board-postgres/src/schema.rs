@@ -227,6 +227,10 @@ pub(crate) fn migrate(client: &mut Client, target: &str, key: i32) -> Result<(),
     )?;
     let found = identity(&mut tx)?;
     check_identity(target, &found).map_err(Migration::Refused)?;
+    if found.version == SCHEMA_VERSION {
+        // Migrated by another process while this one waited: nothing to write.
+        return Ok(());
+    }
     for sql in MIGRATIONS.iter().skip(found.version as usize) {
         tx.batch_execute(sql)?;
     }
