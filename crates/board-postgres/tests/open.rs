@@ -182,3 +182,24 @@ fn the_password_never_shows_in_debug_or_storage_errors() {
     assert_hidden(&e.to_string());
     assert!(e.to_string().contains("***"), "{e}");
 }
+
+#[test]
+fn the_url_can_name_the_schema_through_search_path() {
+    let schema = TestSchema::new();
+    let base = url();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let with_path = format!("{base}{separator}options=-csearch_path%3D{}", schema.name);
+    let store = PgStore::open(&with_path, &Options::default()).expect("open through the URL");
+    store.create(&NewTask::titled("placed by the URL"), 1).unwrap();
+    assert_eq!(
+        stamp(&schema),
+        vec![format!("({APPLICATION_ID},{SCHEMA_VERSION})")]
+    );
+    let tasks = schema
+        .dump()
+        .into_iter()
+        .find(|(table, _)| table == "tasks")
+        .unwrap()
+        .1;
+    assert_eq!(tasks.len(), 1);
+}
