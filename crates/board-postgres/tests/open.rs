@@ -203,3 +203,17 @@ fn the_url_can_name_the_schema_through_search_path() {
         .1;
     assert_eq!(tasks.len(), 1);
 }
+
+#[test]
+fn a_malformed_url_is_refused_in_one_line_without_its_password() {
+    let url = format!("postgres://kanban:{PASSWORD}@127.0.0.1:not-a-port/test");
+    let e = PgStore::open(&url, &Options::default()).expect_err("the port is not a number");
+    assert!(matches!(e, OpenError::Url { .. }), "{e:?}");
+    let shown = e.to_string();
+    assert_hidden(&shown);
+    assert_hidden(&format!("{e:?}"));
+    assert!(
+        shown.contains("not a usable database URL") && !shown.contains('\n'),
+        "{shown}"
+    );
+}
