@@ -1,0 +1,273 @@
+//! The pieces every write is made of: tasks read (and locked) by id, their facts, the
+//! compare-and-set write of a task row, run upserts, new tasks and links, and the
+//! promotion of the children a change releases. The locking rules they follow are in
+//! `store.rs`.
+
+use board_core::graph;
+use board_core::transition::{decide, Change, Fresh, TaskFacts};
+use board_core::{Link, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
+use postgres::types::ToSql;
+use postgres::Row;
+
+use crate::random_bytes;
+use crate::rows::{self, run_columns, task_columns, task_placeholders};
+use crate::tx::{Params, Tx};
+
+pub(crate) const GET_TASK: &str = concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = $1");
+/// The lock of a write that decides on the task.
+pub(crate) const LOCK_TASK: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE id = $1 FOR NO KEY UPDATE"
+);
+/// The lock of a write that relies on the task's status staying as read.
+pub(crate) const SHARE_TASK: &str =
+    concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = $1 FOR SHARE");
+
+pub(crate) fn no_such(id: &TaskId) -> StoreError {
+    Refusal::NoSuchTask(id.clone()).into()
+}
+
+pub(crate) fn task_by(tx: &mut Tx<'_>, sql: &'static str, id: &TaskId) -> StoreResult<Task> {
+    match tx.query_opt(sql, &[&id.as_str()])? {
+        Some(row) => rows::task(&row),
+        None => Err(no_such(id)),
+    }
+}
+
+pub(crate) fn tasks(tx: &mut Tx<'_>, sql: &'static str, params: Params<'_>) -> StoreResult<Vec<Task>> {
+    tx.query(sql, params)?.iter().map(rows::task).collect()
+}
+
+pub(crate) fn all<T>(rows: Vec<Row>, map: fn(&Row) -> StoreResult<T>) -> StoreResult<Vec<T>> {
+    rows.iter().map(map).collect()
+}
+
+/// The facts of `task`, read (in one statement) after its row was read, and locked by a
+/// writer.
+pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
+    let row = tx.query_one(
+        concat!(
+            "SELECT (SELECT count(*) FROM task_runs WHERE task_id = $1) AS run_count,
+                    (SELECT count(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                      WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) AS open_parents,
+                    EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = 'decomposed')
+                      AS decomposed,
+                    newest.*
+             FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ",
+            run_columns!(),
+            " FROM task_runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1) AS newest ON TRUE"
+        ),
+        &[&task.id.as_str()],
+    )?;
+    let has_run = row
+        .try_get::<_, Option<i64>>("id")
+        .map_err(crate::backend)?
+        .is_some();
+    Ok(TaskFacts {
+        run_count: row.try_get("run_count").map_err(crate::backend)?,
+        open_parents: row.try_get("open_parents").map_err(crate::backend)?,
+        decomposed: row.try_get("decomposed").map_err(crate::backend)?,
+        newest_run: if has_run { Some(rows::run(&row)?) } else { None },
+        task,
+    })
+}
+
+/// Locks the task, then reads its facts.
+pub(crate) fn locked_facts(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<TaskFacts> {
+    let task = task_by(tx, LOCK_TASK, id)?;
+    facts_of(tx, task)
+}
+
+/// A fresh run id (from the sequence) and claim lock, for a request that may open a run.
+pub(crate) fn fresh_ids(tx: &mut Tx<'_>) -> StoreResult<Fresh> {
+    let row = tx.query_one("SELECT nextval('task_runs_id_seq')", &[])?;
+    let claim_lock = random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Fresh {
+        run_id: row.try_get(0).map_err(crate::backend)?,
+        claim_lock,
+    })
+}
+
+/// A task id not yet on the board (random; a clash with a concurrent insert is a
+/// unique violation, and the write is retried).
+pub(crate) fn unused_task_id(tx: &mut Tx<'_>, also_taken: &[TaskId]) -> StoreResult<TaskId> {
+    for _ in 0..64 {
+        let id = TaskId::from_random(random_bytes::<4>()?);
+        let taken: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)",
+                &[&id.as_str()],
+            )?
+            .try_get(0)
+            .map_err(crate::backend)?;
+        if !taken && !also_taken.contains(&id) {
+            return Ok(id);
+        }
+    }
+    Err(StoreError::Backend("could not draw an unused task id".into()))
+}
+
+/// Calls `f` with the task's columns as parameters `$1..$28`, in `task_columns!()`
+/// order, followed by `extra`.
+pub(crate) fn with_task_params<T>(t: &Task, extra: Params<'_>, f: impl FnOnce(Params<'_>) -> T) -> T {
+    let (id, status, block_kind) = (t.id.as_str(), t.status.as_str(), t.block_kind.map(|k| k.as_str()));
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &id,
+        &t.title,
+        &t.body,
+        &t.assignee,
+        &status,
+        &t.priority,
+        &t.created_by,
+        &t.created_at,
+        &t.updated_at,
+        &t.started_at,
+        &t.completed_at,
+        &t.result,
+        &t.current_run_id,
+        &t.claim_lock,
+        &t.claim_expires,
+        &t.worker_pid,
+        &t.last_heartbeat_at,
+        &block_kind,
+        &t.block_recurrences,
+        &t.consecutive_failures,
+        &t.last_failure_error,
+        &t.max_runtime_seconds,
+        &t.idempotency_key,
+        &t.revision,
+        &t.decompose_failures,
+        &t.decompose_next_attempt_at,
+        &t.decompose_parked,
+        &t.decompose_last_error,
+    ];
+    params.extend_from_slice(extra);
+    f(&params)
+}
+
+pub(crate) fn insert_task(tx: &mut Tx<'_>, t: &Task) -> StoreResult<()> {
+    let sql = concat!(
+        "INSERT INTO tasks (",
+        task_columns!(),
+        ") VALUES (",
+        task_placeholders!(),
+        ")"
+    );
+    with_task_params(t, &[], |params| tx.execute(sql, params))?;
+    Ok(())
+}
+
+/// Writes the task's new row only if its claim is still the one the decision was
+/// based on.
+pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<()> {
+    // Single winner: the row changes only if status, run and claim are as read. The id
+    // is written unchanged, which PostgreSQL does not count as a key update.
+    let sql = concat!(
+        "UPDATE tasks SET (",
+        task_columns!(),
+        ") = ROW(",
+        task_placeholders!(),
+        ")
+         WHERE id = $1 AND status = $29 AND current_run_id IS NOT DISTINCT FROM $30
+           AND claim_lock IS NOT DISTINCT FROM $31"
+    );
+    let guard: Params<'_> = &[&old.status.as_str(), &old.current_run_id, &old.claim_lock];
+    let changed = with_task_params(t, guard, |params| tx.execute(sql, params))?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Refusal::ClaimChanged {
+            id: t.id.clone(),
+            run_id: old.current_run_id.unwrap_or_default(),
+        }
+        .into())
+    }
+}
+
+pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
+    tx.execute(
+        concat!(
+            "INSERT INTO task_runs (",
+            run_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
+                claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
+                worker_pid = excluded.worker_pid, last_heartbeat_at = excluded.last_heartbeat_at,
+                ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
+                metadata = excluded.metadata
+             WHERE task_runs.task_id = excluded.task_id"
+        ),
+        &[
+            &r.id,
+            &r.task_id.as_str(),
+            &r.profile,
+            &r.status,
+            &r.outcome.map(|o| o.as_str()),
+            &r.claim_lock,
+            &r.claim_expires,
+            &r.worker_pid,
+            &r.last_heartbeat_at,
+            &r.started_at,
+            &r.ended_at,
+            &r.summary,
+            &r.error,
+            &r.metadata.as_ref().map(|m| m.to_string()),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Applies a decided change, then promotes the children it released.
+pub(crate) fn apply(tx: &mut Tx<'_>, old: &Task, change: &Change, now: Timestamp) -> StoreResult<()> {
+    update_task(tx, old, &change.task)?;
+    for run in &change.runs {
+        upsert_run(tx, run)?;
+    }
+    tx.push_events(&change.task.id, &change.events, now);
+    if change.wake_children {
+        // Locked before their facts are read: see the module doc.
+        let waiting = tx.query(
+            "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id
+             WHERE l.parent_id = $1 AND c.status = 'todo' ORDER BY c.id FOR NO KEY UPDATE OF c",
+            &[&change.task.id.as_str()],
+        )?;
+        for child in all(waiting, rows::task_id)? {
+            promote(tx, &child, now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Promotes one task (locked) when the core agrees; returns whether it did.
+pub(crate) fn promote(tx: &mut Tx<'_>, id: &TaskId, now: Timestamp) -> StoreResult<bool> {
+    let f = locked_facts(tx, id)?;
+    match decide(&f, &Request::Promote, &Fresh::default(), now) {
+        Ok(change) => {
+            apply(tx, &f.task, &change, now)?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+pub(crate) fn insert_links(tx: &mut Tx<'_>, links: &[Link]) -> StoreResult<()> {
+    for l in links {
+        tx.execute(
+            "INSERT INTO task_links (parent_id, child_id) VALUES ($1, $2)",
+            &[&l.parent_id.as_str(), &l.child_id.as_str()],
+        )?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_created(tx: &mut Tx<'_>, created: &graph::Created, now: Timestamp) -> StoreResult<()> {
+    insert_task(tx, &created.task)?;
+    insert_links(tx, &created.links)?;
+    tx.push_events(&created.task.id, &created.events, now);
+    Ok(())
+}
+
+pub(crate) fn require_task(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<()> {
+    task_by(tx, GET_TASK, id).map(|_| ())
+}

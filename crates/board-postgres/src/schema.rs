@@ -1,0 +1,244 @@
+//! The schema of SPEC 4.1 on PostgreSQL, its forward-only migrations, and the stamp
+//! that says a schema is a board and which version it is at.
+//!
+//! The tables and columns are SQLite's (docs/storage.md), in PostgreSQL types: BIGINT
+//! Unix seconds, TEXT ids, JSON kept as TEXT so a payload reads back byte for byte, and
+//! BOOLEAN for the one flag. Ids sort bytewise (`COLLATE "C"`), as in SQLite.
+//! `kanban_meta` holds one row, `(application_id, schema_version)`, rewritten by the
+//! transaction that migrates. A migration is appended, never edited.
+
+use postgres::Client;
+
+use crate::{LockClass, OpenError};
+
+/// "KBRD": the application id stamped on every board, as on the SQLite file.
+pub const APPLICATION_ID: i64 = 0x4B42_5244;
+
+/// Each entry takes the schema from version `index` to `index + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: the board.
+    r#"
+    CREATE TABLE kanban_meta (
+        application_id BIGINT NOT NULL,
+        schema_version BIGINT NOT NULL
+    );
+
+    CREATE TABLE tasks (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        assignee TEXT,
+        status TEXT NOT NULL,
+        priority BIGINT NOT NULL DEFAULT 0,
+        created_by TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        started_at BIGINT,
+        completed_at BIGINT,
+        result TEXT,
+        current_run_id BIGINT,
+        claim_lock TEXT,
+        claim_expires BIGINT,
+        worker_pid BIGINT,
+        last_heartbeat_at BIGINT,
+        block_kind TEXT,
+        block_recurrences BIGINT NOT NULL DEFAULT 0,
+        consecutive_failures BIGINT NOT NULL DEFAULT 0,
+        last_failure_error TEXT,
+        max_runtime_seconds BIGINT,
+        idempotency_key TEXT,
+        revision BIGINT NOT NULL DEFAULT 0,
+        decompose_failures BIGINT NOT NULL DEFAULT 0,
+        decompose_next_attempt_at BIGINT,
+        decompose_parked BOOLEAN NOT NULL DEFAULT FALSE,
+        decompose_last_error TEXT,
+        -- Insertion order, SQLite's rowid: ties in the claim order go by it, not by the
+        -- random id.
+        seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        -- Invariant 1, enforced by the database itself as a last line of defence.
+        CHECK ((status = 'running') = (current_run_id IS NOT NULL)),
+        CHECK ((current_run_id IS NULL) = (claim_lock IS NULL))
+    );
+    -- Ready queue, running set (and so expired leases) and per-status listings, in
+    -- claim order.
+    CREATE INDEX tasks_by_status ON tasks (status, priority DESC, created_at, seq);
+    -- Due triage cards, proportional to unparked triage cards only.
+    CREATE INDEX tasks_triage_due ON tasks (decompose_next_attempt_at, created_at)
+        WHERE status = 'triage' AND NOT decompose_parked;
+    CREATE UNIQUE INDEX tasks_idempotency ON tasks (idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+
+    -- Run ids come from the sequence (CACHE 1: increasing across sessions).
+    CREATE TABLE task_runs (
+        id BIGSERIAL PRIMARY KEY,
+        task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+        profile TEXT,
+        status TEXT NOT NULL,
+        outcome TEXT,
+        claim_lock TEXT,
+        claim_expires BIGINT,
+        worker_pid BIGINT,
+        last_heartbeat_at BIGINT,
+        started_at BIGINT NOT NULL,
+        ended_at BIGINT,
+        summary TEXT,
+        error TEXT,
+        metadata TEXT,
+        CHECK ((ended_at IS NULL) = (outcome IS NULL))
+    );
+    CREATE INDEX task_runs_by_task ON task_runs (task_id, id);
+    -- Invariant 2: at most one open run per task. Writers here are not serialised as
+    -- SQLite's are, so the database keeps this guarantee too.
+    CREATE UNIQUE INDEX task_runs_one_open ON task_runs (task_id) WHERE ended_at IS NULL;
+
+    CREATE TABLE task_links (
+        parent_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+        child_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+        PRIMARY KEY (parent_id, child_id),
+        CHECK (parent_id <> child_id)
+    );
+    CREATE INDEX task_links_by_child ON task_links (child_id, parent_id);
+
+    CREATE TABLE task_events (
+        id BIGSERIAL PRIMARY KEY,
+        task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+        run_id BIGINT,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}',
+        created_at BIGINT NOT NULL
+    );
+    CREATE INDEX task_events_by_task ON task_events (task_id, id);
+    CREATE INDEX task_events_decomposed ON task_events (task_id) WHERE kind = 'decomposed';
+
+    CREATE TABLE task_comments (
+        id BIGSERIAL PRIMARY KEY,
+        task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+        author TEXT,
+        body TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE INDEX task_comments_by_task ON task_comments (task_id, id);
+
+    CREATE TABLE llm_calls (
+        id BIGSERIAL PRIMARY KEY,
+        task_id TEXT COLLATE "C",
+        purpose TEXT NOT NULL,
+        model TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        duration_ms BIGINT NOT NULL,
+        outcome TEXT NOT NULL,
+        http_status BIGINT,
+        prompt_tokens BIGINT,
+        completion_tokens BIGINT,
+        error TEXT
+    );
+    CREATE INDEX llm_calls_by_task ON llm_calls (task_id, id);
+    "#,
+];
+
+/// The schema version this binary writes and understands.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What the schema says it is.
+pub(crate) struct Identity {
+    /// `(application_id, schema_version)` from `kanban_meta`, when it has a row.
+    stamp: Option<(i64, i64)>,
+    /// Tables, views and sequences in the schema.
+    objects: i64,
+    pub version: i64,
+}
+
+pub(crate) fn identity(client: &mut impl postgres::GenericClient) -> Result<Identity, postgres::Error> {
+    let row = client.query_one(
+        "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')),
+                EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = current_schema() AND c.relname = 'kanban_meta')",
+        &[],
+    )?;
+    let (objects, stamped): (i64, bool) = (row.get(0), row.get(1));
+    let stamp = if stamped {
+        client
+            .query_opt(
+                "SELECT application_id, schema_version FROM kanban_meta LIMIT 1",
+                &[],
+            )?
+            .map(|r| (r.get(0), r.get(1)))
+    } else {
+        None
+    };
+    Ok(Identity {
+        version: stamp.map_or(0, |(_, v)| v),
+        stamp,
+        objects,
+    })
+}
+
+/// Refuses a schema that is not an empty one or one of our boards at a version this
+/// binary knows.
+pub(crate) fn check_identity(target: &str, found: &Identity) -> Result<(), OpenError> {
+    let foreign = |found: String| OpenError::Foreign {
+        target: target.to_owned(),
+        found,
+    };
+    match found.stamp {
+        Some((app, _)) if app != APPLICATION_ID => {
+            return Err(foreign(format!(
+                "a schema of another application (application id {app:#x})"
+            )));
+        }
+        None if found.objects > 0 => {
+            return Err(foreign(format!(
+                "a schema of another application ({} tables, no kanban stamp)",
+                found.objects
+            )));
+        }
+        _ => {}
+    }
+    if found.version > SCHEMA_VERSION {
+        return Err(OpenError::Newer {
+            target: target.to_owned(),
+            found: found.version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+pub(crate) enum Migration {
+    Refused(OpenError),
+    Failed(postgres::Error),
+}
+
+impl From<postgres::Error> for Migration {
+    fn from(e: postgres::Error) -> Migration {
+        Migration::Failed(e)
+    }
+}
+
+/// Applies the missing migrations and the new stamp in one transaction, under the
+/// schema's migration lock; the identity is read again under it, since another process
+/// may have migrated meanwhile.
+pub(crate) fn migrate(client: &mut Client, target: &str, key: i32) -> Result<(), Migration> {
+    let mut tx = client.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, $2)",
+        &[&(LockClass::Migrate as i32), &key],
+    )?;
+    let found = identity(&mut tx)?;
+    check_identity(target, &found).map_err(Migration::Refused)?;
+    if found.version == SCHEMA_VERSION {
+        // Migrated by another process while this one waited: nothing to write.
+        return Ok(());
+    }
+    for sql in MIGRATIONS.iter().skip(found.version as usize) {
+        tx.batch_execute(sql)?;
+    }
+    tx.execute("DELETE FROM kanban_meta", &[])?;
+    tx.execute(
+        "INSERT INTO kanban_meta (application_id, schema_version) VALUES ($1, $2)",
+        &[&APPLICATION_ID, &SCHEMA_VERSION],
+    )?;
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,537 @@
+//! `Store` for `PgStore`: every operation as SQL, each write one transaction that locks
+//! what it reads, asks the core, and applies its answer.
+//!
+//! PostgreSQL runs writers concurrently, so every rule that spans rows is made to hold
+//! by locks, in READ COMMITTED (each statement sees everything committed before it
+//! started, so a fact read after a lock is granted is as fresh as the lock):
+//!
+//! - A write locks the task it decides on (`FOR NO KEY UPDATE`) before reading its
+//!   facts. Its runs, its `decomposed` event and the links into it change only under
+//!   that lock, so the facts hold until commit: one open run (invariant 2), and a
+//!   claim, completion or reclaim of one run has one winner. The compare-and-set on
+//!   `(status, current_run_id, claim_lock)` stays as a second guard.
+//! - A parent leaving an open status locks its waiting children, in id order, before
+//!   reading their facts. Of two parents finishing together, the second waits for the
+//!   first's commit and then sees it done, so the child is promoted once both are.
+//!   Parents never reopen (done and archived are terminal), so a parent seen done stays
+//!   done: a child is never ready while a parent is open (invariant 6).
+//! - `link` and `create` lock the parent `FOR SHARE`: a parent cannot finish between the
+//!   read that holds the child back and the link becoming visible to the parent's
+//!   wake-up.
+//! - `link` takes the board's link advisory lock before its cycle check, so two links
+//!   that would close a cycle together are checked one after the other (invariant 7).
+//!   Only `link` can close a cycle: the other writes link new tasks only.
+//! - `claim_ready` takes ready rows `FOR NO KEY UPDATE SKIP LOCKED`: concurrent claimers
+//!   of the queue skip each other's rows instead of waiting. `claim` of one named task
+//!   waits for the row like any write, since it must answer with the status it then
+//!   finds (`WrongStatus` when another claim won).
+//! - Events take the board's event lock at commit (see `Tx::commit`), so event ids
+//!   appear in commit order.
+//!
+//! - `unlink` locks the child before deleting the link, so its promotion is decided on
+//!   the parents left.
+//!
+//! Locks rather than SERIALIZABLE: writers on different tasks read overlapping ranges
+//! (the links of a parent, the runs index), which SERIALIZABLE would turn into
+//! serialization failures and retries under load; with locks only writers of the same
+//! rows meet, and they queue. A deadlock among these (rare: locks go parent before
+//! child, ids in order) rolls the attempt back, and `PgStore::write` runs it again.
+
+use board_core::graph;
+use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
+use board_core::store::{Claim, Committed, EventFilter, NewLlmCall, StoreResult, TaskFilter};
+use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
+use board_core::{
+    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, Task, TaskId, Timestamp,
+};
+
+use crate::apply::{
+    all, apply, facts_of, fresh_ids, insert_created, insert_links, locked_facts, promote, require_task,
+    task_by, tasks, unused_task_id, GET_TASK, LOCK_TASK, SHARE_TASK,
+};
+use crate::rows::{self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns};
+use crate::tx::Params;
+use crate::{LockClass, PgStore};
+
+/// The dispatcher's reads: each an index range of `tasks_by_status` or
+/// `tasks_triage_due`, so their cost follows the rows they return, not the board's size
+/// (see `PgStore::explain_dispatcher_reads`).
+const CLAIMABLE: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1"
+);
+const EXPIRED_LEASES: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'running' AND claim_expires <= $1 ORDER BY claim_expires, id LIMIT $2"
+);
+const RUNNING: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, seq"
+);
+const DUE_TRIAGE: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks t
+     WHERE t.status = 'triage' AND NOT t.decompose_parked
+       AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= $1)
+       AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
+       AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
+     ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
+);
+
+/// One statement per shape of filter, so that a status filter is an index range of
+/// tasks_by_status rather than a scan of the whole board.
+macro_rules! list_sql {
+    ($status:literal, $assignee:literal) => {
+        concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE ",
+            $status,
+            " AND ",
+            $assignee,
+            " ORDER BY priority DESC, created_at, seq LIMIT $3"
+        )
+    };
+}
+
+fn list_statement(filter: &TaskFilter) -> &'static str {
+    match (
+        filter.status.is_some(),
+        filter.include_archived,
+        filter.assignee.is_some(),
+    ) {
+        (true, _, true) => list_sql!("status = $1", "assignee = $2"),
+        (true, _, false) => list_sql!("status = $1", "$2::text IS NULL"),
+        (false, true, true) => list_sql!("$1::text IS NULL", "assignee = $2"),
+        (false, true, false) => list_sql!("$1::text IS NULL", "$2::text IS NULL"),
+        (false, false, true) => list_sql!("$1::text IS NULL AND status <> 'archived'", "assignee = $2"),
+        (false, false, false) => list_sql!("$1::text IS NULL AND status <> 'archived'", "$2::text IS NULL"),
+    }
+}
+
+fn limit(n: Option<usize>) -> Option<i64> {
+    n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+impl Store for PgStore {
+    fn create(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Task> {
+        self.write(|tx| {
+            if let Some(key) = &request.idempotency_key {
+                let by_key = concat!(
+                    "SELECT ",
+                    task_columns!(),
+                    " FROM tasks WHERE idempotency_key = $1"
+                );
+                if let Some(row) = tx.query_opt(by_key, &[key])? {
+                    return rows::task(&row);
+                }
+            }
+            let mut parents = Vec::with_capacity(request.parents.len());
+            for p in &request.parents {
+                parents.push(task_by(tx, SHARE_TASK, p)?);
+            }
+            let id = unused_task_id(tx, &[])?;
+            let created = graph::create(request, id, &parents, now)?;
+            insert_created(tx, &created, now)?;
+            Ok(created.task)
+        })
+    }
+
+    fn get(&self, id: &TaskId) -> StoreResult<Task> {
+        self.read_one(|tx| task_by(tx, GET_TASK, id))
+    }
+
+    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
+        let status = filter.status.map(|s| s.as_str());
+        let params: Params<'_> = &[&status, &filter.assignee, &limit(filter.limit)];
+        self.read_one(|tx| tasks(tx, list_statement(filter), params))
+    }
+
+    fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
+        self.read(|tx| {
+            require_task(tx, id)?;
+            let sql = concat!(
+                "SELECT ",
+                task_columns!(),
+                " FROM tasks WHERE id IN (SELECT parent_id FROM task_links WHERE child_id = $1)
+                 ORDER BY created_at, seq"
+            );
+            tasks(tx, sql, &[&id.as_str()])
+        })
+    }
+
+    fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
+        self.read(|tx| {
+            require_task(tx, id)?;
+            let sql = concat!(
+                "SELECT ",
+                task_columns!(),
+                " FROM tasks WHERE id IN (SELECT child_id FROM task_links WHERE parent_id = $1)
+                 ORDER BY created_at, seq"
+            );
+            tasks(tx, sql, &[&id.as_str()])
+        })
+    }
+
+    fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
+        self.read(|tx| {
+            let task = task_by(tx, GET_TASK, id)?;
+            facts_of(tx, task)
+        })
+    }
+
+    fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
+        self.write(|tx| {
+            let f = locked_facts(tx, id)?;
+            let fresh = if request.opens_run() {
+                fresh_ids(tx)?
+            } else {
+                Fresh::default()
+            };
+            let change = decide(&f, request, &fresh, now)?;
+            apply(tx, &f.task, &change, now)?;
+            Ok(change.task)
+        })
+    }
+
+    fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        self.write(|tx| {
+            let (class, key) = self.lock_key(LockClass::Links);
+            tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])?;
+            let p = task_by(tx, SHARE_TASK, parent)?;
+            let f = locked_facts(tx, child)?;
+            let found = tx.query_one(
+                "WITH RECURSIVE down(id) AS (
+                    SELECT $2::text COLLATE \"C\" UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
+                 )
+                 SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = $1 AND child_id = $2),
+                        $1 <> $2 AND EXISTS (SELECT 1 FROM down WHERE id = $1)",
+                &[&parent.as_str(), &child.as_str()],
+            )?;
+            let exists: bool = found.try_get(0).map_err(crate::backend)?;
+            let cycle: bool = found.try_get(1).map_err(crate::backend)?;
+            let change = graph::link(&p, &f, cycle, exists, now)?;
+            // No cycle: the core refused any link that would close one.
+            insert_links(
+                tx,
+                &[Link {
+                    parent_id: parent.clone(),
+                    child_id: child.clone(),
+                }],
+            )?;
+            apply(tx, &f.task, &change, now)
+        })
+    }
+
+    fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        self.write(|tx| {
+            require_task(tx, parent)?;
+            let task = task_by(tx, LOCK_TASK, child)?;
+            let removed = tx.execute(
+                "DELETE FROM task_links WHERE parent_id = $1 AND child_id = $2",
+                &[&parent.as_str(), &child.as_str()],
+            )?;
+            let f = facts_of(tx, task)?;
+            // A refusal returns early and the transaction rolls the delete back.
+            let change = graph::unlink(parent, &f, removed == 1, now)?;
+            apply(tx, &f.task, &change, now)
+        })
+    }
+
+    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment> {
+        self.write(|tx| {
+            require_task(tx, id)?;
+            if body.trim().is_empty() {
+                return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
+            }
+            let row = tx.query_one(
+                "INSERT INTO task_comments (task_id, author, body, created_at) VALUES ($1, $2, $3, $4)
+                 RETURNING id",
+                &[&id.as_str(), &author, &body, &now],
+            )?;
+            let comment_id: i64 = row.try_get(0).map_err(crate::backend)?;
+            let event = NewEvent::new(
+                "commented",
+                None,
+                serde_json::json!({ "comment_id": comment_id, "author": author }),
+            );
+            tx.push_events(id, &[event], now);
+            Ok(Comment {
+                id: comment_id,
+                task_id: id.clone(),
+                author: author.map(str::to_owned),
+                body: body.to_owned(),
+                created_at: now,
+            })
+        })
+    }
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
+        self.read(|tx| {
+            require_task(tx, id)?;
+            let sql = concat!(
+                "SELECT ",
+                comment_columns!(),
+                " FROM task_comments WHERE task_id = $1 ORDER BY id"
+            );
+            all(tx.query(sql, &[&id.as_str()])?, rows::comment)
+        })
+    }
+
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
+        self.read(|tx| {
+            require_task(tx, id)?;
+            let sql = concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM task_runs WHERE task_id = $1 ORDER BY id"
+            );
+            all(tx.query(sql, &[&id.as_str()])?, rows::run)
+        })
+    }
+
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
+        let limit = limit(filter.limit);
+        self.read(|tx| {
+            let found = match &filter.task_id {
+                Some(id) => {
+                    require_task(tx, id)?;
+                    let sql = concat!(
+                        "SELECT ",
+                        event_columns!(),
+                        " FROM task_events WHERE task_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+                    );
+                    tx.query(sql, &[&id.as_str(), &filter.after_id, &limit])?
+                }
+                None => {
+                    let sql = concat!(
+                        "SELECT ",
+                        event_columns!(),
+                        " FROM task_events WHERE id > $1 ORDER BY id LIMIT $2"
+                    );
+                    tx.query(sql, &[&filter.after_id, &limit])?
+                }
+            };
+            all(found, rows::event)
+        })
+    }
+
+    fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
+        self.write(|tx| {
+            // Locked in id order, as wake-ups lock children; promoted in claim order.
+            let candidates = tx.query(
+                "SELECT t.id, t.priority, t.created_at, t.seq FROM tasks t
+                 WHERE t.status = 'todo' AND NOT EXISTS (
+                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
+                 ORDER BY t.id FOR NO KEY UPDATE OF t",
+                &[],
+            )?;
+            let mut queue = Vec::with_capacity(candidates.len());
+            for row in &candidates {
+                let order: (i64, i64, i64) = (
+                    row.try_get(1).map_err(crate::backend)?,
+                    row.try_get(2).map_err(crate::backend)?,
+                    row.try_get(3).map_err(crate::backend)?,
+                );
+                queue.push(((-order.0, order.1, order.2), rows::task_id(row)?));
+            }
+            queue.sort();
+            let mut promoted = Vec::new();
+            for (_, id) in queue {
+                if promote(tx, &id, now)? {
+                    promoted.push(id);
+                }
+            }
+            Ok(promoted)
+        })
+    }
+
+    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        let limit = self::limit(Some(limit));
+        self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit]))
+    }
+
+    fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
+        let limit = self::limit(Some(limit));
+        self.read_one(|tx| tasks(tx, EXPIRED_LEASES, &[&now, &limit]))
+    }
+
+    fn running(&self) -> StoreResult<Vec<Task>> {
+        self.read_one(|tx| tasks(tx, RUNNING, &[]))
+    }
+
+    fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
+        let limit = self::limit(Some(limit));
+        self.read_one(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
+    }
+
+    fn commit_plan(
+        &self,
+        id: &TaskId,
+        basis: PlanBasis,
+        mode: Mode,
+        plan: &Plan,
+        settings: &PlanSettings,
+        now: Timestamp,
+    ) -> StoreResult<Committed> {
+        self.write(|tx| {
+            let f = locked_facts(tx, id)?;
+            let count = match plan {
+                Plan::Fanout { tasks, .. }
+                    if tasks.len() <= settings.max_children.min(plan::MAX_CHILDREN_CEILING) =>
+                {
+                    tasks.len()
+                }
+                _ => 0,
+            };
+            let mut child_ids = Vec::with_capacity(count);
+            for _ in 0..count {
+                let fresh = unused_task_id(tx, &child_ids)?;
+                child_ids.push(fresh);
+            }
+            let commit = plan::commit_plan(&f, basis, mode, plan, settings, &child_ids, now)?;
+            for child in &commit.children {
+                insert_created(tx, child, now)?;
+            }
+            insert_links(tx, &commit.links)?;
+            apply(tx, &f.task, &commit.root, now)?;
+            Ok(Committed {
+                root: commit.root.task,
+                child_ids,
+            })
+        })
+    }
+
+    fn record_llm_call(&self, c: &NewLlmCall) -> StoreResult<i64> {
+        self.write(|tx| {
+            let row = tx.query_one(
+                "INSERT INTO llm_calls (task_id, purpose, model, started_at, duration_ms, outcome,
+                    http_status, prompt_tokens, completion_tokens, error)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                &[
+                    &c.task_id.as_ref().map(TaskId::as_str),
+                    &c.purpose,
+                    &c.model,
+                    &c.started_at,
+                    &c.duration_ms,
+                    &c.outcome,
+                    &c.http_status,
+                    &c.prompt_tokens,
+                    &c.completion_tokens,
+                    &c.error,
+                ],
+            )?;
+            row.try_get(0).map_err(crate::backend)
+        })
+    }
+
+    fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {
+        self.read_one(|tx| {
+            let found = match task_id {
+                Some(id) => tx.query(
+                    concat!(
+                        "SELECT ",
+                        llm_call_columns!(),
+                        " FROM llm_calls WHERE task_id = $1 ORDER BY id"
+                    ),
+                    &[&id.as_str()],
+                )?,
+                None => tx.query(
+                    concat!("SELECT ", llm_call_columns!(), " FROM llm_calls ORDER BY id"),
+                    &[],
+                )?,
+            };
+            all(found, rows::llm_call)
+        })
+    }
+
+    fn snapshot(&self) -> StoreResult<BoardSnapshot> {
+        self.read(|tx| {
+            let tasks = tasks(
+                tx,
+                concat!("SELECT ", task_columns!(), " FROM tasks ORDER BY id"),
+                &[],
+            )?;
+            let runs = tx.query(
+                concat!("SELECT ", run_columns!(), " FROM task_runs ORDER BY id"),
+                &[],
+            )?;
+            let links = tx.query(
+                "SELECT parent_id, child_id FROM task_links ORDER BY parent_id, child_id",
+                &[],
+            )?;
+            let events = tx.query(
+                concat!("SELECT ", event_columns!(), " FROM task_events ORDER BY id"),
+                &[],
+            )?;
+            Ok(BoardSnapshot {
+                tasks,
+                runs: all(runs, rows::run)?,
+                links: all(links, rows::link)?,
+                events: all(events, rows::event)?,
+            })
+        })
+    }
+}
+
+impl PgStore {
+    /// Claims up to `limit` ready tasks, in claim order, under fresh runs, in one
+    /// transaction. Rows that another transaction holds are skipped (`SKIP LOCKED`), so
+    /// claimers sharing the ready queue never wait on each other's rows: each takes the
+    /// next tasks nobody else is taking. Each claim is the core's, as `claim` makes it.
+    pub fn claim_ready(&self, limit: usize, ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+        let sql = concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1
+             FOR NO KEY UPDATE SKIP LOCKED"
+        );
+        let limit = self::limit(Some(limit));
+        self.write(|tx| {
+            let ready = tx.query(sql, &[&limit])?;
+            let mut claims = Vec::with_capacity(ready.len());
+            for row in &ready {
+                let f = facts_of(tx, rows::task(row)?)?;
+                let fresh = fresh_ids(tx)?;
+                let change = decide(&f, &Request::Claim { ttl }, &fresh, now)?;
+                apply(tx, &f.task, &change, now)?;
+                claims.push(Claim {
+                    task: change.task,
+                    run_id: fresh.run_id,
+                    claim_lock: fresh.claim_lock,
+                });
+            }
+            Ok(claims)
+        })
+    }
+
+    /// How PostgreSQL plans the dispatcher's reads on this board now: one `EXPLAIN`
+    /// text per read (`claimable`, `expired_leases`, `running`, `due_triage`), with
+    /// `now` as the clock and a limit of 64.
+    pub fn explain_dispatcher_reads(&self, now: Timestamp) -> StoreResult<Vec<(&'static str, String)>> {
+        let limit = Some(64i64);
+        let reads: [(&'static str, &str, Params<'_>); 4] = [
+            ("claimable", CLAIMABLE, &[&limit]),
+            ("expired_leases", EXPIRED_LEASES, &[&now, &limit]),
+            ("running", RUNNING, &[]),
+            ("due_triage", DUE_TRIAGE, &[&now, &limit]),
+        ];
+        self.read(|tx| {
+            let mut plans = Vec::with_capacity(reads.len());
+            for (name, sql, params) in reads {
+                let lines = tx.query_uncached(&format!("EXPLAIN {sql}"), params)?;
+                let text: Vec<String> = lines
+                    .iter()
+                    .map(|r| r.try_get(0).map_err(crate::backend))
+                    .collect::<StoreResult<_>>()?;
+                plans.push((name, text.join("\n")));
+            }
+            Ok(plans)
+        })
+    }
+}

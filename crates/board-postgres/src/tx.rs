@@ -1,0 +1,195 @@
+//! One transaction on one pooled connection: statements prepared once per connection,
+//! events held back until the end, and a note of whether a failure is worth a retry.
+
+use board_core::transition::NewEvent;
+use board_core::{StoreError, StoreResult, TaskId, Timestamp};
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::{Row, Statement};
+
+use crate::pool::Conn;
+
+pub(crate) type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+
+/// An event to insert when the transaction commits.
+struct PendingEvent {
+    task_id: TaskId,
+    run_id: Option<i64>,
+    kind: &'static str,
+    payload: String,
+    created_at: Timestamp,
+}
+
+/// Statements on one connection: a transaction begun on it (see `PgStore::begin`),
+/// rolled back when dropped uncommitted, or single statements run on their own.
+pub(crate) struct Tx<'a> {
+    conn: &'a mut Conn,
+    /// A transaction is open: commit or roll back.
+    open: bool,
+    /// The last failure ended the session.
+    ended: bool,
+    events: Vec<PendingEvent>,
+    /// The last failure was a deadlock, a serialization failure or a clash of fresh
+    /// unique keys: running the whole transaction again may succeed.
+    retry: bool,
+}
+
+/// The error ended the session (the server closed it, or said FATAL before closing).
+pub(crate) fn session_ended(e: &postgres::Error) -> bool {
+    e.is_closed() || e.as_db_error().is_some_and(|db| db.severity() == "FATAL")
+}
+
+/// Retrying after these is safe: the transaction rolled back whole, and running it
+/// again re-reads everything it decided on.
+fn retryable(e: &postgres::Error) -> bool {
+    let Some(db) = e.as_db_error() else {
+        return false;
+    };
+    let code = db.code();
+    *code == SqlState::T_R_DEADLOCK_DETECTED
+        || *code == SqlState::T_R_SERIALIZATION_FAILURE
+        // Two writers drew the same random task id, or created with the same
+        // idempotency key: the retry draws again, or finds the other's task.
+        || (*code == SqlState::UNIQUE_VIOLATION
+            && matches!(db.constraint(), Some("tasks_pkey" | "tasks_idempotency")))
+}
+
+impl<'a> Tx<'a> {
+    /// Statements inside the transaction begun on `conn`.
+    pub fn begun(conn: &'a mut Conn) -> Tx<'a> {
+        Tx::on(conn, true)
+    }
+
+    /// Statements each on their own (no events: those need a transaction).
+    pub fn single(conn: &'a mut Conn) -> Tx<'a> {
+        Tx::on(conn, false)
+    }
+
+    fn on(conn: &'a mut Conn, open: bool) -> Tx<'a> {
+        Tx {
+            conn,
+            open,
+            ended: false,
+            events: Vec::new(),
+            retry: false,
+        }
+    }
+
+    pub fn session_ended(&self) -> bool {
+        self.ended
+    }
+
+    pub fn should_retry(&self) -> bool {
+        self.retry
+    }
+
+    fn fail(&mut self, e: postgres::Error) -> StoreError {
+        self.retry = retryable(&e);
+        self.ended = session_ended(&e);
+        self.conn.broken |= self.ended;
+        StoreError::Backend(crate::describe(&e))
+    }
+
+    fn prepare(&mut self, sql: &'static str) -> StoreResult<Statement> {
+        if let Some(statement) = self.conn.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.conn.client.prepare(sql).map_err(|e| self.fail(e))?;
+        self.conn.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    pub fn query(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Vec<Row>> {
+        let statement = self.prepare(sql)?;
+        self.conn
+            .client
+            .query(&statement, params)
+            .map_err(|e| self.fail(e))
+    }
+
+    /// A statement run once (not kept in the cache).
+    pub fn query_uncached(&mut self, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
+        self.conn.client.query(sql, params).map_err(|e| self.fail(e))
+    }
+
+    pub fn query_opt(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Option<Row>> {
+        let statement = self.prepare(sql)?;
+        self.conn
+            .client
+            .query_opt(&statement, params)
+            .map_err(|e| self.fail(e))
+    }
+
+    pub fn query_one(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<Row> {
+        let statement = self.prepare(sql)?;
+        self.conn
+            .client
+            .query_one(&statement, params)
+            .map_err(|e| self.fail(e))
+    }
+
+    pub fn execute(&mut self, sql: &'static str, params: Params<'_>) -> StoreResult<u64> {
+        let statement = self.prepare(sql)?;
+        self.conn
+            .client
+            .execute(&statement, params)
+            .map_err(|e| self.fail(e))
+    }
+
+    /// Queues events for `task_id`; they are inserted at commit (see [`Tx::commit`]).
+    pub fn push_events(&mut self, task_id: &TaskId, events: &[NewEvent], now: Timestamp) {
+        self.events.extend(events.iter().map(|e| PendingEvent {
+            task_id: task_id.clone(),
+            run_id: e.run_id,
+            kind: e.kind,
+            payload: e.payload.to_string(),
+            created_at: now,
+        }));
+    }
+
+    /// Inserts the queued events and commits.
+    ///
+    /// Event ids must appear in commit order, or a reader following the stream
+    /// (`events --follow` asks for ids above the last it saw) would skip an event that
+    /// committed after a higher id. PostgreSQL does not serialise writers, so the
+    /// events take a transaction-scoped advisory lock of the board (`events_lock`) and
+    /// draw their ids under it: ids are handed out in the order the lock is taken, and
+    /// the lock is held until commit. Every row lock is taken before it, so it is never
+    /// held while waiting for a row.
+    pub fn commit(mut self, events_lock: (i32, i32)) -> Result<(), (StoreError, bool)> {
+        let events = std::mem::take(&mut self.events);
+        let inserted = self.insert_events(&events, events_lock);
+        if let Err(e) = inserted {
+            return Err((e, self.retry));
+        }
+        self.open = false;
+        self.conn.client.batch_execute("COMMIT").map_err(|e| {
+            let retry = retryable(&e);
+            (StoreError::Backend(crate::describe(&e)), retry)
+        })
+    }
+
+    fn insert_events(&mut self, events: &[PendingEvent], (class, key): (i32, i32)) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])?;
+        for e in events {
+            self.execute(
+                "INSERT INTO task_events (task_id, run_id, kind, payload, created_at)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[&e.task_id.as_str(), &e.run_id, &e.kind, &e.payload, &e.created_at],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open && self.conn.client.batch_execute("ROLLBACK").is_err() {
+            // Still inside a transaction, or gone: either way never to be reused.
+            self.conn.broken = true;
+        }
+    }
+}
