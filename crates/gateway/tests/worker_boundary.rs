@@ -2,14 +2,22 @@
 //! environment without secrets (every case and suffix, the allow-list, `KANBAN_TITLE`),
 //! the argv substituted in one pass with card text never starting an option, and the
 //! config errors and warnings that keep card text out of shell code and the key out of
-//! readable files.
+//! readable files; and the processes it may signal: a run's live worker is stopped
+//! before the run is released, a pid that does not run the task is left alone.
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use board_core::{Status, Task};
+use board_core::{NewTask, Outcome, Request, Status, Store, Task, Termination, Terminator};
+use board_sqlite::{Options, SqliteStore};
 use gateway::config::{Config, Warning, TEMPLATE};
-use gateway::supervisor::{worker_argv, worker_env, Assignment, Boundary, HomeLayout};
+use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
+use gateway::supervisor::{
+    worker_argv, worker_env, Assignment, Boundary, HomeLayout, ProcessGroupTerminator,
+};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -240,4 +248,87 @@ fn a_key_in_a_file_other_users_can_read_is_a_warning() {
     }
     let (_dir, warnings) = home_with("model:\n  api_key_env: MY_KEY\n", 0o755, 0o644);
     assert!(warnings.is_empty(), "no key in the file: {warnings:?}");
+}
+
+const T0: i64 = 1_800_000_000;
+
+/// A task claimed by hand (no dispatcher started its worker) whose worker is `sh -c
+/// script` in its own group, recorded as the run's worker; `named` puts the run in the
+/// process's environment, as the gateway does for its workers.
+fn hand_claimed(
+    store: &Arc<dyn Store>,
+    script: &str,
+    named: bool,
+) -> (board_core::TaskId, std::process::Child) {
+    let id = store.create(&NewTask::titled("claimed by hand"), T0).unwrap().id;
+    let claim = store.claim(&id, 10, T0).unwrap();
+    let mut command = std::process::Command::new("sh");
+    command.args(["-c", script]).process_group(0);
+    if named {
+        command
+            .env("KANBAN_TASK", id.as_str())
+            .env("KANBAN_RUN_ID", claim.run_id.to_string());
+    }
+    let child = command.spawn().unwrap();
+    let request = Request::SetWorker {
+        run_id: claim.run_id,
+        claim_lock: claim.claim_lock,
+        pid: i64::from(child.id()),
+    };
+    store.transition(&id, &request, T0).unwrap();
+    (id, child)
+}
+
+fn exits_within(child: &mut std::process::Child, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn board() -> (tempfile::TempDir, Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("kanban.db"), &Options::default()).unwrap();
+    (dir, Arc::new(store))
+}
+
+#[test]
+fn an_expired_lease_stops_the_live_worker_before_its_run_is_released() {
+    let (dir, store) = board();
+    let (id, mut child) = hand_claimed(&store, "exec sleep 60", true);
+    let mut d = Dispatcher::new(
+        store.clone(),
+        HomeLayout::new(dir.path()),
+        Box::new(NoDecompositions),
+    );
+    let settings = DispatchSettings {
+        max_spawn: 0,
+        ..DispatchSettings::default()
+    };
+    let report = d.tick(&settings, T0 + 10);
+    assert_eq!(report.reclaimed, vec![id.clone()], "{report:?}");
+    assert_eq!(store.runs(&id).unwrap()[0].outcome, Some(Outcome::Stale));
+    assert!(
+        exits_within(&mut child, Duration::from_secs(1)),
+        "the run was released while its worker lived"
+    );
+}
+
+#[test]
+fn a_pid_that_does_not_run_the_task_is_never_signalled() {
+    let (_dir, store) = board();
+    // The recorded pid now belongs to a process that is not the run's worker.
+    let (id, mut stranger) = hand_claimed(&store, "exec sleep 60", false);
+    let task = store.get(&id).unwrap();
+    assert_eq!(ProcessGroupTerminator.terminate(&task), Termination::Stopped);
+    assert!(
+        !exits_within(&mut stranger, Duration::from_millis(300)),
+        "a stranger was signalled"
+    );
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
 }
