@@ -1001,14 +1001,21 @@ fn command(value: &Yaml, path: &str) -> Result<Vec<String>, ConfigError> {
     Ok(argv)
 }
 
-/// Card text never becomes code: no `{title}` (or `{body}`) inside the string a shell
-/// runs with `-c`, where a title holding `$(...)` would be executed. `{body}` is not a
-/// placeholder at all: a body is long and a worker reads it with `kanban context`.
+/// Card text never becomes code: not the program, and no `{title}` (or `{body}`) inside
+/// the string a shell runs with `-c`, where a title holding `$(...)` would be executed.
+/// `{body}` is not a placeholder at all: a body is long and a worker reads it with
+/// `kanban context`.
 fn check_card_text(argv: &[String], path: &str) -> Result<(), ConfigError> {
     if argv.iter().any(|arg| arg.contains("{body}")) {
         return Err(ConfigError::invalid(
             path,
             "{body} is not a placeholder; a worker reads the body with `kanban context`",
+        ));
+    }
+    if argv.first().is_some_and(|program| program.contains("{title}")) {
+        return Err(ConfigError::invalid(
+            path,
+            "the program (the first item) cannot come from the card's {title}",
         ));
     }
     let basename = |arg: &str| arg.rsplit('/').next().unwrap_or(arg).to_owned();

@@ -96,10 +96,22 @@ pub enum Leader {
 }
 
 impl Leader {
-    /// A freshly spawned child; its pid is ours until we reap it.
-    pub fn own(child: Child) -> std::io::Result<Leader> {
-        let pidfd = Pidfd::open(child.id())?;
-        Ok(Leader::Own { child, pidfd })
+    /// A freshly spawned child; its pid is ours until we reap it. A child that cannot be
+    /// held is killed with its group rather than left running unsupervised.
+    pub fn own(mut child: Child) -> std::io::Result<Leader> {
+        match Pidfd::open(child.id()) {
+            Ok(pidfd) => Ok(Leader::Own { child, pidfd }),
+            Err(e) => {
+                // SAFETY: kill has no memory effects; the child is unreaped, so its pid
+                // still names its own group.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                let _ = child.wait();
+                Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot hold the worker: {e}"),
+                ))
+            }
+        }
     }
 
     pub fn pid(&self) -> u32 {

@@ -134,11 +134,6 @@ pub fn worker_env(
     env
 }
 
-/// The placeholders of a profile's argv; `{title}` is the only one filled with card text.
-pub const PLACEHOLDERS: &[&str] = &["{task_id}", "{title}", "{workspace}"];
-/// Placeholders that would put card text in an argument.
-pub const TEXT_PLACEHOLDERS: &[&str] = &["{title}", "{body}"];
-
 /// The profile's argv with `{task_id}`, `{title}` and `{workspace}` substituted in one
 /// pass: text that came in through a placeholder is never scanned again, so a title
 /// holding `{workspace}` stays literal. An argument that card text would start with `-`
@@ -159,8 +154,7 @@ pub fn worker_argv(
     let mut argv = Vec::with_capacity(command.len());
     for (i, template) in command.iter().enumerate() {
         let arg = substitute(template, &value);
-        let from_text = TEXT_PLACEHOLDERS.iter().any(|p| template.starts_with(p));
-        if i > 0 && from_text && arg.starts_with('-') && !dash_arguments {
+        if i > 0 && template.starts_with("{title}") && arg.starts_with('-') && !dash_arguments {
             return Err(format!(
                 "argument {i} would start with '-' from the card's title; the worker was not started \
                  (set allow_dash_arguments on the profile to allow it)"

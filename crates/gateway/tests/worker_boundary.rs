@@ -186,6 +186,11 @@ fn card_text_inside_shell_code_is_a_config_error_naming_the_profile() {
         e,
         "config.yaml: profiles.coder.command: {body} is not a placeholder; a worker reads the body with `kanban context`"
     );
+    let e = config_error("profiles:\n  coder:\n    command: [\"{title}\", x]\n");
+    assert_eq!(
+        e,
+        "config.yaml: profiles.coder.command: the program (the first item) cannot come from the card's {title}"
+    );
     // The title as a positional parameter after the code is data, not code.
     let ok = "profiles:\n  coder:\n    command: [sh, -c, 'echo \"$1\"', worker, \"{title}\"]\n";
     assert!(Config::parse(ok, &no_env).is_ok());
