@@ -61,10 +61,13 @@ impl Pidfd {
         rc != 0 && poll.revents != 0
     }
 
-    /// Signals the process group this pidfd's process leads. `unreaped` says that the
-    /// caller holds the leader unreaped (its own child), so its pid still names its group
-    /// even when it has exited.
-    fn signal_group(&self, sig: libc::c_int, unreaped: bool) {
+    /// Signals this process alone.
+    fn signal(&self, sig: libc::c_int) {
+        self.send(sig, 0);
+    }
+
+    /// `pidfd_send_signal`, true when it was delivered.
+    fn send(&self, sig: libc::c_int, flags: libc::c_uint) -> bool {
         // SAFETY: the descriptor is ours; a null siginfo asks for a kill()-like signal.
         let rc = unsafe {
             libc::syscall(
@@ -72,10 +75,19 @@ impl Pidfd {
                 self.fd.as_raw_fd(),
                 sig,
                 std::ptr::null::<libc::siginfo_t>(),
-                PIDFD_SIGNAL_PROCESS_GROUP,
+                flags,
             )
         };
-        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+        rc == 0
+    }
+
+    /// Signals the process group this pidfd's process leads. `unreaped` says that the
+    /// caller holds the leader unreaped (its own child), so its pid still names its group
+    /// even when it has exited.
+    fn signal_group(&self, sig: libc::c_int, unreaped: bool) {
+        if self.send(sig, PIDFD_SIGNAL_PROCESS_GROUP)
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+        {
             return;
         }
         // A kernel without the group flag: the group's id is the leader's pid, which no
@@ -83,8 +95,41 @@ impl Pidfd {
         if unreaped || !self.exited() {
             // SAFETY: kill has no memory effects; pid > 1, so -pid names one group.
             unsafe { libc::kill(-self.pid, sig) };
+        } else {
+            signal_members(self.pid, sig);
         }
     }
+}
+
+/// Signals each process left in group `pgid` after its leader is gone, each through its
+/// own pidfd, opened and then confirmed to be in the group (a living member keeps the
+/// group's id from being reused).
+fn signal_members(pgid: libc::pid_t, sig: libc::c_int) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        if group_of(pid) != Some(pgid) {
+            continue;
+        }
+        let Ok(member) = Pidfd::open(pid) else {
+            continue;
+        };
+        if group_of(pid) == Some(pgid) && !member.exited() {
+            member.signal(sig);
+        }
+    }
+}
+
+/// The process group of `pid`, from `/proc/<pid>/stat` (readable for every process).
+fn group_of(pid: u32) -> Option<libc::pid_t> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything; state, ppid, pgrp follow.
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The leader of a worker's process group: the gateway's own child, or a process proven

@@ -318,7 +318,7 @@ fn an_expired_lease_stops_the_live_worker_before_its_run_is_released() {
     assert_eq!(report.reclaimed, vec![id.clone()], "{report:?}");
     assert_eq!(store.runs(&id).unwrap()[0].outcome, Some(Outcome::Stale));
     assert!(
-        exits_within(&mut child, Duration::from_secs(1)),
+        exits_within(&mut child, Duration::from_secs(5)),
         "the run was released while its worker lived"
     );
 }
