@@ -2,10 +2,11 @@
 //! pidfd was opened on, or nobody: a pid that was reused by an unrelated process after
 //! the check that proved it ours is never signalled.
 //!
-//! A worker leads its own process group, whose id is the leader's pid. That id cannot
-//! name another group while the leader is unreaped (alive or a zombie), so the group is
-//! signalled only then; the gateway's own children are therefore reaped only after
-//! their group has been killed.
+//! A worker leads its own process group, whose id is the leader's pid. The kernel's
+//! group flag signals that group through the leader's pidfd. Without it, the group id is
+//! used only while the leader is unreaped (alive or a zombie), when no other group can
+//! hold it, and otherwise each member left is signalled through its own pidfd. The
+//! gateway's own children are reaped only after their group has been killed.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, ExitStatus};
