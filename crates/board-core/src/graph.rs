@@ -77,6 +77,22 @@ pub fn blank_task(id: TaskId, title: String, status: Status, now: Timestamp) -> 
     }
 }
 
+/// A title as it is stored: line breaks and tabs become spaces, every other control
+/// character (NUL, escape sequences, C1 codes) is dropped, and the ends are trimmed.
+/// Titles reach terminals, argv elements and environment variables, none of which can
+/// take these safely.
+pub fn clean_title(title: &str) -> String {
+    let spaced: String = title
+        .chars()
+        .filter_map(|c| match c {
+            '\t' | '\n' | '\r' => Some(' '),
+            c if c.is_control() => None,
+            c => Some(c),
+        })
+        .collect();
+    spaced.trim().to_owned()
+}
+
 /// Refuses a title a task cannot carry.
 pub fn check_title(title: &str) -> Result<(), Refusal> {
     if title.trim().is_empty() {

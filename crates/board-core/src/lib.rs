@@ -27,7 +27,7 @@ pub mod types;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use graph::NewTask;
+pub use graph::{clean_title, NewTask};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;

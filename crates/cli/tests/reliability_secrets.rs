@@ -124,13 +124,7 @@ fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: boo
         .collect();
     b.start_gateway();
     b.wait_for("the decomposition", || b.task(&root).status != Status::Triage);
-    let children: Vec<TaskId> = b
-        .snapshot()
-        .links
-        .iter()
-        .filter(|l| l.child_id == root)
-        .map(|l| l.parent_id.clone())
-        .collect();
+    let children = b.children(&root);
     assert_eq!(children.len(), 2);
     b.wait_for("both dumpers to complete", || {
         children.iter().all(|c| b.task(c).status == Status::Done)

@@ -5,7 +5,7 @@
 
 use board_core::graph::TITLE_MAX_CHARS;
 use board_core::plan::{validate_fanout, CHILD_TITLE_MAX_CHARS};
-use board_core::{Plan, PlannedTask};
+use board_core::{clean_title, Plan, PlannedTask};
 use serde_json::{Map, Value};
 
 use crate::roster::Roster;
@@ -130,7 +130,7 @@ fn strip_fences(text: &str) -> &str {
 }
 
 fn parse_single(object: &Map<String, Value>, roster: &Roster) -> Result<Plan, Rejection> {
-    let title = optional_string(object, "title", "title")?.trim().to_owned();
+    let title = clean_title(optional_string(object, "title", "title")?);
     let body = optional_string(object, "body", "body")?.to_owned();
     optional_string(object, "rationale", "rationale")?;
     if title.is_empty() && body.trim().is_empty() {
@@ -252,9 +252,10 @@ fn parent_index(i: usize, k: usize, parent: &Value) -> Result<usize, Rejection> 
     )))
 }
 
-/// Trims a child's title and cuts it to 200 characters.
+/// Cleans a child's title and cuts it to 200 characters.
 fn cut_title(title: &str) -> String {
-    let title = title.trim();
+    let title = clean_title(title);
+    let title = title.as_str();
     match title.char_indices().nth(CHILD_TITLE_MAX_CHARS) {
         Some((end, _)) => title[..end].trim_end().to_owned(),
         None => title.to_owned(),

@@ -30,7 +30,9 @@ model:                          # the OpenAI-compatible endpoint
   provider: custom
   base_url: http://127.0.0.1:11434/v1
   default: llama3.1             # model name
-  api_key_env: OPENAI_API_KEY   # or api_key: ...; or none for local servers
+  # The key is read from this variable; leave it empty for a local server. `api_key:`
+  # in this file works too, but workers run as your user and could read it here.
+  api_key_env: OPENAI_API_KEY
 
 auxiliary:
   transient_retries: 2
@@ -97,7 +99,11 @@ const KANBAN_KEYS: &[&str] = &[
     "claim_ttl_seconds",
     "sqlite_synchronous",
 ];
-const PROFILE_KEYS: &[&str] = &["description", "command"];
+const PROFILE_KEYS: &[&str] = &["description", "command", "env_allow", "allow_dash_arguments"];
+/// Programs whose `-c` argument is code: card text must never be spliced into it.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox",
+];
 
 // Ceilings: values above them are typos, not intentions.
 const MAX_RETRIES: i64 = 10;
@@ -203,6 +209,11 @@ pub struct ProfileConfig {
     pub description: String,
     /// The worker's argv; `None` makes the profile command-less (never spawned).
     pub command: Option<Vec<String>>,
+    /// Variables passed to its workers although their names look secret (`*_KEY`,
+    /// `*_TOKEN`, ...); the model key's variable never is.
+    pub env_allow: Vec<String>,
+    /// Card text may start an argument with `-` (default false: such a spawn is refused).
+    pub allow_dash_arguments: bool,
 }
 
 /// The model API key: the decomposer's type, which never prints itself.
@@ -223,12 +234,20 @@ pub struct Loaded {
 pub enum Warning {
     /// A key this version does not know, by its full path (`kanban.max_spwn`).
     UnknownKey(String),
+    /// `model.api_key` is in a file that other users can read.
+    KeyReadable(PathBuf),
 }
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Warning::UnknownKey(path) => write!(f, "{CONFIG_FILE}: unknown key {path} (ignored)"),
+            Warning::KeyReadable(path) => write!(
+                f,
+                "{CONFIG_FILE}: model.api_key is readable by other users: run chmod 600 {}, \
+                 or better move the key to the variable named by model.api_key_env",
+                path.display()
+            ),
         }
     }
 }
@@ -348,6 +367,8 @@ impl ProfileConfig {
         ProfileConfig {
             description: DEFAULT_PROFILE_DESCRIPTION.to_owned(),
             command: None,
+            env_allow: Vec::new(),
+            allow_dash_arguments: false,
         }
     }
 }
@@ -412,11 +433,20 @@ impl Config {
                 line: 1 + valid.iter().filter(|&&b| b == b'\n').count(),
             }
         })?;
-        Config::parse(&text, env)
+        let (mut loaded, key_in_file) = Config::parse_text(&text, env)?;
+        if key_in_file && readable_by_others(home, &meta) {
+            loaded.warnings.push(Warning::KeyReadable(path));
+        }
+        Ok(loaded)
     }
 
     /// Parses the text of a config; empty text is every default.
     pub fn parse(text: &str, env: EnvLookup<'_>) -> Result<Loaded, ConfigError> {
+        Config::parse_text(text, env).map(|(loaded, _)| loaded)
+    }
+
+    /// [`Config::parse`], and whether the text itself holds the API key.
+    fn parse_text(text: &str, env: EnvLookup<'_>) -> Result<(Loaded, bool), ConfigError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         check_aliases(text)?;
         let docs = YamlLoader::load_from_str(text).map_err(|e| ConfigError::Syntax {
@@ -454,6 +484,7 @@ impl Config {
                 other => walk.unknown(other),
             }
         }
+        let key_in_file = api_key.is_some();
         config.model.api_key = api_key.or_else(|| {
             let var = config.model.api_key_env.as_str();
             (!var.is_empty())
@@ -462,10 +493,11 @@ impl Config {
                 .filter(|v| !v.is_empty())
                 .map(ApiKey::new)
         });
-        Ok(Loaded {
+        let loaded = Loaded {
             config,
             warnings: walk.warnings,
-        })
+        };
+        Ok((loaded, key_in_file))
     }
 
     /// The decomposer's model: `auxiliary.kanban_decomposer.model`, else `model.default`.
@@ -500,7 +532,14 @@ impl Config {
             .profiles
             .iter()
             .map(|(name, p)| {
-                let profile = json!({ "description": p.description, "command": p.command });
+                let mut profile = json!({ "description": p.description, "command": p.command });
+                // Shown only when set, like the file a user writes.
+                if !p.env_allow.is_empty() {
+                    profile["env_allow"] = json!(p.env_allow);
+                }
+                if p.allow_dash_arguments {
+                    profile["allow_dash_arguments"] = json!(true);
+                }
                 (name.clone(), profile)
             })
             .collect();
@@ -556,6 +595,15 @@ impl Config {
         let body = out.strip_prefix("---\n").unwrap_or(&out);
         format!("{body}\n")
     }
+}
+
+/// Whether a user other than the owner can read the config: the file grants them read
+/// and the home lets them reach it.
+fn readable_by_others(home: &Path, file: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let home = std::fs::metadata(home).map_or(0o777, |m| m.permissions().mode());
+    let file = file.permissions().mode();
+    (home & 0o010 != 0 && file & 0o040 != 0) || (home & 0o001 != 0 && file & 0o004 != 0)
 }
 
 fn or_fallback<'a>(value: &'a str, fallback: &'a str) -> &'a str {
@@ -811,12 +859,16 @@ impl Walk {
                     String::new()
                 },
                 command: None,
+                env_allow: Vec::new(),
+                allow_dash_arguments: false,
             };
             for (field, value) in self.section(value, &path, PROFILE_KEYS)? {
                 let path = format!("{path}.{field}");
                 match field.as_ref() {
                     "description" => profile.description = string(value, &path)?,
                     "command" => profile.command = Some(command(value, &path)?),
+                    "env_allow" => profile.env_allow = variable_names(value, &path)?,
+                    "allow_dash_arguments" => profile.allow_dash_arguments = boolean(value, &path)?,
                     _ => self.unknown(&path),
                 }
             }
@@ -945,5 +997,69 @@ fn command(value: &Yaml, path: &str) -> Result<Vec<String>, ConfigError> {
             "the program (the first item) must not be empty",
         ));
     }
+    check_card_text(&argv, path)?;
     Ok(argv)
+}
+
+/// Card text never becomes code: not the program, and no `{title}` (or `{body}`) inside
+/// the string a shell runs with `-c`, where a title holding `$(...)` would be executed.
+/// `{body}` is not a placeholder at all: a body is long and a worker reads it with
+/// `kanban context`.
+fn check_card_text(argv: &[String], path: &str) -> Result<(), ConfigError> {
+    if argv.iter().any(|arg| arg.contains("{body}")) {
+        return Err(ConfigError::invalid(
+            path,
+            "{body} is not a placeholder; a worker reads the body with `kanban context`",
+        ));
+    }
+    if argv.first().is_some_and(|program| program.contains("{title}")) {
+        return Err(ConfigError::invalid(
+            path,
+            "the program (the first item) cannot come from the card's {title}",
+        ));
+    }
+    let basename = |arg: &str| arg.rsplit('/').next().unwrap_or(arg).to_owned();
+    let Some(shell) = argv
+        .iter()
+        .position(|arg| SHELLS.contains(&basename(arg).as_str()))
+    else {
+        return Ok(());
+    };
+    let runs_code = |flag: &str| {
+        flag.strip_prefix('-')
+            .is_some_and(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_alphabetic()) && f.contains('c'))
+    };
+    for pair in argv[shell..].windows(2) {
+        if runs_code(&pair[0]) && pair[1].contains("{title}") {
+            return Err(ConfigError::invalid(
+                path,
+                format!(
+                    "{{title}} inside the code of `{} {}` would run card text as shell code; \
+                     read it from \"$KANBAN_TITLE\" instead",
+                    argv[shell], pair[0]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A list of environment variable names.
+fn variable_names(value: &Yaml, path: &str) -> Result<Vec<String>, ConfigError> {
+    let Yaml::Array(items) = value else {
+        return Err(ConfigError::invalid(
+            path,
+            format!("expected a list of variable names, got {}", describe(value)),
+        ));
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Yaml::String(name) if !name.is_empty() && !name.contains(['=', '\0']) => Ok(name.clone()),
+            other => Err(ConfigError::invalid(
+                path,
+                format!("expected a variable name, got {}", describe(other)),
+            )),
+        })
+        .collect()
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::config::Config;
 use crate::decompositions::{decomposer_settings, BackgroundDecompositions};
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
-use crate::supervisor::HomeLayout;
+use crate::supervisor::{Boundary, HomeLayout};
 
 /// Why the gateway could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,17 @@ impl DispatchSettings {
                 .map(|(name, p)| (name.clone(), p.command.clone()))
                 .collect(),
             secret_vars: vec![config.model.api_key_env.clone()],
+            boundaries: config
+                .profiles
+                .iter()
+                .map(|(name, p)| {
+                    let boundary = Boundary {
+                        env_allow: p.env_allow.clone(),
+                        dash_arguments: p.allow_dash_arguments,
+                    };
+                    (name.clone(), boundary)
+                })
+                .collect(),
             decompose_retry: board_core::RetryPolicy {
                 base_seconds: k.decompose_retry_base_seconds,
                 failure_limit: k.decompose_failure_limit,
@@ -224,10 +235,24 @@ fn background(
     Ok(Box::new(pool))
 }
 
+/// Workers run as the gateway's user, and a process may read the `/proc` environment
+/// and memory of a dumpable process of its own user: the gateway holds the model key, so
+/// it makes itself undumpable before reading the key.
+fn keep_workers_out() -> Result<(), GatewayError> {
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes a flag of this process and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(io("cannot make the gateway undumpable")(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
 /// One dispatcher pass without the daemon (`kanban dispatch`): the same tick, then a
 /// wait for the decompositions it started, since nothing would be left to finish them.
 /// With `dry_run`, says what the pass would do and changes nothing.
 pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayError> {
+    keep_workers_out()?;
     let config = Config::load(home)?.config;
     let store = open_store(home, &config)?;
     if dry_run {
@@ -258,6 +283,7 @@ pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayEr
 
 /// Runs the gateway on `home` until SIGINT or SIGTERM.
 pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
+    keep_workers_out()?;
     let loaded = Config::load(home)?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");

@@ -13,7 +13,7 @@ use board_core::{
 use serde::Serialize;
 use serde_json::json;
 
-use crate::supervisor::{self, classify, Assignment, Exit, HomeLayout, Worker};
+use crate::supervisor::{self, classify, Assignment, Boundary, Exit, HomeLayout, Worker};
 
 /// How long a task whose worker exited 75 (rate limited) waits before a new worker.
 pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;
@@ -30,8 +30,10 @@ pub struct DispatchSettings {
     pub default_assignee: String,
     /// Profile name -> its worker command (`None`: the profile cannot be spawned).
     pub commands: BTreeMap<String, Option<Vec<String>>>,
-    /// Variables kept from workers besides `*_API_KEY` / `*_TOKEN`.
+    /// Variables kept from workers whatever their names (the model key's variable).
     pub secret_vars: Vec<String>,
+    /// Profile name -> what its workers may have beyond the defaults.
+    pub boundaries: BTreeMap<String, Boundary>,
     /// `kanban.decompose_retry_base_seconds` and `decompose_failure_limit`.
     pub decompose_retry: RetryPolicy,
 }
@@ -48,6 +50,7 @@ impl Default for DispatchSettings {
             default_assignee: "default".to_owned(),
             commands: BTreeMap::from([("default".to_owned(), None)]),
             secret_vars: Vec::new(),
+            boundaries: BTreeMap::new(),
             decompose_retry: RetryPolicy::default(),
         }
     }
@@ -213,12 +216,7 @@ impl Dispatcher {
     pub fn dry_run(&self, settings: &DispatchSettings, now: Timestamp) -> Result<TickReport, StoreError> {
         let mut report = TickReport::default();
         for task in self.store.running()? {
-            let alive = match (task.worker_pid, task.current_run_id) {
-                (Some(pid), Some(run)) => {
-                    u32::try_from(pid).is_ok_and(|pid| supervisor::runs_our_run(pid, &task.id, run))
-                }
-                _ => false,
-            };
+            let alive = supervisor::prove_ours(&task).is_some();
             if over_runtime(&task, now) {
                 report.timed_out.push(task.id);
             } else if task.claim_expires.is_some_and(|e| e <= now) {
@@ -387,7 +385,7 @@ impl Dispatcher {
             let ours = self
                 .workers
                 .get(&task.id)
-                .is_some_and(|w| w.run_id == run_id && supervisor::runs_our_run(w.pid, &task.id, run_id));
+                .is_some_and(|w| w.run_id == run_id && w.is_alive());
             let result = if ours {
                 let request = Request::ExtendClaim {
                     run_id,
@@ -397,7 +395,11 @@ impl Dispatcher {
                 self.store.transition(&task.id, &request, now).map(|_| {
                     report.extended.push(task.id.clone());
                 })
+            } else if self.stop_worker(&task) == Termination::Survived {
+                tracing::warn!(task = %task.id, "worker survived termination; its lease ends later");
+                continue;
             } else {
+                self.workers.remove(&task.id);
                 let error = Some(format!("lease expired at {}", task.claim_expires.unwrap_or(now)));
                 let detail = json!({ "claim_expires": task.claim_expires });
                 self.store
@@ -415,7 +417,6 @@ impl Dispatcher {
                         if ended {
                             tracing::info!(task = %task.id, run = run_id, "lease expired: run stale");
                             report.reclaimed.push(task.id.clone());
-                            self.workers.remove(&task.id);
                         }
                     })
             };
@@ -424,6 +425,16 @@ impl Dispatcher {
                     report.errors.push(format!("lease of {}: {e}", task.id));
                 }
             }
+        }
+    }
+
+    /// Stops the worker of a running task before its run is released: the supervised
+    /// one (the caller forgets it once stopped), else a worker proven to run the task's
+    /// current run.
+    fn stop_worker(&mut self, task: &Task) -> Termination {
+        match self.workers.get_mut(&task.id) {
+            Some(worker) => worker.stop(),
+            None => supervisor::ProcessGroupTerminator.terminate(task),
         }
     }
 
@@ -437,11 +448,7 @@ impl Dispatcher {
         let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
             return;
         };
-        let stopped = match self.workers.get_mut(&task.id) {
-            Some(worker) => worker.stop(),
-            None => supervisor::ProcessGroupTerminator.terminate(task),
-        };
-        if stopped == Termination::Survived {
+        if self.stop_worker(task) == Termination::Survived {
             tracing::warn!(task = %task.id, "worker survived termination; timing out later");
             return;
         }
@@ -575,6 +582,7 @@ impl Dispatcher {
             }
             window *= 2;
         }
+        let no_boundary = Boundary::default();
         for (task, profile, command) in ready {
             if room == 0 {
                 break;
@@ -594,6 +602,7 @@ impl Dispatcher {
                 profile: &profile,
                 command: &command,
                 secret_vars: &settings.secret_vars,
+                boundary: settings.boundaries.get(&profile).unwrap_or(&no_boundary),
             };
             match supervisor::spawn(&self.layout, &assignment) {
                 Ok(worker) => {

@@ -7,19 +7,15 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus, Stdio};
 
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
 use serde_json::{json, Value};
 
+use crate::process::{Leader, Pidfd};
+
 /// The exit code by which a worker says "rate limited, try me later".
 pub const EXIT_RATE_LIMITED: i32 = 75;
-/// How long a worker gets to exit after SIGTERM, and after SIGKILL.
-const GRACE: Duration = Duration::from_secs(3);
-const KILL_WAIT: Duration = Duration::from_secs(2);
-const POLL: Duration = Duration::from_millis(20);
 /// How much of the end of an attempt's log is quoted in its run's `error`.
 const LOG_TAIL_BYTES: u64 = 2048;
 
@@ -47,6 +43,15 @@ impl HomeLayout {
     }
 }
 
+/// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Boundary {
+    /// Variables passed to workers although their names look secret (`env_allow`).
+    pub env_allow: Vec<String>,
+    /// Card text may start an argument with `-` (`allow_dash_arguments`).
+    pub dash_arguments: bool,
+}
+
 /// What a worker is started for.
 pub struct Assignment<'a> {
     pub task: &'a Task,
@@ -54,9 +59,10 @@ pub struct Assignment<'a> {
     pub claim_lock: &'a str,
     pub profile: &'a str,
     pub command: &'a [String],
-    /// Environment variable names that must not reach a worker besides the
-    /// `*_API_KEY` / `*_TOKEN` ones (the configured key's variable).
+    /// Variable names that must not reach a worker whatever they are called (the
+    /// configured key's variable).
     pub secret_vars: &'a [String],
+    pub boundary: &'a Boundary,
 }
 
 /// A worker the gateway supervises: its own child, or one adopted after a restart.
@@ -66,9 +72,7 @@ pub struct Worker {
     pub run_id: RunId,
     pub claim_lock: String,
     pub pid: u32,
-    /// `None` for a worker adopted from an earlier gateway: not our child, so its exit
-    /// status is unknowable; it is watched by pid.
-    child: Option<Child>,
+    leader: Leader,
     log: PathBuf,
     /// Where this attempt's output starts in the (shared, appended) log file.
     log_offset: u64,
@@ -93,20 +97,29 @@ impl From<ExitStatus> for Exit {
     }
 }
 
-/// The environment of a worker: the gateway's own, minus secrets, plus the `KANBAN_*`
-/// variables that tie it to its run.
+/// Name endings that mark a variable as a secret, compared without regard to case.
+const SECRET_SUFFIXES: &[&str] = &["_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIALS"];
+
+/// Whether a variable of the gateway's environment is kept from workers: a secret-looking
+/// name not on the profile's allow-list, the configured key's variable, or one of ours.
+fn withheld(name: &str, a: &Assignment<'_>) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let ours = upper.starts_with("KANBAN_");
+    let configured = a.secret_vars.iter().any(|s| s.eq_ignore_ascii_case(name));
+    let secret_looking = SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s));
+    let allowed = a.boundary.env_allow.iter().any(|v| v == name);
+    ours || configured || (secret_looking && !allowed)
+}
+
+/// The environment of a worker: the gateway's own minus secrets, plus the `KANBAN_*`
+/// variables that tie it to its run and the card's title (`KANBAN_TITLE`), which is
+/// safer to read from a variable than from a command line.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
     layout: &HomeLayout,
     a: &Assignment<'_>,
 ) -> Vec<(String, String)> {
-    let secret = |name: &str| {
-        name.ends_with("_API_KEY") || name.ends_with("_TOKEN") || a.secret_vars.iter().any(|s| s == name)
-    };
-    let mut env: Vec<(String, String)> = inherited
-        .into_iter()
-        .filter(|(k, _)| !secret(k) && !k.starts_with("KANBAN_"))
-        .collect();
+    let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
     let workspace = layout.workspace(&a.task.id);
     env.extend([
         ("KANBAN_HOME".to_owned(), layout.home.display().to_string()),
@@ -116,20 +129,65 @@ pub fn worker_env(
         ("KANBAN_CLAIM_LOCK".to_owned(), a.claim_lock.to_owned()),
         ("KANBAN_PROFILE".to_owned(), a.profile.to_owned()),
         ("KANBAN_WORKSPACE".to_owned(), workspace.display().to_string()),
+        ("KANBAN_TITLE".to_owned(), a.task.title.clone()),
     ]);
     env
 }
 
-/// The profile's argv with `{task_id}`, `{title}` and `{workspace}` substituted.
-pub fn worker_argv(command: &[String], task: &Task, workspace: &Path) -> Vec<String> {
-    command
-        .iter()
-        .map(|arg| {
-            arg.replace("{task_id}", task.id.as_str())
-                .replace("{title}", &task.title)
-                .replace("{workspace}", &workspace.display().to_string())
-        })
-        .collect()
+/// The profile's argv with `{task_id}`, `{title}` and `{workspace}` substituted in one
+/// pass: text that came in through a placeholder is never scanned again, so a title
+/// holding `{workspace}` stays literal. An argument that card text would start with `-`
+/// is refused (the program would read it as an option) unless the profile allows it.
+pub fn worker_argv(
+    command: &[String],
+    task: &Task,
+    workspace: &Path,
+    dash_arguments: bool,
+) -> Result<Vec<String>, String> {
+    let workspace = workspace.display().to_string();
+    let value = |name: &str| match name {
+        "{task_id}" => Some(task.id.as_str()),
+        "{title}" => Some(task.title.as_str()),
+        "{workspace}" => Some(workspace.as_str()),
+        _ => None,
+    };
+    let mut argv = Vec::with_capacity(command.len());
+    for (i, template) in command.iter().enumerate() {
+        let arg = substitute(template, &value);
+        if i > 0 && template.starts_with("{title}") && arg.starts_with('-') && !dash_arguments {
+            return Err(format!(
+                "argument {i} would start with '-' from the card's title; the worker was not started \
+                 (set allow_dash_arguments on the profile to allow it)"
+            ));
+        }
+        argv.push(arg);
+    }
+    Ok(argv)
+}
+
+/// Replaces each known `{name}` in `template`, scanning the template only.
+fn substitute<'v>(template: &str, value: &impl Fn(&str) -> Option<&'v str>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let tail = &rest[open..];
+        let found = tail
+            .find('}')
+            .and_then(|close| value(&tail[..=close]).map(|v| (v, close)));
+        match found {
+            Some((v, close)) => {
+                out.push_str(v);
+                rest = &tail[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn private_dir(path: &Path) -> std::io::Result<()> {
@@ -154,7 +212,8 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker>
         .mode(0o600)
         .open(&log_path)?;
     let log_offset = log.metadata()?.len();
-    let argv = worker_argv(a.command, a.task, &workspace);
+    let argv = worker_argv(a.command, a.task, &workspace, a.boundary.dash_arguments)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let Some((program, args)) = argv.split_first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -177,7 +236,7 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker>
         run_id: a.run_id,
         claim_lock: a.claim_lock.to_owned(),
         pid: child.id(),
-        child: Some(child),
+        leader: Leader::own(child)?,
         log: log_path,
         log_offset,
     })
@@ -187,34 +246,37 @@ impl Worker {
     /// Adopts the live worker of a running task left by an earlier gateway, when its pid
     /// provably runs this task's current run.
     pub fn adopt(layout: &HomeLayout, task: &Task) -> Option<Worker> {
-        let pid = u32::try_from(task.worker_pid?).ok()?;
-        let run_id = task.current_run_id?;
-        let worker = Worker {
+        let pidfd = prove_ours(task)?;
+        Some(Worker {
             task_id: task.id.clone(),
-            run_id,
+            run_id: task.current_run_id?,
             claim_lock: task.claim_lock.clone()?,
-            pid,
-            child: None,
+            pid: pidfd.pid(),
+            leader: Leader::Adopted(pidfd),
             log: layout.log(&task.id),
             log_offset: std::fs::metadata(layout.log(&task.id)).map_or(0, |m| m.len()),
-        };
-        runs_our_run(pid, &task.id, run_id).then_some(worker)
+        })
     }
 
     pub fn is_adopted(&self) -> bool {
-        self.child.is_none()
+        matches!(self.leader, Leader::Adopted(_))
     }
 
-    /// The exit of a finished worker, reaping it; `None` while it runs.
+    /// Whether the worker still runs. An own child is judged by its handle, never by
+    /// what it left in its environment.
+    pub fn is_alive(&self) -> bool {
+        !self.leader.exited()
+    }
+
+    /// The exit of a finished worker, after what was left of its group is killed and it
+    /// is reaped; `None` while it runs.
     pub fn try_exit(&mut self) -> Option<Exit> {
-        match &mut self.child {
-            Some(child) => match child.try_wait() {
-                Ok(Some(status)) => Some(status.into()),
-                Ok(None) => None,
-                // The child cannot be waited on any more: treat it as gone.
-                Err(_) => Some(Exit::Unknown),
-            },
-            None => (!runs_our_run(self.pid, &self.task_id, self.run_id)).then_some(Exit::Unknown),
+        if !self.leader.exited() {
+            return None;
+        }
+        match self.leader.finish() {
+            Some(Ok(status)) => Some(status.into()),
+            Some(Err(_)) | None => Some(Exit::Unknown),
         }
     }
 
@@ -223,24 +285,9 @@ impl Worker {
         read_tail(&self.log, self.log_offset).unwrap_or_default()
     }
 
-    /// Stops the worker and its process group: SIGTERM, a grace period, SIGKILL.
+    /// Stops the worker and its whole process group: SIGTERM, a grace period, SIGKILL.
     pub fn stop(&mut self) -> Termination {
-        let pid = self.pid as libc::pid_t;
-        match &mut self.child {
-            Some(child) => {
-                signal_group(pid, libc::SIGTERM);
-                if wait_until(GRACE, || matches!(child.try_wait(), Ok(Some(_)) | Err(_))) {
-                    return Termination::Stopped;
-                }
-                signal_group(pid, libc::SIGKILL);
-                if wait_until(KILL_WAIT, || matches!(child.try_wait(), Ok(Some(_)) | Err(_))) {
-                    Termination::Stopped
-                } else {
-                    Termination::Survived
-                }
-            }
-            None => stop_pid(pid),
-        }
+        self.leader.stop()
     }
 }
 
@@ -295,103 +342,33 @@ pub fn classify(exit: Exit, log_tail: &str) -> (Outcome, Option<String>, Value) 
     }
 }
 
-/// Whether `pid` is a live (not zombie) process whose environment names this task's run:
-/// a pid reused by an unrelated process is not our worker.
-pub fn runs_our_run(pid: u32, task: &TaskId, run_id: RunId) -> bool {
-    if !alive(pid as libc::pid_t) {
-        return false;
-    }
-    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-        return false;
-    };
-    let wanted_task = format!("KANBAN_TASK={task}");
+/// The worker of a running task's current run, pinned by a pidfd, when its recorded pid
+/// provably runs that run: its environment names the task and run, and the process the
+/// pidfd was opened on is still alive after that was read, so the pid was not reused in
+/// between. A pid reused by an unrelated process is not our worker.
+pub fn prove_ours(task: &Task) -> Option<Pidfd> {
+    let pid = u32::try_from(task.worker_pid?).ok()?;
+    let run_id = task.current_run_id?;
+    let pidfd = Pidfd::open(pid).ok()?;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let wanted_task = format!("KANBAN_TASK={}", task.id);
     let wanted_run = format!("KANBAN_RUN_ID={run_id}");
     let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
-    vars.contains(&wanted_task.as_bytes()) && vars.contains(&wanted_run.as_bytes())
-}
-
-/// A process exists and is not a zombie.
-fn alive(pid: libc::pid_t) -> bool {
-    if pid <= 1 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks that the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    exists && !is_zombie(pid)
-}
-
-/// A zombie has exited and only waits for its parent to reap it.
-fn is_zombie(pid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            // The state follows the command name, which is in parentheses and may hold spaces.
-            let after = stat.rsplit_once(')')?.1;
-            after.split_whitespace().next().map(|s| s == "Z")
-        })
-        .unwrap_or(false)
-}
-
-/// Signals the group led by `pid`, or `pid` alone when it leads no group.
-fn signal_group(pid: libc::pid_t, sig: libc::c_int) {
-    if pid <= 1 {
-        return;
-    }
-    // SAFETY: kill has no memory effects; pid > 1 so -pid names one process group.
-    let rc = unsafe { libc::kill(-pid, sig) };
-    if rc != 0 {
-        // SAFETY: as above, for a single process.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return true;
-        }
-        if start.elapsed() >= limit {
-            return false;
-        }
-        sleep(POLL);
-    }
-}
-
-/// Stops a process that is not our child (we cannot reap it; a zombie counts as gone).
-fn stop_pid(pid: libc::pid_t) -> Termination {
-    if !alive(pid) {
-        return Termination::Stopped;
-    }
-    signal_group(pid, libc::SIGTERM);
-    if wait_until(GRACE, || !alive(pid)) {
-        return Termination::Stopped;
-    }
-    signal_group(pid, libc::SIGKILL);
-    if wait_until(KILL_WAIT, || !alive(pid)) {
-        Termination::Stopped
-    } else {
-        Termination::Survived
-    }
+    let named = vars.contains(&wanted_task.as_bytes()) && vars.contains(&wanted_run.as_bytes());
+    (named && !pidfd.exited()).then_some(pidfd)
 }
 
 /// Stops the worker of a running task by its recorded pid, for callers that did not
-/// start it (`kanban reclaim`): SIGTERM to its process group, a grace period, SIGKILL.
+/// start it (`kanban reclaim`, a task another gateway claimed): SIGTERM to its process
+/// group, a grace period, SIGKILL, all through the pidfd taken when it was proven ours.
 /// A pid that does not run the task's current run is not ours: nothing is signalled.
 pub struct ProcessGroupTerminator;
 
 impl Terminator for ProcessGroupTerminator {
     fn terminate(&self, task: &Task) -> Termination {
-        let (Some(pid), Some(run_id)) = (task.worker_pid, task.current_run_id) else {
-            return Termination::Stopped;
-        };
-        let Ok(pid) = u32::try_from(pid) else {
-            return Termination::Stopped;
-        };
-        if !runs_our_run(pid, &task.id, run_id) {
-            return Termination::Stopped;
+        match prove_ours(task) {
+            Some(pidfd) => Leader::Adopted(pidfd).stop(),
+            None => Termination::Stopped,
         }
-        stop_pid(pid as libc::pid_t)
     }
 }

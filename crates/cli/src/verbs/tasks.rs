@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use board_core::{NewTask, Store, TaskId};
+use board_core::{clean_title, NewTask, Store, TaskId};
 use serde_json::Value;
 
 use crate::args::{CreateArgs, EditArgs};
@@ -18,7 +18,7 @@ pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
         (None, None) => String::new(),
     };
     let request = NewTask {
-        title: a.title,
+        title: clean_title(&a.title),
         body,
         assignee: a.assignee,
         priority: a.priority,
@@ -56,7 +56,8 @@ pub fn edit(ctx: &Ctx, a: EditArgs) -> Result<(), Failure> {
             "edit needs at least one of --title, --body, --priority".to_owned(),
         ));
     }
-    let task = ctx.store.edit(&a.id, a.title, a.body, a.priority, ctx.now)?;
+    let title = a.title.as_deref().map(clean_title);
+    let task = ctx.store.edit(&a.id, title, a.body, a.priority, ctx.now)?;
     if ctx.json {
         print_json(&task_json(&task));
     } else {

@@ -294,6 +294,16 @@ impl Board {
             .count()
     }
 
+    /// The children a decomposition of `root` created.
+    pub fn children(&self, root: &TaskId) -> Vec<TaskId> {
+        self.snapshot()
+            .links
+            .iter()
+            .filter(|l| &l.child_id == root)
+            .map(|l| l.parent_id.clone())
+            .collect()
+    }
+
     pub fn wait_for(&self, what: &str, done: impl Fn() -> bool) {
         let start = Instant::now();
         while !done() {

@@ -1,0 +1,238 @@
+//! Worker process groups held by a pidfd. A signal reaches the group of the process the
+//! pidfd was opened on, or nobody: a pid that was reused by an unrelated process after
+//! the check that proved it ours is never signalled.
+//!
+//! A worker leads its own process group, whose id is the leader's pid. The kernel's
+//! group flag signals that group through the leader's pidfd. Without it, the group id is
+//! used only while the leader is unreaped (alive or a zombie), when no other group can
+//! hold it, and otherwise each member left is signalled through its own pidfd. The
+//! gateway's own children are reaped only after their group has been killed.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Child, ExitStatus};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use board_core::Termination;
+
+/// How long a worker gets to exit after SIGTERM, and after SIGKILL.
+const GRACE: Duration = Duration::from_secs(3);
+const KILL_WAIT: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_millis(20);
+/// `pidfd_send_signal` flag (Linux 6.9): signal the process group of the pidfd's process.
+const PIDFD_SIGNAL_PROCESS_GROUP: libc::c_uint = 4;
+
+/// A process pinned by a pidfd.
+#[derive(Debug)]
+pub struct Pidfd {
+    fd: OwnedFd,
+    pid: libc::pid_t,
+}
+
+impl Pidfd {
+    /// Opens a pidfd on `pid`, which names whatever process holds that pid now.
+    pub fn open(pid: u32) -> std::io::Result<Pidfd> {
+        let pid = libc::pid_t::try_from(pid)
+            .ok()
+            .filter(|p| *p > 1)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the descriptor was just returned to us and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        Ok(Pidfd { fd, pid })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Whether the process has exited (a zombie has). A pidfd turns readable on exit.
+    pub fn exited(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        let rc = unsafe { libc::poll(&mut poll, 1, 0) };
+        rc != 0 && poll.revents != 0
+    }
+
+    /// Signals this process alone.
+    fn signal(&self, sig: libc::c_int) {
+        self.send(sig, 0);
+    }
+
+    /// `pidfd_send_signal`, true when it was delivered.
+    fn send(&self, sig: libc::c_int, flags: libc::c_uint) -> bool {
+        // SAFETY: the descriptor is ours; a null siginfo asks for a kill()-like signal.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                flags,
+            )
+        };
+        rc == 0
+    }
+
+    /// Signals the process group this pidfd's process leads. `unreaped` says that the
+    /// caller holds the leader unreaped (its own child), so its pid still names its group
+    /// even when it has exited.
+    fn signal_group(&self, sig: libc::c_int, unreaped: bool) {
+        if self.send(sig, PIDFD_SIGNAL_PROCESS_GROUP)
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+        {
+            return;
+        }
+        // A kernel without the group flag: the group's id is the leader's pid, which no
+        // other process can hold while the leader is unreaped.
+        if unreaped || !self.exited() {
+            // SAFETY: kill has no memory effects; pid > 1, so -pid names one group.
+            unsafe { libc::kill(-self.pid, sig) };
+        } else {
+            signal_members(self.pid, sig);
+        }
+    }
+}
+
+/// Signals each process left in group `pgid` after its leader is gone, each through its
+/// own pidfd, opened and then confirmed to be in the group (a living member keeps the
+/// group's id from being reused).
+fn signal_members(pgid: libc::pid_t, sig: libc::c_int) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        if group_of(pid) != Some(pgid) {
+            continue;
+        }
+        let Ok(member) = Pidfd::open(pid) else {
+            continue;
+        };
+        if group_of(pid) == Some(pgid) && !member.exited() {
+            member.signal(sig);
+        }
+    }
+}
+
+/// The process group of `pid`, from `/proc/<pid>/stat` (readable for every process).
+fn group_of(pid: u32) -> Option<libc::pid_t> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything; state, ppid, pgrp follow.
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// The leader of a worker's process group: the gateway's own child, or a process proven
+/// to run a task's current run.
+#[derive(Debug)]
+pub enum Leader {
+    Own { child: Child, pidfd: Pidfd },
+    Adopted(Pidfd),
+}
+
+impl Leader {
+    /// A freshly spawned child; its pid is ours until we reap it. A child that cannot be
+    /// held is killed with its group rather than left running unsupervised.
+    pub fn own(mut child: Child) -> std::io::Result<Leader> {
+        match Pidfd::open(child.id()) {
+            Ok(pidfd) => Ok(Leader::Own { child, pidfd }),
+            Err(e) => {
+                // SAFETY: kill has no memory effects; the child is unreaped, so its pid
+                // still names its own group.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                let _ = child.wait();
+                Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot hold the worker: {e}"),
+                ))
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        match self {
+            Leader::Own { pidfd, .. } | Leader::Adopted(pidfd) => pidfd.pid(),
+        }
+    }
+
+    /// Whether the leader has exited, without reaping it.
+    pub fn exited(&self) -> bool {
+        match self {
+            Leader::Own { pidfd, .. } => own_child_exited(pidfd.pid),
+            Leader::Adopted(pidfd) => pidfd.exited(),
+        }
+    }
+
+    fn signal_group(&self, sig: libc::c_int) {
+        match self {
+            Leader::Own { pidfd, .. } => pidfd.signal_group(sig, true),
+            Leader::Adopted(pidfd) => pidfd.signal_group(sig, false),
+        }
+    }
+
+    /// After the leader exited: kills what is left of its group (background processes
+    /// must not outlive their worker), then reaps an own child. `None` for an adopted
+    /// leader, whose exit status only its parent can know.
+    pub fn finish(&mut self) -> Option<std::io::Result<ExitStatus>> {
+        self.signal_group(libc::SIGKILL);
+        match self {
+            Leader::Own { child, .. } => Some(child.wait()),
+            Leader::Adopted(_) => None,
+        }
+    }
+
+    /// Stops the whole group: SIGTERM, a grace period for the leader, then SIGKILL to the
+    /// group whether or not the leader is still there (a grandchild may ignore SIGTERM).
+    pub fn stop(&mut self) -> Termination {
+        self.signal_group(libc::SIGTERM);
+        wait_until(GRACE, || self.exited());
+        self.signal_group(libc::SIGKILL);
+        if !wait_until(KILL_WAIT, || self.exited()) {
+            return Termination::Survived;
+        }
+        let _ = self.finish();
+        Termination::Stopped
+    }
+}
+
+/// Whether our child `pid` has exited, leaving it a zombie (WNOWAIT) so that its pid
+/// keeps naming its group until [`Leader::finish`].
+fn own_child_exited(pid: libc::pid_t) -> bool {
+    // SAFETY: zeroed siginfo is a valid out-parameter for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child writes only into `info`.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is set by waitid (0 while the child runs).
+    rc != 0 || unsafe { info.si_pid() } != 0
+}
+
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        sleep(POLL);
+    }
+}
