@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use proptest::prelude::*;
+mod random_ops;
+
+pub use random_ops::random_operations;
 
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 use crate::store::{Completion, ReclaimOutcome, Store, StoreError, Termination, Terminator};
@@ -1076,286 +1078,16 @@ pub fn concurrent_claims(board: &dyn Board, threads: usize, tasks: usize) {
     assert_board_ok(&*s);
 }
 
-/// One step of a random operation sequence. Indices pick among existing tasks.
-#[derive(Clone, Debug)]
-pub enum Op {
-    Create {
-        parent: Option<usize>,
-        triage: bool,
-        priority: i64,
-    },
-    Claim(usize),
-    Heartbeat(usize, Guard),
-    Complete(usize, Guard),
-    Replay(usize),
-    Block(usize, Option<BlockKind>, Guard),
-    Unblock(usize),
-    Reclaim(usize, Guard),
-    EndRun(usize, Outcome),
-    Archive(usize),
-    Edit(usize),
-    Assign(usize),
-    Link(usize, usize),
-    Unlink(usize, usize),
-    PromoteReady,
-    Decompose {
-        task: usize,
-        children: usize,
-        edge: bool,
-        mode: Mode,
-    },
-    DecomposeFailed(usize),
-}
-
-/// Which run a guarded call names.
-#[derive(Clone, Copy, Debug)]
-pub enum Guard {
-    None,
-    Current,
-    Stale,
-}
-
-fn guard_strategy() -> impl Strategy<Value = Guard> {
-    prop_oneof![Just(Guard::None), Just(Guard::Current), Just(Guard::Stale)]
-}
-
-fn op_strategy() -> impl Strategy<Value = Op> {
-    let idx = 0usize..8;
-    let kind = prop_oneof![
-        Just(None),
-        Just(Some(BlockKind::Dependency)),
-        Just(Some(BlockKind::NeedsInput)),
-        Just(Some(BlockKind::Capability)),
-        Just(Some(BlockKind::Transient)),
-    ];
-    let outcome = prop_oneof![
-        Just(Outcome::Crashed),
-        Just(Outcome::TimedOut),
-        Just(Outcome::Stale),
-        Just(Outcome::RateLimited),
-        Just(Outcome::ProtocolViolation),
-        Just(Outcome::SpawnFailed),
-    ];
-    prop_oneof![
-        3 => (proptest::option::of(idx.clone()), any::<bool>(), -2i64..3)
-            .prop_map(|(parent, triage, priority)| Op::Create { parent, triage, priority }),
-        4 => idx.clone().prop_map(Op::Claim),
-        1 => (idx.clone(), guard_strategy()).prop_map(|(i, g)| Op::Heartbeat(i, g)),
-        3 => (idx.clone(), guard_strategy()).prop_map(|(i, g)| Op::Complete(i, g)),
-        1 => idx.clone().prop_map(Op::Replay),
-        3 => (idx.clone(), kind, guard_strategy()).prop_map(|(i, k, g)| Op::Block(i, k, g)),
-        2 => idx.clone().prop_map(Op::Unblock),
-        2 => (idx.clone(), guard_strategy()).prop_map(|(i, g)| Op::Reclaim(i, g)),
-        2 => (idx.clone(), outcome).prop_map(|(i, o)| Op::EndRun(i, o)),
-        1 => idx.clone().prop_map(Op::Archive),
-        1 => idx.clone().prop_map(Op::Edit),
-        1 => idx.clone().prop_map(Op::Assign),
-        2 => (idx.clone(), idx.clone()).prop_map(|(a, b)| Op::Link(a, b)),
-        1 => (idx.clone(), idx.clone()).prop_map(|(a, b)| Op::Unlink(a, b)),
-        1 => Just(Op::PromoteReady),
-        2 => (idx.clone(), 1usize..5, any::<bool>(), prop_oneof![Just(Mode::Manual), Just(Mode::Automatic)])
-            .prop_map(|(task, children, edge, mode)| Op::Decompose { task, children, edge, mode }),
-        1 => idx.prop_map(Op::DecomposeFailed),
-    ]
-}
-
-/// Random operation sequences of up to `max_len` steps.
-pub fn ops_strategy(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
-    proptest::collection::vec(op_strategy(), 1..max_len)
-}
-
-/// Applies one op; `Ok(true)` when the board accepted it, `Ok(false)` for a refusal
-/// or a lost guard, `Err` for a storage failure.
-fn apply_op(s: &dyn Store, ids: &mut Vec<TaskId>, op: &Op, now: i64) -> Result<bool, StoreError> {
-    let pick = |i: usize| ids.get(i % ids.len().max(1)).cloned();
-    let guard = |id: &TaskId, g: Guard| -> Result<Option<i64>, StoreError> {
-        let t = s.get(id)?;
-        Ok(match g {
-            Guard::None => None,
-            Guard::Current => t.current_run_id,
-            Guard::Stale => Some(t.current_run_id.unwrap_or(0) + 7),
-        })
-    };
-    let accepted = |r: Result<bool, StoreError>| match r {
-        Ok(b) => Ok(b),
-        Err(StoreError::Refused(_)) => Ok(false),
-        Err(e) => Err(e),
-    };
-    let done = |r: Result<(), StoreError>| accepted(r.map(|_| true));
-    if ids.is_empty() && !matches!(op, Op::Create { .. }) {
-        return Ok(false);
-    }
-    match op {
-        Op::Create {
-            parent,
-            triage,
-            priority,
-        } => {
-            let request = NewTask {
-                parents: parent.and_then(pick).into_iter().collect(),
-                triage: *triage,
-                priority: *priority,
-                ..NewTask::titled(format!("task {}", ids.len()))
-            };
-            match s.create(&request, now) {
-                Ok(t) => {
-                    ids.push(t.id);
-                    Ok(true)
-                }
-                Err(e) => accepted(Err(e)),
-            }
-        }
-        Op::Claim(i) => done(s.claim(&pick(*i).unwrap(), 100, now).map(|_| ())),
-        Op::Heartbeat(i, g) => {
-            let id = pick(*i).unwrap();
-            let run = guard(&id, *g)?.unwrap_or(0);
-            accepted(s.heartbeat(&id, run, 100, None, now))
-        }
-        Op::Complete(i, g) => {
-            let id = pick(*i).unwrap();
-            let c = Completion {
-                expected_run_id: guard(&id, *g)?,
-                summary: Some("ok".into()),
-                ..Completion::default()
-            };
-            accepted(s.complete(&id, &c, now))
-        }
-        Op::Replay(i) => {
-            let id = pick(*i).unwrap();
-            let newest = s.runs(&id)?.last().map(|r| r.id);
-            let c = Completion {
-                replay_ended_run_id: Some(newest.unwrap_or(1)),
-                ..Completion::default()
-            };
-            accepted(s.complete(&id, &c, now))
-        }
-        Op::Block(i, kind, g) => {
-            let id = pick(*i).unwrap();
-            let expected = guard(&id, *g)?;
-            accepted(s.block(&id, *kind, Some("stuck".into()), expected, now))
-        }
-        Op::Unblock(i) => done(s.unblock(&pick(*i).unwrap(), None, now).map(|_| ())),
-        Op::Reclaim(i, g) => {
-            let id = pick(*i).unwrap();
-            let expected = guard(&id, *g)?;
-            accepted(
-                s.reclaim(&id, expected, None, &NoWorkers, now)
-                    .map(|o| o == ReclaimOutcome::Reclaimed),
-            )
-        }
-        Op::EndRun(i, outcome) => {
-            let t = s.get(&pick(*i).unwrap())?;
-            let (Some(run), Some(lock)) = (t.current_run_id, t.claim_lock.clone()) else {
-                return Ok(false);
-            };
-            accepted(s.end_run(
-                &t.id,
-                run,
-                &lock,
-                *outcome,
-                Some("exit".into()),
-                serde_json::json!({}),
-                2,
-                now,
-            ))
-        }
-        Op::Archive(i) => done(s.archive(&pick(*i).unwrap(), now).map(|_| ())),
-        Op::Edit(i) => done(
-            s.edit(
-                &pick(*i).unwrap(),
-                Some(format!("edited {now}")),
-                None,
-                Some(1),
-                now,
-            )
-            .map(|_| ()),
-        ),
-        Op::Assign(i) => done(
-            s.assign(&pick(*i).unwrap(), Some("coder".into()), now)
-                .map(|_| ()),
-        ),
-        Op::Link(a, b) => done(s.link(&pick(*a).unwrap(), &pick(*b).unwrap(), now)),
-        Op::Unlink(a, b) => done(s.unlink(&pick(*a).unwrap(), &pick(*b).unwrap(), now)),
-        Op::PromoteReady => accepted(s.promote_ready(now).map(|p| !p.is_empty())),
-        Op::Decompose {
-            task,
-            children,
-            edge,
-            mode,
-        } => {
-            let id = pick(*task).unwrap();
-            let basis = PlanBasis::of(&s.facts(&id)?);
-            let plan = if *children == 1 {
-                Plan::Single {
-                    title: "tightened".into(),
-                    body: "b".into(),
-                    assignee: Some("coder".into()),
-                }
-            } else {
-                Plan::Fanout {
-                    rationale: None,
-                    tasks: (0..*children)
-                        .map(|c| PlannedTask {
-                            title: format!("child {c}"),
-                            body: String::new(),
-                            assignee: "default".into(),
-                            parents: if *edge && c > 0 { vec![c - 1] } else { vec![] },
-                        })
-                        .collect(),
-                }
-            };
-            match s.commit_plan(&id, basis, *mode, &plan, &PlanSettings::default(), now) {
-                Ok(c) => {
-                    ids.extend(c.child_ids);
-                    Ok(true)
-                }
-                Err(e) => accepted(Err(e)),
-            }
-        }
-        Op::DecomposeFailed(i) => {
-            let policy = crate::RetryPolicy::default();
-            done(
-                s.record_decompose_failure(&pick(*i).unwrap(), "bad reply", policy, 0.0, now)
-                    .map(|_| ()),
-            )
-        }
-    }
-}
-
-/// Runs `ops` against a fresh board, checking every invariant after every step, and
-/// that a refused or lost operation changed nothing.
-pub fn run_ops(board: &dyn Board, ops: &[Op]) -> Result<(), TestCaseError> {
-    let s = board.connect();
-    let mut ids = Vec::new();
-    let mut before = s.snapshot().map_err(|e| TestCaseError::fail(e.to_string()))?;
-    for (step, op) in ops.iter().enumerate() {
-        let now = T0 + step as i64;
-        let accepted =
-            apply_op(&*s, &mut ids, op, now).map_err(|e| TestCaseError::fail(format!("{op:?}: {e}")))?;
-        let after = s.snapshot().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        check_invariants(&after)
-            .map_err(|v| TestCaseError::fail(format!("after step {step} {op:?}: {v}")))?;
-        check_step(&before, &after)
-            .map_err(|v| TestCaseError::fail(format!("after step {step} {op:?}: {v}")))?;
-        if !accepted && !matches!(op, Op::PromoteReady) {
-            prop_assert_eq!(
-                &before,
-                &after,
-                "refused step {} {:?} changed the board",
-                step,
-                op
-            );
-        }
-        before = after;
-    }
-    Ok(())
-}
-
 /// Expands to one `#[test]` per conformance scenario, plus the property test with
-/// `$cases` random sequences. `$board` is an expression that makes a fresh [`Board`].
+/// `$cases` random sequences. `$board` is an expression that makes a fresh [`Board`];
+/// `property_board`, when given, makes the boards of the property test instead (a
+/// backend may open those with cheaper settings that do not change what it decides).
 #[macro_export]
 macro_rules! store_conformance_tests {
     ($board:expr, cases = $cases:expr, race_rounds = $rounds:expr) => {
+        $crate::store_conformance_tests!($board, cases = $cases, race_rounds = $rounds, property_board = $board);
+    };
+    ($board:expr, cases = $cases:expr, race_rounds = $rounds:expr, property_board = $property_board:expr) => {
         $crate::store_conformance_tests!(@each $board;
             block_loop_sends_task_to_triage,
             block_recurrence_counts_same_kind_only,
@@ -1389,16 +1121,9 @@ macro_rules! store_conformance_tests {
             $crate::conformance::concurrent_claims(&$board, 8, 100);
         }
 
-        proptest::proptest! {
-            #![proptest_config(proptest::prelude::ProptestConfig {
-                cases: $cases,
-                failure_persistence: None,
-                ..proptest::prelude::ProptestConfig::default()
-            })]
-            #[test]
-            fn invariants_hold_after_every_step(ops in $crate::conformance::ops_strategy(40)) {
-                $crate::conformance::run_ops(&$board, &ops)?;
-            }
+        #[test]
+        fn invariants_hold_after_every_step() {
+            $crate::conformance::random_operations(|| $property_board, $cases);
         }
     };
     (@each $board:expr; $($name:ident,)+) => {
