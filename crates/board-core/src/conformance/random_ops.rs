@@ -287,6 +287,8 @@ enum Stop {
     /// transition is skipped when its precondition does not hold.
     NoTarget,
     Store(StoreError),
+    /// The store answered, but not as the `Store` trait promises.
+    Broken(String),
 }
 
 impl From<StoreError> for Stop {
@@ -695,9 +697,13 @@ impl Step<'_> {
         };
         let call_id = self.s.record_llm_call(&call)?;
         let calls = self.s.llm_calls(Some(&id))?;
-        let recorded =
-            calls.len() == billed + 1 && calls.iter().any(|c| c.id == call_id && c.started_at == self.now);
-        Ok(recorded)
+        let recorded = calls.iter().any(|c| c.id == call_id && c.started_at == self.now);
+        match recorded && calls.len() == billed + 1 {
+            true => Ok(true),
+            false => Err(Stop::Broken(format!(
+                "call {call_id} billed, then read back as {calls:?}"
+            ))),
+        }
     }
 }
 
@@ -783,6 +789,7 @@ fn run_ops(board: &dyn Board, ops: &[Op], tally: &mut Tally) -> Result<(), TestC
                 continue;
             }
             Err(Stop::Store(e)) => return Err(fail(step, op, e.to_string())),
+            Err(Stop::Broken(what)) => return Err(fail(step, op, what)),
         };
         let after = s.snapshot().map_err(|e| fail(step, op, e.to_string()))?;
         check_invariants(&after).map_err(|v| fail(step, op, v.to_string()))?;
