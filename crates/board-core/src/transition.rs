@@ -879,6 +879,53 @@ pub fn retry_delay(base_seconds: i64, failures: i64, jitter: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::blank_task;
+    use crate::types::TaskId;
+
+    const T: Timestamp = 1_750_000_000;
+
+    #[test]
+    fn claim_resets_lease_fields() {
+        // Every release clears these fields, so no transition leaves them on a ready row:
+        // the row is built by hand, as one the core did not write itself would be.
+        let mut task = blank_task(
+            TaskId::from_random([0, 0, 0, 1]),
+            "leases".into(),
+            Status::Ready,
+            T - 100,
+        );
+        task.claim_expires = Some(T - 5);
+        task.worker_pid = Some(4242);
+        task.last_heartbeat_at = Some(T - 10);
+        task.started_at = Some(T - 100);
+        let facts = TaskFacts {
+            task,
+            newest_run: None,
+            run_count: 1,
+            open_parents: 0,
+            decomposed: false,
+        };
+        let fresh = Fresh {
+            run_id: 7,
+            claim_lock: "lock-7".into(),
+        };
+        let change = decide(&facts, &Request::Claim { ttl: 50 }, &fresh, T).unwrap();
+        let t = &change.task;
+        assert_eq!(
+            (t.status, t.current_run_id, t.claim_lock.as_deref()),
+            (Status::Running, Some(7), Some("lock-7"))
+        );
+        assert_eq!((t.worker_pid, t.last_heartbeat_at), (None, None));
+        assert_eq!((t.claim_expires, t.started_at), (Some(T + 50), Some(T)));
+        let [run] = change.runs.as_slice() else {
+            panic!("one run opened: {:?}", change.runs);
+        };
+        assert_eq!((run.id, run.worker_pid, run.last_heartbeat_at), (7, None, None));
+        assert_eq!(
+            (run.claim_expires, run.started_at, run.ended_at),
+            (Some(T + 50), T, None)
+        );
+    }
 
     #[test]
     fn retry_delay_doubles_and_caps() {

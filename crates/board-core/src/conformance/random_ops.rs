@@ -1,0 +1,844 @@
+//! The random-operation property test: every case starts from a seeded board, every
+//! write the `Store` trait offers is generated (the dispatcher's included), targets are
+//! chosen among the tasks in the state the operation needs, and what the board accepted
+//! is counted per kind of operation, so a run proves its steps did something.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::{Board, T0};
+use crate::plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
+use crate::store::{
+    Completion, NewLlmCall, ReclaimOutcome, RetryPolicy, Store, StoreError, Termination, Terminator,
+};
+use crate::transition::Request;
+use crate::types::{BlockKind, BoardSnapshot, Outcome, Status, Task, TaskId};
+use crate::{check_invariants, check_step, NewTask, NoWorkers};
+
+/// The longest random tail after a case's seed of created tasks.
+const MAX_STEPS: usize = 40;
+
+/// Chooses the task an operation acts on: usually one the operation fits (a running task
+/// for a heartbeat, a triage card for a decomposition; the step is skipped when none
+/// does), sometimes any task, to exercise the refusals.
+#[derive(Clone, Copy, Debug)]
+pub struct Pick {
+    fitting: bool,
+    index: usize,
+}
+
+/// Which run a guarded call names.
+#[derive(Clone, Copy, Debug)]
+pub enum Guard {
+    None,
+    Current,
+    Stale,
+}
+
+/// What an edit changes.
+#[derive(Clone, Copy, Debug)]
+pub enum EditKind {
+    Title,
+    Body,
+    Priority,
+    Nothing,
+    BlankTitle,
+}
+
+/// One step of a random operation sequence. `stale` asks a supervisor's call to name a
+/// claim lock other than the current one.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Create {
+        parents: Vec<Pick>,
+        triage: bool,
+        priority: i64,
+        key: Option<u8>,
+    },
+    Claim(Pick),
+    /// With `true`, the heartbeat names a run that is not current.
+    Heartbeat(Pick, bool),
+    /// With `true`, the completion carries a summary.
+    Complete(Pick, Guard, bool),
+    Replay(Pick),
+    Block(Pick, Option<BlockKind>, Guard),
+    Unblock(Pick),
+    Reclaim(Pick, Guard),
+    DeferReclaim(Pick, Guard),
+    EndRun {
+        task: Pick,
+        outcome: Outcome,
+        failure_limit: i64,
+        stale: bool,
+    },
+    /// With `true`, the dispatcher names a stale claim lock.
+    ExtendClaim(Pick, bool),
+    /// With `true`, the dispatcher names a stale claim lock.
+    SetWorker(Pick, bool),
+    SkipNonspawnable(Pick),
+    Archive(Pick),
+    Edit(Pick, EditKind),
+    /// With `true`, to an assignee; with `false`, unassigned.
+    Assign(Pick, bool),
+    /// With `true`, a blank comment (refused).
+    Comment(Pick, bool),
+    Link(Pick, Pick),
+    Unlink(Pick),
+    Promote(Pick),
+    PromoteReady,
+    Decompose {
+        task: Pick,
+        children: usize,
+        edge: bool,
+        mode: Mode,
+        auto_promote: bool,
+        stale_basis: bool,
+    },
+    /// With the failure limit of the retry policy.
+    DecomposeFailed(Pick, i64),
+    ClearDecomposeFailures(Pick),
+    RecordLlmCall(Pick),
+}
+
+/// Every kind of operation, as `Op::kind` names it.
+const KINDS: &[&str] = &[
+    "create",
+    "claim",
+    "heartbeat",
+    "complete",
+    "replay",
+    "block",
+    "unblock",
+    "reclaim",
+    "defer reclaim",
+    "end run",
+    "extend claim",
+    "set worker",
+    "skip nonspawnable",
+    "archive",
+    "edit",
+    "assign",
+    "comment",
+    "link",
+    "unlink",
+    "promote",
+    "promote ready",
+    "decompose",
+    "decompose failed",
+    "clear decompose failures",
+    "record llm call",
+];
+
+impl Op {
+    fn kind(&self) -> &'static str {
+        match self {
+            Op::Create { .. } => "create",
+            Op::Claim(_) => "claim",
+            Op::Heartbeat(..) => "heartbeat",
+            Op::Complete(..) => "complete",
+            Op::Replay(_) => "replay",
+            Op::Block(..) => "block",
+            Op::Unblock(_) => "unblock",
+            Op::Reclaim(..) => "reclaim",
+            Op::DeferReclaim(..) => "defer reclaim",
+            Op::EndRun { .. } => "end run",
+            Op::ExtendClaim(..) => "extend claim",
+            Op::SetWorker(..) => "set worker",
+            Op::SkipNonspawnable(_) => "skip nonspawnable",
+            Op::Archive(_) => "archive",
+            Op::Edit(..) => "edit",
+            Op::Assign(..) => "assign",
+            Op::Comment(..) => "comment",
+            Op::Link(..) => "link",
+            Op::Unlink(_) => "unlink",
+            Op::Promote(_) => "promote",
+            Op::PromoteReady => "promote ready",
+            Op::Decompose { .. } => "decompose",
+            Op::DecomposeFailed(..) => "decompose failed",
+            Op::ClearDecomposeFailures(_) => "clear decompose failures",
+            Op::RecordLlmCall(_) => "record llm call",
+        }
+    }
+}
+
+fn pick() -> impl Strategy<Value = Pick> {
+    (proptest::bool::weighted(0.85), 0usize..64).prop_map(|(fitting, index)| Pick { fitting, index })
+}
+
+fn guard() -> impl Strategy<Value = Guard> {
+    prop_oneof![2 => Just(Guard::None), 4 => Just(Guard::Current), 1 => Just(Guard::Stale)]
+}
+
+fn stale() -> impl Strategy<Value = bool> {
+    proptest::bool::weighted(0.15)
+}
+
+fn create() -> impl Strategy<Value = Op> {
+    (
+        proptest::collection::vec(pick(), 0..3),
+        proptest::bool::weighted(0.3),
+        -2i64..3,
+        proptest::option::weighted(0.1, 0u8..3),
+    )
+        .prop_map(|(parents, triage, priority, key)| Op::Create {
+            parents,
+            triage,
+            priority,
+            key,
+        })
+}
+
+/// The operations of a worker and of a person on one task.
+fn task_op() -> impl Strategy<Value = Op> {
+    let kind = prop_oneof![
+        Just(None),
+        Just(Some(BlockKind::Dependency)),
+        Just(Some(BlockKind::NeedsInput)),
+        Just(Some(BlockKind::Capability)),
+        Just(Some(BlockKind::Transient)),
+    ];
+    let edit = prop_oneof![
+        3 => Just(EditKind::Title),
+        1 => Just(EditKind::Body),
+        2 => Just(EditKind::Priority),
+        1 => Just(EditKind::Nothing),
+        1 => Just(EditKind::BlankTitle),
+    ];
+    prop_oneof![
+        6 => create(),
+        9 => pick().prop_map(Op::Claim),
+        2 => (pick(), stale()).prop_map(|(p, s)| Op::Heartbeat(p, s)),
+        3 => (pick(), guard(), any::<bool>()).prop_map(|(p, g, s)| Op::Complete(p, g, s)),
+        2 => pick().prop_map(Op::Replay),
+        3 => (pick(), kind, guard()).prop_map(|(p, k, g)| Op::Block(p, k, g)),
+        2 => pick().prop_map(Op::Unblock),
+        1 => pick().prop_map(Op::Archive),
+        2 => (pick(), edit).prop_map(|(p, e)| Op::Edit(p, e)),
+        1 => (pick(), any::<bool>()).prop_map(|(p, some)| Op::Assign(p, some)),
+        1 => (pick(), proptest::bool::weighted(0.2)).prop_map(|(p, blank)| Op::Comment(p, blank)),
+        2 => (pick(), pick()).prop_map(|(a, b)| Op::Link(a, b)),
+        1 => pick().prop_map(Op::Unlink),
+    ]
+}
+
+/// The dispatcher's and the decomposer's operations.
+fn supervisor_op() -> impl Strategy<Value = Op> {
+    let outcome = prop_oneof![
+        3 => Just(Outcome::Crashed),
+        1 => Just(Outcome::TimedOut),
+        1 => Just(Outcome::Stale),
+        1 => Just(Outcome::RateLimited),
+        1 => Just(Outcome::ProtocolViolation),
+        1 => Just(Outcome::SpawnFailed),
+        1 => Just(Outcome::Completed),
+    ];
+    let mode = prop_oneof![Just(Mode::Manual), Just(Mode::Automatic)];
+    prop_oneof![
+        2 => (pick(), guard()).prop_map(|(p, g)| Op::Reclaim(p, g)),
+        1 => (pick(), guard()).prop_map(|(p, g)| Op::DeferReclaim(p, g)),
+        2 => (pick(), outcome, 1i64..4, stale()).prop_map(|(task, outcome, failure_limit, stale)| {
+            Op::EndRun { task, outcome, failure_limit, stale }
+        }),
+        1 => (pick(), stale()).prop_map(|(p, s)| Op::ExtendClaim(p, s)),
+        2 => (pick(), stale()).prop_map(|(p, s)| Op::SetWorker(p, s)),
+        1 => pick().prop_map(Op::SkipNonspawnable),
+        2 => pick().prop_map(Op::Promote),
+        2 => Just(Op::PromoteReady),
+        3 => (pick(), 0usize..5, any::<bool>(), mode, any::<bool>(), proptest::bool::weighted(0.1))
+            .prop_map(|(task, children, edge, mode, auto_promote, stale_basis)| Op::Decompose {
+                task, children, edge, mode, auto_promote, stale_basis,
+            }),
+        2 => (pick(), 1i64..4).prop_map(|(p, limit)| Op::DecomposeFailed(p, limit)),
+        1 => pick().prop_map(Op::ClearDecomposeFailures),
+        1 => pick().prop_map(Op::RecordLlmCall),
+    ]
+}
+
+/// A seed of 3 to 9 created tasks, then up to `max_len` random operations.
+fn ops_strategy(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![3 => task_op(), 2 => supervisor_op()];
+    (
+        proptest::collection::vec(create(), 3..10),
+        proptest::collection::vec(op, 1..max_len),
+    )
+        .prop_map(|(mut seed, ops)| {
+            seed.extend(ops);
+            seed
+        })
+}
+
+/// A worker that outlives every attempt to stop it.
+struct Survivor;
+
+impl Terminator for Survivor {
+    fn terminate(&self, _task: &Task) -> Termination {
+        Termination::Survived
+    }
+}
+
+/// Why a step was not applied.
+#[derive(Debug)]
+enum Stop {
+    /// The operation wanted a task in a state no task is in: it is skipped, as a model's
+    /// transition is skipped when its precondition does not hold.
+    NoTarget,
+    Store(StoreError),
+    /// The store answered, but not as the `Store` trait promises.
+    Broken(String),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Stop {
+        Stop::Store(e)
+    }
+}
+
+/// `Ok(false)` for a refusal or a lost guard; storage failures stay errors.
+fn accepted<T>(result: Result<T, StoreError>, won: impl FnOnce(T) -> bool) -> Result<bool, Stop> {
+    match result {
+        Ok(value) => Ok(won(value)),
+        Err(StoreError::Refused(_)) => Ok(false),
+        Err(e) => Err(Stop::Store(e)),
+    }
+}
+
+fn ok<T>(_: T) -> bool {
+    true
+}
+
+fn is_running(t: &Task) -> bool {
+    t.status == Status::Running
+}
+
+fn in_status(statuses: &'static [Status]) -> impl Fn(&Task) -> bool {
+    move |t| statuses.contains(&t.status)
+}
+
+/// One step: the store, the board as it was before the step, and every task id in
+/// creation order.
+struct Step<'a> {
+    s: &'a dyn Store,
+    before: BTreeMap<&'a TaskId, &'a Task>,
+    board: &'a BoardSnapshot,
+    ids: &'a mut Vec<TaskId>,
+    now: i64,
+}
+
+impl Step<'_> {
+    fn task(&self, id: &TaskId) -> &Task {
+        self.before[id]
+    }
+
+    /// The task `pick` names: among those `fits` accepts when the pick is fitting (none
+    /// is `NoTarget`), else among all.
+    fn target(&self, pick: Pick, fits: impl Fn(&Task) -> bool) -> Result<TaskId, Stop> {
+        let pool: Vec<&TaskId> = match pick.fitting {
+            true => self.ids.iter().filter(|id| fits(self.task(id))).collect(),
+            false => self.ids.iter().collect(),
+        };
+        match pool.len() {
+            0 => Err(Stop::NoTarget),
+            n => Ok(pool[pick.index % n].clone()),
+        }
+    }
+
+    fn run_guard(&self, id: &TaskId, guard: Guard) -> Option<i64> {
+        let current = self.task(id).current_run_id;
+        match guard {
+            Guard::None => None,
+            Guard::Current => current,
+            Guard::Stale => Some(current.unwrap_or(0) + 7),
+        }
+    }
+
+    /// A `todo` task whose parents are all done or archived.
+    fn promotable(&self, t: &Task) -> bool {
+        let mut parents = self.board.links.iter().filter(|l| l.child_id == t.id);
+        t.status == Status::Todo && parents.all(|l| self.task(&l.parent_id).status.releases_children())
+    }
+
+    /// The claim a supervisor observed: the current one, or a lock that is not it.
+    fn claim(&self, id: &TaskId, stale: bool) -> (i64, String) {
+        let t = self.task(id);
+        let lock = match (stale, &t.claim_lock) {
+            (false, Some(lock)) => lock.clone(),
+            _ => "a lock never handed out".to_owned(),
+        };
+        (t.current_run_id.unwrap_or(0), lock)
+    }
+
+    /// Applies `op`; `Ok(true)` when the board accepted it and changed, `Ok(false)` when
+    /// it refused, a guard lost, or there was nothing to do.
+    fn apply(&mut self, op: &Op) -> Result<bool, Stop> {
+        match op {
+            Op::Create {
+                parents,
+                triage,
+                priority,
+                key,
+            } => self.create(parents, *triage, *priority, *key),
+            Op::Claim(p) => self.claim_task(*p),
+            Op::Heartbeat(p, stale) => self.heartbeat(*p, *stale),
+            Op::Complete(p, g, summary) => self.complete(*p, *g, *summary),
+            Op::Replay(p) => self.replay(*p),
+            Op::Block(p, kind, g) => self.block(*p, *kind, *g),
+            Op::Unblock(p) => self.unblock(*p),
+            Op::Reclaim(p, g) => self.reclaim(*p, *g, &NoWorkers, ReclaimOutcome::Reclaimed),
+            Op::DeferReclaim(p, g) => self.reclaim(*p, *g, &Survivor, ReclaimOutcome::Deferred),
+            Op::EndRun {
+                task,
+                outcome,
+                failure_limit,
+                stale,
+            } => self.end_run(*task, *outcome, *failure_limit, *stale),
+            Op::ExtendClaim(p, stale) => {
+                self.supervise(*p, *stale, |run_id, claim_lock| Request::ExtendClaim {
+                    run_id,
+                    claim_lock,
+                    ttl: 100,
+                })
+            }
+            Op::SetWorker(p, stale) => self.supervise(*p, *stale, |run_id, claim_lock| Request::SetWorker {
+                run_id,
+                claim_lock,
+                pid: 4000 + run_id,
+            }),
+            Op::SkipNonspawnable(p) => self.on_task(
+                *p,
+                in_status(&[Status::Ready]),
+                &Request::SkipNonspawnable {
+                    profile: "reviewer".into(),
+                },
+            ),
+            Op::Archive(p) => self.archive(*p),
+            Op::Edit(p, kind) => self.edit(*p, *kind),
+            Op::Assign(p, some) => self.assign(*p, *some),
+            Op::Comment(p, blank) => self.comment(*p, *blank),
+            Op::Link(a, b) => self.link(*a, *b),
+            Op::Unlink(p) => self.unlink(*p),
+            Op::Promote(p) => self.on_task(*p, |t| self.promotable(t), &Request::Promote),
+            Op::PromoteReady => accepted(self.s.promote_ready(self.now), |promoted| !promoted.is_empty()),
+            Op::Decompose {
+                task,
+                children,
+                edge,
+                mode,
+                auto_promote,
+                stale_basis,
+            } => self.decompose(*task, *children, *edge, *mode, *auto_promote, *stale_basis),
+            Op::DecomposeFailed(p, limit) => self.decompose_failed(*p, *limit),
+            Op::ClearDecomposeFailures(p) => self.clear_decompose_failures(*p),
+            Op::RecordLlmCall(p) => self.record_llm_call(*p),
+        }
+    }
+
+    fn create(
+        &mut self,
+        parents: &[Pick],
+        triage: bool,
+        priority: i64,
+        key: Option<u8>,
+    ) -> Result<bool, Stop> {
+        let parents = match self.ids.is_empty() {
+            true => Vec::new(),
+            false => parents
+                .iter()
+                .map(|p| self.target(*p, |_| true))
+                .collect::<Result<_, _>>()?,
+        };
+        let request = NewTask {
+            parents,
+            triage,
+            priority,
+            idempotency_key: key.map(|k| format!("key {k}")),
+            ..NewTask::titled(format!("task {}", self.ids.len()))
+        };
+        let task = match self.s.create(&request, self.now) {
+            Ok(task) => task,
+            Err(e) => return accepted(Err::<(), _>(e), ok),
+        };
+        // A known idempotency key returns the first task and creates nothing.
+        if self.ids.contains(&task.id) {
+            return Ok(false);
+        }
+        self.ids.push(task.id);
+        Ok(true)
+    }
+
+    fn claim_task(&self, p: Pick) -> Result<bool, Stop> {
+        let id = self.target(p, in_status(&[Status::Ready]))?;
+        accepted(self.s.claim(&id, 100, self.now), ok)
+    }
+
+    fn heartbeat(&self, p: Pick, stale: bool) -> Result<bool, Stop> {
+        let id = self.target(p, is_running)?;
+        let (run_id, _) = self.claim(&id, stale);
+        let run_id = if stale { run_id + 7 } else { run_id };
+        accepted(
+            self.s.heartbeat(&id, run_id, 100, Some("alive".into()), self.now),
+            |won| won,
+        )
+    }
+
+    fn complete(&self, p: Pick, g: Guard, summary: bool) -> Result<bool, Stop> {
+        let id = self.target(p, is_running)?;
+        let completion = Completion {
+            expected_run_id: self.run_guard(&id, g),
+            result: Some("done".into()),
+            summary: summary.then(|| "ok".into()),
+            ..Completion::default()
+        };
+        accepted(self.s.complete(&id, &completion, self.now), |won| won)
+    }
+
+    fn replay(&self, p: Pick) -> Result<bool, Stop> {
+        let newest = |id: &TaskId| {
+            self.board
+                .runs
+                .iter()
+                .filter(|r| &r.task_id == id)
+                .map(|r| r.id)
+                .max()
+        };
+        let id = self.target(p, |t| {
+            let after_a_run = matches!(t.status, Status::Blocked | Status::Triage | Status::Ready);
+            after_a_run && t.current_run_id.is_none() && newest(&t.id).is_some()
+        })?;
+        let completion = Completion {
+            replay_ended_run_id: Some(newest(&id).unwrap_or(1)),
+            ..Completion::default()
+        };
+        accepted(self.s.complete(&id, &completion, self.now), |won| won)
+    }
+
+    fn block(&self, p: Pick, kind: Option<BlockKind>, g: Guard) -> Result<bool, Stop> {
+        let id = self.target(p, is_running)?;
+        let expected = self.run_guard(&id, g);
+        accepted(
+            self.s.block(&id, kind, Some("stuck".into()), expected, self.now),
+            |won| won,
+        )
+    }
+
+    fn unblock(&self, p: Pick) -> Result<bool, Stop> {
+        let id = self.target(p, in_status(&[Status::Blocked]))?;
+        accepted(self.s.unblock(&id, None, self.now), ok)
+    }
+
+    fn reclaim(
+        &self,
+        p: Pick,
+        g: Guard,
+        worker: &dyn Terminator,
+        wins: ReclaimOutcome,
+    ) -> Result<bool, Stop> {
+        let id = self.target(p, is_running)?;
+        let result = self
+            .s
+            .reclaim(&id, self.run_guard(&id, g), None, worker, self.now);
+        accepted(result, |outcome| outcome == wins)
+    }
+
+    fn end_run(&self, p: Pick, outcome: Outcome, failure_limit: i64, stale: bool) -> Result<bool, Stop> {
+        let id = self.target(p, is_running)?;
+        let (run_id, lock) = self.claim(&id, stale);
+        let detail = serde_json::json!({ "exit_code": 1 });
+        let result = self.s.end_run(
+            &id,
+            run_id,
+            &lock,
+            outcome,
+            Some("exit".into()),
+            detail,
+            failure_limit,
+            self.now,
+        );
+        accepted(result, |won| won)
+    }
+
+    /// A dispatcher's request on a running task's claim, as it observed the claim.
+    fn supervise(
+        &self,
+        p: Pick,
+        stale: bool,
+        request: impl FnOnce(i64, String) -> Request,
+    ) -> Result<bool, Stop> {
+        let id = self.target(p, is_running)?;
+        let (run_id, lock) = self.claim(&id, stale);
+        accepted(self.s.transition(&id, &request(run_id, lock), self.now), ok)
+    }
+
+    fn on_task(&self, p: Pick, fits: impl Fn(&Task) -> bool, request: &Request) -> Result<bool, Stop> {
+        let id = self.target(p, fits)?;
+        accepted(self.s.transition(&id, request, self.now), ok)
+    }
+
+    fn archive(&self, p: Pick) -> Result<bool, Stop> {
+        let id = self.target(p, |t| t.status != Status::Archived)?;
+        accepted(self.s.archive(&id, self.now), ok)
+    }
+
+    fn edit(&self, p: Pick, kind: EditKind) -> Result<bool, Stop> {
+        let id = self.target(p, |t| !t.status.is_terminal())?;
+        let text = |s: &str| Some(format!("{s} {}", self.now));
+        let (title, body, priority) = match kind {
+            EditKind::Title => (text("title"), None, None),
+            EditKind::Body => (None, text("body"), None),
+            EditKind::Priority => (None, None, Some(self.now % 5)),
+            EditKind::Nothing => (None, None, None),
+            EditKind::BlankTitle => (Some("  ".into()), None, None),
+        };
+        accepted(self.s.edit(&id, title, body, priority, self.now), ok)
+    }
+
+    fn assign(&self, p: Pick, some: bool) -> Result<bool, Stop> {
+        let id = self.target(p, |t| !matches!(t.status, Status::Running | Status::Archived))?;
+        accepted(self.s.assign(&id, some.then(|| "coder".into()), self.now), ok)
+    }
+
+    fn comment(&self, p: Pick, blank: bool) -> Result<bool, Stop> {
+        let id = self.target(p, |_| true)?;
+        let body = if blank { " " } else { "a remark" };
+        accepted(self.s.comment(&id, Some("ana"), body, self.now), ok)
+    }
+
+    fn link(&self, parent: Pick, child: Pick) -> Result<bool, Stop> {
+        let parent = self.target(parent, |_| true)?;
+        let child = self.target(child, |t| !is_running(t))?;
+        accepted(self.s.link(&parent, &child, self.now), ok)
+    }
+
+    /// Removes an existing link when the pick fits and there is one, else tries a pair.
+    fn unlink(&self, p: Pick) -> Result<bool, Stop> {
+        let links = &self.board.links;
+        let (parent, child) = match (p.fitting, links.is_empty()) {
+            (true, false) => {
+                let l = &links[p.index % links.len()];
+                (l.parent_id.clone(), l.child_id.clone())
+            }
+            _ => (
+                self.target(p, |_| true)?,
+                self.target(
+                    Pick {
+                        index: p.index / 2,
+                        ..p
+                    },
+                    |_| true,
+                )?,
+            ),
+        };
+        accepted(self.s.unlink(&parent, &child, self.now), ok)
+    }
+
+    fn decompose(
+        &mut self,
+        p: Pick,
+        children: usize,
+        edge: bool,
+        mode: Mode,
+        auto_promote: bool,
+        stale_basis: bool,
+    ) -> Result<bool, Stop> {
+        let id = self.target(p, in_status(&[Status::Triage]))?;
+        let mut basis = PlanBasis::of(&self.s.facts(&id)?);
+        if stale_basis {
+            basis.revision -= 1;
+        }
+        let settings = PlanSettings {
+            auto_promote_children: auto_promote,
+            ..PlanSettings::default()
+        };
+        let plan = plan(children, edge);
+        match self.s.commit_plan(&id, basis, mode, &plan, &settings, self.now) {
+            Ok(committed) => {
+                self.ids.extend(committed.child_ids);
+                Ok(true)
+            }
+            Err(e) => accepted(Err::<(), _>(e), ok),
+        }
+    }
+
+    fn decompose_failed(&self, p: Pick, failure_limit: i64) -> Result<bool, Stop> {
+        let id = self.target(p, in_status(&[Status::Triage]))?;
+        let policy = RetryPolicy {
+            base_seconds: 30,
+            failure_limit,
+        };
+        accepted(
+            self.s
+                .record_decompose_failure(&id, "bad reply", policy, 0.0, self.now),
+            ok,
+        )
+    }
+
+    /// Accepted when the card had a failure or a park to clear (the store's call answers
+    /// `Ok` either way).
+    fn clear_decompose_failures(&self, p: Pick) -> Result<bool, Stop> {
+        let id = self.target(p, |t| t.status == Status::Triage && t.decompose_failures > 0)?;
+        let cleared = accepted(self.s.clear_decompose_failures(&id, self.now), ok)?;
+        Ok(cleared && self.s.get(&id)? != *self.task(&id))
+    }
+
+    /// Bills a model call; the bill is not part of a snapshot, so it is read back here.
+    fn record_llm_call(&self, p: Pick) -> Result<bool, Stop> {
+        let id = self.target(p, |_| true)?;
+        let billed = self.s.llm_calls(Some(&id))?.len();
+        let call = NewLlmCall {
+            task_id: Some(id.clone()),
+            purpose: "decompose".into(),
+            model: "fake".into(),
+            started_at: self.now,
+            outcome: "ok".into(),
+            ..NewLlmCall::default()
+        };
+        let call_id = self.s.record_llm_call(&call)?;
+        let calls = self.s.llm_calls(Some(&id))?;
+        let recorded = calls.iter().any(|c| c.id == call_id && c.started_at == self.now);
+        match recorded && calls.len() == billed + 1 {
+            true => Ok(true),
+            false => Err(Stop::Broken(format!(
+                "call {call_id} billed, then read back as {calls:?}"
+            ))),
+        }
+    }
+}
+
+/// A decomposer's reply: an empty fan-out (refused), one tightened task, or a fan-out
+/// whose children form a chain when `edge` is set.
+fn plan(children: usize, edge: bool) -> Plan {
+    match children {
+        1 => Plan::Single {
+            title: "tightened".into(),
+            body: "b".into(),
+            assignee: Some("coder".into()),
+        },
+        n => Plan::Fanout {
+            rationale: None,
+            tasks: (0..n)
+                .map(|c| PlannedTask {
+                    title: format!("child {c}"),
+                    body: String::new(),
+                    assignee: "default".into(),
+                    parents: if edge && c > 0 { vec![c - 1] } else { vec![] },
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The columns of a [`Tally`].
+const ACCEPTED: usize = 0;
+const REFUSED: usize = 1;
+const SKIPPED: usize = 2;
+
+/// Per kind of operation, over every case of a run: steps the board accepted, steps it
+/// refused (or a guard lost), and steps skipped because no task was in a state the
+/// operation needs.
+#[derive(Default)]
+struct Tally(BTreeMap<&'static str, [usize; 3]>);
+
+impl Tally {
+    fn count(&mut self, kind: &'static str, column: usize) {
+        self.0.entry(kind).or_default()[column] += 1;
+    }
+
+    fn accepted(&self, kind: &str) -> usize {
+        self.0.get(kind).map_or(0, |row| row[ACCEPTED])
+    }
+}
+
+impl fmt::Display for Tally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<26} {:>9} {:>9} {:>9}",
+            "operation", "accepted", "refused", "skipped"
+        )?;
+        for kind in KINDS {
+            let [accepted, refused, skipped] = self.0.get(kind).copied().unwrap_or_default();
+            writeln!(f, "{kind:<26} {accepted:>9} {refused:>9} {skipped:>9}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `ops` against a fresh board, checking every invariant after every step, that a
+/// step the board refused changed nothing, and that one it accepted changed something.
+fn run_ops(board: &dyn Board, ops: &[Op], tally: &mut Tally) -> Result<(), TestCaseError> {
+    let fail =
+        |step: usize, op: &Op, what: String| TestCaseError::fail(format!("step {step} {op:?}: {what}"));
+    let s = board.connect();
+    let mut ids = Vec::new();
+    let mut before = s.snapshot().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    for (step, op) in ops.iter().enumerate() {
+        let mut at = Step {
+            s: &*s,
+            before: before.tasks.iter().map(|t| (&t.id, t)).collect(),
+            board: &before,
+            ids: &mut ids,
+            now: T0 + step as i64,
+        };
+        let accepted = match at.apply(op) {
+            Ok(accepted) => accepted,
+            Err(Stop::NoTarget) => {
+                tally.count(op.kind(), SKIPPED);
+                continue;
+            }
+            Err(Stop::Store(e)) => return Err(fail(step, op, e.to_string())),
+            Err(Stop::Broken(what)) => return Err(fail(step, op, what)),
+        };
+        let after = s.snapshot().map_err(|e| fail(step, op, e.to_string()))?;
+        check_invariants(&after).map_err(|v| fail(step, op, v.to_string()))?;
+        check_step(&before, &after).map_err(|v| fail(step, op, v.to_string()))?;
+        let changed = after != before;
+        if !accepted && changed {
+            return Err(fail(step, op, "refused, yet the board changed".into()));
+        }
+        if accepted && !changed && !matches!(op, Op::RecordLlmCall(_)) {
+            return Err(fail(step, op, "accepted, yet the board is unchanged".into()));
+        }
+        tally.count(op.kind(), if accepted { ACCEPTED } else { REFUSED });
+        before = after;
+    }
+    Ok(())
+}
+
+/// The property test: `cases` random sequences, each on a fresh board from `fresh`.
+/// Prints how many steps of each kind the board accepted and refused, and fails when a
+/// kind was accepted fewer than `cases / 40` times: a generator whose steps mostly do
+/// nothing proves nothing.
+pub fn random_operations<B: Board>(fresh: impl Fn() -> B, cases: u32) {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let tally = RefCell::new(Tally::default());
+    let result = TestRunner::new(config).run(&ops_strategy(MAX_STEPS), |ops| {
+        run_ops(&fresh(), &ops, &mut tally.borrow_mut())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let tally = tally.into_inner();
+    eprintln!("random operations, {cases} cases:\n{tally}");
+    let floor = cases as usize / 40;
+    let starved: Vec<&str> = KINDS
+        .iter()
+        .copied()
+        .filter(|k| tally.accepted(k) < floor)
+        .collect();
+    assert!(
+        starved.is_empty(),
+        "accepted fewer than {floor} times: {starved:?}\n{tally}"
+    );
+    assert!(
+        tally.0.keys().all(|k| KINDS.contains(k)),
+        "a kind of operation missing from KINDS:\n{}",
+        tally.0.keys().copied().collect::<Vec<_>>().join(", ")
+    );
+}
