@@ -46,7 +46,11 @@ impl From<OpenError> for Failure {
     }
 }
 
-/// Folds a message onto one line so that stderr always carries exactly one.
+/// Folds a message onto one line so that stderr always carries exactly one, with no
+/// control character from whatever text it quotes.
 pub fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::output::plain(message, false)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
