@@ -90,6 +90,26 @@ fn a_home_or_its_files_writable_by_others_are_refused() {
     board.ok(&["list"]);
 }
 
+#[test]
+fn a_linked_config_or_board_file_is_refused() {
+    let board = Board::init();
+    let home = board.home();
+    let marker = board.dir.path().join("ran");
+    for name in ["config.yaml", "kanban.db"] {
+        let path = home.join(name);
+        let elsewhere = board.dir.path().join(name);
+        std::fs::rename(&path, &elsewhere).unwrap();
+        if name == "config.yaml" {
+            std::fs::write(&elsewhere, marker_config(&marker)).unwrap();
+        }
+        symlink(&elsewhere, &path).unwrap();
+        assert_refused(&home, &["dispatch"], &path, "symbolic link");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&elsewhere, &path).unwrap();
+    }
+    assert!(!marker.exists(), "a linked config ran its worker");
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }

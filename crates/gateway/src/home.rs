@@ -14,6 +14,8 @@ use crate::config::CONFIG_FILE;
 /// The home's subdirectories workers use.
 pub const LOGS_DIR: &str = "logs";
 pub const WORKSPACES_DIR: &str = "workspaces";
+/// The board file, checked like the config: whoever can replace it rewrites the board.
+const DATABASE_FILE: &str = "kanban.db";
 
 /// A home (or a file in it) that another user could have chosen or could change.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +64,8 @@ fn check_owned(path: &Path, meta: &Metadata) -> Result<(), UnsafeHome> {
 }
 
 /// Checks what of a home exists: the home itself (which may be reached through a link),
-/// then `config.yaml`, `logs/` and `workspaces/`, none of which may be a link.
+/// then `config.yaml`, `kanban.db`, `logs/` and `workspaces/`, none of which may be a
+/// link.
 pub fn check_home(home: &Path) -> Result<(), UnsafeHome> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -76,7 +79,7 @@ pub fn check_home(home: &Path) -> Result<(), UnsafeHome> {
         });
     }
     check_owned(home, &meta)?;
-    for name in [CONFIG_FILE, LOGS_DIR, WORKSPACES_DIR] {
+    for name in [CONFIG_FILE, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR] {
         let path = home.join(name);
         match std::fs::symlink_metadata(&path) {
             Ok(meta) => check_entry(&path, &meta)?,
