@@ -100,7 +100,8 @@ pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
     let pid_path = home.join("gateway.pid");
     let file = home::open_lock(&lock_path).map_err(io("cannot take the gateway lock"))?;
     if !try_flock(&file) {
-        let pid = std::fs::read_to_string(&pid_path)
+        let pid = home::open_read(&pid_path)
+            .and_then(std::io::read_to_string)
             .unwrap_or_default()
             .trim()
             .to_owned();
