@@ -105,7 +105,9 @@ impl fmt::Display for ApiKey {
 /// 180 s timeout, 4000 max tokens, 2 transient retries, 16 children, 3 failures before
 /// parking, 30 s retry base, assignee and orchestrator `default`, children promoted, and
 /// the key from `$OPENAI_API_KEY`.
-#[derive(Clone, Debug)]
+///
+/// Its `Debug` shows the base URL with its credentials redacted, and never the key.
+#[derive(Clone)]
 pub struct DecomposerSettings {
     /// The OpenAI-compatible base URL; requests go to `{base_url}/chat/completions`.
     pub base_url: String,
@@ -147,6 +149,25 @@ impl DecomposerSettings {
             .ok()
             .filter(|value| !value.trim().is_empty())
             .map(ApiKey::new)
+    }
+}
+
+impl fmt::Debug for DecomposerSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecomposerSettings")
+            .field("base_url", &crate::endpoint::redact_url(&self.base_url))
+            .field("model", &self.model)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("api_key", &self.api_key)
+            .field("api_key_env", &self.api_key_env)
+            .field("timeout", &self.timeout)
+            .field("max_tokens", &self.max_tokens)
+            .field("transient_retries", &self.transient_retries)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("roster", &self.roster)
+            .field("plan", &self.plan)
+            .field("retry_policy", &self.retry_policy)
+            .finish()
     }
 }
 

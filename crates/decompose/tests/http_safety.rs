@@ -149,7 +149,7 @@ async fn base_url_credentials_never_appear_in_errors_or_the_ledger() {
         let settings = settings(base);
         let (failure, rows) = failed_call(&settings).await;
         let client = HttpModel::new(&settings).unwrap();
-        let shown = format!("{failure} {rows:?} {client:?} {}", client.url());
+        let shown = format!("{failure} {rows:?} {client:?} {} {settings:?}", client.url());
         for secret in ["alice-user", "pa55word-secret", "query-secret-value"] {
             assert!(!shown.contains(secret), "{secret} shown in {shown}");
         }
