@@ -9,11 +9,13 @@ mod gateway_board;
 
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::Board;
 
 const NOBODY: u32 = 65534;
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -30,10 +32,12 @@ fn marker_config(marker: &Path) -> String {
 /// Runs `kanban --home HOME ARGS` and checks it is refused with one line that names
 /// `path` and says `fix`.
 fn assert_refused(home: &Path, args: &[&str], path: &Path, fix: &str) {
+    // Bounded: a `gateway run` that was not refused would otherwise run forever.
     let out = common::bare()
         .arg("--home")
         .arg(home)
         .args(args)
+        .timeout(LIMIT)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -247,8 +251,25 @@ fn planted_gateway_tmp_and_pid_links_are_not_followed() {
     board.kill_gateway();
     std::fs::remove_file(home.join("gateway.lock")).unwrap();
     symlink(&target, home.join("gateway.lock")).unwrap();
-    let out = board.kanban(&["gateway", "run"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
+    let log = board.dir.path().join("refused.stderr");
+    let mut gateway = board
+        .command(&["gateway", "run"])
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = gateway.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = gateway.kill();
+            panic!("a gateway on a linked lock file was not refused");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("symbolic link"));
     assert_eq!(std::fs::read(&target).unwrap(), bytes);
 }
