@@ -59,6 +59,9 @@ fn escapes_in_every_text_field_are_neutralised_in_human_output() {
         &format!("sum {HOSTILE}"),
     ]);
 
+    let third = board.create(&["third"]);
+    let assigned = board.ok(&["assign", &third, &format!("to{HOSTILE}")]);
+    assert_neutral("assign", &assigned);
     for args in [
         vec!["show", id.as_str()],
         vec!["show", other.as_str()],

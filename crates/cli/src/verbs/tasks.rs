@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::args::{CreateArgs, EditArgs};
 use crate::failure::Failure;
-use crate::output::{print_json, status_label, task_json};
+use crate::output::{plain, print_json, status_label, task_json};
 use crate::verbs::{within_cap, Ctx};
 
 pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
@@ -89,7 +89,7 @@ pub fn assign(ctx: &Ctx, id: TaskId, profile: String) -> Result<(), Failure> {
         println!(
             "assigned {} to {}",
             task.id,
-            task.assignee.as_deref().unwrap_or("nobody")
+            plain(task.assignee.as_deref().unwrap_or("nobody"), false)
         );
     }
     Ok(())
