@@ -1,8 +1,9 @@
 //! The home's own files, owned by us and no one else: the check that a home, its
-//! `config.yaml`, `logs/` and `workspaces/` belong to the current user and are not
-//! writable by group or others (someone who can write there can choose the commands we
-//! run), directories created 0700 and checked after creation, files opened without
-//! following symlinks, and atomic writes through uniquely named `O_EXCL` temp files.
+//! `config.yaml`, `kanban.db`, `logs/` and `workspaces/` belong to the current user and
+//! are not writable by group or others (someone who can write there can choose the
+//! commands we run), directories created 0700 and checked after creation, files opened
+//! without following symlinks, and atomic writes through uniquely named `O_EXCL` temp
+//! files.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Write;
