@@ -210,11 +210,8 @@ impl HttpModel {
             let mut failure = CallFailure::new(
                 FailureKind::HttpError,
                 Some(status),
-                match provider_message(&bytes) {
-                    Some(message) => format!(
-                        "model answered HTTP {status}{redirect}: {}",
-                        self.secrets.scrub(&message)
-                    ),
+                match provider_message(&bytes, |text| self.secrets.scrub(text)) {
+                    Some(message) => format!("model answered HTTP {status}{redirect}: {message}"),
                     None => format!("model answered HTTP {status}{redirect}"),
                 },
             );
@@ -450,11 +447,14 @@ fn parse_reply_body(bytes: &[u8], status: u16) -> Result<ModelReply, CallFailure
     })
 }
 
-/// `error.message` of an OpenAI-shaped error body, on one short line.
-fn provider_message(bytes: &[u8]) -> Option<String> {
+/// `error.message` of an OpenAI-shaped error body, scrubbed, on one short line. It is
+/// scrubbed before it is cut, so that a secret the cut would split is still found whole;
+/// the margin bounds the work on a huge message.
+fn provider_message(bytes: &[u8], scrub: impl Fn(&str) -> String) -> Option<String> {
     let value: Value = serde_json::from_slice(bytes).ok()?;
     let message = value.pointer("/error/message").and_then(Value::as_str)?;
-    let flat: String = message
+    let head: String = message.chars().take(PROVIDER_MESSAGE_MAX_CHARS + 512).collect();
+    let flat: String = scrub(&head)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(PROVIDER_MESSAGE_MAX_CHARS)

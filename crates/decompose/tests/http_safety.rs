@@ -56,6 +56,16 @@ async fn failed_call(settings: &DecomposerSettings) -> (CallFailure, Vec<(String
     (failure, rows)
 }
 
+/// Makes `server` answer every request with an OpenAI-shaped error.
+async fn answer_error(server: &MockServer, status: u16, message: impl std::fmt::Display) {
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(status).set_body_json(json!({
+            "error": { "message": message.to_string() }
+        })))
+        .mount(server)
+        .await;
+}
+
 /// Whether `text` holds `secret` or any 8-character piece of it.
 fn leaks(text: &str, secret: &str) -> bool {
     let chars: Vec<char> = secret.chars().collect();
@@ -107,10 +117,7 @@ async fn a_truncated_key_quoted_by_the_provider_is_masked() {
         &KEY[..12],
         &KEY[KEY.len() - 9..]
     );
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(401).set_body_json(json!({ "error": { "message": quoted } })))
-        .mount(&server)
-        .await;
+    answer_error(&server, 401, quoted).await;
     let keyed = DecomposerSettings {
         api_key: Some(ApiKey::new(KEY)),
         ..settings(&server.uri())
@@ -132,12 +139,7 @@ async fn base_url_credentials_never_appear_in_errors_or_the_ledger() {
         .uri()
         .replace("http://", "http://alice-user:pa55word-secret@");
     let base = format!("{base}/v1?api_key=query-secret-value");
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
-            "error": { "message": format!("bad request to {base} for alice-user") }
-        })))
-        .mount(&server)
-        .await;
+    answer_error(&server, 400, format!("bad request to {base} for alice-user")).await;
     let closed = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
@@ -183,4 +185,21 @@ fn plain_http_to_another_machine_is_refused_unless_allowed() {
     }
     let credentialed = HttpModel::new(&settings("http://bob:hunter2-pass@example.com/v1")).unwrap_err();
     assert!(!credentialed.to_string().contains("hunter2"), "{credentialed}");
+}
+
+#[tokio::test]
+async fn a_credential_split_by_the_message_cut_is_still_masked() {
+    let server = MockServer::start().await;
+    let base = server
+        .uri()
+        .replace("http://", "http://alice-user:pa55word-secret@");
+    // The cut at 120 characters falls seven characters into the user name.
+    let message = format!("{} {base}/v1/chat/completions", "x".repeat(105));
+    answer_error(&server, 400, message).await;
+
+    let (failure, rows) = failed_call(&settings(&format!("{base}/v1"))).await;
+
+    let shown = format!("{failure} {rows:?}");
+    assert!(!shown.contains("alice-u"), "{shown}");
+    assert!(!leaks(&shown, "pa55word-secret"), "{shown}");
 }
