@@ -1,7 +1,8 @@
 //! `Store` for `SqliteStore`: every operation as SQL, each write one `BEGIN IMMEDIATE`
 //! transaction that reads the facts, asks the core, and applies its answer.
 
-use std::sync::MutexGuard;
+use std::collections::BTreeSet;
+use std::sync::{Mutex, MutexGuard};
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
@@ -168,14 +169,70 @@ fn get_task(conn: &Connection, id: &TaskId) -> StoreResult<Task> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1");
     conn.prepare_cached(&sql)
         .and_then(|mut s| s.query_row([id.as_str()], task_from_row).optional())
-        .map_err(backend)?
+        .map_err(|e| match is_undecodable(&e) {
+            true => StoreError::Backend(format!(
+                "task {id} cannot be read ({e}); the row was written by hand?"
+            )),
+            false => backend(e),
+        })?
         .ok_or_else(|| no_such(id))
+}
+
+/// Whether a row failed for what it holds (a value the board could never have written)
+/// rather than for the database.
+fn is_undecodable(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+    )
+}
+
+/// Says once per process, naming the row's id as stored, that a task row cannot be read
+/// and is skipped: one bad row must not stop the board.
+fn skip_unreadable(row: &Row<'_>, e: &rusqlite::Error) {
+    static REPORTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let id = match row.get_ref(0) {
+        Ok(ValueRef::Text(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        Ok(other) => format!("{other:?}"),
+        Err(_) => String::new(),
+    };
+    let mut reported = REPORTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if reported.insert(id.clone()) {
+        tracing::warn!("task row {id:?} cannot be read ({e}); skipped until it is fixed or deleted");
+    }
+}
+
+/// Every row that decodes, the others reported and skipped.
+fn decoded<T>(
+    mut rows: rusqlite::Rows<'_>,
+    decode: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        match decode(row) {
+            Ok(value) => out.push(value),
+            Err(e) if is_undecodable(&e) => skip_unreadable(row, &e),
+            Err(e) => return Err(backend(e)),
+        }
+    }
+    Ok(out)
 }
 
 fn query_tasks(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<Task>> {
     let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
-    let rows = stmt.query_map(params, task_from_row).map_err(backend)?;
-    rows.collect::<Result<_, _>>().map_err(backend)
+    let tasks = decoded(stmt.query(params).map_err(backend)?, task_from_row);
+    tasks
+}
+
+/// The task ids a query's first column names, unreadable ones reported and skipped.
+fn query_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<TaskId>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let ids = decoded(stmt.query(params).map_err(backend)?, |r| {
+        r.get::<_, Word<TaskId>>(0).map(|w| w.0)
+    });
+    ids
 }
 
 fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
@@ -363,20 +420,12 @@ fn apply(tx: &Connection, old: &Task, change: &Change, now: Timestamp) -> StoreR
     }
     insert_events(tx, &change.task.id, &change.events, now)?;
     if change.wake_children {
-        let waiting: Vec<TaskId> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT l.child_id FROM task_links l JOIN tasks c ON c.id = l.child_id
-                     WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY l.child_id",
-                )
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([change.task.id.as_str()], |r| r.get::<_, Word<TaskId>>(0))
-                .map_err(backend)?;
-            rows.map(|r| r.map(|w| w.0))
-                .collect::<Result<_, _>>()
-                .map_err(backend)?
-        };
+        let waiting = query_ids(
+            tx,
+            "SELECT l.child_id FROM task_links l JOIN tasks c ON c.id = l.child_id
+             WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY l.child_id",
+            [change.task.id.as_str()],
+        )?;
         for child in waiting {
             promote(tx, &child, now)?;
         }
@@ -689,22 +738,14 @@ impl Store for SqliteStore {
 
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
         self.write(|tx| {
-            let candidates: Vec<TaskId> = {
-                let mut stmt = tx
-                    .prepare_cached(
-                        "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
-                            SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                            WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
-                         ORDER BY t.priority DESC, t.created_at, t.rowid",
-                    )
-                    .map_err(backend)?;
-                let rows = stmt
-                    .query_map([], |r| r.get::<_, Word<TaskId>>(0))
-                    .map_err(backend)?;
-                rows.map(|r| r.map(|w| w.0))
-                    .collect::<Result<_, _>>()
-                    .map_err(backend)?
-            };
+            let candidates = query_ids(
+                tx,
+                "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
+                 ORDER BY t.priority DESC, t.created_at, t.rowid",
+                [],
+            )?;
             let mut promoted = Vec::new();
             for id in candidates {
                 if promote(tx, &id, now)? {

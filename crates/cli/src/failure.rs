@@ -1,10 +1,14 @@
 //! Why a command failed, and the exit code each reason maps to.
 //!
 //! Every failure is printed as one line on stderr, `kanban: <message>`; the messages of
-//! the board's refusals and the store's open errors are already one line each.
+//! the board's refusals and the store's open errors are already one line each. So is
+//! every warning, `kanban: warning: <message>`.
 
 use board_core::StoreError;
 use board_sqlite::OpenError;
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+use tracing_subscriber::fmt::FmtContext;
+use tracing_subscriber::registry::LookupSpan;
 
 /// A command that did not succeed.
 #[derive(Debug)]
@@ -46,7 +50,42 @@ impl From<OpenError> for Failure {
     }
 }
 
-/// Folds a message onto one line so that stderr always carries exactly one.
+/// Prints the libraries' warnings (a board row that cannot be read, a ledger row that
+/// could not be written) as `kanban: warning: ...`, one line each; quieter levels are
+/// dropped. The gateway installs its own logging instead.
+pub fn print_warnings() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .event_format(WarningLine)
+        .try_init();
+}
+
+struct WarningLine;
+
+impl<S, N> FormatEvent<S, N> for WarningLine
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut out: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let mut fields = String::new();
+        ctx.field_format()
+            .format_fields(Writer::new(&mut fields), event)?;
+        writeln!(out, "kanban: warning: {}", one_line(&fields))
+    }
+}
+
+/// Folds a message onto one line so that stderr always carries exactly one, with no
+/// control character from whatever text it quotes.
 pub fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::output::plain(message, false)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -1,5 +1,6 @@
 //! The board's home: finding it, creating it (directory 0700, `config.yaml` 0600,
-//! `kanban.db`), loading its config and opening its store.
+//! `kanban.db`), refusing one that is not ours alone, loading its config and opening
+//! its store.
 //!
 //! The config is loaded (read only) before the database is opened, since the store's
 //! `PRAGMA synchronous` comes from it; a broken config stops every verb that opens the
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use board_sqlite::{Options, SqliteStore};
 use gateway::config::{Config, Loaded, CONFIG_FILE, TEMPLATE};
+use gateway::home::check_home;
 
 use crate::failure::{one_line, Failure};
 
@@ -49,8 +51,13 @@ impl Home {
         self.dir.join(CONFIG_FILE)
     }
 
-    /// The home's config (every default when it has none), or its one-line error.
+    /// The home's config (every default when it has none), or its one-line error. A
+    /// home that exists must be ours alone (see `gateway::home`): whoever else can
+    /// write to it chooses the commands we run.
     pub fn load_config(&self) -> Result<Loaded, Failure> {
+        if self.dir.exists() {
+            check_home(&self.dir).map_err(|e| Failure::Refused(one_line(&e.to_string())))?;
+        }
         Config::load(&self.dir).map_err(|e| Failure::Refused(one_line(&e.to_string())))
     }
 

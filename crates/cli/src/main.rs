@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     if !matches!(cli.verb, Verb::Gateway(_)) {
+        failure::print_warnings();
         // A reader that stops early (`kanban ls | head`) ends a command quietly, as it
         // does any Unix tool, instead of failing a write. The gateway keeps ignoring
         // SIGPIPE: a closed log pipe must not stop it.

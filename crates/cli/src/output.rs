@@ -190,12 +190,25 @@ fn terminal_width() -> Option<usize> {
     (rc == 0 && size.ws_col > 0).then_some(size.ws_col as usize)
 }
 
+/// Text from the board as it may reach a terminal. Card text, results, comments,
+/// authors and worker logs are untrusted: an escape sequence in them could retitle the
+/// terminal, clear it or fake output. Every control character (ESC, and so every CSI and
+/// OSC sequence; BEL; CR; the rest of C0, DEL and C1) becomes a space; with `lines`, line
+/// feeds and tabs are kept for text meant to span lines (a body, a result). JSON output
+/// never goes through here: its encoder escapes control characters itself.
+pub fn plain(text: &str, lines: bool) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' if lines => c,
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
+}
+
 /// Cuts `text` to at most `max` characters (ending in `…` when cut), on one line.
 pub fn cut(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let flat = plain(text, false);
     if flat.chars().count() <= max {
         return flat;
     }
@@ -266,9 +279,9 @@ fn format_line(cells: &[String], visible: &[usize], widths: &[usize], last: usiz
     line
 }
 
-/// A plain cell: its text and its visible width.
+/// A plain cell: its text (control characters blanked) and its visible width.
 pub fn cell(text: impl Into<String>) -> (String, usize) {
-    let text = text.into();
+    let text = plain(&text.into(), false);
     let width = text.chars().count();
     (text, width)
 }
@@ -328,7 +341,7 @@ pub fn event_line(e: &Event, now: Timestamp, with_task: bool) -> String {
         line.push_str("  ");
     }
     let run = e.run_id.map_or_else(String::new, |r| format!("run {r}"));
-    line.push_str(&format!("{:<20} {run:<8}", e.kind));
+    line.push_str(&format!("{:<20} {run:<8}", plain(&e.kind, false)));
     if !e.payload.is_null() && e.payload != json!({}) {
         line.push(' ');
         line.push_str(&cut(&e.payload.to_string(), 120));

@@ -5,7 +5,8 @@
 //!
 //! The API key goes only into the `Authorization` header; every message built here
 //! comes from our own wording, and text from elsewhere (a provider's error message, an
-//! I/O error) passes through [`ApiKey::scrub`] first.
+//! I/O error) is scrubbed of the key and of the base URL's credentials first. Redirects
+//! are never followed: a redirect would re-send the card to another origin, unbilled.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use board_core::{NewLlmCall, Store, TaskId, Timestamp};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
-use crate::settings::{ApiKey, DecomposerSettings};
+use crate::endpoint::{check_base_url, redact_url, url_secrets};
+use crate::settings::{mask_secret, ApiKey, DecomposerSettings};
 
 /// The most response body read from a model; more is a failure (`response too large`).
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -139,36 +141,58 @@ pub trait ModelClient: Send + Sync {
 pub struct ClientError(String);
 
 /// The real [`ModelClient`]: `POST {base_url}/chat/completions` over reqwest, plain
-/// HTTP for local servers, HTTPS (rustls) for hosted providers.
-#[derive(Clone, Debug)]
+/// HTTP for local servers, HTTPS (rustls) for hosted providers. Its `Debug` shows the
+/// URL redacted.
+#[derive(Clone)]
 pub struct HttpModel {
     http: reqwest::Client,
-    url: String,
+    url: reqwest::Url,
     key: Option<ApiKey>,
+    secrets: Secrets,
     timeout: Duration,
 }
 
+impl std::fmt::Debug for HttpModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpModel")
+            .field("url", &self.secrets.redacted_url)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl HttpModel {
-    /// A client for the endpoint, key and timeout of `settings`.
+    /// A client for the endpoint, key and timeout of `settings`; refuses a base URL that
+    /// is not HTTP(S), and plain HTTP to another machine unless the settings allow it.
     pub fn new(settings: &DecomposerSettings) -> Result<HttpModel, ClientError> {
+        check_base_url(&settings.base_url, settings.allow_insecure_http)
+            .map_err(|e| ClientError(e.to_string()))?;
+        let mut url = reqwest::Url::parse(&settings.base_url)
+            .map_err(|_| ClientError(format!("bad base URL {}", redact_url(&settings.base_url))))?;
+        let path = format!("{}/chat/completions", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+        let key = settings.resolved_api_key();
+        let secrets = Secrets::new(&settings.base_url, url.as_str(), key.clone());
         let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| ClientError(error_text(&e, None)))?;
+            .map_err(|e| ClientError(secrets.error_text(e)))?;
         Ok(HttpModel {
             http,
-            url: format!("{}/chat/completions", settings.base_url.trim_end_matches('/')),
-            key: settings.resolved_api_key(),
+            url,
+            key,
+            secrets,
             timeout: settings.timeout,
         })
     }
 
-    /// The URL requests are posted to.
+    /// The URL requests are posted to, its credentials redacted.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.secrets.redacted_url
     }
 
     async fn exchange(&self, body: &Value) -> Result<ModelReply, CallFailure> {
-        let mut request = self.http.post(&self.url).json(body);
+        let mut request = self.http.post(self.url.clone()).json(body);
         if let Some(key) = &self.key {
             // bearer_auth marks the header sensitive, so reqwest never prints it either.
             request = request.bearer_auth(key.expose());
@@ -178,14 +202,17 @@ impl HttpModel {
         let retry_after = retry_after(response.headers());
         let bytes = self.read_capped(&mut response, status).await?;
         if !(200..300).contains(&status) {
+            let redirect = if (300..400).contains(&status) {
+                " (a redirect; not followed)"
+            } else {
+                ""
+            };
             let mut failure = CallFailure::new(
                 FailureKind::HttpError,
                 Some(status),
-                match provider_message(&bytes) {
-                    Some(message) => {
-                        format!("model answered HTTP {status}: {}", self.scrub(&message))
-                    }
-                    None => format!("model answered HTTP {status}"),
+                match provider_message(&bytes, |text| self.secrets.scrub(text)) {
+                    Some(message) => format!("model answered HTTP {status}{redirect}: {message}"),
+                    None => format!("model answered HTTP {status}{redirect}"),
                 },
             );
             failure.retry_after = retry_after;
@@ -234,15 +261,58 @@ impl HttpModel {
         CallFailure::new(
             kind,
             status,
-            format!("cannot reach the model: {}", error_text(&e, self.key.as_ref())),
+            format!(
+                "cannot reach the model at {}: {}",
+                self.secrets.redacted_url,
+                self.secrets.error_text(e)
+            ),
         )
+    }
+}
+
+/// What must never appear in a message: the key (and any long piece of it), and the
+/// credentials of the URL (the URL itself is shown redacted).
+#[derive(Clone)]
+struct Secrets {
+    urls: Vec<String>,
+    redacted_url: String,
+    url_parts: Vec<String>,
+    key: Option<ApiKey>,
+}
+
+/// A URL credential shorter than this is too common a string to mask in free text.
+const MIN_URL_SECRET: usize = 4;
+
+impl Secrets {
+    fn new(base_url: &str, url: &str, key: Option<ApiKey>) -> Secrets {
+        let mut url_parts = url_secrets(base_url);
+        url_parts.retain(|s| s.chars().count() >= MIN_URL_SECRET);
+        Secrets {
+            urls: vec![url.to_owned(), base_url.to_owned()],
+            redacted_url: redact_url(url),
+            url_parts,
+            key,
+        }
     }
 
     fn scrub(&self, text: &str) -> String {
-        match &self.key {
-            Some(key) => key.scrub(text),
-            None => text.to_owned(),
+        let mut text = text.to_owned();
+        for url in &self.urls {
+            text = text.replace(url, &redact_url(url));
         }
+        for part in &self.url_parts {
+            text = mask_secret(&text, part);
+        }
+        match &self.key {
+            Some(key) => key.scrub(&text),
+            None => text,
+        }
+    }
+
+    /// An error and its causes on one line, without the URL (the caller names it
+    /// redacted), scrubbed.
+    fn error_text(&self, e: reqwest::Error) -> String {
+        self.scrub(&error_chain(e))
     }
 }
 
@@ -377,11 +447,14 @@ fn parse_reply_body(bytes: &[u8], status: u16) -> Result<ModelReply, CallFailure
     })
 }
 
-/// `error.message` of an OpenAI-shaped error body, on one short line.
-fn provider_message(bytes: &[u8]) -> Option<String> {
+/// `error.message` of an OpenAI-shaped error body, scrubbed, on one short line. It is
+/// scrubbed before it is cut, so that a secret the cut would split is still found whole;
+/// the margin bounds the work on a huge message.
+fn provider_message(bytes: &[u8], scrub: impl Fn(&str) -> String) -> Option<String> {
     let value: Value = serde_json::from_slice(bytes).ok()?;
     let message = value.pointer("/error/message").and_then(Value::as_str)?;
-    let flat: String = message
+    let head: String = message.chars().take(PROVIDER_MESSAGE_MAX_CHARS + 512).collect();
+    let flat: String = scrub(&head)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(PROVIDER_MESSAGE_MAX_CHARS)
@@ -396,10 +469,11 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     text.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// An error and its causes on one line, without the URL, with the key scrubbed.
-fn error_text(e: &reqwest::Error, key: Option<&ApiKey>) -> String {
+/// An error and its causes on one line, at most 200 characters, without the URL.
+fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
     let mut text = String::new();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
     while let Some(err) = source {
         let part = err.to_string();
         if !part.is_empty() && !text.contains(&part) {
@@ -410,12 +484,7 @@ fn error_text(e: &reqwest::Error, key: Option<&ApiKey>) -> String {
         }
         source = err.source();
     }
-    // The URL (host and port) is useful, but the whole chain can be long.
-    let text: String = text.chars().take(200).collect();
-    match key {
-        Some(key) => key.scrub(&text),
-        None => text,
-    }
+    text.chars().take(200).collect()
 }
 
 fn show_duration(d: Duration) -> String {

@@ -11,6 +11,7 @@
 
 pub mod client;
 mod decomposition;
+pub mod endpoint;
 pub mod prompt;
 pub mod reply;
 mod roster;
@@ -21,4 +22,4 @@ pub use decomposition::{decompose, specify, Outcome};
 pub use prompt::{build_request, build_specify_request};
 pub use reply::{parse_reply, Rejection};
 pub use roster::{Profile, Roster, DEFAULT_ASSIGNEE};
-pub use settings::{ApiKey, DecomposerSettings, DEFAULT_API_KEY_ENV};
+pub use settings::{mask_secret, ApiKey, DecomposerSettings, DEFAULT_API_KEY_ENV, MIN_SECRET_FRAGMENT};

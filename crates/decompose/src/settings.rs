@@ -38,14 +38,53 @@ impl ApiKey {
         &self.0
     }
 
-    /// `text` with every occurrence of the key replaced by `[redacted]`: a last line of
-    /// defence for text that came from elsewhere (a provider's error message).
+    /// `text` with the key, and any piece of it [`MIN_SECRET_FRAGMENT`] characters or
+    /// longer (a provider quoting a truncated key), replaced by `[redacted]`: a last line
+    /// of defence for text that came from elsewhere (a provider's error message).
+    ///
+    /// ```
+    /// use decompose::ApiKey;
+    ///
+    /// let key = ApiKey::new("sk-0123456789abcdef");
+    /// assert_eq!(key.scrub("bad key sk-01234567***"), "bad key [redacted]***");
+    /// assert_eq!(key.scrub("ends in ...89abcdef"), "ends in ...[redacted]");
+    /// ```
     pub fn scrub(&self, text: &str) -> String {
-        if self.0.is_empty() {
-            return text.to_owned();
-        }
-        text.replace(&self.0, "[redacted]")
+        mask_secret(text, &self.0)
     }
+}
+
+/// The shortest piece of a secret that is masked on its own; a shorter secret is
+/// masked only whole.
+pub const MIN_SECRET_FRAGMENT: usize = 8;
+
+/// `text` with `secret` replaced by `[redacted]`, and so is every run of at least
+/// [`MIN_SECRET_FRAGMENT`] characters that occurs inside `secret`.
+pub fn mask_secret(text: &str, secret: &str) -> String {
+    if secret.is_empty() {
+        return text.to_owned();
+    }
+    if secret.chars().count() < MIN_SECRET_FRAGMENT {
+        return text.replace(secret, "[redacted]");
+    }
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let byte_at = |i: usize| chars.get(i).map_or(text.len(), |(b, _)| *b);
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let mut end = i + MIN_SECRET_FRAGMENT;
+        while end <= chars.len() && secret.contains(&text[byte_at(i)..byte_at(end)]) {
+            end += 1;
+        }
+        if end > i + MIN_SECRET_FRAGMENT {
+            out.push_str("[redacted]");
+            i = end - 1;
+        } else {
+            out.push(chars[i].1);
+            i += 1;
+        }
+    }
+    out
 }
 
 impl fmt::Debug for ApiKey {
@@ -66,12 +105,16 @@ impl fmt::Display for ApiKey {
 /// 180 s timeout, 4000 max tokens, 2 transient retries, 16 children, 3 failures before
 /// parking, 30 s retry base, assignee and orchestrator `default`, children promoted, and
 /// the key from `$OPENAI_API_KEY`.
-#[derive(Clone, Debug)]
+///
+/// Its `Debug` shows the base URL with its credentials redacted, and never the key.
+#[derive(Clone)]
 pub struct DecomposerSettings {
     /// The OpenAI-compatible base URL; requests go to `{base_url}/chat/completions`.
     pub base_url: String,
     /// The model name sent in every request.
     pub model: String,
+    /// `model.allow_insecure_http`: plain `http://` to a host other than this machine.
+    pub allow_insecure_http: bool,
     /// `model.api_key`: wins over `api_key_env`.
     pub api_key: Option<ApiKey>,
     /// `model.api_key_env`: the variable the key is read from when `api_key` is unset.
@@ -109,11 +152,31 @@ impl DecomposerSettings {
     }
 }
 
+impl fmt::Debug for DecomposerSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecomposerSettings")
+            .field("base_url", &crate::endpoint::redact_url(&self.base_url))
+            .field("model", &self.model)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("api_key", &self.api_key)
+            .field("api_key_env", &self.api_key_env)
+            .field("timeout", &self.timeout)
+            .field("max_tokens", &self.max_tokens)
+            .field("transient_retries", &self.transient_retries)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("roster", &self.roster)
+            .field("plan", &self.plan)
+            .field("retry_policy", &self.retry_policy)
+            .finish()
+    }
+}
+
 impl Default for DecomposerSettings {
     fn default() -> DecomposerSettings {
         DecomposerSettings {
             base_url: "http://127.0.0.1:11434/v1".to_owned(),
             model: "llama3.1".to_owned(),
+            allow_insecure_http: false,
             api_key: None,
             api_key_env: Some(DEFAULT_API_KEY_ENV.to_owned()),
             timeout: Duration::from_secs(180),

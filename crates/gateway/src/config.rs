@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use board_sqlite::Synchronous;
+use decompose::endpoint::{check_base_url, redact_url};
 use serde_json::{json, Map, Value};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
@@ -33,6 +34,7 @@ model:                          # the OpenAI-compatible endpoint
   # The key is read from this variable; leave it empty for a local server. `api_key:`
   # in this file works too, but workers run as your user and could read it here.
   api_key_env: OPENAI_API_KEY
+  allow_insecure_http: false    # plain http:// to another machine sends the key in clear
 
 auxiliary:
   transient_retries: 2
@@ -57,6 +59,7 @@ kanban:
   failure_limit: 2
   claim_ttl_seconds: 900
   sqlite_synchronous: full      # or normal
+  max_text_bytes: 1048576       # the largest body, result or comment
 
 # Profiles are the kinds of worker the dispatcher can spawn. `default` always exists
 # (without a command unless you give it one). For example:
@@ -80,7 +83,14 @@ const MAX_ALIASES: usize = 16;
 
 // The keys each section knows; every other key is a warning.
 const SECTIONS: &[&str] = &["model", "auxiliary", "kanban", "profiles"];
-const MODEL_KEYS: &[&str] = &["provider", "base_url", "default", "api_key_env", "api_key"];
+const MODEL_KEYS: &[&str] = &[
+    "provider",
+    "base_url",
+    "default",
+    "api_key_env",
+    "api_key",
+    "allow_insecure_http",
+];
 const AUXILIARY_KEYS: &[&str] = &["transient_retries", "kanban_decomposer"];
 const DECOMPOSER_KEYS: &[&str] = &["model", "base_url", "timeout", "max_tokens"];
 const KANBAN_KEYS: &[&str] = &[
@@ -98,6 +108,7 @@ const KANBAN_KEYS: &[&str] = &[
     "failure_limit",
     "claim_ttl_seconds",
     "sqlite_synchronous",
+    "max_text_bytes",
 ];
 const PROFILE_KEYS: &[&str] = &["description", "command", "env_allow", "allow_dash_arguments"];
 /// Programs whose `-c` argument is code: card text must never be spliced into it.
@@ -115,6 +126,7 @@ const MAX_PER_TICK: i64 = 64;
 const MAX_FAILURE_LIMIT: i64 = 100;
 const MAX_RETRY_BASE_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_CLAIM_TTL_SECONDS: i64 = 7 * 24 * 3600;
+const MAX_TEXT_BYTES_CEILING: i64 = 64 * 1024 * 1024;
 
 /// The whole configuration, every key resolved to its value or default.
 #[derive(Clone, Debug, PartialEq)]
@@ -144,6 +156,9 @@ pub struct ModelConfig {
     /// The key: `model.api_key` if set, else the variable named by `api_key_env`, else none
     /// (a local server needs none).
     pub api_key: Option<ApiKey>,
+    /// `model.allow_insecure_http`: plain `http://` to a host other than this machine
+    /// (default false).
+    pub allow_insecure_http: bool,
 }
 
 /// `auxiliary.*`.
@@ -200,6 +215,8 @@ pub struct KanbanConfig {
     pub claim_ttl_seconds: i64,
     /// `PRAGMA synchronous` of the board (`full`, the default, or `normal`).
     pub sqlite_synchronous: Synchronous,
+    /// The largest body, result or comment in bytes (default 1 MiB).
+    pub max_text_bytes: usize,
 }
 
 /// `profiles.<name>`.
@@ -331,6 +348,7 @@ impl Default for Config {
                 default: "llama3.1".to_owned(),
                 api_key_env: "OPENAI_API_KEY".to_owned(),
                 api_key: None,
+                allow_insecure_http: false,
             },
             auxiliary: AuxiliaryConfig {
                 transient_retries: 2,
@@ -356,6 +374,7 @@ impl Default for Config {
                 failure_limit: 2,
                 claim_ttl_seconds: 900,
                 sqlite_synchronous: Synchronous::Full,
+                max_text_bytes: 1024 * 1024,
             },
             profiles,
         }
@@ -485,6 +504,7 @@ impl Config {
             }
         }
         let key_in_file = api_key.is_some();
+        check_endpoints(&config)?;
         config.model.api_key = api_key.or_else(|| {
             let var = config.model.api_key_env.as_str();
             (!var.is_empty())
@@ -526,7 +546,8 @@ impl Config {
     }
 
     /// The effective values as JSON, in the file's shape, the API key shown as
-    /// `"[redacted]"` when there is one and `null` when there is none.
+    /// `"[redacted]"` when there is one and `null` when there is none, and the base URLs
+    /// with their credentials (`user:pass@`, query values) redacted.
     pub fn effective_json(&self) -> Value {
         let profiles: Map<String, Value> = self
             .profiles
@@ -548,16 +569,17 @@ impl Config {
         json!({
             "model": {
                 "provider": self.model.provider,
-                "base_url": self.model.base_url,
+                "base_url": redact_url(&self.model.base_url),
                 "default": self.model.default,
                 "api_key_env": self.model.api_key_env,
                 "api_key": self.model.api_key.as_ref().map(ApiKey::to_string),
+                "allow_insecure_http": self.model.allow_insecure_http,
             },
             "auxiliary": {
                 "transient_retries": self.auxiliary.transient_retries,
                 "kanban_decomposer": {
                     "model": d.model,
-                    "base_url": d.base_url,
+                    "base_url": redact_url(&d.base_url),
                     "timeout": d.timeout,
                     "max_tokens": d.max_tokens,
                 },
@@ -580,13 +602,14 @@ impl Config {
                     Synchronous::Full => "full",
                     Synchronous::Normal => "normal",
                 },
+                "max_text_bytes": k.max_text_bytes,
             },
             "profiles": profiles,
         })
     }
 
     /// The effective values as YAML (the same tree as [`Config::effective_json`]), which
-    /// parses back to this config (the key aside).
+    /// parses back to this config (the key and the URLs' credentials aside).
     pub fn effective_yaml(&self) -> String {
         let doc = json_to_yaml(&self.effective_json());
         let mut out = String::new();
@@ -741,6 +764,7 @@ impl Walk {
                 "base_url" => model.base_url = url(value, &path)?,
                 "default" => model.default = non_empty_string(value, &path)?,
                 "api_key_env" => model.api_key_env = string(value, &path)?,
+                "allow_insecure_http" => model.allow_insecure_http = boolean(value, &path)?,
                 "api_key" => {
                     // Never quote the value: a mistyped key is still a secret.
                     let Yaml::String(secret) = value else {
@@ -808,6 +832,7 @@ impl Walk {
                 "orchestrator_profile" => k.orchestrator_profile = non_empty_string(value, p)?,
                 "failure_limit" => k.failure_limit = integer(value, p, 1, MAX_FAILURE_LIMIT)?,
                 "claim_ttl_seconds" => k.claim_ttl_seconds = integer(value, p, 1, MAX_CLAIM_TTL_SECONDS)?,
+                "max_text_bytes" => k.max_text_bytes = integer(value, p, 1, MAX_TEXT_BYTES_CEILING)?,
                 "sqlite_synchronous" => {
                     k.sqlite_synchronous = match value {
                         Yaml::String(s) => s.parse().ok(),
@@ -896,16 +921,29 @@ fn non_empty_string(value: &Yaml, path: &str) -> Result<String, ConfigError> {
     Ok(s)
 }
 
+/// An http(s) URL; whether plain HTTP may go to it is [`check_endpoints`]'s, once
+/// `model.allow_insecure_http` is known wherever it stands in the file.
 fn url(value: &Yaml, path: &str) -> Result<String, ConfigError> {
     let s = string(value, path)?;
-    let rest = s.strip_prefix("http://").or_else(|| s.strip_prefix("https://"));
-    match rest {
-        Some(host) if !host.is_empty() && !s.contains(char::is_whitespace) => Ok(s),
-        _ => Err(ConfigError::invalid(
-            path,
-            format!("expected an http:// or https:// URL, got {s:?}"),
-        )),
+    check_base_url(&s, true).map_err(|e| ConfigError::invalid(path, e.to_string()))?;
+    Ok(s)
+}
+
+fn check_endpoints(config: &Config) -> Result<(), ConfigError> {
+    let allow = config.model.allow_insecure_http;
+    let endpoints = [
+        ("model.base_url", config.model.base_url.as_str()),
+        (
+            "auxiliary.kanban_decomposer.base_url",
+            config.auxiliary.kanban_decomposer.base_url.as_str(),
+        ),
+    ];
+    for (key, endpoint) in endpoints {
+        if !endpoint.is_empty() {
+            check_base_url(endpoint, allow).map_err(|e| ConfigError::invalid(key, e.to_string()))?;
+        }
     }
+    Ok(())
 }
 
 fn boolean(value: &Yaml, path: &str) -> Result<bool, ConfigError> {

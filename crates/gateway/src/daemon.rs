@@ -2,10 +2,8 @@
 //! a tick every `kanban.dispatch_interval_seconds` with missed ticks skipped, the status
 //! file `gateway.json`, and a clean stop on SIGINT/SIGTERM.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,6 +15,7 @@ use serde_json::json;
 use crate::config::Config;
 use crate::decompositions::{decomposer_settings, BackgroundDecompositions};
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
+use crate::home::{self, write_private, UnsafeHome};
 use crate::supervisor::{Boundary, HomeLayout};
 
 /// Why the gateway could not start or run.
@@ -32,6 +31,8 @@ pub enum GatewayError {
     },
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    UnsafeHome(#[from] UnsafeHome),
     #[error("{0}")]
     Open(#[from] board_sqlite::OpenError),
     #[error("{what}: {source}")]
@@ -108,15 +109,10 @@ fn try_flock(file: &File) -> bool {
 pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
     let lock_path = home.join("gateway.lock");
     let pid_path = home.join("gateway.pid");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io(format!("cannot open {}", lock_path.display())))?;
+    let file = home::open_lock(&lock_path).map_err(io("cannot take the gateway lock"))?;
     if !try_flock(&file) {
-        let pid = std::fs::read_to_string(&pid_path)
+        let pid = home::open_read(&pid_path)
+            .and_then(std::io::read_to_string)
             .unwrap_or_default()
             .trim()
             .to_owned();
@@ -151,20 +147,6 @@ pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
         _file: file,
         pid_path,
     })
-}
-
-/// Writes a file owner-only, atomically (a reader never sees half of it).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)
 }
 
 /// Opens the home's board with the configured durability.
@@ -253,6 +235,7 @@ fn keep_workers_out() -> Result<(), GatewayError> {
 /// With `dry_run`, says what the pass would do and changes nothing.
 pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayError> {
     keep_workers_out()?;
+    home::check_home(home)?;
     let config = Config::load(home)?.config;
     let store = open_store(home, &config)?;
     if dry_run {
@@ -281,9 +264,15 @@ pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayEr
     Ok(report)
 }
 
+fn reload(home: &Path) -> Result<crate::config::Loaded, GatewayError> {
+    home::check_home(home)?;
+    Ok(Config::load(home)?)
+}
+
 /// Runs the gateway on `home` until SIGINT or SIGTERM.
 pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
     keep_workers_out()?;
+    home::check_home(home)?;
     let loaded = Config::load(home)?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -313,8 +302,9 @@ pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
             }
-            // The configuration is re-read every tick; a broken edit keeps the last good one.
-            match Config::load(&home) {
+            // The configuration is re-read every tick; a broken edit keeps the last good
+            // one, and so does a home that has become writable by others.
+            match reload(&home) {
                 Ok(fresh) => {
                     if fresh.config.kanban.dispatch_interval() != config.kanban.dispatch_interval() {
                         interval = tokio::time::interval(fresh.config.kanban.dispatch_interval());

@@ -26,6 +26,7 @@ pub fn decomposer_settings(config: &Config) -> DecomposerSettings {
     DecomposerSettings {
         base_url: config.decomposer_base_url().to_owned(),
         model: config.decomposer_model().to_owned(),
+        allow_insecure_http: config.model.allow_insecure_http,
         api_key: config.model.api_key.clone(),
         api_key_env: Some(config.model.api_key_env.clone()),
         timeout: config.decomposer_timeout(),

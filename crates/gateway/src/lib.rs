@@ -5,6 +5,7 @@ pub mod config;
 pub mod daemon;
 pub mod decompositions;
 pub mod dispatcher;
+pub mod home;
 pub mod process;
 pub mod supervisor;
 

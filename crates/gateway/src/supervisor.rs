@@ -2,9 +2,7 @@
 //! environment), how its exit is classified, how it is proven alive, and how it is
 //! stopped. Nothing here touches the board; the dispatcher does, with what this returns.
 
-use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -12,6 +10,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
 use serde_json::{json, Value};
 
+use crate::home::{open_append, open_read, private_dir, LOGS_DIR, WORKSPACES_DIR};
 use crate::process::{Leader, Pidfd};
 
 /// The exit code by which a worker says "rate limited, try me later".
@@ -35,11 +34,11 @@ impl HomeLayout {
     }
 
     pub fn workspace(&self, task: &TaskId) -> PathBuf {
-        self.home.join("workspaces").join(task.as_str())
+        self.home.join(WORKSPACES_DIR).join(task.as_str())
     }
 
     pub fn log(&self, task: &TaskId) -> PathBuf {
-        self.home.join("logs").join(format!("{task}.log"))
+        self.home.join(LOGS_DIR).join(format!("{task}.log"))
     }
 }
 
@@ -190,27 +189,15 @@ fn substitute<'v>(template: &str, value: &impl Fn(&str) -> Option<&'v str>) -> S
     out
 }
 
-fn private_dir(path: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-}
-
 /// Starts a worker: cwd its workspace, stdin null, output appended to its log, in its
 /// own process group so it can be stopped with everything it started.
 pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker> {
     let workspace = layout.workspace(&a.task.id);
+    private_dir(&layout.home.join(WORKSPACES_DIR))?;
     private_dir(&workspace)?;
     let log_path = layout.log(&a.task.id);
-    if let Some(dir) = log_path.parent() {
-        private_dir(dir)?;
-    }
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&log_path)?;
+    private_dir(&layout.home.join(LOGS_DIR))?;
+    let log = open_append(&log_path)?;
     let log_offset = log.metadata()?.len();
     let argv = worker_argv(a.command, a.task, &workspace, a.boundary.dash_arguments)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -292,7 +279,7 @@ impl Worker {
 }
 
 fn read_tail(path: &Path, from: u64) -> std::io::Result<String> {
-    let mut file = File::open(path)?;
+    let mut file = open_read(path)?;
     let len = file.metadata()?.len();
     let start = from.max(len.saturating_sub(LOG_TAIL_BYTES));
     file.seek(SeekFrom::Start(start))?;

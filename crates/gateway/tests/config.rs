@@ -155,6 +155,7 @@ model:
   base_url: https://api.example.com/v1
   default: gpt-x
   api_key_env: MY_KEY
+  allow_insecure_http: true
 auxiliary:
   transient_retries: 0
   kanban_decomposer:
@@ -177,6 +178,7 @@ kanban:
   failure_limit: 9
   claim_ttl_seconds: 60
   sqlite_synchronous: normal
+  max_text_bytes: 4096
 profiles:
   coder:
     description: Writes code
@@ -188,6 +190,7 @@ profiles:
     assert_eq!(c.model.base_url, "https://api.example.com/v1");
     assert_eq!(c.model.default, "gpt-x");
     assert_eq!(c.model.api_key_env, "MY_KEY");
+    assert!(c.model.allow_insecure_http);
     assert_eq!(c.auxiliary.transient_retries, 0);
     assert_eq!(c.auxiliary.kanban_decomposer.model, "small");
     assert_eq!(c.auxiliary.kanban_decomposer.base_url, "http://10.0.0.1:8080/v1");
@@ -209,6 +212,7 @@ profiles:
     assert_eq!(k.failure_limit, 9);
     assert_eq!(k.claim_ttl_seconds, 60);
     assert_eq!(k.sqlite_synchronous, Synchronous::Normal);
+    assert_eq!(k.max_text_bytes, 4096);
     let names: Vec<&str> = c.profiles.keys().map(String::as_str).collect();
     assert_eq!(names, ["coder", "default", "planner"], "default stays implied");
     let coder = c.profile("coder").expect("coder");
@@ -355,6 +359,11 @@ fn error_messages() {
         "model: {base_url: \"http://\"}\n",
         "model: {provider: \"  \"}\n",
         "auxiliary: {kanban_decomposer: {base_url: ftp://x}}\n",
+        "model: {base_url: \"http://api.example.com/v1\"}\n",
+        "auxiliary: {kanban_decomposer: {base_url: \"http://10.0.0.1/v1\"}}\n",
+        "model: {base_url: \"ftp://user:s3cret-pass@x/v1?api_key=sk-in-url\"}\n",
+        "model: {allow_insecure_http: yes}\n",
+        "kanban: {max_text_bytes: 0}\n",
         // profiles
         "profiles: {coder: {command: my-agent --task}}\n",
         "profiles: {coder: {command: []}}\n",
@@ -545,19 +554,19 @@ fn decomposer_settings_fall_back_to_the_model() {
     assert_eq!(c.decomposer_max_tokens(), 4000);
 
     let c = config(
-        "model: {default: big, base_url: \"http://a/v1\"}\nauxiliary: {kanban_decomposer: {model: small}}",
+        "model: {default: big, base_url: \"https://a/v1\"}\nauxiliary: {kanban_decomposer: {model: small}}",
     );
     assert_eq!(
         (c.decomposer_model(), c.decomposer_base_url()),
-        ("small", "http://a/v1")
+        ("small", "https://a/v1")
     );
 
     let c = config(
-        "model: {default: big}\nauxiliary: {kanban_decomposer: {base_url: \"http://b/v1\", timeout: 5, max_tokens: 99}}",
+        "model: {default: big}\nauxiliary: {kanban_decomposer: {base_url: \"https://b/v1\", timeout: 5, max_tokens: 99}}",
     );
     assert_eq!(
         (c.decomposer_model(), c.decomposer_base_url()),
-        ("big", "http://b/v1")
+        ("big", "https://b/v1")
     );
     assert_eq!(c.decomposer_timeout(), Duration::from_secs(5));
     assert_eq!(c.decomposer_max_tokens(), 99);

@@ -5,7 +5,7 @@ use board_core::Store;
 use crate::args::CommentArgs;
 use crate::failure::Failure;
 use crate::output::{comment_json, print_json};
-use crate::verbs::{parse_id, target, Ctx, Worker};
+use crate::verbs::{parse_id, target, within_cap, Ctx, Worker};
 
 pub fn comment(ctx: &Ctx, a: CommentArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
@@ -15,6 +15,7 @@ pub fn comment(ctx: &Ctx, a: CommentArgs) -> Result<(), Failure> {
         (Some(text), None) => (None, text),
         (None, _) => return Err(Failure::Usage("comment needs TEXT".to_owned())),
     };
+    within_cap(ctx, "the comment", &text)?;
     let (id, _) = target(id, None, worker.as_ref(), "comment")?;
     let comment = ctx.store.comment(&id, a.author.as_deref(), &text, ctx.now)?;
     if ctx.json {

@@ -9,7 +9,7 @@ use decompose::{HttpModel, Outcome};
 
 use crate::args::ModelCallArgs;
 use crate::failure::Failure;
-use crate::output::print_json_line;
+use crate::output::{plain, print_json_line};
 
 use super::Ctx;
 
@@ -92,6 +92,7 @@ fn print(outcome: &Outcome, json: bool) {
             children.join(", ")
         );
     } else {
-        println!("{id}: now \"{}\"", outcome.new_title.as_deref().unwrap_or(""));
+        let title = plain(outcome.new_title.as_deref().unwrap_or(""), false);
+        println!("{id}: now \"{title}\"");
     }
 }

@@ -134,6 +134,21 @@ pub fn now() -> Timestamp {
         .map_or(0, |d| d.as_secs() as Timestamp)
 }
 
+/// Refuses a body, result or comment over `kanban.max_text_bytes` before the board is
+/// touched: a card is read whole by every `list` and every worker's brief.
+pub fn within_cap(ctx: &Ctx, what: &str, text: &str) -> Result<(), Failure> {
+    check_size(what, text.len(), ctx.config.kanban.max_text_bytes)
+}
+
+fn check_size(what: &str, bytes: usize, cap: usize) -> Result<(), Failure> {
+    if bytes <= cap {
+        return Ok(());
+    }
+    Err(Failure::Usage(format!(
+        "{what} is over the {cap}-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
+    )))
+}
+
 /// A task id given as a free word (where a positional may be an id or text).
 pub fn parse_id(text: &str) -> Result<TaskId, Failure> {
     text.parse::<TaskId>().map_err(|e| Failure::Usage(e.to_string()))

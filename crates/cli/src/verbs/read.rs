@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::args::ListArgs;
 use crate::failure::Failure;
 use crate::output::{
-    age, comment_json, event_json, event_line, print_json, run_json, run_table, task_json, task_table,
+    age, comment_json, event_json, event_line, plain, print_json, run_json, run_table, task_json, task_table,
 };
 use crate::stop;
 use crate::verbs::Ctx;
@@ -66,11 +66,14 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         "{}  {}  {}",
         p.bold(task.id.as_str()),
         p.status(task.status),
-        p.bold(&task.title)
+        p.bold(&plain(&task.title, false))
     );
     let mut facts = vec![
         format!("priority {}", task.priority),
-        format!("assignee {}", task.assignee.as_deref().unwrap_or("-")),
+        format!(
+            "assignee {}",
+            plain(task.assignee.as_deref().unwrap_or("-"), false)
+        ),
         format!("created {} ago", age(now, task.created_at)),
         format!("updated {} ago", age(now, task.updated_at)),
         format!("revision {}", task.revision),
@@ -88,7 +91,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         facts.push(format!("max runtime {max}s"));
     }
     if let Some(key) = &task.idempotency_key {
-        facts.push(format!("idempotency key {key}"));
+        facts.push(format!("idempotency key {}", plain(key, false)));
     }
     if task.decompose_parked {
         facts.push("decomposition parked".to_owned());
@@ -96,19 +99,15 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     println!("  {}", facts.join(" · "));
     if !task.body.is_empty() {
         section(ctx, "Body");
-        for line in task.body.lines() {
-            println!("  {line}");
-        }
+        indented(&task.body);
     }
     if let Some(result) = &task.result {
         section(ctx, "Result");
-        for line in result.lines() {
-            println!("  {line}");
-        }
+        indented(result);
     }
     if let Some(error) = &task.last_failure_error {
         section(ctx, "Last failure");
-        println!("  {error}");
+        indented(error);
     }
     section(ctx, "Parents");
     task_lines(ctx, &parents);
@@ -134,8 +133,12 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         println!("  {}", p.dim("none"));
     }
     for c in &comments {
-        let author = c.author.as_deref().unwrap_or("anonymous");
-        println!("  {} ago  {author}: {}", age(now, c.created_at), c.body);
+        let author = plain(c.author.as_deref().unwrap_or("anonymous"), false);
+        println!(
+            "  {} ago  {author}: {}",
+            age(now, c.created_at),
+            plain(&c.body, true)
+        );
     }
     if skipped > 0 {
         section(
@@ -149,6 +152,13 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         println!("  {}", event_line(e, now, false));
     }
     Ok(())
+}
+
+/// Multi-line text from the board, each line indented, control characters blanked.
+fn indented(text: &str) {
+    for line in plain(text, true).lines() {
+        println!("  {line}");
+    }
 }
 
 fn section(ctx: &Ctx, title: &str) {

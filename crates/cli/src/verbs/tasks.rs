@@ -8,15 +8,16 @@ use serde_json::Value;
 
 use crate::args::{CreateArgs, EditArgs};
 use crate::failure::Failure;
-use crate::output::{print_json, status_label, task_json};
-use crate::verbs::Ctx;
+use crate::output::{plain, print_json, status_label, task_json};
+use crate::verbs::{within_cap, Ctx};
 
 pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
     let body = match (a.body, a.body_file) {
         (Some(body), _) => body,
-        (None, Some(path)) => read_body(&path)?,
+        (None, Some(path)) => read_body(&path, ctx.config.kanban.max_text_bytes)?,
         (None, None) => String::new(),
     };
+    within_cap(ctx, "the body", &body)?;
     let request = NewTask {
         title: clean_title(&a.title),
         body,
@@ -37,15 +38,18 @@ pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Reads a body from a file, or from stdin for `-`; it must be UTF-8 text.
-fn read_body(path: &Path) -> Result<String, Failure> {
+/// Reads a body from a file, or from stdin for `-`; it must be UTF-8 text. No more than
+/// one byte past `cap` is read, so a huge file is refused without being held.
+fn read_body(path: &Path, cap: usize) -> Result<String, Failure> {
     let mut bytes = Vec::new();
+    let limit = cap as u64 + 1;
     let read = if path == Path::new("-") {
-        std::io::stdin().read_to_end(&mut bytes)
+        std::io::stdin().take(limit).read_to_end(&mut bytes)
     } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes))
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
     };
     read.map_err(|e| Failure::Usage(format!("--body-file {}: {e}", path.display())))?;
+    super::check_size(&format!("--body-file {}", path.display()), bytes.len(), cap)?;
     String::from_utf8(bytes)
         .map_err(|_| Failure::Usage(format!("--body-file {}: not UTF-8 text", path.display())))
 }
@@ -55,6 +59,9 @@ pub fn edit(ctx: &Ctx, a: EditArgs) -> Result<(), Failure> {
         return Err(Failure::Usage(
             "edit needs at least one of --title, --body, --priority".to_owned(),
         ));
+    }
+    if let Some(body) = &a.body {
+        within_cap(ctx, "the body", body)?;
     }
     let title = a.title.as_deref().map(clean_title);
     let task = ctx.store.edit(&a.id, title, a.body, a.priority, ctx.now)?;
@@ -83,7 +90,7 @@ pub fn assign(ctx: &Ctx, id: TaskId, profile: String) -> Result<(), Failure> {
         println!(
             "assigned {} to {}",
             task.id,
-            task.assignee.as_deref().unwrap_or("nobody")
+            plain(task.assignee.as_deref().unwrap_or("nobody"), false)
         );
     }
     Ok(())

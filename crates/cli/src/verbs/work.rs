@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
-use crate::verbs::{parse_id, settle, target, Ctx, Worker};
+use crate::verbs::{parse_id, settle, target, within_cap, Ctx, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
 /// `ttl` defaults to `kanban.claim_ttl_seconds`.
@@ -54,6 +54,9 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
     } else {
         a.ids.into_iter().map(Some).collect()
     };
+    if let Some(result) = &a.result {
+        within_cap(ctx, "the result", result)?;
+    }
     let mut refused = Vec::new();
     for id in ids {
         let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;

@@ -1,0 +1,212 @@
+//! The home's own files, owned by us and no one else: the check that a home, its
+//! `config.yaml`, `kanban.db`, `logs/` and `workspaces/` belong to the current user and
+//! are not writable by group or others (someone who can write there can choose the
+//! commands we run), directories created 0700 and checked after creation, files opened
+//! without following symlinks, and atomic writes through uniquely named `O_EXCL` temp
+//! files.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::config::CONFIG_FILE;
+
+/// The home's subdirectories workers use.
+pub const LOGS_DIR: &str = "logs";
+pub const WORKSPACES_DIR: &str = "workspaces";
+/// The board file, checked like the config: whoever can replace it rewrites the board.
+const DATABASE_FILE: &str = "kanban.db";
+
+/// A home (or a file in it) that another user could have chosen or could change.
+#[derive(Debug, thiserror::Error)]
+pub enum UnsafeHome {
+    #[error("{}: owned by uid {owner}, not by you (uid {me}); use a home of your own", path.display())]
+    NotOurs { path: PathBuf, owner: u32, me: u32 },
+    #[error("{}: writable by group or others; run chmod {fix} {}", path.display(), path.display())]
+    Writable { path: PathBuf, fix: &'static str },
+    #[error("{}: a symbolic link; the home's files must not be links", path.display())]
+    Symlink { path: PathBuf },
+    #[error("{}: {what}", path.display())]
+    NotKind { path: PathBuf, what: &'static str },
+    #[error("{}: cannot check it: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl From<UnsafeHome> for std::io::Error {
+    fn from(e: UnsafeHome) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string())
+    }
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// Refuses `meta` unless we own it and group and others cannot write it.
+fn check_owned(path: &Path, meta: &Metadata) -> Result<(), UnsafeHome> {
+    let me = euid();
+    if meta.uid() != me {
+        return Err(UnsafeHome::NotOurs {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        let fix = if meta.is_dir() { "700" } else { "600" };
+        return Err(UnsafeHome::Writable {
+            path: path.to_path_buf(),
+            fix,
+        });
+    }
+    Ok(())
+}
+
+/// Checks what of a home exists: the home itself (which may be reached through a link),
+/// then `config.yaml`, `kanban.db`, `logs/` and `workspaces/`, none of which may be a
+/// link.
+pub fn check_home(home: &Path) -> Result<(), UnsafeHome> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| UnsafeHome::Io { path, source }
+    };
+    let meta = std::fs::metadata(home).map_err(io(home))?;
+    if !meta.is_dir() {
+        return Err(UnsafeHome::NotKind {
+            path: home.to_path_buf(),
+            what: "the home is not a directory",
+        });
+    }
+    check_owned(home, &meta)?;
+    for name in [CONFIG_FILE, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR] {
+        let path = home.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) => check_entry(&path, &meta)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+    }
+    Ok(())
+}
+
+fn check_entry(path: &Path, meta: &Metadata) -> Result<(), UnsafeHome> {
+    if meta.file_type().is_symlink() {
+        return Err(UnsafeHome::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    check_owned(path, meta)
+}
+
+/// Creates `dir` (its parent must exist) owner-only, or accepts it when it is already
+/// there as a real directory that we own and no one else can write; never follows a
+/// link in its place. Returns whether it was created now.
+pub fn private_dir(dir: &Path) -> std::io::Result<bool> {
+    let created = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e),
+    };
+    let meta = std::fs::symlink_metadata(dir)?;
+    check_entry(dir, &meta)?;
+    if !meta.is_dir() {
+        return Err(UnsafeHome::NotKind {
+            path: dir.to_path_buf(),
+            what: "not a directory",
+        }
+        .into());
+    }
+    Ok(created)
+}
+
+/// Options that never follow a symlink at the last component and create owner-only.
+fn no_follow() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
+/// Opens a file of the home for appending (creating it 0600), refusing a link.
+pub fn open_append(path: &Path) -> std::io::Result<File> {
+    open_checked(path, |o| o.create(true).append(true))
+}
+
+/// Opens a file of the home for reading, refusing a link.
+pub fn open_read(path: &Path) -> std::io::Result<File> {
+    open_checked(path, |o| o.read(true))
+}
+
+/// Opens (creating it 0600) a file of the home for writing in place, without truncating
+/// it and refusing a link; for lock files.
+pub fn open_lock(path: &Path) -> std::io::Result<File> {
+    open_checked(path, |o| o.create(true).truncate(false).write(true))
+}
+
+/// Opens without following a link, then refuses anything but a regular file of ours.
+fn open_checked(
+    path: &Path,
+    how: impl FnOnce(&mut OpenOptions) -> &mut OpenOptions,
+) -> std::io::Result<File> {
+    let file = how(&mut no_follow()).open(path).map_err(naming(path))?;
+    check_regular(path, &file)?;
+    Ok(file)
+}
+
+/// An open error that names the file; a refused link says so rather than "too many
+/// levels of symbolic links".
+fn naming(path: &Path) -> impl FnOnce(std::io::Error) -> std::io::Error + '_ {
+    move |e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return UnsafeHome::Symlink {
+                path: path.to_path_buf(),
+            }
+            .into();
+        }
+        std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+    }
+}
+
+fn check_regular(path: &Path, file: &File) -> std::io::Result<()> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(UnsafeHome::NotKind {
+            path: path.to_path_buf(),
+            what: "not a regular file",
+        }
+        .into());
+    }
+    check_owned(path, &meta)?;
+    Ok(())
+}
+
+/// Replaces `path` owner-only and atomically (a reader never sees half of it): the bytes
+/// go to a new, uniquely named temp file beside it (`O_EXCL`, so nothing planted there
+/// is opened), which is then renamed over `path` (a link at `path` is replaced, not
+/// followed).
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = unique_temp(path)?;
+    let written = no_follow()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn unique_temp(path: &Path) -> std::io::Result<PathBuf> {
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(format!("no randomness: {e}")))?;
+    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy());
+    Ok(path.with_file_name(format!(".{name}.{suffix}.tmp")))
+}
