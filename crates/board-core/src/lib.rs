@@ -15,6 +15,7 @@
 //! assert_eq!(claim.task.status, Status::Running);
 //! ```
 
+pub mod backoff;
 pub mod graph;
 pub mod invariants;
 pub mod memory;
@@ -27,6 +28,7 @@ pub mod types;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use backoff::AttemptFloor;
 pub use graph::{clean_title, NewTask};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};

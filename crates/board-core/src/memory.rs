@@ -344,6 +344,16 @@ impl Store for MemStore {
         Ok(todo.into_iter().filter(|id| b.promote(id, now)).collect())
     }
 
+    fn promotable(&self) -> StoreResult<Vec<TaskId>> {
+        let b = self.board();
+        let todo = b.sorted(|t| t.status == Status::Todo, usize::MAX);
+        Ok(todo
+            .into_iter()
+            .filter(|t| b.facts(&t.id).is_ok_and(|f| f.open_parents == 0))
+            .map(|t| t.id)
+            .collect())
+    }
+
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
         Ok(self.board().sorted(|t| t.status == Status::Ready, limit))
     }

@@ -166,6 +166,8 @@ pub trait Store: Send + Sync {
     fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>>;
     /// Promotes every `todo` task whose parents are all done or archived.
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>>;
+    /// The tasks `promote_ready` would promote now, in claim order, changing nothing.
+    fn promotable(&self) -> StoreResult<Vec<TaskId>>;
     /// Ready tasks in claim order: priority desc, then age.
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>>;
     /// Running tasks whose lease expired at or before `now`.

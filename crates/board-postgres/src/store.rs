@@ -351,6 +351,19 @@ impl Store for PgStore {
         })
     }
 
+    fn promotable(&self) -> StoreResult<Vec<TaskId>> {
+        self.read_one(|tx| {
+            let rows = tx.query(
+                "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
+                 ORDER BY t.priority DESC, t.created_at, t.seq",
+                &[],
+            )?;
+            rows.iter().map(rows::task_id).collect()
+        })
+    }
+
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
         let limit = self::limit(Some(limit));
         self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit]))

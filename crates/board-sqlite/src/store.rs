@@ -227,6 +227,13 @@ fn query_tasks(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> S
 }
 
 /// The task ids a query's first column names, unreadable ones reported and skipped.
+/// `todo` tasks none of whose parents is still open, in claim order: what a promotion
+/// sweep promotes (the core re-checks each one under the write lock).
+const PROMOTABLE: &str = "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
+ ORDER BY t.priority DESC, t.created_at, t.rowid";
+
 fn query_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<TaskId>> {
     let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
     let ids = decoded(stmt.query(params).map_err(backend)?, |r| {
@@ -738,14 +745,7 @@ impl Store for SqliteStore {
 
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
         self.write(|tx| {
-            let candidates = query_ids(
-                tx,
-                "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
-                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
-                 ORDER BY t.priority DESC, t.created_at, t.rowid",
-                [],
-            )?;
+            let candidates = query_ids(tx, PROMOTABLE, [])?;
             let mut promoted = Vec::new();
             for id in candidates {
                 if promote(tx, &id, now)? {
@@ -754,6 +754,10 @@ impl Store for SqliteStore {
             }
             Ok(promoted)
         })
+    }
+
+    fn promotable(&self) -> StoreResult<Vec<TaskId>> {
+        query_ids(&self.conn(), PROMOTABLE, [])
     }
 
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {

@@ -356,6 +356,18 @@ impl Step<'_> {
     }
 
     /// A `todo` task whose parents are all done or archived.
+    /// A sweep promotes exactly what `promotable` listed just before it.
+    fn promote_ready(&self) -> Result<bool, Stop> {
+        let listed = self.s.promotable().map_err(Stop::Store)?;
+        let promoted = self.s.promote_ready(self.now).map_err(Stop::Store)?;
+        if listed != promoted {
+            return Err(Stop::Broken(format!(
+                "promotable listed {listed:?}, promote_ready promoted {promoted:?}"
+            )));
+        }
+        Ok(!promoted.is_empty())
+    }
+
     fn promotable(&self, t: &Task) -> bool {
         let mut parents = self.board.links.iter().filter(|l| l.child_id == t.id);
         t.status == Status::Todo && parents.all(|l| self.task(&l.parent_id).status.releases_children())
@@ -421,7 +433,7 @@ impl Step<'_> {
             Op::Link(a, b) => self.link(*a, *b),
             Op::Unlink(p) => self.unlink(*p),
             Op::Promote(p) => self.on_task(*p, |t| self.promotable(t), &Request::Promote),
-            Op::PromoteReady => accepted(self.s.promote_ready(self.now), |promoted| !promoted.is_empty()),
+            Op::PromoteReady => self.promote_ready(),
             Op::Decompose {
                 task,
                 children,
