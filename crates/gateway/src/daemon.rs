@@ -238,10 +238,12 @@ pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayEr
     home::check_home(home)?;
     let config = Config::load(home)?.config;
     let store = open_store(home, &config)?;
+    let settings = DispatchSettings::from_config(&config);
     if dry_run {
-        let dispatcher = Dispatcher::new(store, HomeLayout::new(home), Box::new(NoDecompositions));
+        let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), Box::new(NoDecompositions));
         return dispatcher
-            .dry_run(&DispatchSettings::from_config(&config), now())
+            .take_hold()
+            .and_then(|()| dispatcher.dry_run(&settings, now()))
             .map_err(|e| GatewayError::Io {
                 what: "dry run".into(),
                 source: std::io::Error::other(e.to_string()),
@@ -255,13 +257,34 @@ pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayEr
     let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), pool);
     let started = now();
     dispatcher.adopt(started);
-    let report = dispatcher.tick(&DispatchSettings::from_config(&config), started);
+    let mut report = dispatcher.tick(&settings, started);
+    finish_stops(&mut dispatcher, &settings, &mut report);
     runtime.block_on(async {
         while !dispatcher.decompositions_idle() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
     Ok(report)
+}
+
+/// How long one pass waits for the workers it began to stop: past the grace, SIGKILL and
+/// a little more. A worker that outlives it keeps its run open for a later pass.
+const STOP_WAIT: Duration = Duration::from_secs(crate::plan::STOP_GRACE_SECONDS as u64 + 3);
+
+/// A pass has no later tick of its own: it watches (spawning and decomposing nothing)
+/// until the workers it asked to stop are gone and their runs ended, as the daemon's
+/// next ticks would.
+fn finish_stops(dispatcher: &mut Dispatcher, settings: &DispatchSettings, report: &mut TickReport) {
+    let watch = DispatchSettings {
+        max_spawn: 0,
+        auto_decompose: false,
+        ..settings.clone()
+    };
+    let start = Instant::now();
+    while dispatcher.stopping() && start.elapsed() < STOP_WAIT {
+        std::thread::sleep(Duration::from_millis(50));
+        report.absorb(dispatcher.tick(&watch, now()));
+    }
 }
 
 fn reload(home: &Path) -> Result<crate::config::Loaded, GatewayError> {

@@ -1,22 +1,25 @@
-//! The dispatcher's tick (SPEC 6): reap and classify workers, enforce leases and
-//! runtimes, start background decompositions, promote, claim and spawn. One tick never
-//! waits on a model call, and a failing step is reported, never fatal.
+//! The dispatcher (SPEC 6): the state a gateway keeps between ticks (held workers,
+//! cooldowns, decomposition attempts) and the tick itself: one read of the board and the
+//! workers into a [`View`], the pure [`plan`], then each action performed through the
+//! `Store`, the [`Processes`] and the [`Decompositions`]. One tick never waits on a model
+//! call or on a worker, and a failing step is reported, never fatal.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use board_core::transition::retry_delay;
 use board_core::{
-    Outcome, Refusal, Request, RetryPolicy, Status, Store, StoreError, Task, TaskId, Termination, Terminator,
-    Timestamp,
+    AttemptFloor, Outcome, Refusal, Request, RetryPolicy, Status, Store, StoreError, Task, TaskId, Timestamp,
 };
 use serde::Serialize;
 use serde_json::json;
 
-use crate::supervisor::{self, classify, Assignment, Boundary, Exit, HomeLayout, Worker};
-
-/// How long a task whose worker exited 75 (rate limited) waits before a new worker.
-pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;
+pub use crate::plan::RATE_LIMIT_COOLDOWN_SECONDS;
+use crate::plan::{
+    over_runtime, plan, preview, spawnable, Action, RunRef, StopReason, Stopping, View, WorkerView,
+};
+use crate::supervisor::{
+    Assignment, Boundary, Ending, Exit, HomeLayout, Observed, OsProcesses, Processes, Signal,
+};
 
 /// What the tick needs from the configuration, re-read every tick.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,14 +72,6 @@ impl DispatchSettings {
     }
 }
 
-/// Automatic decompositions this gateway started on one card (at one revision).
-#[derive(Clone, Copy, Debug)]
-struct Attempts {
-    revision: i64,
-    count: i64,
-    next_at: Timestamp,
-}
-
 /// Decompositions running in the background, off the tick.
 pub trait Decompositions: Send {
     /// Forgets the finished ones and returns the ids still in flight.
@@ -113,6 +108,20 @@ pub struct TickReport {
     pub errors: Vec<String>,
 }
 
+impl TickReport {
+    /// Adds what a later pass did to this report.
+    pub fn absorb(&mut self, later: TickReport) {
+        self.reaped.extend(later.reaped);
+        self.reclaimed.extend(later.reclaimed);
+        self.extended.extend(later.extended);
+        self.timed_out.extend(later.timed_out);
+        self.decompositions_started.extend(later.decompositions_started);
+        self.promoted.extend(later.promoted);
+        self.spawned.extend(later.spawned);
+        self.errors.extend(later.errors);
+    }
+}
+
 /// Running totals since the gateway started, for `gateway.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
@@ -126,44 +135,80 @@ pub struct Counters {
     pub errors: u64,
 }
 
-/// The dispatcher: the store, the workers it supervises, and its decompositions.
+/// A worker the dispatcher holds: its own child, or one adopted or taken hold of to stop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldWorker {
+    pub task_id: TaskId,
+    pub pid: u32,
+    /// The run it was started for (or adopted in).
+    pub run: RunRef,
+    pub adopted: bool,
+    /// Set once it has been asked to stop.
+    pub stopping: Option<Stopping>,
+}
+
+/// The dispatcher: the store, the workers it holds, and its decompositions.
 pub struct Dispatcher {
     store: Arc<dyn Store>,
-    layout: HomeLayout,
+    processes: Box<dyn Processes>,
     decompositions: Box<dyn Decompositions>,
-    workers: BTreeMap<TaskId, Worker>,
+    workers: BTreeMap<TaskId, HeldWorker>,
     /// Rate-limited tasks and when they may be spawned again.
-    cooldown: HashMap<TaskId, Timestamp>,
+    cooldown: BTreeMap<TaskId, Timestamp>,
     /// Tasks already reported as `skipped_nonspawnable` by this gateway.
     skipped: BTreeSet<TaskId>,
-    /// The failure policy kept in memory too: when the store cannot record a failed
-    /// decomposition (a full disk), the card is still backed off and parked, so it is
-    /// never billed every tick.
-    attempts: HashMap<TaskId, Attempts>,
+    /// The decompositions this gateway started, for the backoff policy when the store
+    /// could not record a failure.
+    floors: BTreeMap<TaskId, AttemptFloor>,
+    /// The actions of the last tick.
+    last_plan: Vec<Action>,
     pub counters: Counters,
 }
 
+/// A read that failed: what was being read, and why.
+type ReadError = (String, StoreError);
+
 impl Dispatcher {
+    /// A dispatcher whose workers are real processes of `layout`'s home.
     pub fn new(
         store: Arc<dyn Store>,
         layout: HomeLayout,
         decompositions: Box<dyn Decompositions>,
     ) -> Dispatcher {
+        Dispatcher::with_processes(store, Box::new(OsProcesses::new(layout)), decompositions)
+    }
+
+    pub fn with_processes(
+        store: Arc<dyn Store>,
+        processes: Box<dyn Processes>,
+        decompositions: Box<dyn Decompositions>,
+    ) -> Dispatcher {
         Dispatcher {
             store,
-            layout,
+            processes,
             decompositions,
             workers: BTreeMap::new(),
-            cooldown: HashMap::new(),
+            cooldown: BTreeMap::new(),
             skipped: BTreeSet::new(),
-            attempts: HashMap::new(),
+            floors: BTreeMap::new(),
+            last_plan: Vec::new(),
             counters: Counters::default(),
         }
     }
 
-    /// Workers this dispatcher supervises, by task.
-    pub fn workers(&self) -> impl Iterator<Item = &Worker> {
+    /// Workers this dispatcher holds, by task.
+    pub fn workers(&self) -> impl Iterator<Item = &HeldWorker> {
         self.workers.values()
+    }
+
+    /// Whether a held worker is still being stopped.
+    pub fn stopping(&self) -> bool {
+        self.workers.values().any(|w| w.stopping.is_some())
+    }
+
+    /// The actions the last tick performed.
+    pub fn last_plan(&self) -> &[Action] {
+        &self.last_plan
     }
 
     /// On start: adopt the live workers an earlier gateway left running (by pid, proven
@@ -181,28 +226,67 @@ impl Dispatcher {
             if task.worker_pid.is_none() || self.workers.contains_key(&task.id) {
                 continue;
             }
-            match Worker::adopt(&self.layout, &task) {
-                Some(worker) => {
-                    tracing::info!(task = %task.id, pid = worker.pid, "adopted a live worker");
-                    self.workers.insert(task.id.clone(), worker);
+            if !self.hold(&task) {
+                if let Some(run) = RunRef::of(&task) {
+                    self.release(&task.id, &run, "its worker is gone", now, &mut report);
                 }
-                None => self.release(&task, "its worker is gone", now, &mut report),
             }
         }
         report
     }
 
-    /// One pass of the dispatcher, in SPEC 6 order.
-    pub fn tick(&mut self, settings: &DispatchSettings, now: Timestamp) -> TickReport {
-        let mut report = TickReport::default();
-        self.reap(settings, now, &mut report);
-        self.enforce_leases(settings, now, &mut report);
-        self.start_decompositions(settings, now, &mut report);
-        match self.store.promote_ready(now) {
-            Ok(promoted) => report.promoted = promoted,
-            Err(e) => report.errors.push(format!("promoting: {e}")),
+    /// Holds the live workers an earlier gateway left running, writing nothing: what a
+    /// pass sees after [`Dispatcher::adopt`], for a dry run.
+    pub fn take_hold(&mut self) -> Result<(), StoreError> {
+        for task in self.store.running()? {
+            if task.worker_pid.is_some() && !self.workers.contains_key(&task.id) {
+                self.hold(&task);
+            }
         }
-        self.spawn_workers(settings, now, &mut report);
+        Ok(())
+    }
+
+    /// Holds the worker of a running task when it provably runs the task's current run.
+    fn hold(&mut self, task: &Task) -> bool {
+        let Some(run) = RunRef::of(task) else {
+            return false;
+        };
+        let Some(pid) = self.processes.adopt(task) else {
+            return false;
+        };
+        tracing::info!(task = %task.id, pid, "adopted a live worker");
+        let held = HeldWorker {
+            task_id: task.id.clone(),
+            pid,
+            run,
+            adopted: true,
+            stopping: None,
+        };
+        self.workers.insert(task.id.clone(), held);
+        true
+    }
+
+    /// One pass of the dispatcher: read, plan, perform.
+    pub fn tick(&mut self, settings: &DispatchSettings, now: Timestamp) -> TickReport {
+        let (view, failed) = self.read(settings, now);
+        let actions = plan(&view, now, settings);
+        let errors = failed.into_iter().map(|(what, e)| format!("{what}: {e}"));
+        let mut pass = Pass {
+            settings,
+            now,
+            report: TickReport {
+                errors: errors.collect(),
+                ..TickReport::default()
+            },
+        };
+        if settings.auto_decompose {
+            pass.report.decompositions_in_flight = view.in_flight.len();
+        }
+        for action in &actions {
+            self.execute(action, &mut pass);
+        }
+        let report = pass.report;
+        self.last_plan = actions;
         self.count(&report);
         for error in &report.errors {
             tracing::error!(%error, "tick step failed");
@@ -210,53 +294,30 @@ impl Dispatcher {
         report
     }
 
-    /// What a tick would do now, changing nothing: expired leases and runtimes it would
-    /// end (or extend, for a provably live worker), cards it would decompose, tasks it
-    /// would promote and tasks it would claim and spawn.
-    pub fn dry_run(&self, settings: &DispatchSettings, now: Timestamp) -> Result<TickReport, StoreError> {
-        let mut report = TickReport::default();
-        for task in self.store.running()? {
-            let alive = supervisor::prove_ours(&task).is_some();
-            if over_runtime(&task, now) {
-                report.timed_out.push(task.id);
-            } else if task.claim_expires.is_some_and(|e| e <= now) {
-                if alive {
-                    report.extended.push(task.id);
-                } else {
-                    report.reclaimed.push(task.id);
-                }
-            }
+    /// The actions a tick would perform now: the same read and the same plan, performing
+    /// nothing.
+    pub fn plan(
+        &mut self,
+        settings: &DispatchSettings,
+        now: Timestamp,
+    ) -> Result<(View, Vec<Action>), StoreError> {
+        let (view, failed) = self.read(settings, now);
+        if let Some((_, e)) = failed.into_iter().next() {
+            return Err(e);
         }
-        if settings.auto_decompose {
-            let room = settings
-                .auto_decompose_concurrency
-                .min(settings.auto_decompose_per_tick);
-            report.decompositions_started = self
-                .store
-                .due_triage(now, room)?
-                .into_iter()
-                .map(|t| t.id)
-                .collect();
-        }
-        let todo = self.store.list(&board_core::TaskFilter {
-            status: Some(Status::Todo),
-            ..board_core::TaskFilter::default()
-        })?;
-        for task in todo {
-            if self.store.facts(&task.id)?.open_parents == 0 {
-                report.promoted.push(task.id);
-            }
-        }
-        let room = settings.max_spawn.saturating_sub(self.workers.len());
-        for task in self.store.claimable(room + self.skipped.len() + 64)? {
-            if report.spawned.len() == room {
-                break;
-            }
-            if settings.worker_for(&task).1.is_some() {
-                report.spawned.push(task.id);
-            }
-        }
-        Ok(report)
+        let actions = plan(&view, now, settings);
+        Ok((view, actions))
+    }
+
+    /// What a tick would do now, changing nothing: the plan, in the report's shape.
+    pub fn dry_run(&mut self, settings: &DispatchSettings, now: Timestamp) -> Result<TickReport, StoreError> {
+        let (view, actions) = self.plan(settings, now)?;
+        let in_flight = if settings.auto_decompose {
+            view.in_flight.len()
+        } else {
+            0
+        };
+        Ok(preview(&actions, in_flight))
     }
 
     /// Whether no decomposition is in flight any more.
@@ -282,374 +343,137 @@ impl Dispatcher {
         c.errors += r.errors.len() as u64;
     }
 
-    /// Step 1: workers that exited. One that left its run open is classified.
-    fn reap(&mut self, settings: &DispatchSettings, now: Timestamp, report: &mut TickReport) {
-        let exited: Vec<(TaskId, Exit)> = self
-            .workers
-            .iter_mut()
-            .filter_map(|(id, w)| w.try_exit().map(|exit| (id.clone(), exit)))
-            .collect();
-        for (id, exit) in exited {
-            let Some(worker) = self.workers.remove(&id) else {
-                continue;
-            };
-            report.reaped.push(id.clone());
-            if worker.is_adopted() {
-                // Not our child: how it ended is unknowable, so its run is released
-                // without counting a failure.
-                match self.store.get(&id) {
-                    Ok(task) if task.current_run_id == Some(worker.run_id) => {
-                        self.release(&task, "its adopted worker is gone", now, report)
-                    }
-                    Ok(_) => {}
-                    Err(e) => report.errors.push(format!("reading {id}: {e}")),
-                }
-                continue;
-            }
-            let (outcome, error, detail) = classify(exit, &worker.log_tail());
-            let ended = self.store.end_run(
-                &id,
-                worker.run_id,
-                &worker.claim_lock,
-                outcome,
-                error,
-                detail,
-                settings.failure_limit,
-                now,
-            );
-            match ended {
-                // The worker finalised its run itself (complete or block): all is well.
-                Ok(false) => {}
-                Ok(true) => {
-                    tracing::info!(task = %id, run = worker.run_id, outcome = %outcome, "worker exited");
-                    if outcome == Outcome::RateLimited {
-                        self.cooldown
-                            .insert(id.clone(), now + RATE_LIMIT_COOLDOWN_SECONDS);
-                    }
-                    self.warn_if_gave_up(&id);
-                }
-                Err(StoreError::Refused(_)) => {}
-                Err(e) => report
-                    .errors
-                    .push(format!("ending run {} of {id}: {e}", worker.run_id)),
-            }
-        }
-    }
-
-    fn warn_if_gave_up(&self, id: &TaskId) {
-        if let Ok(task) = self.store.get(id) {
-            if task.status == Status::Blocked {
-                tracing::warn!(task = %id, failures = task.consecutive_failures, "gave up on the task");
-            }
-        }
-    }
-
-    /// Releases a running task's claim whose worker is gone, without counting a failure.
-    fn release(&mut self, task: &Task, why: &str, now: Timestamp, report: &mut TickReport) {
-        let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
-            return;
+    /// The one read a tick decides from. A failed read leaves its part empty and is
+    /// returned, so the rest of the tick still runs.
+    fn read(&mut self, settings: &DispatchSettings, now: Timestamp) -> (View, Vec<ReadError>) {
+        let mut failed: Vec<ReadError> = Vec::new();
+        let mut got = |what: &str, result: Result<Vec<Task>, StoreError>| {
+            result.unwrap_or_else(|e| {
+                failed.push((what.to_owned(), e));
+                Vec::new()
+            })
         };
-        let request = Request::Reclaim {
-            run_id,
-            claim_lock,
-            reason: Some(why.to_owned()),
+        let running = got("listing running tasks", self.store.running());
+        let expired = got("listing expired leases", self.store.expired_leases(now, 1000));
+        self.cooldown.retain(|_, until| *until > now);
+        let mut view = View {
+            workers: self.observe(),
+            proven: self.proven(&running, &expired, now),
+            running,
+            expired,
+            floors: self.floors.clone(),
+            cooldown: self.cooldown.clone(),
+            skipped: self.skipped.clone(),
+            ..View::default()
         };
-        match self.store.transition(&task.id, &request, now) {
-            Ok(_) => {
-                tracing::info!(task = %task.id, run = run_id, reason = why, "reclaimed");
-                report.reclaimed.push(task.id.clone());
-            }
-            Err(StoreError::Refused(r)) if r.is_lost_race() => {}
-            Err(e) => report.errors.push(format!("reclaiming {}: {e}", task.id)),
+        self.read_triage(settings, now, &mut view, &mut failed);
+        match self.store.promotable() {
+            Ok(ids) => view.promotable = ids,
+            Err(e) => failed.push(("listing tasks to promote".to_owned(), e)),
         }
+        self.read_claimable(settings, now, &mut view, &mut failed);
+        (view, failed)
     }
 
-    /// Step 2: runtimes over `max_runtime_seconds` are stopped; expired leases are
-    /// extended for a provably live worker, else the run goes stale.
-    fn enforce_leases(&mut self, settings: &DispatchSettings, now: Timestamp, report: &mut TickReport) {
-        let running = match self.store.running() {
-            Ok(r) => r,
-            Err(e) => return report.errors.push(format!("listing running tasks: {e}")),
+    fn observe(&self) -> Vec<WorkerView> {
+        let gone = Observed::Exited {
+            exit: Exit::Unknown,
+            log_tail: String::new(),
         };
-        for task in running.iter().filter(|t| over_runtime(t, now)) {
-            self.time_out(task, settings, now, report);
-        }
-        let expired = match self.store.expired_leases(now, 1000) {
-            Ok(e) => e,
-            Err(e) => return report.errors.push(format!("listing expired leases: {e}")),
-        };
-        for task in expired {
-            let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
-                continue;
-            };
-            let ours = self
-                .workers
-                .get(&task.id)
-                .is_some_and(|w| w.run_id == run_id && w.is_alive());
-            let result = if ours {
-                let request = Request::ExtendClaim {
-                    run_id,
-                    claim_lock,
-                    ttl: settings.claim_ttl_seconds,
-                };
-                self.store.transition(&task.id, &request, now).map(|_| {
-                    report.extended.push(task.id.clone());
-                })
-            } else if self.stop_worker(&task) == Termination::Survived {
-                tracing::warn!(task = %task.id, "worker survived termination; its lease ends later");
-                continue;
-            } else {
-                self.workers.remove(&task.id);
-                let error = Some(format!("lease expired at {}", task.claim_expires.unwrap_or(now)));
-                let detail = json!({ "claim_expires": task.claim_expires });
-                self.store
-                    .end_run(
-                        &task.id,
-                        run_id,
-                        &claim_lock,
-                        Outcome::Stale,
-                        error,
-                        detail,
-                        settings.failure_limit,
-                        now,
-                    )
-                    .map(|ended| {
-                        if ended {
-                            tracing::info!(task = %task.id, run = run_id, "lease expired: run stale");
-                            report.reclaimed.push(task.id.clone());
-                        }
-                    })
-            };
-            if let Err(e) = result {
-                if !e.refusal().is_some_and(Refusal::is_lost_race) {
-                    report.errors.push(format!("lease of {}: {e}", task.id));
-                }
-            }
-        }
+        self.workers
+            .values()
+            .map(|w| WorkerView {
+                task: w.task_id.clone(),
+                run: w.run.clone(),
+                adopted: w.adopted,
+                observed: self.processes.probe(&w.task_id).unwrap_or_else(|| gone.clone()),
+                stopping: w.stopping.clone(),
+            })
+            .collect()
     }
 
-    /// Stops the worker of a running task before its run is released: the supervised
-    /// one (the caller forgets it once stopped), else a worker proven to run the task's
-    /// current run.
-    fn stop_worker(&mut self, task: &Task) -> Termination {
-        match self.workers.get_mut(&task.id) {
-            Some(worker) => worker.stop(),
-            None => supervisor::ProcessGroupTerminator.terminate(task),
-        }
+    /// Running tasks no worker here holds that a tick would stop, whose recorded pid
+    /// provably runs their run.
+    fn proven(&self, running: &[Task], expired: &[Task], now: Timestamp) -> BTreeSet<TaskId> {
+        let to_stop = running.iter().filter(|t| over_runtime(t, now)).chain(expired);
+        to_stop
+            .filter(|t| !self.workers.contains_key(&t.id) && self.processes.proven(t))
+            .map(|t| t.id.clone())
+            .collect()
     }
 
-    fn time_out(
+    /// Due triage cards with their facts, as many as the decomposition limits could use
+    /// past the ones in flight or held back by this gateway's memory.
+    fn read_triage(
         &mut self,
-        task: &Task,
         settings: &DispatchSettings,
         now: Timestamp,
-        report: &mut TickReport,
+        view: &mut View,
+        failed: &mut Vec<ReadError>,
     ) {
-        let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
-            return;
-        };
-        if self.stop_worker(task) == Termination::Survived {
-            tracing::warn!(task = %task.id, "worker survived termination; timing out later");
-            return;
-        }
-        let tail = self
-            .workers
-            .remove(&task.id)
-            .map(|w| w.log_tail())
-            .unwrap_or_default();
-        let limit = task.max_runtime_seconds.unwrap_or_default();
-        let mut error = format!("ran longer than max_runtime_seconds ({limit} s)");
-        if !tail.is_empty() {
-            error = format!("{error}; log tail: {tail}");
-        }
-        let detail = json!({ "max_runtime_seconds": limit });
-        match self.store.end_run(
-            &task.id,
-            run_id,
-            &claim_lock,
-            Outcome::TimedOut,
-            Some(error),
-            detail,
-            settings.failure_limit,
-            now,
-        ) {
-            Ok(true) => {
-                tracing::info!(task = %task.id, run = run_id, "timed out");
-                report.timed_out.push(task.id.clone());
-                self.warn_if_gave_up(&task.id);
-            }
-            Ok(false) => {}
-            Err(e) => report.errors.push(format!("timing out {}: {e}", task.id)),
-        }
-    }
-
-    /// Step 3: hand due triage cards to the background decomposer, within the per-tick
-    /// and in-flight limits, never the same card twice at once.
-    fn start_decompositions(&mut self, settings: &DispatchSettings, now: Timestamp, report: &mut TickReport) {
         if !settings.auto_decompose {
             return;
         }
-        let in_flight = self.decompositions.in_flight();
-        report.decompositions_in_flight = in_flight.len();
+        view.in_flight = self.decompositions.in_flight();
         let room = settings
             .auto_decompose_concurrency
-            .saturating_sub(in_flight.len())
+            .saturating_sub(view.in_flight.len())
             .min(settings.auto_decompose_per_tick);
         if room == 0 {
             return;
         }
-        let policy = settings.decompose_retry;
-        let blocked = |a: &Attempts| a.count >= policy.failure_limit || a.next_at > now;
-        let held = self.attempts.values().filter(|a| blocked(a)).count();
-        let due = match self.store.due_triage(now, room + in_flight.len() + held) {
+        let policy: RetryPolicy = settings.decompose_retry;
+        let held = self.floors.values().filter(|f| f.blocks(&policy, now)).count();
+        let due = match self.store.due_triage(now, room + view.in_flight.len() + held) {
             Ok(d) => d,
-            Err(e) => return report.errors.push(format!("listing due triage cards: {e}")),
+            Err(e) => return failed.push(("listing due triage cards".to_owned(), e)),
         };
-        let mut started = 0;
-        for task in due {
-            if started == room {
-                break;
+        for card in due.iter().filter(|c| !view.in_flight.contains(&c.id)) {
+            match self.store.facts(&card.id) {
+                Ok(facts) => view.triage.push(facts),
+                Err(e) => failed.push((format!("reading {}", card.id), e)),
             }
-            if in_flight.contains(&task.id) {
-                continue;
-            }
-            let earlier = self
-                .attempts
-                .get(&task.id)
-                .filter(|a| a.revision == task.revision);
-            if earlier.is_some_and(blocked) {
-                continue;
-            }
-            let count = earlier.map_or(1, |a| a.count + 1);
-            // The shortest delay the store's policy could give (jitter -10%), so the
-            // memory never holds back a card the store says is due.
-            let next_at = now + retry_delay(policy.base_seconds, count, -0.1);
-            self.attempts.insert(
-                task.id.clone(),
-                Attempts {
-                    revision: task.revision,
-                    count,
-                    next_at,
-                },
-            );
-            self.decompositions.start(task.id.clone());
-            report.decompositions_in_flight += 1;
-            report.decompositions_started.push(task.id);
-            started += 1;
         }
     }
 
-    /// Step 5: claim ready tasks in order and start their workers, up to `max_spawn`.
-    fn spawn_workers(&mut self, settings: &DispatchSettings, now: Timestamp, report: &mut TickReport) {
-        self.cooldown.retain(|_, until| *until > now);
-        let mut room = settings.max_spawn.saturating_sub(self.workers.len());
+    /// Ready tasks in claim order. Tasks that cannot be spawned stay ready: the window
+    /// widens past them, so the read stays proportional to what the tick can start.
+    fn read_claimable(
+        &self,
+        settings: &DispatchSettings,
+        now: Timestamp,
+        view: &mut View,
+        failed: &mut Vec<ReadError>,
+    ) {
+        let exited = view
+            .workers
+            .iter()
+            .filter(|w| matches!(w.observed, Observed::Exited { .. }))
+            .count();
+        let room = settings.max_spawn.saturating_sub(self.workers.len() - exited);
         if room == 0 {
             return;
         }
-        // Tasks that cannot be spawned stay ready: look past them, a widening window at a
-        // time, so the tick stays proportional to what it can start.
         let mut window = room + self.skipped.len() + self.cooldown.len();
-        let mut seen: BTreeSet<TaskId> = BTreeSet::new();
-        let mut ready = Vec::new();
         loop {
             let batch = match self.store.claimable(window) {
-                Ok(r) => r,
-                Err(e) => return report.errors.push(format!("listing ready tasks: {e}")),
+                Ok(b) => b,
+                Err(e) => return failed.push(("listing ready tasks".to_owned(), e)),
             };
             let full = batch.len() == window;
-            let spawnable: Vec<(Task, String, Vec<String>)> = batch
-                .into_iter()
-                .filter(|t| seen.insert(t.id.clone()))
-                .filter(|t| !self.cooldown.contains_key(&t.id))
-                .filter_map(|t| match settings.worker_for(&t) {
-                    (profile, Some(command)) => Some((t, profile, command)),
-                    (profile, None) => {
-                        if self.skipped.insert(t.id.clone()) {
-                            let request = Request::SkipNonspawnable { profile };
-                            if let Err(e) = self.store.transition(&t.id, &request, now) {
-                                report
-                                    .errors
-                                    .push(format!("noting {} as not spawnable: {e}", t.id));
-                            }
-                        }
-                        None
-                    }
-                })
-                .collect();
-            ready.extend(spawnable);
-            if ready.len() >= room || !full {
-                break;
+            let candidates = batch
+                .iter()
+                .filter(|t| !self.workers.contains_key(&t.id) && spawnable(t, settings, &self.cooldown, now))
+                .count();
+            view.claimable = batch;
+            if candidates >= room || !full {
+                return;
             }
             window *= 2;
-        }
-        let no_boundary = Boundary::default();
-        for (task, profile, command) in ready {
-            if room == 0 {
-                break;
-            }
-            let claim = match self.store.claim(&task.id, settings.claim_ttl_seconds, now) {
-                Ok(c) => c,
-                Err(StoreError::Refused(_)) => continue,
-                Err(e) => {
-                    report.errors.push(format!("claiming {}: {e}", task.id));
-                    continue;
-                }
-            };
-            let assignment = Assignment {
-                task: &claim.task,
-                run_id: claim.run_id,
-                claim_lock: &claim.claim_lock,
-                profile: &profile,
-                command: &command,
-                secret_vars: &settings.secret_vars,
-                boundary: settings.boundaries.get(&profile).unwrap_or(&no_boundary),
-            };
-            match supervisor::spawn(&self.layout, &assignment) {
-                Ok(worker) => {
-                    let request = Request::SetWorker {
-                        run_id: claim.run_id,
-                        claim_lock: claim.claim_lock.clone(),
-                        pid: i64::from(worker.pid),
-                    };
-                    match self.store.transition(&task.id, &request, now) {
-                        // A quick worker may finish its run before its pid is recorded.
-                        Ok(_) | Err(StoreError::Refused(Refusal::ClaimChanged { .. })) => {}
-                        Err(e) => report
-                            .errors
-                            .push(format!("recording the worker of {}: {e}", task.id)),
-                    }
-                    tracing::info!(task = %task.id, run = claim.run_id, pid = worker.pid, %profile, "spawned a worker");
-                    self.workers.insert(task.id.clone(), worker);
-                    report.spawned.push(task.id.clone());
-                    room -= 1;
-                }
-                Err(e) => {
-                    tracing::warn!(task = %task.id, error = %e, "could not spawn a worker");
-                    let detail = json!({ "profile": profile });
-                    let ended = self.store.end_run(
-                        &task.id,
-                        claim.run_id,
-                        &claim.claim_lock,
-                        Outcome::SpawnFailed,
-                        Some(e.to_string()),
-                        detail,
-                        settings.failure_limit,
-                        now,
-                    );
-                    if let Err(e) = ended {
-                        report
-                            .errors
-                            .push(format!("ending the failed spawn of {}: {e}", task.id));
-                    }
-                }
-            }
         }
     }
 }
 
-fn over_runtime(task: &Task, now: Timestamp) -> bool {
-    match (task.max_runtime_seconds, task.started_at) {
-        (Some(max), Some(started)) => now >= started.saturating_add(max),
-        _ => false,
-    }
-}
+mod execute;
+
+use execute::Pass;

@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod decompositions;
 pub mod dispatcher;
 pub mod home;
+pub mod plan;
 pub mod process;
 pub mod supervisor;
 

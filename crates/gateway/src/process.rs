@@ -9,6 +9,7 @@
 //! gateway's own children are reaped only after their group has been killed.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -21,6 +22,43 @@ const KILL_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
 /// `pidfd_send_signal` flag (Linux 6.9): signal the process group of the pidfd's process.
 const PIDFD_SIGNAL_PROCESS_GROUP: libc::c_uint = 4;
+
+/// How a worker process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// An adopted worker vanished; nobody can tell how.
+    Unknown,
+}
+
+impl From<ExitStatus> for Exit {
+    fn from(status: ExitStatus) -> Exit {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Exit::Signal(signal),
+            (None, None) => Exit::Unknown,
+        }
+    }
+}
+
+/// A signal for a worker's whole process group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Asks the group to stop (SIGTERM).
+    Term,
+    /// Stops it (SIGKILL).
+    Kill,
+}
+
+impl Signal {
+    fn number(self) -> libc::c_int {
+        match self {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        }
+    }
+}
 
 /// A process pinned by a pidfd.
 #[derive(Debug)]
@@ -168,10 +206,22 @@ impl Leader {
 
     /// Whether the leader has exited, without reaping it.
     pub fn exited(&self) -> bool {
+        self.poll().is_some()
+    }
+
+    /// How the leader ended, once it has, without reaping it: an own child's status is
+    /// read with `WNOWAIT`, so its pid keeps naming its group; an adopted leader's is
+    /// unknowable.
+    pub fn poll(&self) -> Option<Exit> {
         match self {
-            Leader::Own { pidfd, .. } => own_child_exited(pidfd.pid),
-            Leader::Adopted(pidfd) => pidfd.exited(),
+            Leader::Own { pidfd, .. } => own_child_exit(pidfd.pid),
+            Leader::Adopted(pidfd) => pidfd.exited().then_some(Exit::Unknown),
         }
+    }
+
+    /// Sends `signal` to the whole group, now, without waiting.
+    pub fn signal(&self, signal: Signal) {
+        self.signal_group(signal.number());
     }
 
     fn signal_group(&self, sig: libc::c_int) {
@@ -206,9 +256,9 @@ impl Leader {
     }
 }
 
-/// Whether our child `pid` has exited, leaving it a zombie (WNOWAIT) so that its pid
-/// keeps naming its group until [`Leader::finish`].
-fn own_child_exited(pid: libc::pid_t) -> bool {
+/// How our child `pid` ended, once it has, leaving it a zombie (WNOWAIT) so that its
+/// pid keeps naming its group until [`Leader::finish`].
+fn own_child_exit(pid: libc::pid_t) -> Option<Exit> {
     // SAFETY: zeroed siginfo is a valid out-parameter for waitid.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: waitid on our own child writes only into `info`.
@@ -220,8 +270,19 @@ fn own_child_exited(pid: libc::pid_t) -> bool {
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
         )
     };
-    // SAFETY: si_pid is set by waitid (0 while the child runs).
-    rc != 0 || unsafe { info.si_pid() } != 0
+    if rc != 0 {
+        return Some(Exit::Unknown);
+    }
+    // SAFETY: si_pid and si_status are set by waitid (si_pid is 0 while the child runs).
+    let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if child == 0 {
+        return None;
+    }
+    Some(match info.si_code {
+        libc::CLD_EXITED => Exit::Code(status),
+        libc::CLD_KILLED | libc::CLD_DUMPED => Exit::Signal(status),
+        _ => Exit::Unknown,
+    })
 }
 
 fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {

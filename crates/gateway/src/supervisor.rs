@@ -1,16 +1,20 @@
 //! Worker processes: how one is started (argv, workspace, log, process group, scrubbed
 //! environment), how its exit is classified, how it is proven alive, and how it is
 //! stopped. Nothing here touches the board; the dispatcher does, with what this returns.
+//! [`Processes`] is that process control as the dispatcher sees it; [`OsProcesses`] is
+//! the real one.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
 use serde_json::{json, Value};
 
 use crate::home::{open_append, open_read, private_dir, LOGS_DIR, WORKSPACES_DIR};
+pub use crate::process::{Exit, Signal};
 use crate::process::{Leader, Pidfd};
 
 /// The exit code by which a worker says "rate limited, try me later".
@@ -75,25 +79,6 @@ pub struct Worker {
     log: PathBuf,
     /// Where this attempt's output starts in the (shared, appended) log file.
     log_offset: u64,
-}
-
-/// How a worker process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-    /// An adopted worker vanished; nobody can tell how.
-    Unknown,
-}
-
-impl From<ExitStatus> for Exit {
-    fn from(status: ExitStatus) -> Exit {
-        match (status.code(), status.signal()) {
-            (Some(code), _) => Exit::Code(code),
-            (None, Some(signal)) => Exit::Signal(signal),
-            (None, None) => Exit::Unknown,
-        }
-    }
 }
 
 /// Name endings that mark a variable as a secret, compared without regard to case.
@@ -249,32 +234,22 @@ impl Worker {
         matches!(self.leader, Leader::Adopted(_))
     }
 
-    /// Whether the worker still runs. An own child is judged by its handle, never by
-    /// what it left in its environment.
-    pub fn is_alive(&self) -> bool {
-        !self.leader.exited()
-    }
-
-    /// The exit of a finished worker, after what was left of its group is killed and it
-    /// is reaped; `None` while it runs.
-    pub fn try_exit(&mut self) -> Option<Exit> {
-        if !self.leader.exited() {
-            return None;
-        }
-        match self.leader.finish() {
-            Some(Ok(status)) => Some(status.into()),
-            Some(Err(_)) | None => Some(Exit::Unknown),
+    /// What a probe sees: running, or exited (and how) with this attempt's log tail.
+    /// Nothing is reaped: an own child is judged by its handle, never by what it left in
+    /// its environment.
+    pub fn observe(&self) -> Observed {
+        match self.leader.poll() {
+            None => Observed::Alive,
+            Some(exit) => Observed::Exited {
+                exit,
+                log_tail: self.log_tail(),
+            },
         }
     }
 
     /// The end of this attempt's own output, never an earlier attempt's.
     pub fn log_tail(&self) -> String {
         read_tail(&self.log, self.log_offset).unwrap_or_default()
-    }
-
-    /// Stops the worker and its whole process group: SIGTERM, a grace period, SIGKILL.
-    pub fn stop(&mut self) -> Termination {
-        self.leader.stop()
     }
 }
 
@@ -288,44 +263,61 @@ fn read_tail(path: &Path, from: u64) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
 }
 
-/// The run outcome, error and event detail of a worker's exit, when it ended without
-/// completing or blocking its task (SPEC 6, tick step 1).
-pub fn classify(exit: Exit, log_tail: &str) -> (Outcome, Option<String>, Value) {
-    let quoted = |what: String| {
-        if log_tail.is_empty() {
-            what
-        } else {
-            format!("{what}; log tail: {log_tail}")
-        }
+/// How a run ends when the dispatcher ends it: its outcome, the run's error and the
+/// event's detail.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ending {
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    pub detail: Value,
+}
+
+/// `what`, followed by the attempt's log tail when there is one.
+pub fn with_log_tail(what: String, log_tail: &str) -> String {
+    if log_tail.is_empty() {
+        what
+    } else {
+        format!("{what}; log tail: {log_tail}")
+    }
+}
+
+/// How the run of a worker that exited without completing or blocking its task ends
+/// (SPEC 6, tick step 1).
+pub fn classify(exit: Exit, log_tail: &str) -> Ending {
+    let ending = |outcome, error: String, code: Option<i32>, signal: Option<i32>| Ending {
+        outcome,
+        error: Some(error),
+        detail: json!({ "exit_code": code, "signal": signal }),
     };
     match exit {
-        Exit::Code(0) => (
+        Exit::Code(0) => ending(
             Outcome::ProtocolViolation,
-            Some(quoted(
+            with_log_tail(
                 "exited 0 without completing or blocking its task".to_owned(),
-            )),
-            json!({ "exit_code": 0, "signal": null }),
+                log_tail,
+            ),
+            Some(0),
+            None,
         ),
-        Exit::Code(EXIT_RATE_LIMITED) => (
+        Exit::Code(EXIT_RATE_LIMITED) => ending(
             Outcome::RateLimited,
-            Some("exited 75: rate limited".to_owned()),
-            json!({ "exit_code": EXIT_RATE_LIMITED, "signal": null }),
+            "exited 75: rate limited".to_owned(),
+            Some(EXIT_RATE_LIMITED),
+            None,
         ),
-        Exit::Code(code) => (
+        Exit::Code(code) => ending(
             Outcome::Crashed,
-            Some(quoted(format!("exited with code {code}"))),
-            json!({ "exit_code": code, "signal": null }),
+            with_log_tail(format!("exited with code {code}"), log_tail),
+            Some(code),
+            None,
         ),
-        Exit::Signal(signal) => (
+        Exit::Signal(signal) => ending(
             Outcome::Crashed,
-            Some(quoted(format!("killed by signal {signal}"))),
-            json!({ "exit_code": null, "signal": signal }),
+            with_log_tail(format!("killed by signal {signal}"), log_tail),
+            None,
+            Some(signal),
         ),
-        Exit::Unknown => (
-            Outcome::Crashed,
-            Some("the worker vanished".to_owned()),
-            json!({ "exit_code": null, "signal": null }),
-        ),
+        Exit::Unknown => ending(Outcome::Crashed, "the worker vanished".to_owned(), None, None),
     }
 }
 
@@ -356,6 +348,87 @@ impl Terminator for ProcessGroupTerminator {
         match prove_ours(task) {
             Some(pidfd) => Leader::Adopted(pidfd).stop(),
             None => Termination::Stopped,
+        }
+    }
+}
+
+/// What a probe saw of a held worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    Alive,
+    /// The group leader exited (not yet reaped); the end of this attempt's log.
+    Exited {
+        exit: Exit,
+        log_tail: String,
+    },
+}
+
+/// Process control as the dispatcher needs it: the workers it holds, by task. Nothing
+/// here blocks: a stop is a signal now and a probe on a later tick.
+pub trait Processes: Send {
+    /// Starts the worker of a claimed run and holds it; its pid.
+    fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32>;
+    /// Whether the recorded pid of a running task provably runs its current run.
+    fn proven(&self, task: &Task) -> bool;
+    /// Holds the live worker of a running task that this process did not start, when it
+    /// provably runs the task's current run; its pid.
+    fn adopt(&mut self, task: &Task) -> Option<u32>;
+    /// What the held worker of `task` is doing now; `None` when none is held.
+    fn probe(&self, task: &TaskId) -> Option<Observed>;
+    /// Signals the whole process group of the held worker of `task`.
+    fn signal(&mut self, task: &TaskId, signal: Signal);
+    /// Lets go of the exited worker of `task`: kills what is left of its group
+    /// (background processes must not outlive their worker), then reaps it.
+    fn release(&mut self, task: &TaskId);
+}
+
+/// The real process control: own children and adopted workers, each behind a pidfd.
+pub struct OsProcesses {
+    layout: HomeLayout,
+    workers: BTreeMap<TaskId, Worker>,
+}
+
+impl OsProcesses {
+    pub fn new(layout: HomeLayout) -> OsProcesses {
+        OsProcesses {
+            layout,
+            workers: BTreeMap::new(),
+        }
+    }
+}
+
+impl Processes for OsProcesses {
+    fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
+        let worker = spawn(&self.layout, assignment)?;
+        let pid = worker.pid;
+        self.workers.insert(assignment.task.id.clone(), worker);
+        Ok(pid)
+    }
+
+    fn proven(&self, task: &Task) -> bool {
+        prove_ours(task).is_some()
+    }
+
+    fn adopt(&mut self, task: &Task) -> Option<u32> {
+        let worker = Worker::adopt(&self.layout, task)?;
+        let pid = worker.pid;
+        self.workers.insert(task.id.clone(), worker);
+        Some(pid)
+    }
+
+    fn probe(&self, task: &TaskId) -> Option<Observed> {
+        self.workers.get(task).map(Worker::observe)
+    }
+
+    fn signal(&mut self, task: &TaskId, signal: Signal) {
+        if let Some(worker) = self.workers.get(task) {
+            worker.leader.signal(signal);
+        }
+    }
+
+    fn release(&mut self, task: &TaskId) {
+        if let Some(mut worker) = self.workers.remove(task) {
+            let _ = worker.leader.finish();
         }
     }
 }

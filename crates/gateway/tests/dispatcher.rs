@@ -221,8 +221,13 @@ fn a_worker_past_its_max_runtime_is_killed_and_timed_out() {
     d.tick(&s, T0);
     let pid = h.store.get(&id).unwrap().worker_pid.unwrap();
     assert!(d.tick(&s, T0 + 4).timed_out.is_empty());
-    let report = d.tick(&watch(&s), T0 + 5);
-    assert_eq!(report.timed_out, vec![id.clone()]);
+    let asked = d.tick(&watch(&s), T0 + 5);
+    assert!(
+        asked.timed_out.is_empty(),
+        "the run ends only once the worker is seen gone"
+    );
+    // `sleep` honours SIGTERM: a later tick sees it gone, within the grace.
+    tick_until(&mut d, &watch(&s), T0 + 5, |r| r.timed_out == vec![id.clone()]);
     assert_eq!(last_outcome(&h, &id), Some(Outcome::TimedOut));
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
@@ -400,4 +405,59 @@ fn a_card_whose_failures_cannot_be_recorded_is_parked_in_memory() {
         .edit(&card, Some("luckier".into()), None, None, now)
         .unwrap();
     assert_eq!(d.tick(&s, now).decompositions_started, vec![card]);
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+fn lives(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_worker_that_ignores_sigterm_never_blocks_a_tick_and_is_killed_after_its_grace() {
+    let h = home();
+    let s = settings(&[("stubborn", "trap '' TERM; echo ready; exec sleep 30")]);
+    let request = NewTask {
+        assignee: Some("stubborn".into()),
+        max_runtime_seconds: Some(5),
+        ..NewTask::titled("stubborn work")
+    };
+    let id = h.store.create(&request, T0).unwrap().id;
+    let mut d = h.dispatcher();
+    assert_eq!(d.tick(&s, T0).spawned, vec![id.clone()]);
+    let log = h.dir.path().join("logs").join(format!("{id}.log"));
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("ready")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the worker never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = h.store.get(&id).unwrap().worker_pid.unwrap();
+    let start = Instant::now();
+    let asked = d.tick(&watch(&s), T0 + 5);
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(50), "the tick took {took:?}");
+    assert!(asked.timed_out.is_empty() && asked.errors.is_empty(), "{asked:?}");
+    let grace = gateway::plan::STOP_GRACE_SECONDS;
+    let within = d.tick(&watch(&s), T0 + 5 + grace);
+    assert!(within.timed_out.is_empty(), "{within:?}");
+    assert!(lives(pid), "it ignores SIGTERM and its grace is not over");
+    assert_eq!(
+        h.store.get(&id).unwrap().status,
+        Status::Running,
+        "never released while it lives"
+    );
+    tick_until(&mut d, &watch(&s), T0 + 6 + grace, |r| {
+        r.timed_out == vec![id.clone()]
+    });
+    assert_eq!(last_outcome(&h, &id), Some(Outcome::TimedOut));
+    assert!(!lives(pid), "killed");
+    assert_eq!(d.workers().count(), 0);
 }

@@ -1,0 +1,435 @@
+//! The tick's decisions (SPEC 6) as one pure function: [`plan`] takes a [`View`] (one
+//! read of the board and of the held workers), `now` and the settings, and returns the
+//! [`Action`]s the dispatcher then performs, in order. No I/O, no clock: `kanban dispatch
+//! --dry-run` prints the same plan a tick would perform.
+//!
+//! A worker is stopped across ticks: a SIGTERM to its group now, a SIGKILL once the
+//! grace is over, and its run is ended only once it is seen gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use board_core::{AttemptFloor, Outcome, RunId, Task, TaskFacts, TaskId, Timestamp};
+use serde_json::json;
+
+use crate::dispatcher::{DispatchSettings, TickReport};
+use crate::supervisor::{classify, with_log_tail, Ending, Observed};
+
+/// How long a task whose worker exited 75 (rate limited) waits before a new worker.
+pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;
+/// How long a worker asked to stop (SIGTERM) gets before its group is killed; the clock
+/// counts whole seconds, so the grace is over only once more than this has passed.
+pub const STOP_GRACE_SECONDS: i64 = 3;
+
+/// The open run of a running task, as the dispatcher names it in its requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRef {
+    pub run_id: RunId,
+    pub claim_lock: String,
+}
+
+impl RunRef {
+    /// The task's open run, from its lease; `None` when it has none.
+    pub fn of(task: &Task) -> Option<RunRef> {
+        Some(RunRef {
+            run_id: task.current_run_id?,
+            claim_lock: task.claim_lock.clone()?,
+        })
+    }
+}
+
+/// Whether a running task has run longer than its `max_runtime_seconds`.
+pub fn over_runtime(task: &Task, now: Timestamp) -> bool {
+    match (task.max_runtime_seconds, task.started_at) {
+        (Some(max), Some(started)) => now >= started.saturating_add(max),
+        _ => false,
+    }
+}
+
+/// Why a worker is being stopped, and so how its run ends once it is gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// It ran past `max_runtime_seconds`.
+    TimedOut { limit: i64 },
+    /// Its lease expired while nobody could prove it alive.
+    Stale {
+        claim_expires: Option<Timestamp>,
+        at: Timestamp,
+    },
+}
+
+impl StopReason {
+    fn timed_out(task: &Task) -> StopReason {
+        StopReason::TimedOut {
+            limit: task.max_runtime_seconds.unwrap_or_default(),
+        }
+    }
+
+    fn stale(task: &Task, now: Timestamp) -> StopReason {
+        StopReason::Stale {
+            claim_expires: task.claim_expires,
+            at: task.claim_expires.unwrap_or(now),
+        }
+    }
+
+    /// How the run ends, quoting the worker's log tail when there is one.
+    pub fn ending(&self, log_tail: &str) -> Ending {
+        match self {
+            StopReason::TimedOut { limit } => Ending {
+                outcome: Outcome::TimedOut,
+                error: Some(with_log_tail(
+                    format!("ran longer than max_runtime_seconds ({limit} s)"),
+                    log_tail,
+                )),
+                detail: json!({ "max_runtime_seconds": limit }),
+            },
+            StopReason::Stale { claim_expires, at } => Ending {
+                outcome: Outcome::Stale,
+                error: Some(format!("lease expired at {at}")),
+                detail: json!({ "claim_expires": claim_expires }),
+            },
+        }
+    }
+}
+
+/// A held worker being stopped: the run to end once it is gone, why, and when it was
+/// first asked to stop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stopping {
+    pub run: RunRef,
+    pub reason: StopReason,
+    pub since: Timestamp,
+}
+
+/// A worker the dispatcher holds, as the read saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerView {
+    pub task: TaskId,
+    /// The run it was started for (or adopted in).
+    pub run: RunRef,
+    /// Not our child: how it ended is unknowable.
+    pub adopted: bool,
+    pub observed: Observed,
+    pub stopping: Option<Stopping>,
+}
+
+/// Everything one tick decides from, read once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct View {
+    pub workers: Vec<WorkerView>,
+    /// Running tasks, in claim order.
+    pub running: Vec<Task>,
+    /// Running tasks whose lease has expired.
+    pub expired: Vec<Task>,
+    /// Running tasks held by no worker here whose recorded pid provably runs their run.
+    pub proven: BTreeSet<TaskId>,
+    /// Triage cards the store says are due, oldest due first.
+    pub triage: Vec<TaskFacts>,
+    /// Cards with a decomposition in flight.
+    pub in_flight: BTreeSet<TaskId>,
+    /// What this process remembers of the decompositions it started.
+    pub floors: BTreeMap<TaskId, AttemptFloor>,
+    /// Tasks a promotion sweep would promote.
+    pub promotable: Vec<TaskId>,
+    /// Ready tasks in claim order (a window of them).
+    pub claimable: Vec<Task>,
+    /// Rate-limited tasks and when they may be spawned again.
+    pub cooldown: BTreeMap<TaskId, Timestamp>,
+    /// Tasks already noted as not spawnable by this process.
+    pub skipped: BTreeSet<TaskId>,
+}
+
+/// One thing a tick does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// A held own child exited by itself: let it go, and end its run as classified
+    /// (a run the worker finalised itself is left as it is).
+    Reap {
+        task: TaskId,
+        run: RunRef,
+        ending: Ending,
+    },
+    /// A held adopted worker is gone: let it go and release its run without counting a
+    /// failure, since how it ended is unknowable.
+    ReleaseAdopted { task: TaskId, run: RunRef },
+    /// Ask a live worker to stop: SIGTERM to its group (holding it first when another
+    /// process started it). Its run ends on a later tick, once it is gone.
+    Stop { task: Task, reason: StopReason },
+    /// The grace of a stopping worker is over: SIGKILL to its group.
+    Kill { task: TaskId },
+    /// End a run whose worker is gone (or was never there); `held` when a worker held
+    /// here stopped and is let go.
+    EndRun {
+        task: TaskId,
+        run: RunRef,
+        ending: Ending,
+        held: bool,
+    },
+    /// The lease of a held live worker expired: extend it.
+    ExtendLease { task: TaskId, run: RunRef },
+    /// Hand a due triage card to the background decomposer, remembering the attempt.
+    StartDecomposition { card: TaskId, floor: AttemptFloor },
+    /// Promote the `todo` tasks whose parents are all finished.
+    Promote { tasks: Vec<TaskId> },
+    /// A ready task whose profile has no command: noted once, left ready.
+    SkipNonspawnable { task: TaskId, profile: String },
+    /// Claim a ready task and start its worker.
+    Spawn {
+        task: Task,
+        profile: String,
+        command: Vec<String>,
+    },
+}
+
+impl Action {
+    /// The tasks the action is about: one, or every task a promotion would promote.
+    pub fn tasks(&self) -> Vec<&TaskId> {
+        match self {
+            Action::Reap { task, .. }
+            | Action::ReleaseAdopted { task, .. }
+            | Action::Kill { task }
+            | Action::EndRun { task, .. }
+            | Action::ExtendLease { task, .. }
+            | Action::SkipNonspawnable { task, .. } => vec![task],
+            Action::Stop { task, .. } | Action::Spawn { task, .. } => vec![&task.id],
+            Action::StartDecomposition { card, .. } => vec![card],
+            Action::Promote { tasks } => tasks.iter().collect(),
+        }
+    }
+}
+
+/// What a plan would do, in the shape of a tick's report: a stop counts where the run
+/// it begins to end would (timed out, or reclaimed as stale).
+pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
+    let mut report = TickReport {
+        decompositions_in_flight: in_flight,
+        ..TickReport::default()
+    };
+    for action in actions {
+        let id = || action.tasks().into_iter().cloned();
+        match action {
+            Action::Reap { .. } => report.reaped.extend(id()),
+            Action::ReleaseAdopted { .. } => {
+                report.reaped.extend(id());
+                report.reclaimed.extend(id());
+            }
+            Action::Stop {
+                reason: StopReason::TimedOut { .. },
+                ..
+            } => report.timed_out.extend(id()),
+            Action::EndRun { ending, .. } if ending.outcome == Outcome::TimedOut => {
+                report.timed_out.extend(id())
+            }
+            Action::Stop { .. } | Action::EndRun { .. } => report.reclaimed.extend(id()),
+            Action::ExtendLease { .. } => report.extended.extend(id()),
+            Action::StartDecomposition { .. } => {
+                report.decompositions_in_flight += 1;
+                report.decompositions_started.extend(id());
+            }
+            Action::Promote { .. } => report.promoted.extend(id()),
+            Action::Spawn { .. } => report.spawned.extend(id()),
+            Action::Kill { .. } | Action::SkipNonspawnable { .. } => {}
+        }
+    }
+    report
+}
+
+/// Whether a ready task is one a tick would try to spawn now: not cooling down after a
+/// rate limit, and its profile has a command.
+pub fn spawnable(
+    task: &Task,
+    settings: &DispatchSettings,
+    cooldown: &BTreeMap<TaskId, Timestamp>,
+    now: Timestamp,
+) -> bool {
+    !cooling(cooldown, &task.id, now) && settings.worker_for(task).1.is_some()
+}
+
+fn cooling(cooldown: &BTreeMap<TaskId, Timestamp>, id: &TaskId, now: Timestamp) -> bool {
+    cooldown.get(id).is_some_and(|until| *until > now)
+}
+
+/// The tick's actions, in SPEC 6 order: held workers (reap, kill, end stopped runs),
+/// runtimes and leases, decompositions, promotion, claims.
+pub fn plan(view: &View, now: Timestamp, settings: &DispatchSettings) -> Vec<Action> {
+    let mut planner = Planner {
+        view,
+        now,
+        settings,
+        actions: Vec::new(),
+        settled: BTreeSet::new(),
+        held: view.workers.len(),
+    };
+    planner.workers();
+    planner.leases();
+    planner.decompositions();
+    if !view.promotable.is_empty() {
+        planner.actions.push(Action::Promote {
+            tasks: view.promotable.clone(),
+        });
+    }
+    planner.spawns();
+    planner.actions
+}
+
+struct Planner<'a> {
+    view: &'a View,
+    now: Timestamp,
+    settings: &'a DispatchSettings,
+    actions: Vec<Action>,
+    /// Tasks whose run this plan already ends, or whose worker it is stopping.
+    settled: BTreeSet<TaskId>,
+    /// Workers held once this plan is done.
+    held: usize,
+}
+
+impl Planner<'_> {
+    fn worker(&self, id: &TaskId) -> Option<&WorkerView> {
+        self.view.workers.iter().find(|w| &w.task == id)
+    }
+
+    /// Step 1: held workers that exited, and those being stopped.
+    fn workers(&mut self) {
+        for w in &self.view.workers {
+            let task = w.task.clone();
+            let action = match (&w.stopping, &w.observed) {
+                (None, Observed::Alive) => continue,
+                (Some(s), Observed::Alive) => {
+                    self.settled.insert(task.clone());
+                    if self.now - s.since <= STOP_GRACE_SECONDS {
+                        continue;
+                    }
+                    Action::Kill { task }
+                }
+                (Some(s), Observed::Exited { log_tail, .. }) => Action::EndRun {
+                    task,
+                    run: s.run.clone(),
+                    ending: s.reason.ending(log_tail),
+                    held: true,
+                },
+                (None, Observed::Exited { .. }) if w.adopted => Action::ReleaseAdopted {
+                    task,
+                    run: w.run.clone(),
+                },
+                (None, Observed::Exited { exit, log_tail }) => Action::Reap {
+                    task,
+                    run: w.run.clone(),
+                    ending: classify(*exit, log_tail),
+                },
+            };
+            if !matches!(action, Action::Kill { .. }) {
+                self.settled.insert(w.task.clone());
+                self.held -= 1;
+            }
+            self.actions.push(action);
+        }
+    }
+
+    /// Step 2: runtimes over `max_runtime_seconds` are stopped; expired leases are
+    /// extended for a held live worker of the same run, else the run goes stale.
+    fn leases(&mut self) {
+        let now = self.now;
+        for task in self.view.running.iter().filter(|t| over_runtime(t, now)) {
+            self.stop_or_end(task, StopReason::timed_out(task));
+        }
+        for task in &self.view.expired {
+            let Some(run) = RunRef::of(task) else {
+                continue;
+            };
+            if self.settled.contains(&task.id) {
+                continue;
+            }
+            if self.worker(&task.id).is_some_and(|w| w.run.run_id == run.run_id) {
+                self.actions.push(Action::ExtendLease {
+                    task: task.id.clone(),
+                    run,
+                });
+                continue;
+            }
+            self.stop_or_end(task, StopReason::stale(task, now));
+        }
+    }
+
+    /// A live worker (held, or proven to run the task's run) is asked to stop; with none,
+    /// the run ends now.
+    fn stop_or_end(&mut self, task: &Task, reason: StopReason) {
+        if !self.settled.insert(task.id.clone()) {
+            return;
+        }
+        let held = self.worker(&task.id).is_some();
+        if held || self.view.proven.contains(&task.id) {
+            self.held += usize::from(!held);
+            self.actions.push(Action::Stop {
+                task: task.clone(),
+                reason,
+            });
+        } else if let Some(run) = RunRef::of(task) {
+            self.actions.push(Action::EndRun {
+                task: task.id.clone(),
+                run,
+                ending: reason.ending(""),
+                held: false,
+            });
+        }
+    }
+
+    /// Step 3: due triage cards to the background decomposer, within the per-tick and
+    /// in-flight limits, never a card already in flight, and never one the backoff
+    /// policy holds back.
+    fn decompositions(&mut self) {
+        let s = self.settings;
+        if !s.auto_decompose {
+            return;
+        }
+        let in_flight = &self.view.in_flight;
+        let room = s
+            .auto_decompose_concurrency
+            .saturating_sub(in_flight.len())
+            .min(s.auto_decompose_per_tick);
+        let policy = s.decompose_retry;
+        let due = self.view.triage.iter().filter(|facts| {
+            let id = &facts.task.id;
+            !in_flight.contains(id) && policy.allows(facts, self.view.floors.get(id), self.now)
+        });
+        for facts in due.take(room) {
+            let card = facts.task.id.clone();
+            let floor = policy.floor_after_start(&facts.task, self.view.floors.get(&card), self.now);
+            self.actions.push(Action::StartDecomposition { card, floor });
+        }
+    }
+
+    /// Step 5: ready tasks in claim order, up to `max_spawn` workers held; a task whose
+    /// profile cannot be spawned is noted once.
+    fn spawns(&mut self) {
+        let mut room = self.settings.max_spawn.saturating_sub(self.held);
+        if room == 0 {
+            return;
+        }
+        for task in &self.view.claimable {
+            if cooling(&self.view.cooldown, &task.id, self.now) || self.worker(&task.id).is_some() {
+                continue;
+            }
+            match self.settings.worker_for(task) {
+                (profile, Some(command)) if room > 0 => {
+                    room -= 1;
+                    self.actions.push(Action::Spawn {
+                        task: task.clone(),
+                        profile,
+                        command,
+                    });
+                }
+                (_, Some(_)) => {}
+                (profile, None) => {
+                    if !self.view.skipped.contains(&task.id) {
+                        self.actions.push(Action::SkipNonspawnable {
+                            task: task.id.clone(),
+                            profile,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,403 @@
+//! The planner with plain values: one table row per action kind and per budget.
+
+use board_core::graph::blank_task;
+use board_core::{RetryPolicy, Status};
+
+use super::*;
+use crate::supervisor::Exit;
+
+const T: Timestamp = 1_800_000_000;
+
+fn id(n: u8) -> TaskId {
+    TaskId::from_random([0, 0, 0, n])
+}
+
+fn task(n: u8, status: Status) -> Task {
+    blank_task(id(n), format!("task {n}"), status, T - 100 + i64::from(n))
+}
+
+fn run(n: u8) -> RunRef {
+    RunRef {
+        run_id: i64::from(n),
+        claim_lock: format!("lock {n}"),
+    }
+}
+
+/// A running task on run `n`, started 10 s ago, its lease good for 900 s.
+fn running(n: u8) -> Task {
+    let mut t = task(n, Status::Running);
+    t.current_run_id = Some(i64::from(n));
+    t.claim_lock = Some(format!("lock {n}"));
+    t.claim_expires = Some(T + 900);
+    t.started_at = Some(T - 10);
+    t
+}
+
+fn with_runtime(mut t: Task, max: i64) -> Task {
+    t.max_runtime_seconds = Some(max);
+    t
+}
+
+fn expired(mut t: Task) -> Task {
+    t.claim_expires = Some(T - 1);
+    t
+}
+
+fn held(n: u8, observed: Observed) -> WorkerView {
+    WorkerView {
+        task: id(n),
+        run: run(n),
+        adopted: false,
+        observed,
+        stopping: None,
+    }
+}
+
+fn exited(code: i32) -> Observed {
+    Observed::Exited {
+        exit: Exit::Code(code),
+        log_tail: "the end".into(),
+    }
+}
+
+fn stopping(mut w: WorkerView, since: Timestamp) -> WorkerView {
+    w.stopping = Some(Stopping {
+        run: w.run.clone(),
+        reason: StopReason::TimedOut { limit: 5 },
+        since,
+    });
+    w
+}
+
+fn card(n: u8) -> TaskFacts {
+    TaskFacts {
+        task: task(n, Status::Triage),
+        newest_run: None,
+        run_count: 0,
+        open_parents: 0,
+        decomposed: false,
+    }
+}
+
+fn settings() -> DispatchSettings {
+    DispatchSettings {
+        max_spawn: 2,
+        commands: BTreeMap::from([
+            ("default".to_owned(), Some(vec!["agent".to_owned()])),
+            ("idle".to_owned(), None),
+        ]),
+        ..DispatchSettings::default()
+    }
+}
+
+fn ready(n: u8) -> Task {
+    task(n, Status::Ready)
+}
+
+fn idle(n: u8) -> Task {
+    Task {
+        assignee: Some("idle".into()),
+        ..ready(n)
+    }
+}
+
+/// Each action as its kind and the task it is about.
+fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
+    actions
+        .iter()
+        .map(|a| {
+            let kind = match a {
+                Action::Reap { .. } => "reap",
+                Action::ReleaseAdopted { .. } => "release",
+                Action::Stop { .. } => "stop",
+                Action::Kill { .. } => "kill",
+                Action::EndRun { .. } => "end",
+                Action::ExtendLease { .. } => "extend",
+                Action::StartDecomposition { .. } => "decompose",
+                Action::Promote { .. } => "promote",
+                Action::SkipNonspawnable { .. } => "skip",
+                Action::Spawn { .. } => "spawn",
+            };
+            (kind, a.tasks()[0].clone())
+        })
+        .collect()
+}
+
+fn planned(view: &View) -> Vec<(&'static str, TaskId)> {
+    kinds(&plan(view, T, &settings()))
+}
+
+#[test]
+fn an_exited_own_worker_is_reaped_with_its_exit_classified() {
+    let view = View {
+        workers: vec![held(1, exited(0)), held(2, exited(75)), held(3, Observed::Alive)],
+        ..View::default()
+    };
+    let actions = plan(&view, T, &settings());
+    let outcomes: Vec<Outcome> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Reap { ending, .. } => Some(ending.outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes, [Outcome::ProtocolViolation, Outcome::RateLimited]);
+    let Action::Reap { ending, run: r, .. } = &actions[0] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(r, &run(1));
+    assert!(
+        ending.error.as_deref().unwrap().contains("the end"),
+        "quotes the log tail"
+    );
+}
+
+#[test]
+fn an_exited_adopted_worker_is_released_without_a_failure() {
+    let mut w = held(1, exited(0));
+    w.adopted = true;
+    let view = View {
+        workers: vec![w],
+        ..View::default()
+    };
+    assert_eq!(planned(&view), [("release", id(1))]);
+}
+
+#[test]
+fn a_worker_over_its_runtime_is_asked_to_stop_once() {
+    let late = expired(with_runtime(running(1), 5));
+    let view = View {
+        workers: vec![held(1, Observed::Alive)],
+        running: vec![late.clone()],
+        expired: vec![late],
+        ..View::default()
+    };
+    assert_eq!(planned(&view), [("stop", id(1))], "not extended as well");
+}
+
+#[test]
+fn a_run_over_its_runtime_without_a_live_worker_times_out_now() {
+    let view = View {
+        running: vec![
+            with_runtime(running(1), 5),
+            with_runtime(running(2), 5),
+            with_runtime(running(3), 60),
+        ],
+        proven: BTreeSet::from([id(2)]),
+        ..View::default()
+    };
+    let actions = plan(&view, T, &settings());
+    assert_eq!(kinds(&actions), [("end", id(1)), ("stop", id(2))]);
+    let Action::EndRun { ending, held, .. } = &actions[0] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!((ending.outcome, *held), (Outcome::TimedOut, false));
+}
+
+#[test]
+fn a_stopping_worker_is_killed_after_its_grace_and_its_run_ends_once_it_is_gone() {
+    let since = T - STOP_GRACE_SECONDS;
+    let within = View {
+        workers: vec![stopping(held(1, Observed::Alive), since)],
+        ..View::default()
+    };
+    assert_eq!(planned(&within), [], "within the grace");
+    let over = View {
+        workers: vec![stopping(held(1, Observed::Alive), since - 1)],
+        running: vec![with_runtime(running(1), 5)],
+        ..View::default()
+    };
+    assert_eq!(planned(&over), [("kill", id(1))], "never ended while it lives");
+    let gone = View {
+        workers: vec![stopping(held(1, exited(143)), since - 1)],
+        running: vec![with_runtime(running(1), 5)],
+        ..View::default()
+    };
+    let actions = plan(&gone, T, &settings());
+    let [Action::EndRun { ending, held, .. }] = &actions[..] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!((ending.outcome, *held), (Outcome::TimedOut, true));
+    assert!(ending
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("max_runtime_seconds (5 s); log tail: the end"));
+}
+
+#[test]
+fn an_expired_lease_is_extended_for_its_live_worker_else_the_run_goes_stale() {
+    let mut other_run = held(2, Observed::Alive);
+    other_run.run = run(9);
+    let view = View {
+        workers: vec![held(1, Observed::Alive), other_run],
+        expired: vec![expired(running(1)), expired(running(2)), expired(running(3))],
+        ..View::default()
+    };
+    let actions = plan(&view, T, &settings());
+    assert_eq!(
+        kinds(&actions),
+        [("extend", id(1)), ("stop", id(2)), ("end", id(3))]
+    );
+    let Action::EndRun { ending, .. } = &actions[2] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(ending.outcome, Outcome::Stale);
+    assert_eq!(
+        ending.error.as_deref(),
+        Some(&*format!("lease expired at {}", T - 1))
+    );
+}
+
+fn decomposing(per_tick: usize, concurrency: usize) -> DispatchSettings {
+    DispatchSettings {
+        auto_decompose_per_tick: per_tick,
+        auto_decompose_concurrency: concurrency,
+        ..settings()
+    }
+}
+
+fn started(view: &View, s: &DispatchSettings) -> Vec<TaskId> {
+    plan(view, T, s)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::StartDecomposition { card, .. } => Some(card),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn decompositions_keep_the_per_tick_and_in_flight_limits() {
+    let view = View {
+        triage: (1..=5).map(card).collect(),
+        ..View::default()
+    };
+    assert_eq!(started(&view, &decomposing(2, 10)), [id(1), id(2)], "per tick");
+    let busy = View {
+        in_flight: BTreeSet::from([id(1), id(9)]),
+        ..view.clone()
+    };
+    assert_eq!(
+        started(&busy, &decomposing(5, 3)),
+        [id(2)],
+        "in flight, never twice"
+    );
+    assert_eq!(started(&busy, &decomposing(5, 2)), [], "in flight");
+    let off = DispatchSettings {
+        auto_decompose: false,
+        ..decomposing(5, 5)
+    };
+    assert_eq!(started(&view, &off), []);
+}
+
+#[test]
+fn the_backoff_skips_parked_cooling_and_run_cards_and_remembers_an_attempt() {
+    let mut parked = card(1);
+    parked.task.decompose_parked = true;
+    let mut cooling = card(2);
+    cooling.task.decompose_next_attempt_at = Some(T + 1);
+    let mut history = card(3);
+    history.run_count = 1;
+    let policy = RetryPolicy::default();
+    let floor = policy.floor_after_start(&card(4).task, None, T - 1);
+    let view = View {
+        triage: vec![parked, cooling, history, card(4), card(5)],
+        floors: BTreeMap::from([(id(4), floor)]),
+        ..View::default()
+    };
+    let actions = plan(&view, T, &decomposing(5, 5));
+    let [Action::StartDecomposition { card: c, floor }] = &actions[..] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(c, &id(5));
+    assert_eq!(*floor, policy.floor_after_start(&card(5).task, None, T));
+}
+
+#[test]
+fn promotion_is_planned_only_when_there_is_something_to_promote() {
+    let view = View {
+        promotable: vec![id(1), id(2)],
+        ..View::default()
+    };
+    assert_eq!(
+        plan(&view, T, &settings()),
+        [Action::Promote {
+            tasks: vec![id(1), id(2)]
+        }]
+    );
+    assert_eq!(planned(&View::default()), []);
+}
+
+#[test]
+fn spawns_stop_at_max_spawn_counting_live_and_stopping_workers() {
+    let claimable: Vec<Task> = (1..=4).map(ready).collect();
+    let view = View {
+        claimable: claimable.clone(),
+        ..View::default()
+    };
+    assert_eq!(planned(&view), [("spawn", id(1)), ("spawn", id(2))]);
+    let busy = View {
+        workers: vec![held(7, Observed::Alive), stopping(held(8, Observed::Alive), T)],
+        claimable: claimable.clone(),
+        ..View::default()
+    };
+    assert_eq!(planned(&busy), [], "a stopping worker keeps its slot");
+    let freed = View {
+        workers: vec![held(7, Observed::Alive), held(8, exited(1))],
+        claimable,
+        ..View::default()
+    };
+    assert_eq!(
+        planned(&freed)[1..],
+        [("spawn", id(1))],
+        "a reaped worker frees its slot"
+    );
+}
+
+#[test]
+fn a_rate_limited_task_cools_down_and_a_held_one_is_not_respawned() {
+    let view = View {
+        workers: vec![held(1, Observed::Alive)],
+        claimable: vec![ready(1), ready(2), ready(3)],
+        cooldown: BTreeMap::from([(id(2), T + 1)]),
+        ..View::default()
+    };
+    assert_eq!(planned(&view), [("spawn", id(3))]);
+    let later = plan(&view, T + 1, &settings());
+    assert_eq!(kinds(&later), [("spawn", id(2))], "cooled down; one slot is held");
+}
+
+#[test]
+fn a_task_that_cannot_be_spawned_is_noted_once_and_left_ready() {
+    let view = View {
+        claimable: vec![idle(1), ready(2), idle(3)],
+        skipped: BTreeSet::from([id(3)]),
+        ..View::default()
+    };
+    let actions = plan(&view, T, &settings());
+    assert_eq!(kinds(&actions), [("skip", id(1)), ("spawn", id(2))]);
+    assert!(matches!(&actions[0], Action::SkipNonspawnable { profile, .. } if profile == "idle"));
+}
+
+#[test]
+fn the_preview_reports_a_plan_in_the_ticks_shape() {
+    let late = with_runtime(running(2), 5);
+    let view = View {
+        workers: vec![held(1, exited(3)), held(2, Observed::Alive)],
+        running: vec![late],
+        expired: vec![expired(running(3))],
+        triage: vec![card(4)],
+        promotable: vec![id(5)],
+        claimable: vec![ready(6)],
+        ..View::default()
+    };
+    let report = preview(&plan(&view, T, &decomposing(1, 1)), 0);
+    assert_eq!(report.reaped, [id(1)]);
+    assert_eq!(report.timed_out, [id(2)]);
+    assert_eq!(report.reclaimed, [id(3)]);
+    assert_eq!(report.decompositions_started, [id(4)]);
+    assert_eq!(report.decompositions_in_flight, 1);
+    assert_eq!(report.promoted, [id(5)]);
+    assert_eq!(report.spawned, [id(6)]);
+}

@@ -1,0 +1,195 @@
+//! The tick as read, plan, perform, with the process control replaced by a recording
+//! fake and the board in memory: a dry run plans exactly what a tick then performs, and
+//! a worker is stopped across ticks (SIGTERM, SIGKILL after the grace) with its run
+//! ended only once it is gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use board_core::memory::MemStore;
+use board_core::{NewTask, Outcome, Status, Store, Task, TaskId};
+use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
+use gateway::plan::{preview, Action, STOP_GRACE_SECONDS};
+use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
+
+const T0: i64 = 1_800_000_000;
+
+/// Records what the dispatcher asks of its processes; a held worker lives until the
+/// test says how it ended.
+#[derive(Clone, Default)]
+struct FakeProcesses {
+    calls: Arc<Mutex<Vec<String>>>,
+    held: Arc<Mutex<BTreeSet<TaskId>>>,
+    exits: Arc<Mutex<BTreeMap<TaskId, Exit>>>,
+}
+
+impl FakeProcesses {
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn exit(&self, id: &TaskId, exit: Exit) {
+        self.exits.lock().unwrap().insert(id.clone(), exit);
+    }
+}
+
+impl Processes for FakeProcesses {
+    fn spawn(&mut self, a: &Assignment<'_>) -> std::io::Result<u32> {
+        self.record(format!("spawn {}", a.task.id));
+        self.held.lock().unwrap().insert(a.task.id.clone());
+        Ok(4242)
+    }
+    fn proven(&self, _task: &Task) -> bool {
+        false
+    }
+    fn adopt(&mut self, _task: &Task) -> Option<u32> {
+        None
+    }
+    fn probe(&self, task: &TaskId) -> Option<Observed> {
+        if !self.held.lock().unwrap().contains(task) {
+            return None;
+        }
+        Some(match self.exits.lock().unwrap().get(task) {
+            None => Observed::Alive,
+            Some(exit) => Observed::Exited {
+                exit: *exit,
+                log_tail: String::new(),
+            },
+        })
+    }
+    fn signal(&mut self, task: &TaskId, signal: Signal) {
+        self.record(format!("{signal:?} {task}"));
+    }
+    fn release(&mut self, task: &TaskId) {
+        self.record(format!("release {task}"));
+        self.held.lock().unwrap().remove(task);
+    }
+}
+
+/// Decompositions that start and stay in flight.
+#[derive(Default)]
+struct InFlight(BTreeSet<TaskId>);
+
+impl Decompositions for InFlight {
+    fn in_flight(&mut self) -> BTreeSet<TaskId> {
+        self.0.clone()
+    }
+    fn start(&mut self, id: TaskId) {
+        self.0.insert(id);
+    }
+    fn cancel_all(&mut self) {
+        self.0.clear();
+    }
+}
+
+fn settings() -> DispatchSettings {
+    DispatchSettings {
+        max_spawn: 2,
+        commands: BTreeMap::from([
+            ("default".to_owned(), Some(vec!["agent".to_owned()])),
+            ("idle".to_owned(), None),
+        ]),
+        ..DispatchSettings::default()
+    }
+}
+
+fn board() -> (Arc<MemStore>, FakeProcesses, Dispatcher) {
+    let store = Arc::new(MemStore::new());
+    let processes = FakeProcesses::default();
+    let d = Dispatcher::with_processes(
+        store.clone(),
+        Box::new(processes.clone()),
+        Box::<InFlight>::default(),
+    );
+    (store, processes, d)
+}
+
+fn create(store: &MemStore, title: &str, f: impl FnOnce(&mut NewTask)) -> TaskId {
+    let mut request = NewTask::titled(title);
+    f(&mut request);
+    store.create(&request, T0).unwrap().id
+}
+
+#[test]
+fn a_dry_run_plans_exactly_what_the_tick_then_performs() {
+    let (store, _processes, mut d) = board();
+    let slow = create(&store, "slow", |t| t.max_runtime_seconds = Some(5));
+    assert_eq!(d.tick(&settings(), T0).spawned, vec![slow.clone()]);
+    // Before the spawnable one in claim order, so the read widens its window past it.
+    let idle = create(&store, "idle", |t| t.assignee = Some("idle".into()));
+    let ready = create(&store, "ready", |_| {});
+    let card = create(&store, "rough idea", |t| t.triage = true);
+    let by_hand = create(&store, "claimed by hand", |_| {});
+    store.claim(&by_hand, 10, T0).unwrap();
+    let now = T0 + 20;
+    let (view, planned) = d.plan(&settings(), now).unwrap();
+    let dry = d.dry_run(&settings(), now).unwrap();
+    let report = d.tick(&settings(), now);
+    assert_eq!(d.last_plan(), &planned[..]);
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(dry, preview(&planned, view.in_flight.len()));
+    let about = |pick: fn(&Action) -> bool| -> Vec<TaskId> {
+        planned
+            .iter()
+            .filter(|a| pick(a))
+            .flat_map(|a| a.tasks())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(about(|a| matches!(a, Action::Stop { .. })), [slow]);
+    assert_eq!(about(|a| matches!(a, Action::EndRun { .. })), [by_hand]);
+    assert_eq!(
+        about(|a| matches!(a, Action::StartDecomposition { .. })),
+        std::slice::from_ref(&card)
+    );
+    assert_eq!(about(|a| matches!(a, Action::SkipNonspawnable { .. })), [idle]);
+    assert_eq!(
+        about(|a| matches!(a, Action::Spawn { .. })),
+        std::slice::from_ref(&ready)
+    );
+    assert_eq!(report.spawned, [ready]);
+    assert_eq!(report.decompositions_started, [card]);
+}
+
+#[test]
+fn a_worker_is_signalled_then_killed_and_its_run_ends_only_once_it_is_gone() {
+    let (store, processes, mut d) = board();
+    let id = create(&store, "slow", |t| t.max_runtime_seconds = Some(5));
+    let s = DispatchSettings {
+        max_spawn: 1,
+        ..settings()
+    };
+    d.tick(&s, T0);
+    let running = |at: i64, d: &mut Dispatcher| {
+        let report = d.tick(&s, at);
+        assert!(
+            report.timed_out.is_empty() && report.errors.is_empty(),
+            "{report:?}"
+        );
+        assert_eq!(
+            store.get(&id).unwrap().status,
+            Status::Running,
+            "released while it lived"
+        );
+    };
+    running(T0 + 5, &mut d);
+    running(T0 + 5 + STOP_GRACE_SECONDS, &mut d);
+    assert_eq!(processes.calls(), [format!("spawn {id}"), format!("Term {id}")]);
+    running(T0 + 6 + STOP_GRACE_SECONDS, &mut d);
+    running(T0 + 7 + STOP_GRACE_SECONDS, &mut d);
+    assert_eq!(
+        processes.calls()[2..],
+        [format!("Kill {id}"), format!("Kill {id}")]
+    );
+    processes.exit(&id, Exit::Signal(9));
+    let report = d.tick(&s, T0 + 8 + STOP_GRACE_SECONDS);
+    assert_eq!(report.timed_out, std::slice::from_ref(&id));
+    assert_eq!(processes.calls().last(), Some(&format!("release {id}")));
+    let run = store.runs(&id).unwrap().remove(0);
+    assert_eq!(run.outcome, Some(Outcome::TimedOut));
+    assert!(report.spawned.is_empty(), "{report:?}");
+}
