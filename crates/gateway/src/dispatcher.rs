@@ -1,4 +1,4 @@
-//! The dispatcher (SPEC 6): the state a gateway keeps between ticks (held workers,
+//! The dispatcher (docs/gateway.md): the state a gateway keeps between ticks (held workers,
 //! cooldowns, decomposition attempts) and the tick itself: one read of the board and the
 //! workers into a [`View`], the pure [`plan`], then each action performed through the
 //! `Store`, the [`Processes`] and the [`Decompositions`]. One tick never waits on a model

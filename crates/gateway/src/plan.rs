@@ -1,4 +1,4 @@
-//! The tick's decisions (SPEC 6) as one pure function: [`plan`] takes a [`View`] (one
+//! The tick's decisions (docs/gateway.md) as one pure function: [`plan`] takes a [`View`] (one
 //! read of the board and of the held workers), `now` and the settings, and returns the
 //! [`Action`]s the dispatcher then performs, in order. No I/O, no clock: `kanban dispatch
 //! --dry-run` prints the same plan a tick would perform.
@@ -248,7 +248,7 @@ fn cooling(cooldown: &BTreeMap<TaskId, Timestamp>, id: &TaskId, now: Timestamp) 
     cooldown.get(id).is_some_and(|until| *until > now)
 }
 
-/// The tick's actions, in SPEC 6 order: held workers (reap, kill, end stopped runs),
+/// The tick's actions, in the order of docs/gateway.md: held workers (reap, kill, end stopped runs),
 /// runtimes and leases, decompositions, promotion, claims.
 pub fn plan(view: &View, now: Timestamp, settings: &DispatchSettings) -> Vec<Action> {
     let mut planner = Planner {
