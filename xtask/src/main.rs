@@ -5,6 +5,7 @@
 
 mod bench;
 mod demo;
+mod pg;
 
 use std::process::{Command, ExitCode};
 
@@ -16,7 +17,9 @@ commands:
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
   soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
   fuzz    each cargo-fuzz target for 60 s (or SECONDS): cargo xtask fuzz [SECONDS]
-  bench   release-mode benchmarks: table + target/bench/results.json (--peer: vs Python Hermes)";
+  bench   release-mode benchmarks: table + target/bench/results.json
+          (--only store,contention,tick,cli,footprint,decomposition,postgres: some of them;
+           --peer: vs Python Hermes)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
