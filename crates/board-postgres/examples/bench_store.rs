@@ -245,8 +245,9 @@ fn claim(f: &Flags) -> Result<Value, String> {
     Ok(figures)
 }
 
-/// Tasks claimed more than once: a second run of one task, a completion that another
-/// run's won, or completions reported that the board does not show as done.
+/// Tasks claimed more than once: a second run of one task, a claim or completion that
+/// another writer won (the copies' `lost`), or a count of completions that differs from
+/// the tasks the board shows done.
 fn double_claims(store: &PgStore, completed: u64, lost: u64) -> Result<u64, String> {
     let board = store.snapshot().map_err(|e| e.to_string())?;
     let mut runs: HashMap<&TaskId, u64> = HashMap::new();
