@@ -79,16 +79,39 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The end-to-end suite: builds the binaries it drives, then runs it.
+/// The end-to-end suite (the `e2e` module of the CLI's test binary): builds the binaries
+/// it drives, then runs it.
 fn e2e() -> Result<(), String> {
     let cargo = cargo();
     if has_nextest() {
         run(
             &cargo,
-            &["nextest", "run", "-p", "cli", "--test", "e2e", "--no-fail-fast"],
+            &[
+                "nextest",
+                "run",
+                "-p",
+                "cli",
+                "--test",
+                "cli",
+                "-E",
+                "test(/^e2e::/)",
+                "--no-fail-fast",
+            ],
         )
     } else {
-        run(&cargo, &["test", "-p", "cli", "--test", "e2e", "--no-fail-fast"])
+        run(
+            &cargo,
+            &[
+                "test",
+                "-p",
+                "cli",
+                "--test",
+                "cli",
+                "--no-fail-fast",
+                "--",
+                "e2e::",
+            ],
+        )
     }
 }
 
@@ -142,44 +165,40 @@ fn ci() -> Result<(), String> {
     Ok(())
 }
 
-/// The reliability suites (issue 7) at soak strength: the crash harness with 200 kills,
+/// The reliability suites at soak strength: the crash harness with 200 kills,
 /// the concurrent writers for 30 s, and the fault suites, figures printed.
 fn soak() -> Result<(), String> {
     let cargo = cargo();
     let env = [("KANBAN_SOAK_KILLS", "200"), ("KANBAN_SOAK_WRITERS_SECS", "30")];
-    let suites: [&[&str]; 2] = [
-        &[
-            "test",
-            "-p",
-            "cli",
-            "--test",
-            "reliability_crash",
-            "--test",
-            "reliability_model_faults",
-            "--test",
-            "reliability_db_faults",
-            "--test",
-            "reliability_secrets",
-            "--",
-            "--nocapture",
-        ],
-        &[
-            "test",
-            "-p",
-            "board-sqlite",
-            "--test",
-            "reliability_writers",
-            "--",
-            "--nocapture",
-        ],
+    // The CLI's suites are modules of its one test binary: one run per suite, in turn,
+    // so the crash harness's kills and deadlines never share the machine with another
+    // suite's gateways.
+    let cli_suites = [
+        "reliability_crash::",
+        "reliability_model_faults::",
+        "reliability_db_faults::",
+        "reliability_secrets::",
     ];
+    let mut suites: Vec<Vec<&str>> = cli_suites
+        .iter()
+        .map(|suite| vec!["test", "-p", "cli", "--test", "cli", "--", suite, "--nocapture"])
+        .collect();
+    suites.push(vec![
+        "test",
+        "-p",
+        "board-sqlite",
+        "--test",
+        "reliability_writers",
+        "--",
+        "--nocapture",
+    ]);
     for args in suites {
         eprintln!(
             "xtask: $ KANBAN_SOAK_KILLS=200 KANBAN_SOAK_WRITERS_SECS=30 {cargo} {}",
             args.join(" ")
         );
         let status = Command::new(&cargo)
-            .args(args)
+            .args(&args)
             .envs(env)
             .current_dir(workspace_root())
             .status()

@@ -408,3 +408,6 @@ fn brief_json(b: &Brief) -> Value {
         "truncated": b.truncated(),
     })
 }
+
+#[cfg(test)]
+mod tests;
