@@ -64,6 +64,10 @@ impl Served {
         format!("{}{path}", self.base)
     }
 
+    pub fn store_path(&self) -> std::path::PathBuf {
+        self._home.path().join("kanban.db")
+    }
+
     pub fn task(&self, title: &str) -> Task {
         self.store.create(&NewTask::titled(title), NOW).expect("create")
     }
