@@ -16,11 +16,15 @@ use super::Ctx;
 pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> Result<(), Failure> {
     let token = token.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
     web::check_bind(bind, token.as_deref()).map_err(|e| Failure::Usage(e.to_string()))?;
+    let max_text_bytes = ctx.config.kanban.max_text_bytes;
+    let defaults = web::Settings::default();
     let settings = web::Settings {
-        max_text_bytes: ctx.config.kanban.max_text_bytes,
+        max_text_bytes,
+        // A body at the text cap, JSON-escaped, must still reach the cap's own message.
+        max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
         logs_dir: Some(home.dir.join(LOGS_DIR)),
-        ..web::Settings::default()
+        ..defaults
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
