@@ -20,6 +20,7 @@ pub mod invariants;
 pub mod memory;
 pub mod plan;
 pub mod refusal;
+pub mod shapes;
 pub mod store;
 pub mod transition;
 pub mod types;

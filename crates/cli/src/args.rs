@@ -180,6 +180,18 @@ pub enum Verb {
     /// Run the gateway until SIGINT or SIGTERM
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Serve the board as a live web page and a JSON API until stopped
+    #[command(
+        after_help = "Examples:\n  kanban serve\n  kanban serve --bind 0.0.0.0:8420 --token \"$(openssl rand -hex 16)\"\n\nBound to a loopback address no token is needed; bound anywhere else a token is\nrequired (--token or KANBAN_SERVE_TOKEN) and every request must carry it."
+    )]
+    Serve {
+        /// The address to listen on
+        #[arg(long, value_name = "ADDR", default_value = web::DEFAULT_BIND)]
+        bind: std::net::SocketAddr,
+        /// The token every request must carry [default: $KANBAN_SERVE_TOKEN]
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]

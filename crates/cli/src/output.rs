@@ -1,85 +1,13 @@
-//! Everything the CLI prints: the JSON shapes (stable key order) and the human forms
-//! (aligned tables, sections, a tiny ANSI colour helper).
-//!
-//! JSON objects are built key by key (serde_json keeps insertion order), so their shape
-//! is a contract written down here rather than whatever the structs derive.
+//! Everything the CLI prints: the human forms (aligned tables, sections, a tiny ANSI
+//! colour helper), and the JSON shapes re-exported from `board_core::shapes`, which the
+//! web API prints too.
 
 use std::io::IsTerminal;
 
-use board_core::{Comment, Event, Run, Status, Task, Timestamp};
+use board_core::{Event, Run, Status, Task, Timestamp};
 use serde_json::{json, Value};
 
-/// A task as JSON: every `tasks` column except the lease internals (`claim_lock`,
-/// `claim_expires`, `worker_pid`, `last_heartbeat_at`), in column order.
-pub fn task_json(t: &Task) -> Value {
-    json!({
-        "id": t.id,
-        "title": t.title,
-        "body": t.body,
-        "assignee": t.assignee,
-        "status": t.status,
-        "priority": t.priority,
-        "created_by": t.created_by,
-        "created_at": t.created_at,
-        "updated_at": t.updated_at,
-        "started_at": t.started_at,
-        "completed_at": t.completed_at,
-        "result": t.result,
-        "current_run_id": t.current_run_id,
-        "block_kind": t.block_kind,
-        "block_recurrences": t.block_recurrences,
-        "consecutive_failures": t.consecutive_failures,
-        "last_failure_error": t.last_failure_error,
-        "max_runtime_seconds": t.max_runtime_seconds,
-        "idempotency_key": t.idempotency_key,
-        "revision": t.revision,
-        "decompose_failures": t.decompose_failures,
-        "decompose_next_attempt_at": t.decompose_next_attempt_at,
-        "decompose_parked": t.decompose_parked,
-        "decompose_last_error": t.decompose_last_error,
-    })
-}
-
-/// A run as JSON: every `task_runs` column except `claim_lock`, the token a guard
-/// compares and nobody needs to read.
-pub fn run_json(r: &Run) -> Value {
-    json!({
-        "id": r.id,
-        "task_id": r.task_id,
-        "profile": r.profile,
-        "status": r.status,
-        "outcome": r.outcome,
-        "claim_expires": r.claim_expires,
-        "worker_pid": r.worker_pid,
-        "last_heartbeat_at": r.last_heartbeat_at,
-        "started_at": r.started_at,
-        "ended_at": r.ended_at,
-        "summary": r.summary,
-        "error": r.error,
-        "metadata": r.metadata,
-    })
-}
-
-pub fn comment_json(c: &Comment) -> Value {
-    json!({
-        "id": c.id,
-        "task_id": c.task_id,
-        "author": c.author,
-        "body": c.body,
-        "created_at": c.created_at,
-    })
-}
-
-pub fn event_json(e: &Event) -> Value {
-    json!({
-        "id": e.id,
-        "task_id": e.task_id,
-        "run_id": e.run_id,
-        "kind": e.kind,
-        "payload": e.payload,
-        "created_at": e.created_at,
-    })
-}
+pub use board_core::shapes::{age, comment_json, event_json, run_json, task_json};
 
 /// Prints one JSON document on its own line.
 pub fn print_json(value: &Value) {
@@ -151,17 +79,6 @@ pub fn status_label(status: Status) -> String {
         Status::Archived => '×',
     };
     format!("{glyph} {status}")
-}
-
-/// How long ago `then` was, in one short unit: `42s`, `5m`, `3h`, `2d`.
-pub fn age(now: Timestamp, then: Timestamp) -> String {
-    let secs = (now - then).max(0);
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
 }
 
 /// The width to fit tables into: `$COLUMNS`, else the terminal's, else 100.

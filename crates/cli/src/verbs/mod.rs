@@ -8,6 +8,7 @@ mod decompose;
 mod gateway_verbs;
 mod graph;
 mod read;
+mod serve;
 mod setup;
 mod stats;
 mod tasks;
@@ -123,6 +124,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
         Verb::Dispatch { dry_run } => gateway_verbs::dispatch(&ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, command),
+        Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
         Verb::Config(command) => config::run(&home, json, command),
     }
 }
