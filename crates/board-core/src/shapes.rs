@@ -29,7 +29,7 @@ pub fn task_json(t: &Task) -> Value {
         "started_at": t.started_at,
         "completed_at": t.completed_at,
         "result": t.result,
-        "current_run_id": t.current_run_id,
+        "current_run_id": t.current_run_id(),
         "block_kind": t.block_kind,
         "block_recurrences": t.block_recurrences,
         "consecutive_failures": t.consecutive_failures,

@@ -178,7 +178,10 @@ fn populate(f: &Flags) -> Result<Value, String> {
 fn inspect(f: &Flags) -> Result<Value, String> {
     let store = SqliteStore::open_read_only(text(f, "db")?).map_err(|e| e.to_string())?;
     let running = store.running().map_err(|e| e.to_string())?;
-    let pids: Vec<i64> = running.iter().filter_map(|t| t.worker_pid).collect();
+    let pids: Vec<i64> = running
+        .iter()
+        .filter_map(|t| t.lease.as_ref()?.worker_pid)
+        .collect();
     let subtasks = match f.get("subtasks") {
         Some(id) => {
             let id: TaskId = id

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use board_core::transition::retry_delay;
 use board_core::{
-    Outcome, Refusal, Request, RetryPolicy, Status, Store, StoreError, Task, TaskId, Termination, Terminator,
-    Timestamp,
+    Lease, Outcome, Refusal, Request, RetryPolicy, RunEnd, Status, Store, StoreError, Task, TaskId,
+    Termination, Terminator, Timestamp,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -178,7 +178,9 @@ impl Dispatcher {
             }
         };
         for task in running {
-            if task.worker_pid.is_none() || self.workers.contains_key(&task.id) {
+            if task.lease.as_ref().is_none_or(|l| l.worker_pid.is_none())
+                || self.workers.contains_key(&task.id)
+            {
                 continue;
             }
             match Worker::adopt(&self.layout, &task) {
@@ -219,7 +221,7 @@ impl Dispatcher {
             let alive = supervisor::prove_ours(&task).is_some();
             if over_runtime(&task, now) {
                 report.timed_out.push(task.id);
-            } else if task.claim_expires.is_some_and(|e| e <= now) {
+            } else if task.lease.as_ref().is_some_and(|l| l.expires <= now) {
                 if alive {
                     report.extended.push(task.id);
                 } else {
@@ -298,7 +300,7 @@ impl Dispatcher {
                 // Not our child: how it ended is unknowable, so its run is released
                 // without counting a failure.
                 match self.store.get(&id) {
-                    Ok(task) if task.current_run_id == Some(worker.run_id) => {
+                    Ok(task) if task.current_run_id() == Some(worker.run_id) => {
                         self.release(&task, "its adopted worker is gone", now, report)
                     }
                     Ok(_) => {}
@@ -307,16 +309,15 @@ impl Dispatcher {
                 continue;
             }
             let (outcome, error, detail) = classify(exit, &worker.log_tail());
-            let ended = self.store.end_run(
-                &id,
-                worker.run_id,
-                &worker.claim_lock,
+            let end = RunEnd {
+                run_id: worker.run_id,
+                claim_lock: worker.claim_lock.clone(),
                 outcome,
                 error,
                 detail,
-                settings.failure_limit,
-                now,
-            );
+                failure_limit: settings.failure_limit,
+            };
+            let ended = self.store.end_run(&id, end, now);
             match ended {
                 // The worker finalised its run itself (complete or block): all is well.
                 Ok(false) => {}
@@ -346,7 +347,10 @@ impl Dispatcher {
 
     /// Releases a running task's claim whose worker is gone, without counting a failure.
     fn release(&mut self, task: &Task, why: &str, now: Timestamp, report: &mut TickReport) {
-        let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
+        let Some(Lease {
+            run_id, claim_lock, ..
+        }) = task.lease.clone()
+        else {
             return;
         };
         let request = Request::Reclaim {
@@ -379,7 +383,10 @@ impl Dispatcher {
             Err(e) => return report.errors.push(format!("listing expired leases: {e}")),
         };
         for task in expired {
-            let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
+            let Some(Lease {
+                run_id, claim_lock, ..
+            }) = task.lease.clone()
+            else {
                 continue;
             };
             let ours = self
@@ -400,17 +407,20 @@ impl Dispatcher {
                 continue;
             } else {
                 self.workers.remove(&task.id);
-                let error = Some(format!("lease expired at {}", task.claim_expires.unwrap_or(now)));
-                let detail = json!({ "claim_expires": task.claim_expires });
+                let expires = task.lease.as_ref().map(|l| l.expires);
+                let error = Some(format!("lease expired at {}", expires.unwrap_or(now)));
+                let detail = json!({ "claim_expires": expires });
                 self.store
                     .end_run(
                         &task.id,
-                        run_id,
-                        &claim_lock,
-                        Outcome::Stale,
-                        error,
-                        detail,
-                        settings.failure_limit,
+                        RunEnd {
+                            run_id,
+                            claim_lock,
+                            outcome: Outcome::Stale,
+                            error,
+                            detail,
+                            failure_limit: settings.failure_limit,
+                        },
                         now,
                     )
                     .map(|ended| {
@@ -445,7 +455,10 @@ impl Dispatcher {
         now: Timestamp,
         report: &mut TickReport,
     ) {
-        let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
+        let Some(Lease {
+            run_id, claim_lock, ..
+        }) = task.lease.clone()
+        else {
             return;
         };
         if self.stop_worker(task) == Termination::Survived {
@@ -465,12 +478,14 @@ impl Dispatcher {
         let detail = json!({ "max_runtime_seconds": limit });
         match self.store.end_run(
             &task.id,
-            run_id,
-            &claim_lock,
-            Outcome::TimedOut,
-            Some(error),
-            detail,
-            settings.failure_limit,
+            RunEnd {
+                run_id,
+                claim_lock,
+                outcome: Outcome::TimedOut,
+                error: Some(error),
+                detail,
+                failure_limit: settings.failure_limit,
+            },
             now,
         ) {
             Ok(true) => {
@@ -628,12 +643,14 @@ impl Dispatcher {
                     let detail = json!({ "profile": profile });
                     let ended = self.store.end_run(
                         &task.id,
-                        claim.run_id,
-                        &claim.claim_lock,
-                        Outcome::SpawnFailed,
-                        Some(e.to_string()),
-                        detail,
-                        settings.failure_limit,
+                        RunEnd {
+                            run_id: claim.run_id,
+                            claim_lock: claim.claim_lock.clone(),
+                            outcome: Outcome::SpawnFailed,
+                            error: Some(e.to_string()),
+                            detail,
+                            failure_limit: settings.failure_limit,
+                        },
                         now,
                     );
                     if let Err(e) = ended {

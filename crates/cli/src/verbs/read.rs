@@ -57,7 +57,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         format!("updated {} ago", age(now, task.updated_at)),
         format!("revision {}", task.revision),
     ];
-    if let Some(run) = task.current_run_id {
+    if let Some(run) = task.current_run_id() {
         facts.push(format!("run {run}"));
     }
     if let Some(kind) = task.block_kind {

@@ -207,23 +207,26 @@ fn claim_and_heartbeat_lease_for_claim_ttl_seconds() {
     let id = board.create(&["leased"]);
     board.ok(&["claim", &id]);
     let task = get(&board, &id);
-    let (Some(expires), Some(claimed)) = (task.claim_expires, task.started_at) else {
+    let (Some(lease), Some(claimed)) = (task.lease.clone(), task.started_at) else {
         panic!("claimed task without a lease: {task:?}");
     };
-    assert_eq!(expires - claimed, 120);
+    assert_eq!(lease.expires - claimed, 120);
 
     board.ok(&["heartbeat", &id]);
     let task = get(&board, &id);
-    let expires = task.claim_expires.expect("lease");
-    let beat = task.last_heartbeat_at.expect("heartbeat time");
-    assert_eq!(expires - beat, 120);
+    let lease = task.lease.expect("lease");
+    let beat = lease.last_heartbeat_at.expect("heartbeat time");
+    assert_eq!(lease.expires - beat, 120);
 
     // --ttl still wins.
     let other = board.create(&["explicit"]);
     board.ok(&["claim", &other, "--ttl", "3600"]);
     let task = get(&board, &other);
     assert_eq!(
-        task.claim_expires.zip(task.started_at).map(|(e, s)| e - s),
+        task.lease
+            .map(|l| l.expires)
+            .zip(task.started_at)
+            .map(|(e, s)| e - s),
         Some(3600)
     );
 }

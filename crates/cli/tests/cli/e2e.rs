@@ -277,7 +277,7 @@ fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
     let stays = b.create(&["stays alive", "--assignee", "sleeper"]);
     let dies = b.create(&["dies", "--assignee", "sleeper"]);
     b.start_gateway();
-    let pid_of = |id: &TaskId| b.task(id).worker_pid;
+    let pid_of = |id: &TaskId| b.task(id).lease.and_then(|l| l.worker_pid);
     b.wait_for("both workers", || {
         pid_of(&stays).is_some() && pid_of(&dies).is_some()
     });
@@ -294,7 +294,7 @@ fn a_restarted_gateway_adopts_live_workers_and_reclaims_dead_ones() {
     let stays_runs = b.db().runs(&stays).unwrap();
     assert_eq!(stays_runs.len(), 1, "the live worker is adopted, not respawned");
     assert!(stays_runs[0].is_open());
-    assert_eq!(b.task(&stays).worker_pid, Some(stays_pid));
+    assert_eq!(b.task(&stays).lease.and_then(|l| l.worker_pid), Some(stays_pid));
     let dies_runs = b.db().runs(&dies).unwrap();
     assert_eq!(
         dies_runs[0].outcome,

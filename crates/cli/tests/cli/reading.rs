@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-use board_core::{BlockKind, NewLlmCall, Store};
+use board_core::{BlockKind, LlmCall, Store};
 use common::{store, task_id, Board};
 use serde_json::{json, Value};
 
@@ -180,13 +180,13 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
         ("ok", Some(50), Some(5)),
         ("http_error", None, None),
     ] {
-        s.record_llm_call(&NewLlmCall {
+        s.record_llm_call(&LlmCall {
             purpose: "decompose".into(),
             model: "m".into(),
             outcome: outcome.into(),
             prompt_tokens: prompt,
             completion_tokens: completion,
-            ..NewLlmCall::default()
+            ..LlmCall::default()
         })
         .expect("record");
     }

@@ -169,7 +169,7 @@ fn model_faults_are_billed_boundedly_and_write_nothing() {
             "{}",
             child.status
         );
-        assert!(child.result.is_none() && child.current_run_id.is_none());
+        assert!(child.result.is_none() && child.current_run_id().is_none());
         assert!(child.priority < 1000, "priority {}", child.priority);
         assert!(b.db().runs(&child.id).unwrap().is_empty());
     }

@@ -326,10 +326,12 @@ fn every_listening_socket_of_ours_is_on_loopback() {
     });
     let task = b.create(&["sleeps", "--assignee", "sleeper"]);
     b.start_gateway();
-    b.wait_for("the worker", || b.task(&task).worker_pid.is_some());
+    b.wait_for("the worker", || {
+        b.task(&task).lease.and_then(|l| l.worker_pid).is_some()
+    });
     b.prove_ticks(1);
     let gateway = b.gateway.as_ref().unwrap().id();
-    let worker = b.task(&task).worker_pid.unwrap() as u32;
+    let worker = b.task(&task).lease.and_then(|l| l.worker_pid).unwrap() as u32;
     let listening = listeners();
     let mut ours = Vec::new();
     for (who, pid) in [

@@ -483,13 +483,13 @@ fn stats_human_and_json() {
     s.create(&["polish the docs", "--assignee", "writer"]);
     let st = store(&s.board);
     for (outcome, prompt, completion) in [("ok", Some(1200), Some(300)), ("http_error", None, None)] {
-        st.record_llm_call(&board_core::NewLlmCall {
+        st.record_llm_call(&board_core::LlmCall {
             purpose: "decompose".into(),
             model: "fake-model".into(),
             outcome: outcome.into(),
             prompt_tokens: prompt,
             completion_tokens: completion,
-            ..board_core::NewLlmCall::default()
+            ..board_core::LlmCall::default()
         })
         .expect("record");
     }

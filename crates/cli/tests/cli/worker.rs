@@ -127,8 +127,8 @@ fn set_worker(board: &Board, id: &str, pid: u32) {
     let store = store(board);
     let task = store.get(&task_id(id)).expect("task");
     let request = Request::SetWorker {
-        run_id: task.current_run_id.expect("running"),
-        claim_lock: task.claim_lock.expect("claimed"),
+        run_id: task.current_run_id().expect("running"),
+        claim_lock: task.lease.expect("claimed").claim_lock,
         pid: i64::from(pid),
     };
     store
@@ -184,7 +184,10 @@ fn spawn_worker(board: &Board, id: &str, script: &str) -> Worker {
     let mut child = std::process::Command::new("sh")
         .args(["-c", script])
         .env("KANBAN_TASK", id)
-        .env("KANBAN_RUN_ID", task.current_run_id.expect("running").to_string())
+        .env(
+            "KANBAN_RUN_ID",
+            task.current_run_id().expect("running").to_string(),
+        )
         .env("READY", &ready)
         .process_group(0)
         .spawn()

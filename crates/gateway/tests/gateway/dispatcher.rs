@@ -219,7 +219,13 @@ fn a_worker_past_its_max_runtime_is_killed_and_timed_out() {
     let id = h.store.create(&request, T0).unwrap().id;
     let mut d = h.dispatcher();
     d.tick(&s, T0);
-    let pid = h.store.get(&id).unwrap().worker_pid.unwrap();
+    let pid = h
+        .store
+        .get(&id)
+        .unwrap()
+        .lease
+        .and_then(|l| l.worker_pid)
+        .unwrap();
     assert!(d.tick(&s, T0 + 4).timed_out.is_empty());
     let report = d.tick(&watch(&s), T0 + 5);
     assert_eq!(report.timed_out, vec![id.clone()]);
@@ -269,7 +275,7 @@ fn a_restarted_dispatcher_adopts_live_workers_and_reclaims_dead_ones() {
     let dead = h.task("will die", "sleepy");
     let mut first = h.dispatcher();
     first.tick(&s, T0);
-    let pid_of = |id: &TaskId| h.store.get(id).unwrap().worker_pid.unwrap() as i32;
+    let pid_of = |id: &TaskId| h.store.get(id).unwrap().lease.and_then(|l| l.worker_pid).unwrap() as i32;
     let (alive_pid, dead_pid) = (pid_of(&alive), pid_of(&dead));
     // The first gateway goes away; its workers stay.
     std::mem::forget(first);

@@ -103,7 +103,7 @@ fn check_board_rejects_each_kind_of_broken_board() {
             "invariant 1",
             Box::new(|m, s| {
                 let task = s.tasks.iter_mut().find(|t| t.id == m.running).unwrap();
-                task.current_run_id = None;
+                task.lease = None;
             }),
         ),
         (
