@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--peer]`: the performance harness (issue 6).
+//! `cargo xtask bench [--peer] [--only WORKLOAD,...]`: the performance harness (issue 6).
 //!
 //! Builds the release binaries and the workload examples once, then runs each workload
 //! after a warm-up several times and prints a table (median, min, max, unit, the ratio
@@ -7,12 +7,15 @@
 //! in the same invocation, on the same disk, as the figure it is compared with.
 //!
 //! The workloads live next to the code they exercise (`crates/board-sqlite/examples/
-//! bench_store.rs`, `crates/gateway/examples/bench_tick.rs`) and print one JSON line of
-//! figures each; xtask only starts processes and reads what they print, so it depends on
-//! none of our crates. `--peer` adds the same store and CLI workloads run against the
+//! bench_store.rs`, `crates/board-postgres/examples/bench_store.rs`,
+//! `crates/gateway/examples/bench_tick.rs`) and print one JSON line of figures each; xtask
+//! only starts processes and reads what they print, so it depends on none of our crates.
+//! `--only` runs some of them (`--only postgres`: the PostgreSQL rows, see
+//! `postgres.rs`); `--peer` adds the same store and CLI workloads run against the
 //! Python Hermes kanban (see `peer.rs`).
 
 mod peer;
+mod postgres;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -190,22 +193,48 @@ type Workload = fn(&Paths, &mut Results) -> Result<(), String>;
 /// The arguments of one CLI invocation, fresh for each (`create` needs new titles).
 type Invocation = Box<dyn FnMut() -> Vec<String>>;
 
+/// The workloads, by the name `--only` selects them with.
+const WORKLOADS: [(&str, &str, Workload); 7] = [
+    ("store", "store cycle", store_cycle),
+    ("contention", "contention", contention),
+    ("tick", "dispatcher tick", tick),
+    ("cli", "CLI latency", cli_latency),
+    ("footprint", "gateway footprint", gateway_footprint),
+    ("decomposition", "decomposition turnaround", decomposition),
+    ("postgres", "PostgreSQL store", postgres::run),
+];
+
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let names: Vec<&str> = WORKLOADS.iter().map(|(key, _, _)| *key).collect();
+    let usage = format!("expected --peer or --only {}[,...]", names.join("|"));
     let mut with_peer = false;
-    for arg in args {
+    let mut only: Option<Vec<&str>> = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--peer" => with_peer = true,
-            other => return Err(format!("bench: unknown argument {other:?} (expected --peer)")),
+            "--only" => {
+                let list = args
+                    .next()
+                    .ok_or_else(|| format!("bench: --only needs a list ({usage})"))?;
+                let keys: Vec<&str> = list.split(',').map(str::trim).collect();
+                if let Some(unknown) = keys.iter().find(|k| !names.contains(k)) {
+                    return Err(format!("bench: no workload {unknown:?} ({usage})"));
+                }
+                only = Some(keys);
+            }
+            other => return Err(format!("bench: unknown argument {other:?} ({usage})")),
         }
     }
-    let cargo = crate::cargo();
-    crate::run(
-        &cargo,
-        &[
-            "build",
-            "--release",
-            "--bins",
-            "--examples",
+    let selected: Vec<_> = WORKLOADS
+        .iter()
+        .filter(|(key, _, _)| only.as_ref().is_none_or(|keys| keys.contains(key)))
+        .collect();
+    // The SQLite workloads and the peer need the binaries and the SQLite and gateway
+    // examples; the PostgreSQL rows need only their own example.
+    let mut build = vec!["build", "--release", "--bins", "--examples"];
+    if with_peer || selected.iter().any(|(key, _, _)| *key != "postgres") {
+        build.extend([
             "-p",
             "board-sqlite",
             "-p",
@@ -214,8 +243,12 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             "cli",
             "-p",
             "fake-llm",
-        ],
-    )?;
+        ]);
+    }
+    if selected.iter().any(|(key, _, _)| *key == "postgres") {
+        build.extend(["-p", "board-postgres"]);
+    }
+    crate::run(&crate::cargo(), &build)?;
     let paths = Paths::new(root);
     if paths.work.exists() {
         std::fs::remove_dir_all(&paths.work)
@@ -227,15 +260,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let mut results = Results::default();
 
     // Each workload reports what it could not measure and the others still run.
-    let workloads: [(&str, Workload); 6] = [
-        ("store cycle", store_cycle),
-        ("contention", contention),
-        ("dispatcher tick", tick),
-        ("CLI latency", cli_latency),
-        ("gateway footprint", gateway_footprint),
-        ("decomposition turnaround", decomposition),
-    ];
-    for (name, workload) in workloads {
+    for (_, name, workload) in selected {
         eprintln!("xtask: bench: {name} ...");
         if let Err(e) = workload(&paths, &mut results) {
             results.note(format!("{name}: not measured: {e}"));

@@ -4,7 +4,7 @@
 //! board's events shown live until every card is done.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IsTerminal};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,20 +48,9 @@ pub fn run(root: &Path) -> Result<(), String> {
     let script = home.join("model-script.json");
     std::fs::write(&script, SCRIPT).map_err(|e| e.to_string())?;
 
-    let mut fake = Command::new(bin.join("fake-llm"))
-        .args(["serve", "--port", "0", "--script"])
-        .arg(&script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start fake-llm: {e}"))?;
-    let mut first_line = String::new();
-    let stdout = fake.stdout.take().ok_or("fake-llm has no stdout")?;
-    BufReader::new(stdout)
-        .read_line(&mut first_line)
-        .map_err(|e| e.to_string())?;
-    let _fake = Running(fake);
-    let base_url = first_line.trim().to_owned();
+    let mut fake = Command::new(bin.join("fake-llm"));
+    fake.args(["serve", "--port", "0", "--script"]).arg(&script);
+    let (_fake, base_url) = start_announcing(fake, "fake-llm")?;
 
     let worker = format!(
         "sleep 1; {} complete --result \"finished by $KANBAN_PROFILE\" --summary done",
@@ -106,11 +95,20 @@ pub fn run(root: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot start the gateway: {e}"))?;
     let gateway = Running(gateway);
 
+    let mut serve = Command::new(&kanban);
+    serve
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--bind", "127.0.0.1:0"]);
+    let (web, announced) = start_announcing(serve, "kanban serve")?;
+    let board_url = announced.rsplit(' ').next().unwrap_or_default().to_owned();
+
     println!("kanban demo: home {}", home.display());
     println!(
         "kanban demo: fake model at {base_url}, gateway pid {}",
         gateway.0.id()
     );
+    println!("kanban demo: watch the board at {board_url}");
     cli(&[
         "create",
         "Ship the new API",
@@ -170,7 +168,32 @@ pub fn run(root: &Path) -> Result<(), String> {
         "  try: cargo run -q -p cli -- --home {} show <id>",
         home.display()
     );
+    if std::io::stdin().is_terminal() {
+        println!("kanban demo: the board stays at {board_url}; press Enter to stop it");
+        let _ = std::io::stdin().read_line(&mut String::new());
+    }
+    drop(web);
     Ok(())
+}
+
+/// Starts a server that prints its address on its first line of stdout; returns it
+/// running (stopped when dropped) and that line.
+fn start_announcing(mut command: Command, name: &str) -> Result<(Running, String), String> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let stdout = child.stdout.take().ok_or(format!("{name} has no stdout"))?;
+    let running = Running(child);
+    let mut first_line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first_line)
+        .map_err(|e| format!("{name}: {e}"))?;
+    if first_line.trim().is_empty() {
+        return Err(format!("{name} stopped before it listened"));
+    }
+    Ok((running, first_line.trim().to_owned()))
 }
 
 fn str_of(v: &Value, key: &str) -> String {

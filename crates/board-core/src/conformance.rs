@@ -10,12 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod fanout_cap;
 mod random_ops;
 
+pub use fanout_cap::fanout_cap_is_one_rule;
 pub use random_ops::random_operations;
 
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
-use crate::store::{Completion, ReclaimOutcome, Store, StoreError, Termination, Terminator};
+use crate::store::{Claim, Completion, ReclaimOutcome, RunEnd, Store, StoreError, Termination, Terminator};
 use crate::types::{BlockKind, Outcome, Status, Task, TaskId};
 use crate::{check_invariants, check_step, NewTask, NoWorkers, Refusal, Request};
 
@@ -183,8 +185,7 @@ pub fn reclaim_current_run(board: &dyn Board) {
     assert_eq!(terminator.calls.load(Ordering::SeqCst), 1);
     let task = s.get(&t.id).unwrap();
     assert_eq!(task.status, Status::Ready);
-    assert_eq!(task.current_run_id, None);
-    assert_eq!(task.claim_lock, None);
+    assert_eq!(task.lease, None);
     let runs = s.runs(&t.id).unwrap();
     assert_eq!(runs[0].outcome, Some(Outcome::Reclaimed));
     assert!(runs[0].ended_at.is_some());
@@ -209,8 +210,8 @@ pub fn reclaim_of_older_run_is_refused(board: &dyn Board) {
     assert_eq!(terminator.calls.load(Ordering::SeqCst), 0, "nobody is signalled");
     assert_eq!(s.snapshot().unwrap(), before);
     let task = s.get(&t.id).unwrap();
-    assert_eq!(task.current_run_id, Some(c2.run_id));
-    assert_eq!(task.claim_lock, Some(c2.claim_lock));
+    assert_eq!(task.current_run_id(), Some(c2.run_id));
+    assert_eq!(task.lease.map(|l| l.claim_lock), Some(c2.claim_lock));
 }
 
 /// A terminator that installs a replacement run from another connection while the
@@ -239,8 +240,8 @@ pub fn reclaim_loses_to_replacement_installed_meanwhile(board: &dyn Board) {
     let c2 = replacement.into_inner().unwrap().expect("replacement claimed");
     let task = s.get(&t.id).unwrap();
     assert_eq!(task.status, Status::Running);
-    assert_eq!(task.current_run_id, Some(c2.run_id));
-    assert_eq!(task.claim_lock, Some(c2.claim_lock));
+    assert_eq!(task.current_run_id(), Some(c2.run_id));
+    assert_eq!(task.lease.map(|l| l.claim_lock), Some(c2.claim_lock));
     assert!(s
         .runs(&t.id)
         .unwrap()
@@ -284,7 +285,7 @@ pub fn completion_in_terminate_window_wins(board: &dyn Board) {
     check_step(&at_completion, &after).unwrap();
     let task = s.get(&t.id).unwrap();
     assert_eq!(
-        (task.status, task.result.as_deref(), task.current_run_id),
+        (task.status, task.result.as_deref(), task.current_run_id()),
         (Status::Done, Some("finished"), None)
     );
     let runs = s.runs(&t.id).unwrap();
@@ -311,8 +312,8 @@ pub fn reclaim_defers_while_worker_survives(board: &dyn Board) {
     );
     let task = s.get(&t.id).unwrap();
     assert_eq!(task.status, Status::Running);
-    assert_eq!(task.current_run_id, Some(c.run_id));
-    assert!(task.claim_expires.unwrap() > T0 + 10);
+    assert_eq!(task.current_run_id(), Some(c.run_id));
+    assert!(task.lease.unwrap().expires > T0 + 10);
     assert!(event_kinds(&*s, &t.id).contains(&"reclaim_deferred".to_owned()));
 }
 
@@ -334,7 +335,7 @@ pub fn stale_guards_change_nothing(board: &dyn Board) {
     assert!(s
         .heartbeat(&t.id, c.run_id, 900, Some("alive".into()), T0 + 100)
         .unwrap());
-    assert_eq!(s.get(&t.id).unwrap().claim_expires, Some(T0 + 1000));
+    assert_eq!(s.get(&t.id).unwrap().lease.map(|l| l.expires), Some(T0 + 1000));
 }
 
 /// A reclaim takes every lease field the worker set (pid, heartbeat, expiry) off the
@@ -350,13 +351,16 @@ pub fn reclaim_clears_the_lease(board: &dyn Board) {
     };
     s.transition(&t.id, &spawned, T0 + 1).unwrap();
     assert!(s.heartbeat(&t.id, c1.run_id, 900, None, T0 + 10).unwrap());
-    let lease = |t: &Task| (t.worker_pid, t.last_heartbeat_at, t.claim_expires);
+    let lease = |t: &Task| {
+        let l = t.lease.clone().expect("a running task holds a lease");
+        (l.worker_pid, l.last_heartbeat_at, l.expires)
+    };
     assert_eq!(
         lease(&s.get(&t.id).unwrap()),
-        (Some(4242), Some(T0 + 10), Some(T0 + 910))
+        (Some(4242), Some(T0 + 10), T0 + 910)
     );
     s.reclaim(&t.id, None, None, &NoWorkers, T0 + 20).unwrap();
-    assert_eq!(lease(&s.get(&t.id).unwrap()), (None, None, None));
+    assert_eq!(s.get(&t.id).unwrap().lease, None);
     let closed = &s.runs(&t.id).unwrap()[0];
     assert_eq!(
         (closed.worker_pid, closed.last_heartbeat_at, closed.claim_expires),
@@ -366,7 +370,7 @@ pub fn reclaim_clears_the_lease(board: &dyn Board) {
     assert_ne!(c1.claim_lock, c2.claim_lock);
     assert!(c2.run_id > c1.run_id);
     let task = s.get(&t.id).unwrap();
-    assert_eq!(lease(&task), (None, None, Some(T0 + 80)));
+    assert_eq!(lease(&task), (None, None, T0 + 80));
     assert_eq!(task.started_at, Some(T0 + 30));
     let open = &s.runs(&t.id).unwrap()[1];
     assert_eq!(
@@ -450,6 +454,18 @@ pub fn links_refuse_cycles(board: &dyn Board) {
     assert_board_ok(&*s);
 }
 
+/// How a supervisor ends the run of claim `c`, giving up at two failures in a row.
+fn ended(c: &Claim, outcome: Outcome, error: Option<String>, detail: serde_json::Value) -> RunEnd {
+    RunEnd {
+        run_id: c.run_id,
+        claim_lock: c.claim_lock.clone(),
+        outcome,
+        error,
+        detail,
+        failure_limit: 2,
+    }
+}
+
 /// The dispatcher's finalisers count failures and give up at the limit; a rate-limited
 /// exit counts nothing.
 pub fn failures_count_to_give_up(board: &dyn Board) {
@@ -460,12 +476,7 @@ pub fn failures_count_to_give_up(board: &dyn Board) {
         let limited = s
             .end_run(
                 &t.id,
-                c.run_id,
-                &c.claim_lock,
-                Outcome::RateLimited,
-                None,
-                serde_json::json!({}),
-                2,
+                ended(&c, Outcome::RateLimited, None, serde_json::json!({})),
                 T0,
             )
             .unwrap();
@@ -477,40 +488,21 @@ pub fn failures_count_to_give_up(board: &dyn Board) {
     assert!(s
         .end_run(
             &t.id,
-            c.run_id,
-            &c.claim_lock,
-            Outcome::Crashed,
-            Some("boom".into()),
-            detail.clone(),
-            2,
+            ended(&c, Outcome::Crashed, Some("boom".into()), detail.clone()),
             T0
         )
         .unwrap());
     assert_eq!(s.get(&t.id).unwrap().status, Status::Ready);
     assert!(
-        !s.end_run(
-            &t.id,
-            c.run_id,
-            &c.claim_lock,
-            Outcome::Crashed,
-            None,
-            detail.clone(),
-            2,
-            T0
-        )
-        .unwrap(),
+        !s.end_run(&t.id, ended(&c, Outcome::Crashed, None, detail.clone()), T0)
+            .unwrap(),
         "a second finaliser of the same run loses"
     );
     let c = s.claim(&t.id, 900, T0).unwrap();
     assert!(s
         .end_run(
             &t.id,
-            c.run_id,
-            &c.claim_lock,
-            Outcome::Crashed,
-            Some("boom".into()),
-            detail,
-            2,
+            ended(&c, Outcome::Crashed, Some("boom".into()), detail),
             T0
         )
         .unwrap());
@@ -1029,7 +1021,7 @@ fn race_round(
     let task = s.get(&t.id).unwrap();
     let expected = if completed { Status::Done } else { Status::Ready };
     assert_eq!(task.status, expected);
-    assert_eq!(task.current_run_id, None);
+    assert_eq!(task.lease, None);
     let runs = s.runs(&t.id).unwrap();
     assert_eq!(runs.len(), 1);
     let outcome = if completed {
@@ -1106,6 +1098,7 @@ macro_rules! store_conformance_tests {
             idempotent_create,
             edit_assign_and_archive,
             decomposition_commits_and_guards,
+            fanout_cap_is_one_rule,
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,

@@ -42,16 +42,19 @@ pub fn check_invariants(board: &BoardSnapshot) -> Result<(), Violation> {
             return violation(2, format!("{} has {} open runs", task.id, open.len()));
         }
         let running = task.status == Status::Running;
-        let consistent = match task.current_run_id {
-            Some(current) => open == [current] && task.claim_lock.is_some(),
-            None => open.is_empty() && task.claim_lock.is_none(),
+        // A lease names its run and claim lock together; what is left to check is that
+        // only a running task holds one, and that its run is the task's one open run.
+        let current = task.current_run_id();
+        let consistent = match current {
+            Some(current) => open == [current],
+            None => open.is_empty(),
         };
-        if running != task.current_run_id.is_some() || !consistent {
+        if running != current.is_some() || !consistent {
             return violation(
                 1,
                 format!(
-                    "{} is {} with current_run_id {:?}, claim_lock {:?}, open runs {:?}",
-                    task.id, task.status, task.current_run_id, task.claim_lock, open
+                    "{} is {} with current_run_id {:?}, open runs {:?}",
+                    task.id, task.status, current, open
                 ),
             );
         }

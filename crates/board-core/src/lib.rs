@@ -21,6 +21,7 @@ pub mod invariants;
 pub mod memory;
 pub mod plan;
 pub mod refusal;
+pub mod shapes;
 pub mod store;
 pub mod transition;
 pub mod types;
@@ -34,11 +35,11 @@ pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
 pub use store::{
-    Claim, Committed, Completion, EventFilter, NewLlmCall, NoWorkers, ReclaimOutcome, RetryPolicy, Store,
+    Claim, Committed, Completion, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy, RunEnd, Store,
     StoreError, StoreResult, TaskFilter, Termination, Terminator,
 };
 pub use transition::{Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
-    BlockKind, BoardSnapshot, Comment, Event, Link, LlmCall, Outcome, Run, RunId, Status, Task, TaskId,
-    Timestamp,
+    BadLease, BlockKind, BoardSnapshot, Comment, Event, Lease, LeaseColumns, Link, LlmCall, Outcome, Run,
+    RunId, Status, Task, TaskId, Timestamp,
 };

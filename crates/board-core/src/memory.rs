@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::graph::{self, Created, NewTask};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::store::{Committed, EventFilter, NewLlmCall, Store, StoreResult, TaskFilter};
+use crate::store::{Committed, EventFilter, Store, StoreResult, TaskFilter};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Task, TaskId, Timestamp};
 
@@ -360,10 +360,10 @@ impl Store for MemStore {
 
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let mut expired = self.board().sorted(
-            |t| t.status == Status::Running && t.claim_expires.is_some_and(|e| e <= now),
+            |t| t.status == Status::Running && t.lease.as_ref().is_some_and(|l| l.expires <= now),
             usize::MAX,
         );
-        expired.sort_by_key(|t| (t.claim_expires, t.id.clone()));
+        expired.sort_by_key(|t| (t.lease.as_ref().map(|l| l.expires), t.id.clone()));
         expired.truncate(limit);
         Ok(expired)
     }
@@ -411,10 +411,7 @@ impl Store for MemStore {
     ) -> StoreResult<Committed> {
         let mut b = self.board();
         let facts = b.facts(id)?;
-        let count = match plan {
-            Plan::Fanout { tasks, .. } => tasks.len().min(plan::MAX_CHILDREN_CEILING),
-            Plan::Single { .. } => 0,
-        };
+        let count = plan::child_ids_needed(plan, settings);
         let child_ids: Vec<TaskId> = (0..count).map(|_| b.new_task_id()).collect();
         let commit = plan::commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
         for child in commit.children {
@@ -428,23 +425,10 @@ impl Store for MemStore {
         })
     }
 
-    fn record_llm_call(&self, call: &NewLlmCall) -> StoreResult<i64> {
+    fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64> {
         let mut b = self.board();
-        let id = b.llm_calls.len() as i64 + 1;
-        b.llm_calls.push(LlmCall {
-            id,
-            task_id: call.task_id.clone(),
-            purpose: call.purpose.clone(),
-            model: call.model.clone(),
-            started_at: call.started_at,
-            duration_ms: call.duration_ms,
-            outcome: call.outcome.clone(),
-            http_status: call.http_status,
-            prompt_tokens: call.prompt_tokens,
-            completion_tokens: call.completion_tokens,
-            error: call.error.clone(),
-        });
-        Ok(id)
+        b.llm_calls.push(call.clone());
+        Ok(b.llm_calls.len() as i64)
     }
 
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {

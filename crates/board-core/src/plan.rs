@@ -96,10 +96,26 @@ pub struct PlanCommit {
     pub links: Vec<Link>,
 }
 
+/// The most children a fan-out may have under `kanban.decompose_max_children`: at least
+/// one (a fan-out of one is a valid plan), never above the ceiling.
+pub fn child_limit(max_children: usize) -> usize {
+    max_children.clamp(1, MAX_CHILDREN_CEILING)
+}
+
+/// How many fresh task ids a store draws before committing `plan`: one per child of a
+/// fan-out within [`child_limit`], none for a single task. A fan-out over the limit gets
+/// none either: [`commit_plan`] refuses it, so ids drawn for it would be wasted.
+pub fn child_ids_needed(plan: &Plan, settings: &PlanSettings) -> usize {
+    match plan {
+        Plan::Fanout { tasks, .. } if tasks.len() <= child_limit(settings.max_children) => tasks.len(),
+        Plan::Fanout { .. } | Plan::Single { .. } => 0,
+    }
+}
+
 /// Validates a fan-out's shape: size within the cap, titles present, parent indices in
 /// range, not self, not repeated, and no cycle. The message names the first violation.
 pub fn validate_fanout(tasks: &[PlannedTask], max_children: usize) -> Result<(), String> {
-    let limit = max_children.clamp(1, MAX_CHILDREN_CEILING);
+    let limit = child_limit(max_children);
     if tasks.is_empty() {
         return Err("tasks is empty".to_owned());
     }
@@ -182,8 +198,8 @@ fn not_triage(facts: &TaskFacts) -> Refusal {
     }
 }
 
-/// Commits a plan against the card as it is now. `child_ids` holds one fresh id per
-/// child of a fan-out.
+/// Commits a plan against the card as it is now. `child_ids` holds the
+/// [`child_ids_needed`] fresh ids: one per child of a fan-out within the cap.
 pub fn commit_plan(
     facts: &TaskFacts,
     basis: PlanBasis,

@@ -3,14 +3,13 @@
 //! the verbs built from them (claim, complete, reclaim, ...) are provided here once, so
 //! every backend follows the same protocol.
 
-use serde_json::Value;
-
 use crate::graph::NewTask;
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::transition::{Complete, Request, TaskFacts};
+pub use crate::transition::{Completion, RunEnd};
+use crate::transition::{Request, TaskFacts};
 use crate::types::{
-    BlockKind, BoardSnapshot, Comment, Event, LlmCall, Outcome, Run, RunId, Status, Task, TaskId, Timestamp,
+    BlockKind, BoardSnapshot, Comment, Event, Lease, LlmCall, Run, RunId, Status, Task, TaskId, Timestamp,
 };
 
 /// Why a store call failed.
@@ -94,16 +93,6 @@ impl Terminator for NoWorkers {
     }
 }
 
-/// A completion as a worker or a person asks for it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Completion {
-    pub expected_run_id: Option<RunId>,
-    pub replay_ended_run_id: Option<RunId>,
-    pub result: Option<String>,
-    pub summary: Option<String>,
-    pub metadata: Option<Value>,
-}
-
 /// The decomposition failure policy's settings (`kanban.decompose_*`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RetryPolicy {
@@ -126,21 +115,6 @@ pub struct Committed {
     pub root: Task,
     /// Children in reply order (empty for a single-task plan).
     pub child_ids: Vec<TaskId>,
-}
-
-/// One model request to bill.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NewLlmCall {
-    pub task_id: Option<TaskId>,
-    pub purpose: String,
-    pub model: String,
-    pub started_at: Timestamp,
-    pub duration_ms: i64,
-    pub outcome: String,
-    pub http_status: Option<i64>,
-    pub prompt_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    pub error: Option<String>,
 }
 
 /// The board's storage. Every method that writes is atomic: it happens whole, with its
@@ -186,7 +160,9 @@ pub trait Store: Send + Sync {
         settings: &PlanSettings,
         now: Timestamp,
     ) -> StoreResult<Committed>;
-    fn record_llm_call(&self, call: &NewLlmCall) -> StoreResult<i64>;
+    /// Bills one model request; returns the id the store gave its row.
+    fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64>;
+    /// The billed model requests (of one task, when given), in the order they were billed.
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>>;
     /// The whole board, read in one consistent view.
     fn snapshot(&self) -> StoreResult<BoardSnapshot>;
@@ -194,13 +170,13 @@ pub trait Store: Send + Sync {
     /// Claims a ready task under a fresh run.
     fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {
         let task = self.transition(id, &Request::Claim { ttl }, now)?;
-        match (task.current_run_id, task.claim_lock.clone()) {
-            (Some(run_id), Some(claim_lock)) => Ok(Claim {
+        match task.lease.clone() {
+            Some(lease) => Ok(Claim {
                 task,
-                run_id,
-                claim_lock,
+                run_id: lease.run_id,
+                claim_lock: lease.claim_lock,
             }),
-            _ => Err(StoreError::Backend(format!("claim of {id} left no run"))),
+            None => Err(StoreError::Backend(format!("claim of {id} left no run"))),
         }
     }
 
@@ -218,14 +194,7 @@ pub trait Store: Send + Sync {
 
     /// Completes a task. `false` when the guard names another run or a replay lost.
     fn complete(&self, id: &TaskId, c: &Completion, now: Timestamp) -> StoreResult<bool> {
-        let request = Request::Complete(Complete {
-            expected_run_id: c.expected_run_id,
-            replay_ended_run_id: c.replay_ended_run_id,
-            result: c.result.clone(),
-            summary: c.summary.clone(),
-            metadata: c.metadata.clone(),
-        });
-        won(self.transition(id, &request, now))
+        won(self.transition(id, &Request::Complete(c.clone()), now))
     }
 
     /// Blocks a task. `false` when the guard names another run.
@@ -261,11 +230,14 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<ReclaimOutcome> {
         let task = self.get(id)?;
         if let Some(expected) = expected_run_id {
-            if task.current_run_id != Some(expected) {
+            if task.current_run_id() != Some(expected) {
                 return Ok(ReclaimOutcome::Lost);
             }
         }
-        let (Some(run_id), Some(claim_lock)) = (task.current_run_id, task.claim_lock.clone()) else {
+        let Some(Lease {
+            run_id, claim_lock, ..
+        }) = task.lease.clone()
+        else {
             return Err(Refusal::WrongStatus {
                 id: id.clone(),
                 status: task.status,
@@ -299,28 +271,9 @@ pub trait Store: Send + Sync {
     }
 
     /// The dispatcher ends a supervised run (crash, timeout, stale lease, ...), counting
-    /// failures towards `failure_limit`. `false` when the claim changed meanwhile.
-    #[allow(clippy::too_many_arguments)]
-    fn end_run(
-        &self,
-        id: &TaskId,
-        run_id: RunId,
-        claim_lock: &str,
-        outcome: Outcome,
-        error: Option<String>,
-        detail: Value,
-        failure_limit: i64,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let request = Request::EndRun {
-            run_id,
-            claim_lock: claim_lock.to_owned(),
-            outcome,
-            error,
-            detail,
-            failure_limit,
-        };
-        won(self.transition(id, &request, now))
+    /// failures towards `end.failure_limit`. `false` when the claim changed meanwhile.
+    fn end_run(&self, id: &TaskId, end: RunEnd, now: Timestamp) -> StoreResult<bool> {
+        won(self.transition(id, &Request::EndRun(end), now))
     }
 
     fn unblock(&self, id: &TaskId, reason: Option<String>, now: Timestamp) -> StoreResult<Task> {

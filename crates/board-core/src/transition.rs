@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use crate::refusal::Refusal;
-use crate::types::{BlockKind, Outcome, Run, RunId, Status, Task, Timestamp, RUN_ENDED, RUN_OPEN};
+use crate::types::{BlockKind, Lease, Outcome, Run, RunId, Status, Task, Timestamp, RUN_ENDED, RUN_OPEN};
 
 /// A task that blocks with the same kind this many times in a row goes back to triage.
 pub const BLOCK_RECURRENCE_LIMIT: i64 = 2;
@@ -35,7 +35,7 @@ pub struct TaskFacts {
 impl TaskFacts {
     /// The open run, when the task is running.
     fn current_run(&self) -> Option<&Run> {
-        let current = self.task.current_run_id?;
+        let current = self.task.current_run_id()?;
         self.newest_run
             .as_ref()
             .filter(|r| r.id == current && r.is_open())
@@ -85,7 +85,7 @@ pub enum Request {
         ttl: i64,
         note: Option<String>,
     },
-    Complete(Complete),
+    Complete(Completion),
     Block {
         kind: Option<BlockKind>,
         reason: Option<String>,
@@ -108,15 +108,7 @@ pub enum Request {
         reason: Option<String>,
     },
     /// The dispatcher ends a run it supervises (crash, timeout, stale lease, ...).
-    EndRun {
-        run_id: RunId,
-        claim_lock: String,
-        outcome: Outcome,
-        error: Option<String>,
-        /// Extra fields for the event payload (`exit_code`, `signal`, ...).
-        detail: Value,
-        failure_limit: i64,
-    },
+    EndRun(RunEnd),
     /// The dispatcher proved the worker alive: extend its lease.
     ExtendClaim {
         run_id: RunId,
@@ -157,15 +149,29 @@ pub enum Request {
     },
 }
 
-/// A completion. A task completed without a run but with a summary gets a zero-length
-/// run under the fresh run id to record it.
+/// A completion, as a worker or a person asks for it. A task completed without a run but
+/// with a summary gets a zero-length run under the fresh run id to record it.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Complete {
+pub struct Completion {
     pub expected_run_id: Option<RunId>,
     pub replay_ended_run_id: Option<RunId>,
     pub result: Option<String>,
     pub summary: Option<String>,
     pub metadata: Option<Value>,
+}
+
+/// How a supervisor ends a run it watched: the claim it observed before acting (any
+/// change since refuses), and why the run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunEnd {
+    pub run_id: RunId,
+    pub claim_lock: String,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    /// Extra fields for the event payload (`exit_code`, `signal`, ...).
+    pub detail: Value,
+    /// Failures in a row at which the task is given up on.
+    pub failure_limit: i64,
 }
 
 /// Fresh ids a store draws for a request that may open a run (see [`Request::opens_run`]).
@@ -233,14 +239,7 @@ pub fn decide(
             claim_lock,
             reason,
         } => next.defer_reclaim(*run_id, claim_lock, reason)?,
-        Request::EndRun {
-            run_id,
-            claim_lock,
-            outcome,
-            error,
-            detail,
-            failure_limit,
-        } => next.end_run(*run_id, claim_lock, *outcome, error, detail, *failure_limit)?,
+        Request::EndRun(end) => next.end_run(end)?,
         Request::ExtendClaim {
             run_id,
             claim_lock,
@@ -325,13 +324,13 @@ impl<'a> Next<'a> {
 
     /// Refuses unless `run_id` is the task's current run.
     fn require_current(&self, run_id: RunId) -> Result<(), Refusal> {
-        if self.task.current_run_id == Some(run_id) {
+        if self.task.current_run_id() == Some(run_id) {
             Ok(())
         } else {
             Err(Refusal::StaleRun {
                 id: self.task.id.clone(),
                 expected: run_id,
-                current: self.task.current_run_id,
+                current: self.task.current_run_id(),
             })
         }
     }
@@ -340,8 +339,11 @@ impl<'a> Next<'a> {
     /// supervisor observed before acting is the claim it finalises, or nothing happens.
     fn require_claim(&self, run_id: RunId, claim_lock: &str) -> Result<&'a Run, Refusal> {
         let unchanged = self.task.status == Status::Running
-            && self.task.current_run_id == Some(run_id)
-            && self.task.claim_lock.as_deref() == Some(claim_lock);
+            && self
+                .task
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.run_id == run_id && l.claim_lock == claim_lock);
         match self.facts.current_run() {
             Some(run) if unchanged => Ok(run),
             _ => Err(Refusal::ClaimChanged {
@@ -360,13 +362,8 @@ impl<'a> Next<'a> {
         }
     }
 
-    /// Clears every claim and lease field of the task.
     fn release_claim(&mut self) {
-        self.task.current_run_id = None;
-        self.task.claim_lock = None;
-        self.task.claim_expires = None;
-        self.task.worker_pid = None;
-        self.task.last_heartbeat_at = None;
+        self.task.lease = None;
     }
 
     /// Closes the current run, if any, with `outcome`; returns its id.
@@ -399,7 +396,7 @@ impl<'a> Next<'a> {
 
     fn claim(&mut self, run_id: RunId, claim_lock: &str, ttl: i64) -> Result<(), Refusal> {
         self.require(&[Status::Ready], "claim", "ready")?;
-        if self.task.claim_lock.is_some() || self.task.current_run_id.is_some() {
+        if self.task.lease.is_some() {
             return Err(Refusal::AlreadyClaimed {
                 id: self.task.id.clone(),
             });
@@ -430,14 +427,15 @@ impl<'a> Next<'a> {
             error: None,
             metadata: None,
         });
-        // A fresh claim inherits nothing from an earlier run's lease or heartbeat.
         self.task.status = Status::Running;
-        self.task.current_run_id = Some(run_id);
-        self.task.claim_lock = Some(claim_lock.to_owned());
-        self.task.claim_expires = Some(expires);
+        self.task.lease = Some(Lease {
+            run_id,
+            claim_lock: claim_lock.to_owned(),
+            expires,
+            worker_pid: None,
+            last_heartbeat_at: None,
+        });
         self.task.started_at = Some(self.now);
-        self.task.worker_pid = None;
-        self.task.last_heartbeat_at = None;
         self.event("claimed", Some(run_id), json!({ "claim_expires": expires }));
         Ok(())
     }
@@ -447,7 +445,9 @@ impl<'a> Next<'a> {
         self.require(&[Status::Running], "heartbeat", "running")?;
         let expires = self.now.saturating_add(ttl.max(1));
         self.extend_lease(expires);
-        self.task.last_heartbeat_at = Some(self.now);
+        if let Some(lease) = self.task.lease.as_mut() {
+            lease.last_heartbeat_at = Some(self.now);
+        }
         if let Some(run) = self.runs.last_mut() {
             run.last_heartbeat_at = Some(self.now);
         }
@@ -461,7 +461,9 @@ impl<'a> Next<'a> {
 
     /// Sets the lease of the task and of its current run to `expires`.
     fn extend_lease(&mut self, expires: Timestamp) {
-        self.task.claim_expires = Some(expires);
+        if let Some(lease) = self.task.lease.as_mut() {
+            lease.expires = expires;
+        }
         if let Some(run) = self.facts.current_run() {
             let mut run = run.clone();
             run.claim_expires = Some(expires);
@@ -469,7 +471,7 @@ impl<'a> Next<'a> {
         }
     }
 
-    fn complete(&mut self, c: &Complete, zero_run_id: RunId) -> Result<(), Refusal> {
+    fn complete(&mut self, c: &Completion, zero_run_id: RunId) -> Result<(), Refusal> {
         if let Some(replayed) = c.replay_ended_run_id {
             return self.complete_replay(replayed, c);
         }
@@ -507,10 +509,10 @@ impl<'a> Next<'a> {
     }
 
     /// A journaled completion landing after its run already ended.
-    fn complete_replay(&mut self, replayed: RunId, c: &Complete) -> Result<(), Refusal> {
+    fn complete_replay(&mut self, replayed: RunId, c: &Completion) -> Result<(), Refusal> {
         let newest = self.facts.newest_run.as_ref();
         let newest_id = newest.map(|r| r.id);
-        if self.task.current_run_id.is_some() || newest_id != Some(replayed) {
+        if self.task.lease.is_some() || newest_id != Some(replayed) {
             return Err(Refusal::NotNewestRun {
                 id: self.task.id.clone(),
                 run_id: replayed,
@@ -537,7 +539,7 @@ impl<'a> Next<'a> {
         Ok(())
     }
 
-    fn finish_done(&mut self, c: &Complete, run_id: Option<RunId>, replay: bool) {
+    fn finish_done(&mut self, c: &Completion, run_id: Option<RunId>, replay: bool) {
         self.release_claim();
         self.task.status = Status::Done;
         self.task.completed_at = Some(self.now);
@@ -631,15 +633,16 @@ impl<'a> Next<'a> {
         Ok(())
     }
 
-    fn end_run(
-        &mut self,
-        run_id: RunId,
-        claim_lock: &str,
-        outcome: Outcome,
-        error: &Option<String>,
-        detail: &Value,
-        failure_limit: i64,
-    ) -> Result<(), Refusal> {
+    fn end_run(&mut self, end: &RunEnd) -> Result<(), Refusal> {
+        let RunEnd {
+            run_id,
+            claim_lock,
+            outcome,
+            error,
+            detail,
+            failure_limit,
+        } = end;
+        let (run_id, outcome) = (*run_id, *outcome);
         if matches!(
             outcome,
             Outcome::Completed | Outcome::Blocked | Outcome::Reclaimed | Outcome::GaveUp
@@ -659,7 +662,7 @@ impl<'a> Next<'a> {
         if outcome.counts_as_failure() {
             self.task.consecutive_failures += 1;
             self.task.last_failure_error = error.clone();
-            gave_up = self.task.consecutive_failures >= failure_limit.max(1);
+            gave_up = self.task.consecutive_failures >= (*failure_limit).max(1);
             payload["failures"] = json!(self.task.consecutive_failures);
         }
         self.event(outcome.as_str(), Some(run_id), payload);
@@ -692,7 +695,9 @@ impl<'a> Next<'a> {
         let mut run = self.require_claim(run_id, claim_lock)?.clone();
         run.worker_pid = Some(pid);
         self.runs.push(run);
-        self.task.worker_pid = Some(pid);
+        if let Some(lease) = self.task.lease.as_mut() {
+            lease.worker_pid = Some(pid);
+        }
         self.event("spawned", Some(run_id), json!({ "pid": pid }));
         Ok(())
     }
@@ -885,18 +890,23 @@ mod tests {
     const T: Timestamp = 1_750_000_000;
 
     #[test]
-    fn claim_resets_lease_fields() {
-        // Every release clears these fields, so no transition leaves them on a ready row:
-        // the row is built by hand, as one the core did not write itself would be.
+    fn claim_takes_a_fresh_lease() {
+        // A ready row is built by hand, as one the core did not write itself would be,
+        // with an earlier run's worker fields left in its columns: they make no lease.
         let mut task = blank_task(
             TaskId::from_random([0, 0, 0, 1]),
             "leases".into(),
             Status::Ready,
             T - 100,
         );
-        task.claim_expires = Some(T - 5);
-        task.worker_pid = Some(4242);
-        task.last_heartbeat_at = Some(T - 10);
+        task.lease = crate::types::LeaseColumns {
+            claim_expires: Some(T - 5),
+            worker_pid: Some(4242),
+            last_heartbeat_at: Some(T - 10),
+            ..Default::default()
+        }
+        .into_lease()
+        .unwrap();
         task.started_at = Some(T - 100);
         let facts = TaskFacts {
             task,
@@ -911,12 +921,18 @@ mod tests {
         };
         let change = decide(&facts, &Request::Claim { ttl: 50 }, &fresh, T).unwrap();
         let t = &change.task;
+        assert_eq!(t.status, Status::Running);
         assert_eq!(
-            (t.status, t.current_run_id, t.claim_lock.as_deref()),
-            (Status::Running, Some(7), Some("lock-7"))
+            t.lease,
+            Some(Lease {
+                run_id: 7,
+                claim_lock: "lock-7".into(),
+                expires: T + 50,
+                worker_pid: None,
+                last_heartbeat_at: None,
+            })
         );
-        assert_eq!((t.worker_pid, t.last_heartbeat_at), (None, None));
-        assert_eq!((t.claim_expires, t.started_at), (Some(T + 50), Some(T)));
+        assert_eq!(t.started_at, Some(T));
         let [run] = change.runs.as_slice() else {
             panic!("one run opened: {:?}", change.runs);
         };

@@ -207,11 +207,9 @@ pub struct Task {
     pub started_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
     pub result: Option<String>,
-    pub current_run_id: Option<RunId>,
-    pub claim_lock: Option<String>,
-    pub claim_expires: Option<Timestamp>,
-    pub worker_pid: Option<i64>,
-    pub last_heartbeat_at: Option<Timestamp>,
+    /// Held exactly while the task runs; stored (and serialized) as its five columns.
+    #[serde(flatten, with = "lease_columns")]
+    pub lease: Option<Lease>,
     pub block_kind: Option<BlockKind>,
     pub block_recurrences: i64,
     pub consecutive_failures: i64,
@@ -223,6 +221,95 @@ pub struct Task {
     pub decompose_next_attempt_at: Option<Timestamp>,
     pub decompose_parked: bool,
     pub decompose_last_error: Option<String>,
+}
+
+impl Task {
+    /// The run that holds the task's lease, while it runs.
+    pub fn current_run_id(&self) -> Option<RunId> {
+        self.lease.as_ref().map(|l| l.run_id)
+    }
+
+    /// The pid its worker reported, while it runs.
+    pub fn worker_pid(&self) -> Option<i64> {
+        self.lease.as_ref().and_then(|l| l.worker_pid)
+    }
+}
+
+/// The lease of a running task: the run holding it, the token the supervisor's guards
+/// compare, when it lapses, and what the worker has reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub run_id: RunId,
+    pub claim_lock: String,
+    pub expires: Timestamp,
+    pub worker_pid: Option<i64>,
+    pub last_heartbeat_at: Option<Timestamp>,
+}
+
+/// The five `tasks` columns a lease is stored in, all null for a task that holds none.
+/// The one place stored columns become a lease, for every store and for serde.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseColumns {
+    pub current_run_id: Option<RunId>,
+    pub claim_lock: Option<String>,
+    pub claim_expires: Option<Timestamp>,
+    pub worker_pid: Option<i64>,
+    pub last_heartbeat_at: Option<Timestamp>,
+}
+
+/// Lease columns the board could never have written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no lease in these columns: {0}")]
+pub struct BadLease(&'static str);
+
+impl LeaseColumns {
+    pub fn of(lease: Option<&Lease>) -> LeaseColumns {
+        match lease {
+            None => LeaseColumns::default(),
+            Some(l) => LeaseColumns {
+                current_run_id: Some(l.run_id),
+                claim_lock: Some(l.claim_lock.clone()),
+                claim_expires: Some(l.expires),
+                worker_pid: l.worker_pid,
+                last_heartbeat_at: l.last_heartbeat_at,
+            },
+        }
+    }
+
+    /// The lease these columns hold. Without a run and a claim lock there is none, and
+    /// any pid, heartbeat or expiry left beside them means nothing.
+    pub fn into_lease(self) -> Result<Option<Lease>, BadLease> {
+        match (self.current_run_id, self.claim_lock, self.claim_expires) {
+            (None, None, _) => Ok(None),
+            (Some(run_id), Some(claim_lock), Some(expires)) => Ok(Some(Lease {
+                run_id,
+                claim_lock,
+                expires,
+                worker_pid: self.worker_pid,
+                last_heartbeat_at: self.last_heartbeat_at,
+            })),
+            (Some(_), Some(_), None) => Err(BadLease("a current run without claim_expires")),
+            (Some(_), None, _) | (None, Some(_), _) => Err(BadLease(
+                "current_run_id and claim_lock are set one without the other",
+            )),
+        }
+    }
+}
+
+/// `Task::lease` as its flat columns, so a serialized task has today's shape.
+mod lease_columns {
+    use super::{Lease, LeaseColumns};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(lease: &Option<Lease>, s: S) -> Result<S::Ok, S::Error> {
+        LeaseColumns::of(lease.as_ref()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Lease>, D::Error> {
+        LeaseColumns::deserialize(d)?
+            .into_lease()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// One attempt at a task: a row of `task_runs`.
@@ -279,10 +366,10 @@ pub struct Link {
     pub child_id: TaskId,
 }
 
-/// A row of `llm_calls`: one HTTP request to a model. This is the bill.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One HTTP request to a model, as billed: a row of `llm_calls` but its id, which the
+/// store assigns (and which only orders the rows). This is the bill.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LlmCall {
-    pub id: i64,
     pub task_id: Option<TaskId>,
     pub purpose: String,
     pub model: String,
@@ -316,6 +403,59 @@ mod tests {
             assert!(bad.parse::<TaskId>().is_err(), "{bad}");
         }
         assert_eq!(TaskId::from_random([0, 1, 0xab, 0xff]).as_str(), "t_0001abff");
+    }
+
+    #[test]
+    fn a_task_serializes_its_lease_flat_and_back() {
+        let mut task = crate::graph::blank_task(
+            TaskId::from_random([0, 0, 0, 7]),
+            "leased".into(),
+            Status::Running,
+            10,
+        );
+        task.lease = Some(Lease {
+            run_id: 3,
+            claim_lock: "lock-3".into(),
+            expires: 99,
+            worker_pid: Some(41),
+            last_heartbeat_at: None,
+        });
+        let flat = serde_json::to_value(&task).unwrap();
+        assert_eq!(flat["current_run_id"], 3);
+        assert_eq!(flat["claim_lock"], "lock-3");
+        assert_eq!(flat["claim_expires"], 99);
+        assert_eq!(flat["worker_pid"], 41);
+        assert!(flat["last_heartbeat_at"].is_null() && flat.get("lease").is_none());
+        assert_eq!(serde_json::from_value::<Task>(flat).unwrap(), task);
+
+        task.lease = None;
+        let released = serde_json::to_value(&task).unwrap();
+        assert!(released["current_run_id"].is_null() && released["claim_lock"].is_null());
+        assert_eq!(serde_json::from_value::<Task>(released).unwrap(), task);
+    }
+
+    #[test]
+    fn lease_columns_hold_a_whole_lease_or_none() {
+        let stray = LeaseColumns {
+            worker_pid: Some(5),
+            ..LeaseColumns::default()
+        };
+        assert_eq!(stray.into_lease(), Ok(None));
+        let half = LeaseColumns {
+            current_run_id: Some(1),
+            ..LeaseColumns::default()
+        };
+        assert!(half.into_lease().is_err());
+        let unexpiring = LeaseColumns {
+            current_run_id: Some(1),
+            claim_lock: Some("l".into()),
+            ..LeaseColumns::default()
+        };
+        assert!(unexpiring
+            .into_lease()
+            .unwrap_err()
+            .to_string()
+            .contains("claim_expires"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use board_core::graph::blank_task;
 use board_core::{
-    check_invariants, check_step, BoardSnapshot, Event, Link, Outcome, Run, Status, Task, TaskId,
+    check_invariants, check_step, BoardSnapshot, Event, Lease, Link, Outcome, Run, Status, Task, TaskId,
 };
 
 const T: i64 = 1_750_000_000;
@@ -38,6 +38,17 @@ fn run(run_id: i64, task: u8, ended_as: Option<Outcome>) -> Run {
     }
 }
 
+/// The lease of run `run_id`, as a claim takes it.
+fn lease(run_id: i64) -> Option<Lease> {
+    Some(Lease {
+        run_id,
+        claim_lock: format!("lock-{run_id}"),
+        expires: T + 900,
+        worker_pid: None,
+        last_heartbeat_at: None,
+    })
+}
+
 fn link(parent: u8, child: u8) -> Link {
     Link {
         parent_id: id(parent),
@@ -60,8 +71,7 @@ fn event(event_id: i64, task: u8) -> Event {
 /// 4 blocked after run 2, 6 in triage holding back its todo child 5, 7 archived.
 fn valid() -> BoardSnapshot {
     let mut running = task(3, Status::Running);
-    running.current_run_id = Some(1);
-    running.claim_lock = Some("lock-1".to_owned());
+    running.lease = lease(1);
     BoardSnapshot {
         tasks: vec![
             task(1, Status::Done),
@@ -111,9 +121,7 @@ fn the_valid_board_passes() {
 refused_by! {
     check_invariants;
     inv1_running_task_without_a_current_run: 1, "is running with current_run_id None", |b| {
-        let t = task_mut(b, 3);
-        t.current_run_id = None;
-        t.claim_lock = None;
+        task_mut(b, 3).lease = None;
         b.runs[0] = run(1, 3, Some(Outcome::Reclaimed));
     }
     inv1_current_run_on_a_task_that_is_not_running: 1, "is ready with current_run_id Some(1)", |b| {
@@ -123,13 +131,7 @@ refused_by! {
         b.runs[0] = run(1, 3, Some(Outcome::Crashed));
     }
     inv1_current_run_that_belongs_to_another_task: 1, "current_run_id Some(2)", |b| {
-        task_mut(b, 3).current_run_id = Some(2);
-    }
-    inv1_running_task_without_a_claim_lock: 1, "claim_lock None", |b| {
-        task_mut(b, 3).claim_lock = None;
-    }
-    inv1_claim_lock_on_a_task_without_a_run: 1, "claim_lock Some(\"stray\")", |b| {
-        task_mut(b, 2).claim_lock = Some("stray".to_owned());
+        task_mut(b, 3).lease = lease(2);
     }
     inv1_open_run_on_a_task_that_is_not_running: 1, "open runs [9]", |b| {
         b.runs.push(run(9, 2, None));
@@ -186,8 +188,7 @@ fn claimed() -> BoardSnapshot {
     let mut after = valid();
     let t = task_mut(&mut after, 2);
     t.status = Status::Running;
-    t.current_run_id = Some(3);
-    t.claim_lock = Some("lock-3".to_owned());
+    t.lease = lease(3);
     t.updated_at = T + 5;
     after.runs.push(run(3, 2, None));
     after.events.push(event(8, 2));

@@ -5,7 +5,9 @@
 
 use board_core::graph;
 use board_core::transition::{decide, Change, Fresh, TaskFacts};
-use board_core::{Link, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
+use board_core::{
+    LeaseColumns, Link, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp,
+};
 use postgres::types::ToSql;
 use postgres::Row;
 
@@ -112,6 +114,7 @@ pub(crate) fn unused_task_id(tx: &mut Tx<'_>, also_taken: &[TaskId]) -> StoreRes
 /// order, followed by `extra`.
 pub(crate) fn with_task_params<T>(t: &Task, extra: Params<'_>, f: impl FnOnce(Params<'_>) -> T) -> T {
     let (id, status, block_kind) = (t.id.as_str(), t.status.as_str(), t.block_kind.map(|k| k.as_str()));
+    let lease = LeaseColumns::of(t.lease.as_ref());
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &id,
         &t.title,
@@ -125,11 +128,11 @@ pub(crate) fn with_task_params<T>(t: &Task, extra: Params<'_>, f: impl FnOnce(Pa
         &t.started_at,
         &t.completed_at,
         &t.result,
-        &t.current_run_id,
-        &t.claim_lock,
-        &t.claim_expires,
-        &t.worker_pid,
-        &t.last_heartbeat_at,
+        &lease.current_run_id,
+        &lease.claim_lock,
+        &lease.claim_expires,
+        &lease.worker_pid,
+        &lease.last_heartbeat_at,
         &block_kind,
         &t.block_recurrences,
         &t.consecutive_failures,
@@ -172,14 +175,18 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
          WHERE id = $1 AND status = $29 AND current_run_id IS NOT DISTINCT FROM $30
            AND claim_lock IS NOT DISTINCT FROM $31"
     );
-    let guard: Params<'_> = &[&old.status.as_str(), &old.current_run_id, &old.claim_lock];
+    let (run_id, claim_lock) = (
+        old.current_run_id(),
+        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
+    );
+    let guard: Params<'_> = &[&old.status.as_str(), &run_id, &claim_lock];
     let changed = with_task_params(t, guard, |params| tx.execute(sql, params))?;
     if changed == 1 {
         Ok(())
     } else {
         Err(Refusal::ClaimChanged {
             id: t.id.clone(),
-            run_id: old.current_run_id.unwrap_or_default(),
+            run_id: run_id.unwrap_or_default(),
         }
         .into())
     }

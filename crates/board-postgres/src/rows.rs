@@ -7,7 +7,7 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
-use board_core::{Comment, Event, Link, LlmCall, Run, StoreError, StoreResult, Task};
+use board_core::{Comment, Event, LeaseColumns, Link, LlmCall, Run, StoreError, StoreResult, Task};
 use postgres::types::FromSql;
 use postgres::Row;
 
@@ -50,8 +50,8 @@ macro_rules! comment_columns {
 
 macro_rules! llm_call_columns {
     () => {
-        "id, task_id, purpose, model, started_at, duration_ms, outcome, http_status, \
-         prompt_tokens, completion_tokens, error"
+        "task_id, purpose, model, started_at, duration_ms, outcome, http_status, prompt_tokens, \
+         completion_tokens, error"
     };
 }
 
@@ -103,11 +103,15 @@ pub(crate) fn task(r: &Row) -> StoreResult<Task> {
         started_at: get(r, "started_at")?,
         completed_at: get(r, "completed_at")?,
         result: get(r, "result")?,
-        current_run_id: get(r, "current_run_id")?,
-        claim_lock: get(r, "claim_lock")?,
-        claim_expires: get(r, "claim_expires")?,
-        worker_pid: get(r, "worker_pid")?,
-        last_heartbeat_at: get(r, "last_heartbeat_at")?,
+        lease: LeaseColumns {
+            current_run_id: get(r, "current_run_id")?,
+            claim_lock: get(r, "claim_lock")?,
+            claim_expires: get(r, "claim_expires")?,
+            worker_pid: get(r, "worker_pid")?,
+            last_heartbeat_at: get(r, "last_heartbeat_at")?,
+        }
+        .into_lease()
+        .map_err(|e| StoreError::Backend(format!("reading the lease of a task: {e}")))?,
         block_kind: optional_word(r, "block_kind")?,
         block_recurrences: get(r, "block_recurrences")?,
         consecutive_failures: get(r, "consecutive_failures")?,
@@ -173,7 +177,6 @@ pub(crate) fn link(r: &Row) -> StoreResult<Link> {
 
 pub(crate) fn llm_call(r: &Row) -> StoreResult<LlmCall> {
     Ok(LlmCall {
-        id: get(r, "id")?,
         task_id: optional_word(r, "task_id")?,
         purpose: get(r, "purpose")?,
         model: get(r, "model")?,

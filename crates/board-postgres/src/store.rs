@@ -39,7 +39,7 @@
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Claim, Committed, EventFilter, NewLlmCall, StoreResult, TaskFilter};
+use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, Task, TaskId, Timestamp,
@@ -394,14 +394,7 @@ impl Store for PgStore {
     ) -> StoreResult<Committed> {
         self.write(|tx| {
             let f = locked_facts(tx, id)?;
-            let count = match plan {
-                Plan::Fanout { tasks, .. }
-                    if tasks.len() <= settings.max_children.min(plan::MAX_CHILDREN_CEILING) =>
-                {
-                    tasks.len()
-                }
-                _ => 0,
-            };
+            let count = plan::child_ids_needed(plan, settings);
             let mut child_ids = Vec::with_capacity(count);
             for _ in 0..count {
                 let fresh = unused_task_id(tx, &child_ids)?;
@@ -420,12 +413,14 @@ impl Store for PgStore {
         })
     }
 
-    fn record_llm_call(&self, c: &NewLlmCall) -> StoreResult<i64> {
+    fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {
         self.write(|tx| {
             let row = tx.query_one(
-                "INSERT INTO llm_calls (task_id, purpose, model, started_at, duration_ms, outcome,
-                    http_status, prompt_tokens, completion_tokens, error)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                concat!(
+                    "INSERT INTO llm_calls (",
+                    llm_call_columns!(),
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"
+                ),
                 &[
                     &c.task_id.as_ref().map(TaskId::as_str),
                     &c.purpose,

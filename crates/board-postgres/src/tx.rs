@@ -173,14 +173,24 @@ impl<'a> Tx<'a> {
         if events.is_empty() {
             return Ok(());
         }
-        self.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])?;
-        for e in events {
-            self.execute(
-                "INSERT INTO task_events (task_id, run_id, kind, payload, created_at)
-                 VALUES ($1, $2, $3, $4, $5)",
-                &[&e.task_id.as_str(), &e.run_id, &e.kind, &e.payload, &e.created_at],
-            )?;
-        }
+        let task_ids: Vec<&str> = events.iter().map(|e| e.task_id.as_str()).collect();
+        let run_ids: Vec<Option<i64>> = events.iter().map(|e| e.run_id).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+        let payloads: Vec<&str> = events.iter().map(|e| e.payload.as_str()).collect();
+        let created: Vec<Timestamp> = events.iter().map(|e| e.created_at).collect();
+        // One round trip under the lock, which is held to commit: the lock's row is
+        // joined to every event row, so it is taken before the first id is drawn, and
+        // the sorted subquery hands the rows to the insert (which draws the ids) in
+        // the order they were queued.
+        self.execute(
+            "INSERT INTO task_events (task_id, run_id, kind, payload, created_at)
+             SELECT task_id, run_id, kind, payload, created_at FROM (
+                SELECT e.* FROM (SELECT pg_advisory_xact_lock($1, $2)) AS event_lock,
+                    unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::int8[])
+                        WITH ORDINALITY AS e(task_id, run_id, kind, payload, created_at, n)
+                ORDER BY e.n) AS queued",
+            &[&class, &key, &task_ids, &run_ids, &kinds, &payloads, &created],
+        )?;
         Ok(())
     }
 }

@@ -33,8 +33,8 @@ fn claim_ready_takes_tasks_in_claim_order() {
     for claim in &claims {
         let task = store.get(&claim.task.id).unwrap();
         assert_eq!(task.status, Status::Running);
-        assert_eq!(task.current_run_id, Some(claim.run_id));
-        assert_eq!(task.claim_lock.as_ref(), Some(&claim.claim_lock));
+        assert_eq!(task.current_run_id(), Some(claim.run_id));
+        assert_eq!(task.lease.map(|l| l.claim_lock).as_ref(), Some(&claim.claim_lock));
     }
     assert_eq!(
         store

@@ -14,63 +14,25 @@
 //!   worker pids, and how many tasks a decomposition of ID created (in link terms the
 //!   card's parents: the card waits for them).
 
-use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use board_core::{Completion, NewTask, Status, Store, StoreError, TaskFilter, TaskId};
+use board_core::{NewTask, Status, Store, TaskFilter, TaskId};
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use serde_json::{json, Value};
-
-type Flags = HashMap<String, String>;
+use store_bench::{budget, now, number, run_cycles, text, Contender, Flags, Workload};
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.split_first() {
-        Some((command, rest)) => flags(rest).and_then(|f| match command.as_str() {
-            "raw" => raw(&f),
-            "cycle" => cycle(&f),
-            "contend" => contend(&f),
-            "contend-worker" => contend_worker(&f),
-            "populate" => populate(&f),
-            "inspect" => inspect(&f),
-            other => Err(format!("unknown subcommand {other:?}")),
-        }),
-        None => Err("usage: bench_store raw|cycle|contend|populate|inspect --flag value ...".to_owned()),
-    };
-    match result {
-        Ok(figures) => println!("{figures}"),
-        Err(message) => {
-            eprintln!("bench_store: {message}");
-            std::process::exit(1);
-        }
-    }
-}
-
-fn flags(args: &[String]) -> Result<Flags, String> {
-    let mut out = Flags::new();
-    let mut it = args.iter();
-    while let Some(key) = it.next() {
-        let name = key
-            .strip_prefix("--")
-            .ok_or_else(|| format!("expected a --flag, got {key:?}"))?;
-        let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
-        out.insert(name.to_owned(), value.clone());
-    }
-    Ok(out)
-}
-
-fn text<'a>(f: &'a Flags, name: &str) -> Result<&'a str, String> {
-    f.get(name)
-        .map(String::as_str)
-        .ok_or_else(|| format!("missing --{name}"))
-}
-
-fn number<T: std::str::FromStr>(f: &Flags, name: &str) -> Result<T, String> {
-    text(f, name)?
-        .parse()
-        .map_err(|_| format!("--{name}: not a number"))
+    let workloads: &[(&str, Workload)] = &[
+        ("raw", raw),
+        ("cycle", cycle),
+        ("contend", contend),
+        ("contend-worker", contend_worker),
+        ("populate", populate),
+        ("inspect", inspect),
+    ];
+    store_bench::main("bench_store", workloads)
 }
 
 fn options(f: &Flags) -> Result<Options, String> {
@@ -82,12 +44,6 @@ fn options(f: &Flags) -> Result<Options, String> {
 
 fn open(path: &Path, options: &Options) -> Result<SqliteStore, String> {
     SqliteStore::open(path, options).map_err(|e| e.to_string())
-}
-
-fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// A fresh directory for one measurement; an old one from an earlier run is replaced.
@@ -124,7 +80,7 @@ fn raw(f: &Flags) -> Result<Value, String> {
     let dir = fresh_dir(f)?;
     let options = options(f)?;
     let max: usize = number(f, "max")?;
-    let budget = Duration::from_secs_f64(number(f, "seconds")?);
+    let budget = budget(f)?;
     let sql_err = |e: rusqlite::Error| e.to_string();
     let mut conn = rusqlite::Connection::open(dir.join("raw.db")).map_err(sql_err)?;
     // The store's own settings (SPEC 4.1), so the ceiling is for the same configuration.
@@ -147,69 +103,15 @@ fn raw(f: &Flags) -> Result<Value, String> {
     Ok(json!({"tx": done, "seconds": seconds, "tx_per_sec": done as f64 / seconds}))
 }
 
-/// What one claim -> complete loop achieved.
-#[derive(Default)]
-struct Cycles {
-    done: u64,
-    errors: u64,
-    lost: u64,
-    samples: Vec<String>,
-}
-
-impl Cycles {
-    fn failed(&mut self, what: &str, e: StoreError) {
-        if e.refusal().is_some_and(|r| r.is_lost_race()) {
-            self.lost += 1;
-        } else {
-            self.errors += 1;
-            if self.samples.len() < 5 {
-                self.samples.push(format!("{what}: {e}"));
-            }
-        }
-    }
-}
-
-fn run_cycles(store: &SqliteStore, ids: &[TaskId], budget: Duration, started: Instant) -> Cycles {
-    let mut out = Cycles::default();
-    for id in ids {
-        if started.elapsed() >= budget {
-            break;
-        }
-        let now = now();
-        let claim = match store.claim(id, 900, now) {
-            Ok(c) => c,
-            Err(e) => {
-                out.failed("claim", e);
-                continue;
-            }
-        };
-        let completion = Completion {
-            expected_run_id: Some(claim.run_id),
-            result: Some("done".to_owned()),
-            ..Completion::default()
-        };
-        match store.complete(id, &completion, now) {
-            Ok(true) => out.done += 1,
-            Ok(false) => out.lost += 1,
-            Err(e) => out.failed("complete", e),
-        }
-    }
-    out
-}
-
 fn cycle(f: &Flags) -> Result<Value, String> {
     let dir = fresh_dir(f)?;
     let db = dir.join("kanban.db");
     let ids = create_ready(&db, number(f, "max")?, None)?;
     let store = open(&db, &options(f)?)?;
-    let budget = Duration::from_secs_f64(number(f, "seconds")?);
+    let budget = budget(f)?;
     let started = Instant::now();
     let c = run_cycles(&store, &ids, budget, started);
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(json!({
-        "cycles": c.done, "seconds": seconds, "cycles_per_sec": c.done as f64 / seconds,
-        "errors": c.errors, "lost": c.lost, "error_samples": c.samples,
-    }))
+    Ok(c.figures(started.elapsed().as_secs_f64()))
 }
 
 fn contend(f: &Flags) -> Result<Value, String> {
@@ -217,17 +119,9 @@ fn contend(f: &Flags) -> Result<Value, String> {
     let db = dir.join("kanban.db");
     let procs: usize = number(f, "procs")?;
     let per: usize = number(f, "per")?;
-    let seconds: f64 = number(f, "seconds")?;
+    let seconds = text(f, "seconds")?;
     let ids = create_ready(&db, procs * per, None)?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    // A common start time, so the copies contend from their first cycle rather than
-    // the first one running alone while the others start up.
-    let start_at = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_nanos()
-        + 300_000_000;
-    let mut children = Vec::new();
+    let mut copies = Vec::new();
     for index in 0..procs {
         // Disjoint ids: the figure is the cost of sharing the file's write lock, not of
         // lost races, so it compares with the single-process one.
@@ -239,62 +133,18 @@ fn contend(f: &Flags) -> Result<Value, String> {
             .collect();
         let list = dir.join(format!("ids-{index}.txt"));
         std::fs::write(&list, mine.join("\n")).map_err(|e| format!("{}: {e}", list.display()))?;
-        let child = Command::new(&exe)
-            .arg("contend-worker")
-            .arg("--db")
-            .arg(&db)
-            .arg("--ids")
-            .arg(&list)
-            .args([
-                "--start-at",
-                &start_at.to_string(),
-                "--seconds",
-                &seconds.to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start a contender: {e}"))?;
-        children.push(child);
+        let args: Vec<OsString> = vec![
+            "contend-worker".into(),
+            "--db".into(),
+            db.clone().into(),
+            "--ids".into(),
+            list.into(),
+            "--seconds".into(),
+            seconds.into(),
+        ];
+        copies.push(args);
     }
-    let mut reports = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        let line = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            return Err(format!("a contender failed ({})", out.status));
-        }
-        let report: Value =
-            serde_json::from_str(line.trim()).map_err(|e| format!("a contender printed {line:?}: {e}"))?;
-        reports.push(report);
-    }
-    let sum = |key: &str| reports.iter().map(|r| r[key].as_u64().unwrap_or(0)).sum::<u64>();
-    let first = reports
-        .iter()
-        .filter_map(|r| r["started_ns"].as_u64())
-        .min()
-        .unwrap_or(0);
-    let last = reports
-        .iter()
-        .filter_map(|r| r["ended_ns"].as_u64())
-        .max()
-        .unwrap_or(0);
-    let wall = (last.saturating_sub(first)) as f64 / 1e9;
-    let cycles = sum("cycles");
-    let samples: Vec<Value> = reports
-        .iter()
-        .flat_map(|r| r["error_samples"].as_array().cloned().unwrap_or_default())
-        .collect();
-    Ok(json!({
-        "procs": procs, "cycles": cycles, "seconds": wall,
-        "cycles_per_sec": if wall > 0.0 { cycles as f64 / wall } else { 0.0 },
-        "errors": sum("errors"), "lost": sum("lost"), "error_samples": samples,
-    }))
-}
-
-fn unix_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
+    Ok(store_bench::contend(copies)?.figures())
 }
 
 fn contend_worker(f: &Flags) -> Result<Value, String> {
@@ -312,16 +162,10 @@ fn contend_worker(f: &Flags) -> Result<Value, String> {
             ..Options::default()
         },
     )?;
-    let start_at: u128 = number(f, "start-at")?;
-    let wait = start_at.saturating_sub(unix_ns());
-    std::thread::sleep(Duration::from_nanos(wait as u64));
-    let budget = Duration::from_secs_f64(number(f, "seconds")?);
-    let started_ns = unix_ns();
+    let budget = budget(f)?;
+    let contender = Contender::start(f)?;
     let c = run_cycles(&store, &ids, budget, Instant::now());
-    Ok(json!({
-        "cycles": c.done, "errors": c.errors, "lost": c.lost, "error_samples": c.samples,
-        "started_ns": started_ns as u64, "ended_ns": unix_ns() as u64,
-    }))
+    Ok(contender.report(&c))
 }
 
 fn populate(f: &Flags) -> Result<Value, String> {
@@ -334,7 +178,10 @@ fn populate(f: &Flags) -> Result<Value, String> {
 fn inspect(f: &Flags) -> Result<Value, String> {
     let store = SqliteStore::open_read_only(text(f, "db")?).map_err(|e| e.to_string())?;
     let running = store.running().map_err(|e| e.to_string())?;
-    let pids: Vec<i64> = running.iter().filter_map(|t| t.worker_pid).collect();
+    let pids: Vec<i64> = running
+        .iter()
+        .filter_map(|t| t.lease.as_ref()?.worker_pid)
+        .collect();
     let subtasks = match f.get("subtasks") {
         Some(id) => {
             let id: TaskId = id

@@ -6,145 +6,21 @@ use std::sync::{Mutex, MutexGuard};
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Committed, EventFilter, NewLlmCall, StoreResult, TaskFilter};
+use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Status, Store, StoreError, Task,
-    TaskId, Timestamp,
+    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, StoreError, Task, TaskId,
+    Timestamp,
 };
-use rusqlite::types::{FromSql, FromSqlError, ValueRef};
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
+use crate::rows::{
+    comment_from_row, event_from_row, llm_call_from_row, run_from_row, task_from_row, with_llm_call_params,
+    with_run_params, with_task_params, Word, COMMENT_COLUMNS, EVENT_COLUMNS, INSERT_LLM_CALL, INSERT_TASK,
+    LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS, UPDATE_TASK, UPSERT_RUN,
+};
 use crate::SqliteStore;
-
-const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, created_by, created_at, \
-    updated_at, started_at, completed_at, result, current_run_id, claim_lock, claim_expires, \
-    worker_pid, last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, \
-    last_failure_error, max_runtime_seconds, idempotency_key, revision, decompose_failures, \
-    decompose_next_attempt_at, decompose_parked, decompose_last_error";
-
-const RUN_COLUMNS: &str = "id, task_id, profile, status, outcome, claim_lock, claim_expires, \
-    worker_pid, last_heartbeat_at, started_at, ended_at, summary, error, metadata";
-
-const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
-
-const LLM_COLUMNS: &str = "id, task_id, purpose, model, started_at, duration_ms, outcome, \
-    http_status, prompt_tokens, completion_tokens, error";
-
-/// A column holding one of the core's words (status, outcome, block kind) or an id.
-struct Word<T>(T);
-
-impl<T: std::str::FromStr> FromSql for Word<T>
-where
-    T::Err: std::error::Error + Send + Sync + 'static,
-{
-    fn column_result(value: ValueRef<'_>) -> Result<Self, FromSqlError> {
-        let text = value.as_str()?;
-        text.parse()
-            .map(Word)
-            .map_err(|e| FromSqlError::Other(Box::new(e)))
-    }
-}
-
-/// A JSON text column.
-struct Json(serde_json::Value);
-
-impl FromSql for Json {
-    fn column_result(value: ValueRef<'_>) -> Result<Self, FromSqlError> {
-        serde_json::from_str(value.as_str()?)
-            .map(Json)
-            .map_err(|e| FromSqlError::Other(Box::new(e)))
-    }
-}
-
-fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
-    Ok(Task {
-        id: r.get::<_, Word<TaskId>>(0)?.0,
-        title: r.get(1)?,
-        body: r.get(2)?,
-        assignee: r.get(3)?,
-        status: r.get::<_, Word<Status>>(4)?.0,
-        priority: r.get(5)?,
-        created_by: r.get(6)?,
-        created_at: r.get(7)?,
-        updated_at: r.get(8)?,
-        started_at: r.get(9)?,
-        completed_at: r.get(10)?,
-        result: r.get(11)?,
-        current_run_id: r.get(12)?,
-        claim_lock: r.get(13)?,
-        claim_expires: r.get(14)?,
-        worker_pid: r.get(15)?,
-        last_heartbeat_at: r.get(16)?,
-        block_kind: r.get::<_, Option<Word<_>>>(17)?.map(|w| w.0),
-        block_recurrences: r.get(18)?,
-        consecutive_failures: r.get(19)?,
-        last_failure_error: r.get(20)?,
-        max_runtime_seconds: r.get(21)?,
-        idempotency_key: r.get(22)?,
-        revision: r.get(23)?,
-        decompose_failures: r.get(24)?,
-        decompose_next_attempt_at: r.get(25)?,
-        decompose_parked: r.get(26)?,
-        decompose_last_error: r.get(27)?,
-    })
-}
-
-fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
-    Ok(Run {
-        id: r.get(0)?,
-        task_id: r.get::<_, Word<TaskId>>(1)?.0,
-        profile: r.get(2)?,
-        status: r.get(3)?,
-        outcome: r.get::<_, Option<Word<_>>>(4)?.map(|w| w.0),
-        claim_lock: r.get(5)?,
-        claim_expires: r.get(6)?,
-        worker_pid: r.get(7)?,
-        last_heartbeat_at: r.get(8)?,
-        started_at: r.get(9)?,
-        ended_at: r.get(10)?,
-        summary: r.get(11)?,
-        error: r.get(12)?,
-        metadata: r.get::<_, Option<Json>>(13)?.map(|j| j.0),
-    })
-}
-
-fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
-    Ok(Event {
-        id: r.get(0)?,
-        task_id: r.get::<_, Word<TaskId>>(1)?.0,
-        run_id: r.get(2)?,
-        kind: r.get(3)?,
-        payload: r.get::<_, Json>(4)?.0,
-        created_at: r.get(5)?,
-    })
-}
-
-fn comment_from_row(r: &Row<'_>) -> rusqlite::Result<Comment> {
-    Ok(Comment {
-        id: r.get(0)?,
-        task_id: r.get::<_, Word<TaskId>>(1)?.0,
-        author: r.get(2)?,
-        body: r.get(3)?,
-        created_at: r.get(4)?,
-    })
-}
-
-fn llm_call_from_row(r: &Row<'_>) -> rusqlite::Result<LlmCall> {
-    Ok(LlmCall {
-        id: r.get(0)?,
-        task_id: r.get::<_, Option<Word<TaskId>>>(1)?.map(|w| w.0),
-        purpose: r.get(2)?,
-        model: r.get(3)?,
-        started_at: r.get(4)?,
-        duration_ms: r.get(5)?,
-        outcome: r.get(6)?,
-        http_status: r.get(7)?,
-        prompt_tokens: r.get(8)?,
-        completion_tokens: r.get(9)?,
-        error: r.get(10)?,
-    })
-}
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
@@ -286,43 +162,8 @@ fn insert_events(tx: &Connection, task_id: &TaskId, events: &[NewEvent], now: Ti
 }
 
 fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
-    let sql = format!(
-        "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
-    );
-    tx.prepare_cached(&sql)
-        .and_then(|mut s| {
-            s.execute(params![
-                t.id.as_str(),
-                t.title,
-                t.body,
-                t.assignee,
-                t.status.as_str(),
-                t.priority,
-                t.created_by,
-                t.created_at,
-                t.updated_at,
-                t.started_at,
-                t.completed_at,
-                t.result,
-                t.current_run_id,
-                t.claim_lock,
-                t.claim_expires,
-                t.worker_pid,
-                t.last_heartbeat_at,
-                t.block_kind.map(|k| k.as_str()),
-                t.block_recurrences,
-                t.consecutive_failures,
-                t.last_failure_error,
-                t.max_runtime_seconds,
-                t.idempotency_key,
-                t.revision,
-                t.decompose_failures,
-                t.decompose_next_attempt_at,
-                t.decompose_parked,
-                t.decompose_last_error,
-            ])
-        })
+    tx.prepare_cached(&INSERT_TASK)
+        .and_then(|mut s| with_task_params(t, &[], |params| s.execute(params)))
         .map_err(backend)?;
     Ok(())
 }
@@ -331,90 +172,29 @@ fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
 /// based on (compare-and-set on status, current run and claim lock).
 fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
     // Single winner: the row changes only if status, run and claim are as read.
+    let (status, run_id, claim_lock) = (
+        old.status.as_str(),
+        old.current_run_id(),
+        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
+    );
     let changed = tx
-        .prepare_cached(
-            "UPDATE tasks SET title = ?2, body = ?3, assignee = ?4, status = ?5, priority = ?6,
-                updated_at = ?7, started_at = ?8, completed_at = ?9, result = ?10, current_run_id = ?11,
-                claim_lock = ?12, claim_expires = ?13, worker_pid = ?14, last_heartbeat_at = ?15,
-                block_kind = ?16, block_recurrences = ?17, consecutive_failures = ?18,
-                last_failure_error = ?19, max_runtime_seconds = ?20, revision = ?21,
-                decompose_failures = ?22, decompose_next_attempt_at = ?23, decompose_parked = ?24,
-                decompose_last_error = ?25
-             WHERE id = ?1 AND status = ?26 AND current_run_id IS ?27 AND claim_lock IS ?28",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                t.id.as_str(),
-                t.title,
-                t.body,
-                t.assignee,
-                t.status.as_str(),
-                t.priority,
-                t.updated_at,
-                t.started_at,
-                t.completed_at,
-                t.result,
-                t.current_run_id,
-                t.claim_lock,
-                t.claim_expires,
-                t.worker_pid,
-                t.last_heartbeat_at,
-                t.block_kind.map(|k| k.as_str()),
-                t.block_recurrences,
-                t.consecutive_failures,
-                t.last_failure_error,
-                t.max_runtime_seconds,
-                t.revision,
-                t.decompose_failures,
-                t.decompose_next_attempt_at,
-                t.decompose_parked,
-                t.decompose_last_error,
-                old.status.as_str(),
-                old.current_run_id,
-                old.claim_lock,
-            ])
-        })
+        .prepare_cached(&UPDATE_TASK)
+        .and_then(|mut s| with_task_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
         .map_err(backend)?;
     if changed == 1 {
         Ok(())
     } else {
         Err(Refusal::ClaimChanged {
             id: t.id.clone(),
-            run_id: old.current_run_id.unwrap_or_default(),
+            run_id: run_id.unwrap_or_default(),
         }
         .into())
     }
 }
 
 fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
-    let sql = format!(
-        "INSERT INTO task_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-         ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
-            claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
-            worker_pid = excluded.worker_pid, last_heartbeat_at = excluded.last_heartbeat_at,
-            ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
-            metadata = excluded.metadata
-         WHERE task_runs.task_id = excluded.task_id"
-    );
-    tx.prepare_cached(&sql)
-        .and_then(|mut s| {
-            s.execute(params![
-                r.id,
-                r.task_id.as_str(),
-                r.profile,
-                r.status,
-                r.outcome.map(|o| o.as_str()),
-                r.claim_lock,
-                r.claim_expires,
-                r.worker_pid,
-                r.last_heartbeat_at,
-                r.started_at,
-                r.ended_at,
-                r.summary,
-                r.error,
-                r.metadata.as_ref().map(|m| m.to_string()),
-            ])
-        })
+    tx.prepare_cached(&UPSERT_RUN)
+        .and_then(|mut s| with_run_params(r, |params| s.execute(params)))
         .map_err(backend)?;
     Ok(())
 }
@@ -706,7 +486,9 @@ impl Store for SqliteStore {
         self.read(|tx| {
             Self::require_task(tx, id)?;
             let mut stmt = tx
-                .prepare_cached("SELECT id, task_id, author, body, created_at FROM task_comments WHERE task_id = ?1 ORDER BY id")
+                .prepare_cached(&format!(
+                    "SELECT {COMMENT_COLUMNS} FROM task_comments WHERE task_id = ?1 ORDER BY id"
+                ))
                 .map_err(backend)?;
             let rows = stmt.query_map([id.as_str()], comment_from_row).map_err(backend)?;
             rows.collect::<Result<_, _>>().map_err(backend)
@@ -806,14 +588,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Committed> {
         self.write(|tx| {
             let f = facts(tx, id)?;
-            let count = match plan {
-                Plan::Fanout { tasks, .. }
-                    if tasks.len() <= settings.max_children.min(plan::MAX_CHILDREN_CEILING) =>
-                {
-                    tasks.len()
-                }
-                _ => 0,
-            };
+            let count = plan::child_ids_needed(plan, settings);
             let mut child_ids = Vec::with_capacity(count);
             for _ in 0..count {
                 let fresh = unused_task_id(tx, &child_ids)?;
@@ -832,34 +607,19 @@ impl Store for SqliteStore {
         })
     }
 
-    fn record_llm_call(&self, c: &NewLlmCall) -> StoreResult<i64> {
+    fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {
         self.write(|tx| {
-            tx.prepare_cached(
-                "INSERT INTO llm_calls (task_id, purpose, model, started_at, duration_ms, outcome, http_status,
-                    prompt_tokens, completion_tokens, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    c.task_id.as_ref().map(TaskId::as_str),
-                    c.purpose,
-                    c.model,
-                    c.started_at,
-                    c.duration_ms,
-                    c.outcome,
-                    c.http_status,
-                    c.prompt_tokens,
-                    c.completion_tokens,
-                    c.error,
-                ])
-            })
-            .map_err(backend)?;
+            tx.prepare_cached(&INSERT_LLM_CALL)
+                .and_then(|mut s| with_llm_call_params(c, |params| s.execute(params)))
+                .map_err(backend)?;
             Ok(tx.last_insert_rowid())
         })
     }
 
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {
         let conn = self.conn();
-        let sql = format!("SELECT {LLM_COLUMNS} FROM llm_calls WHERE ?1 IS NULL OR task_id = ?1 ORDER BY id");
+        let sql =
+            format!("SELECT {LLM_CALL_COLUMNS} FROM llm_calls WHERE ?1 IS NULL OR task_id = ?1 ORDER BY id");
         let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
         let rows = stmt
             .query_map([task_id.map(TaskId::as_str)], llm_call_from_row)

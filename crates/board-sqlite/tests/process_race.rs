@@ -111,7 +111,7 @@ fn reclaim_and_complete_race_between_processes() {
         );
         let task = store.get(&t.id).unwrap();
         assert_eq!(task.status, if completed { Status::Done } else { Status::Ready });
-        assert_eq!(task.current_run_id, None);
+        assert_eq!(task.current_run_id(), None);
         let runs = store.runs(&t.id).unwrap();
         assert_eq!(runs.len(), 1);
         assert!(!runs[0].is_open());

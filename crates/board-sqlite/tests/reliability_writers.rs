@@ -153,7 +153,7 @@ fn writer_process() {
                         let task = &running[rng.below(running.len())];
                         t.record(
                             "reclaim",
-                            store.reclaim(&task.id, task.current_run_id, None, &NoWorkers, now()),
+                            store.reclaim(&task.id, task.current_run_id(), None, &NoWorkers, now()),
                         );
                     }
                 }
@@ -424,10 +424,11 @@ fn replay(task: &Task, events: &[&Event], runs: &HashMap<RunId, &Run>) -> Result
             replay.at, task.status
         ));
     }
-    if replay.open != task.current_run_id {
+    if replay.open != task.current_run_id() {
         return Err(format!(
             "events leave run {:?} open, the task's is {:?}",
-            replay.open, task.current_run_id
+            replay.open,
+            task.current_run_id()
         ));
     }
     Ok(())
@@ -481,7 +482,7 @@ fn the_status_path_check_refuses_impossible_histories() {
     b.tasks[child].status = Status::Done;
     bad.push(("a status no event explains", "the task is done", b));
     let mut b = good.clone();
-    b.tasks[child].current_run_id = None;
+    b.tasks[child].lease = None;
     bad.push((
         "a current run the events do not leave open",
         "the task's is None",

@@ -180,6 +180,18 @@ pub enum Verb {
     /// Run the gateway until SIGINT or SIGTERM
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Serve the board as a live web page and a JSON API until stopped
+    #[command(
+        after_help = "Examples:\n  kanban serve\n  kanban serve --bind 0.0.0.0:8420 --token \"$(openssl rand -hex 16)\"\n\nBound to a loopback address no token is needed; bound anywhere else a token is\nrequired (--token or KANBAN_SERVE_TOKEN) and every request must carry it."
+    )]
+    Serve {
+        /// The address to listen on
+        #[arg(long, value_name = "ADDR", default_value = web::DEFAULT_BIND)]
+        bind: std::net::SocketAddr,
+        /// The token every request must carry [default: $KANBAN_SERVE_TOKEN]
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]
@@ -356,4 +368,142 @@ pub fn shell(name: &str) -> Option<Shell> {
 /// Parses the process's own arguments, keeping non-UTF-8 ones for clap to refuse cleanly.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::error::ErrorKind;
+    use clap::CommandFactory;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_duration_is_seconds_by_default_or_in_its_unit() {
+        let cases = [
+            ("90", 90),
+            ("90s", 90),
+            ("15m", 900),
+            ("2h", 7200),
+            ("1d", 86_400),
+            ("007m", 420),
+        ];
+        for (text, secs) in cases {
+            assert_eq!(parse_duration(text), Ok(secs), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_duration_that_is_not_positive_whole_units_is_refused() {
+        for text in [
+            "",
+            "0",
+            "0s",
+            "-5",
+            "+5",
+            "5x",
+            "m",
+            "1.5h",
+            "5 m",
+            "5ms",
+            "15M",
+            "99999999999999999999",
+            "106751991167301d",
+        ] {
+            let err = parse_duration(text).expect_err(text);
+            assert_eq!(
+                err,
+                format!("not a duration: {text:?} (expected e.g. 90, 90s, 15m, 2h)")
+            );
+        }
+    }
+
+    #[test]
+    fn json_is_any_json_value() {
+        assert_eq!(parse_json(r#"{"tests": 42}"#), Ok(json!({"tests": 42})));
+        assert_eq!(parse_json("[1, null]"), Ok(json!([1, null])));
+        assert_eq!(parse_json("\"text\""), Ok(json!("text")));
+    }
+
+    #[test]
+    fn json_that_does_not_parse_says_why() {
+        for text in ["", "{tests: 42}", "{\"a\": 1} trailing", "'single'"] {
+            let err = parse_json(text).expect_err(text);
+            assert!(err.starts_with("invalid JSON: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_shell_the_grammar_accepts_has_a_script() {
+        let command = Cli::command();
+        let completions = command.find_subcommand("completions").expect("completions verb");
+        let shell_arg = completions
+            .get_arguments()
+            .find(|a| a.get_id() == "shell")
+            .expect("shell argument");
+        let names: Vec<String> = shell_arg
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        assert_eq!(names, ["bash", "zsh", "fish"]);
+        for name in &names {
+            assert!(shell(name).is_some(), "{name}");
+        }
+        assert!(shell("powershell").is_none());
+    }
+
+    fn parsed(args: &[&str]) -> Result<Cli, clap::Error> {
+        parse(
+            std::iter::once("kanban")
+                .chain(args.iter().copied())
+                .map(OsString::from),
+        )
+    }
+
+    #[test]
+    fn flag_values_are_parsed_when_the_line_is() {
+        let cli = parsed(&["create", "ship it", "--max-runtime", "15m", "--json"]).expect("parses");
+        assert!(cli.json);
+        let Verb::Create(create) = cli.verb else {
+            panic!("not create: {:?}", cli.verb);
+        };
+        assert_eq!(create.max_runtime, Some(900));
+        let cli = parsed(&["complete", "t_1a2b3c4d", "--metadata", r#"{"tests": 42}"#]).expect("parses");
+        let Verb::Complete(complete) = cli.verb else {
+            panic!("not complete: {:?}", cli.verb);
+        };
+        assert_eq!(complete.metadata, Some(json!({"tests": 42})));
+    }
+
+    #[test]
+    fn a_bad_flag_value_is_a_usage_error_before_anything_runs() {
+        for args in [
+            &["create", "ship it", "--max-runtime", "soon"][..],
+            &["complete", "t_1a2b3c4d", "--metadata", "{"],
+            &["list", "--status", "finished"],
+            &["claim", "t_1a2b3c4d", "--ttl", "0"],
+        ] {
+            let err = parsed(args).expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}: {err}");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn an_argument_that_is_not_utf8_is_refused_not_lost() {
+        use std::os::unix::ffi::OsStringExt;
+        let args = [
+            OsString::from("kanban"),
+            OsString::from("create"),
+            OsString::from_vec(b"bad \xff title".to_vec()),
+        ];
+        let err = parse(args).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidUtf8);
+    }
 }

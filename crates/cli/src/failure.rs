@@ -89,3 +89,34 @@ pub fn one_line(message: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_folds_whitespace_and_blanks_control_characters() {
+        assert_eq!(one_line("  a\n\n b\tc\r\n"), "a b c");
+        assert_eq!(one_line("title\x1b]0;owned\x07 end"), "title ]0;owned end");
+        assert_eq!(one_line("\n\t "), "");
+    }
+
+    #[test]
+    fn each_failure_has_its_exit_code_and_message() {
+        let refused = Failure::Refused("no".to_owned());
+        assert_eq!((refused.exit_code(), refused.message()), (1, Some("no")));
+        let usage = Failure::Usage("how".to_owned());
+        assert_eq!((usage.exit_code(), usage.message()), (2, Some("how")));
+        let reported = Failure::Reported;
+        assert_eq!((reported.exit_code(), reported.message()), (1, None));
+    }
+
+    #[test]
+    fn a_board_refusal_becomes_one_line() {
+        let failure = Failure::from(StoreError::Backend("disk\nfull\x1b[2J".to_owned()));
+        let message = failure.message().expect("a message").to_owned();
+        assert!(!message.contains(['\n', '\x1b']), "{message}");
+        assert!(message.contains("disk full [2J"), "{message}");
+        assert_eq!(failure.exit_code(), 1);
+    }
+}

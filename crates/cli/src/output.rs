@@ -1,85 +1,13 @@
-//! Everything the CLI prints: the JSON shapes (stable key order) and the human forms
-//! (aligned tables, sections, a tiny ANSI colour helper).
-//!
-//! JSON objects are built key by key (serde_json keeps insertion order), so their shape
-//! is a contract written down here rather than whatever the structs derive.
+//! Everything the CLI prints: the human forms (aligned tables, sections, a tiny ANSI
+//! colour helper), and the JSON shapes re-exported from `board_core::shapes`, which the
+//! web API prints too.
 
 use std::io::IsTerminal;
 
-use board_core::{Comment, Event, Run, Status, Task, Timestamp};
+use board_core::{Event, Run, Status, Task, Timestamp};
 use serde_json::{json, Value};
 
-/// A task as JSON: every `tasks` column except the lease internals (`claim_lock`,
-/// `claim_expires`, `worker_pid`, `last_heartbeat_at`), in column order.
-pub fn task_json(t: &Task) -> Value {
-    json!({
-        "id": t.id,
-        "title": t.title,
-        "body": t.body,
-        "assignee": t.assignee,
-        "status": t.status,
-        "priority": t.priority,
-        "created_by": t.created_by,
-        "created_at": t.created_at,
-        "updated_at": t.updated_at,
-        "started_at": t.started_at,
-        "completed_at": t.completed_at,
-        "result": t.result,
-        "current_run_id": t.current_run_id,
-        "block_kind": t.block_kind,
-        "block_recurrences": t.block_recurrences,
-        "consecutive_failures": t.consecutive_failures,
-        "last_failure_error": t.last_failure_error,
-        "max_runtime_seconds": t.max_runtime_seconds,
-        "idempotency_key": t.idempotency_key,
-        "revision": t.revision,
-        "decompose_failures": t.decompose_failures,
-        "decompose_next_attempt_at": t.decompose_next_attempt_at,
-        "decompose_parked": t.decompose_parked,
-        "decompose_last_error": t.decompose_last_error,
-    })
-}
-
-/// A run as JSON: every `task_runs` column except `claim_lock`, the token a guard
-/// compares and nobody needs to read.
-pub fn run_json(r: &Run) -> Value {
-    json!({
-        "id": r.id,
-        "task_id": r.task_id,
-        "profile": r.profile,
-        "status": r.status,
-        "outcome": r.outcome,
-        "claim_expires": r.claim_expires,
-        "worker_pid": r.worker_pid,
-        "last_heartbeat_at": r.last_heartbeat_at,
-        "started_at": r.started_at,
-        "ended_at": r.ended_at,
-        "summary": r.summary,
-        "error": r.error,
-        "metadata": r.metadata,
-    })
-}
-
-pub fn comment_json(c: &Comment) -> Value {
-    json!({
-        "id": c.id,
-        "task_id": c.task_id,
-        "author": c.author,
-        "body": c.body,
-        "created_at": c.created_at,
-    })
-}
-
-pub fn event_json(e: &Event) -> Value {
-    json!({
-        "id": e.id,
-        "task_id": e.task_id,
-        "run_id": e.run_id,
-        "kind": e.kind,
-        "payload": e.payload,
-        "created_at": e.created_at,
-    })
-}
+pub use board_core::shapes::{age, comment_json, event_json, run_json, task_json};
 
 /// Prints one JSON document on its own line.
 pub fn print_json(value: &Value) {
@@ -151,17 +79,6 @@ pub fn status_label(status: Status) -> String {
         Status::Archived => '×',
     };
     format!("{glyph} {status}")
-}
-
-/// How long ago `then` was, in one short unit: `42s`, `5m`, `3h`, `2d`.
-pub fn age(now: Timestamp, then: Timestamp) -> String {
-    let secs = (now - then).max(0);
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
 }
 
 /// The width to fit tables into: `$COLUMNS`, else the terminal's, else 100.
@@ -347,4 +264,161 @@ pub fn event_line(e: &Event, now: Timestamp, with_task: bool) -> String {
         line.push_str(&cut(&e.payload.to_string(), 120));
     }
     line.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_blanks_escape_sequences_and_every_other_control_character() {
+        let hostile = "a\x1b]0;owned\x07b\rc\x7fd\u{9b}2Je\0f\x08g";
+        assert_eq!(plain(hostile, false), "a ]0;owned b c d 2Je f g");
+    }
+
+    #[test]
+    fn plain_keeps_line_feeds_and_tabs_only_for_text_that_spans_lines() {
+        assert_eq!(plain("one\n\ttwo\r\n", true), "one\n\ttwo \n");
+        assert_eq!(plain("one\n\ttwo\r\n", false), "one  two  ");
+    }
+
+    #[test]
+    fn plain_leaves_printable_text_alone() {
+        let text = "ship ▶ the «release» 世界 ✓";
+        assert_eq!(plain(text, false), text);
+        assert_eq!(plain(text, true), text);
+    }
+
+    #[test]
+    fn cut_leaves_text_that_fits() {
+        assert_eq!(cut("ship it", 7), "ship it");
+        assert_eq!(cut("", 3), "");
+    }
+
+    #[test]
+    fn cut_text_ends_in_an_ellipsis_within_the_limit() {
+        let out = cut("ship the release", 8);
+        assert_eq!(out, "ship th…");
+        assert_eq!(out.chars().count(), 8);
+    }
+
+    #[test]
+    fn cut_counts_characters_not_bytes() {
+        assert_eq!(cut("ééééé", 5), "ééééé");
+        assert_eq!(cut("éééééé", 5), "éééé…");
+    }
+
+    #[test]
+    fn cut_puts_everything_on_one_line() {
+        assert_eq!(cut("one\ntwo\x1b[2J", 20), "one two [2J");
+    }
+
+    #[test]
+    fn age_picks_the_largest_whole_unit() {
+        let now = 1_000_000;
+        let cases = [
+            (0, "0s"),
+            (59, "59s"),
+            (60, "1m"),
+            (3599, "59m"),
+            (3600, "1h"),
+            (86_399, "23h"),
+            (86_400, "1d"),
+            (30 * 86_400, "30d"),
+        ];
+        for (ago, expected) in cases {
+            assert_eq!(age(now, now - ago), expected, "{ago} s ago");
+        }
+    }
+
+    #[test]
+    fn age_of_a_moment_after_now_is_zero() {
+        assert_eq!(age(100, 160), "0s");
+    }
+
+    #[test]
+    fn a_cell_is_blanked_and_measured_in_characters() {
+        assert_eq!(cell("a\x1bb"), ("a b".to_owned(), 3));
+        assert_eq!(cell("▶ é"), ("▶ é".to_owned(), 3));
+    }
+
+    #[test]
+    fn a_line_pads_by_visible_width_so_coloured_cells_line_up() {
+        let coloured = "\x1b[36m▶ running\x1b[0m".to_owned();
+        let line = format_line(
+            &["t_1".to_owned(), coloured.clone(), "x".to_owned()],
+            &[3, 9, 1],
+            &[5, 9, 0],
+            10,
+        );
+        assert_eq!(line, format!("t_1    {coloured}  x\n"));
+    }
+
+    #[test]
+    fn a_line_cuts_its_last_cell_to_the_width_left() {
+        let line = format_line(
+            &["t_1".to_owned(), "a long title to cut".to_owned()],
+            &[3, 19],
+            &[3, 0],
+            8,
+        );
+        assert_eq!(line, "t_1  a long …\n");
+    }
+
+    #[test]
+    fn a_line_has_no_trailing_blanks() {
+        let line = format_line(&["a".to_owned(), String::new()], &[1, 0], &[4, 0], 10);
+        assert_eq!(line, "a\n");
+    }
+
+    #[test]
+    fn a_status_label_is_its_glyph_and_word() {
+        assert_eq!(status_label(Status::Running), "▶ running");
+        assert_eq!(status_label(Status::Done), "✓ done");
+    }
+
+    #[test]
+    fn paint_off_adds_no_escape_codes() {
+        let off = Paint { on: false };
+        assert_eq!(off.bold("x"), "x");
+        assert_eq!(off.status(Status::Blocked), "■ blocked");
+        let on = Paint { on: true };
+        assert_eq!(on.bold("x"), "\x1b[1mx\x1b[0m");
+    }
+
+    fn event(kind: &str, payload: Value) -> Event {
+        Event {
+            id: 7,
+            task_id: "t_1a2b3c4d".parse().expect("task id"),
+            run_id: Some(3),
+            kind: kind.to_owned(),
+            payload,
+            created_at: 1_000,
+        }
+    }
+
+    #[test]
+    fn an_event_line_shows_a_payload_only_when_it_has_one() {
+        assert_eq!(
+            event_line(&event("claimed", json!({})), 1_090, false),
+            "#7       1m ago  claimed              run 3"
+        );
+        assert_eq!(
+            event_line(&event("blocked", json!({"kind": "transient"})), 1_090, true),
+            "#7       1m ago  t_1a2b3c4d  blocked              run 3    {\"kind\":\"transient\"}"
+        );
+    }
+
+    #[test]
+    fn an_event_line_blanks_its_kind_and_cuts_its_payload() {
+        let line = event_line(
+            &event("odd\x1b[2J", json!({"note": "x".repeat(500)})),
+            1_000,
+            false,
+        );
+        assert!(line.contains("odd [2J"), "{line}");
+        assert!(line.ends_with('…'), "{line}");
+        let payload = line.split_once("run 3").expect("run").1.trim_start();
+        assert_eq!(payload.chars().count(), 120);
+    }
 }

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{NewLlmCall, Store, TaskId, Timestamp};
+use board_core::{LlmCall, Store, TaskId, Timestamp};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
@@ -384,14 +384,14 @@ fn bill(
     started_at: Timestamp,
     duration_ms: i64,
     result: &Result<ModelReply, CallFailure>,
-) -> NewLlmCall {
-    let mut row = NewLlmCall {
+) -> LlmCall {
+    let mut row = LlmCall {
         task_id: Some(task_id.clone()),
         purpose: purpose.as_str().to_owned(),
         model: model.to_owned(),
         started_at,
         duration_ms,
-        ..NewLlmCall::default()
+        ..LlmCall::default()
     };
     match result {
         Ok(completion) => {
@@ -409,7 +409,7 @@ fn bill(
     row
 }
 
-async fn record(store: &Arc<dyn Store>, row: NewLlmCall) {
+async fn record(store: &Arc<dyn Store>, row: LlmCall) {
     let store = Arc::clone(store);
     let written = tokio::task::spawn_blocking(move || store.record_llm_call(&row)).await;
     match written {

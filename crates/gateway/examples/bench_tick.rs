@@ -8,7 +8,7 @@
 //! - `tick --home H --ticks K`: the dispatcher on `H/kanban.db` with `max_spawn: 0` and
 //!   auto-decompose on; one warm-up tick, then K timed ticks.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +18,7 @@ use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
 use gateway::supervisor::HomeLayout;
 use serde_json::{json, Value};
+use store_bench::{number, text, Flags, Workload};
 
 /// Decompositions that never start anything, so the tick's own cost is what is timed.
 struct Idle;
@@ -31,54 +32,21 @@ impl Decompositions for Idle {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.split_first() {
-        Some((command, rest)) => flags(rest).and_then(|f| match command.as_str() {
-            "build" => build(&f),
-            "tick" => tick(&f),
-            "version" => Ok(json!({"schema_version": board_sqlite::SCHEMA_VERSION})),
-            other => Err(format!("unknown subcommand {other:?}")),
-        }),
-        None => Err("usage: bench_tick build|tick --flag value ...".to_owned()),
-    };
-    match result {
-        Ok(figures) => println!("{figures}"),
-        Err(message) => {
-            eprintln!("bench_tick: {message}");
-            std::process::exit(1);
-        }
-    }
+    let workloads: &[(&str, Workload)] = &[("build", build), ("tick", tick), ("version", version)];
+    store_bench::main("bench_tick", workloads)
 }
 
-fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
-    let mut out = HashMap::new();
-    let mut it = args.iter();
-    while let Some(key) = it.next() {
-        let name = key
-            .strip_prefix("--")
-            .ok_or_else(|| format!("expected a --flag, got {key:?}"))?;
-        let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
-        out.insert(name.to_owned(), value.clone());
-    }
-    Ok(out)
+fn version(_: &Flags) -> Result<Value, String> {
+    Ok(json!({"schema_version": board_sqlite::SCHEMA_VERSION}))
 }
 
-fn number(f: &HashMap<String, String>, name: &str) -> Result<usize, String> {
-    f.get(name)
-        .ok_or_else(|| format!("missing --{name}"))?
-        .parse()
-        .map_err(|_| format!("--{name}: not a number"))
+fn path(f: &Flags, name: &str) -> Result<PathBuf, String> {
+    text(f, name).map(PathBuf::from)
 }
 
-fn path(f: &HashMap<String, String>, name: &str) -> Result<PathBuf, String> {
-    f.get(name)
-        .map(PathBuf::from)
-        .ok_or_else(|| format!("missing --{name}"))
-}
-
-fn build(f: &HashMap<String, String>) -> Result<Value, String> {
+fn build(f: &Flags) -> Result<Value, String> {
     let db = path(f, "db")?;
-    let total = number(f, "tasks")?;
+    let total = number::<usize>(f, "tasks")?;
     let ready = number(f, "ready")?;
     let triage = number(f, "triage")?;
     // The 1k board is all ready and triage cards: every board keeps the same work for
@@ -132,7 +100,7 @@ fn build(f: &HashMap<String, String>) -> Result<Value, String> {
     )
 }
 
-fn tick(f: &HashMap<String, String>) -> Result<Value, String> {
+fn tick(f: &Flags) -> Result<Value, String> {
     let home = path(f, "home")?;
     let ticks = number(f, "ticks")?;
     let layout = HomeLayout::new(&home);

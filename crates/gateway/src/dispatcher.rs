@@ -223,7 +223,7 @@ impl Dispatcher {
             }
         };
         for task in running {
-            if task.worker_pid.is_none() || self.workers.contains_key(&task.id) {
+            if task.worker_pid().is_none() || self.workers.contains_key(&task.id) {
                 continue;
             }
             if !self.hold(&task) {
@@ -239,7 +239,7 @@ impl Dispatcher {
     /// pass sees after [`Dispatcher::adopt`], for a dry run.
     pub fn take_hold(&mut self) -> Result<(), StoreError> {
         for task in self.store.running()? {
-            if task.worker_pid.is_some() && !self.workers.contains_key(&task.id) {
+            if task.worker_pid().is_some() && !self.workers.contains_key(&task.id) {
                 self.hold(&task);
             }
         }

@@ -30,9 +30,10 @@ pub struct RunRef {
 impl RunRef {
     /// The task's open run, from its lease; `None` when it has none.
     pub fn of(task: &Task) -> Option<RunRef> {
+        let lease = task.lease.as_ref()?;
         Some(RunRef {
-            run_id: task.current_run_id?,
-            claim_lock: task.claim_lock.clone()?,
+            run_id: lease.run_id,
+            claim_lock: lease.claim_lock.clone(),
         })
     }
 }
@@ -65,9 +66,10 @@ impl StopReason {
     }
 
     fn stale(task: &Task, now: Timestamp) -> StopReason {
+        let claim_expires = task.lease.as_ref().map(|l| l.expires);
         StopReason::Stale {
-            claim_expires: task.claim_expires,
-            at: task.claim_expires.unwrap_or(now),
+            claim_expires,
+            at: claim_expires.unwrap_or(now),
         }
     }
 

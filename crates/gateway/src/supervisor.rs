@@ -221,8 +221,8 @@ impl Worker {
         let pidfd = prove_ours(task)?;
         Some(Worker {
             task_id: task.id.clone(),
-            run_id: task.current_run_id?,
-            claim_lock: task.claim_lock.clone()?,
+            run_id: task.current_run_id()?,
+            claim_lock: task.lease.as_ref()?.claim_lock.clone(),
             pid: pidfd.pid(),
             leader: Leader::Adopted(pidfd),
             log: layout.log(&task.id),
@@ -326,8 +326,8 @@ pub fn classify(exit: Exit, log_tail: &str) -> Ending {
 /// pidfd was opened on is still alive after that was read, so the pid was not reused in
 /// between. A pid reused by an unrelated process is not our worker.
 pub fn prove_ours(task: &Task) -> Option<Pidfd> {
-    let pid = u32::try_from(task.worker_pid?).ok()?;
-    let run_id = task.current_run_id?;
+    let lease = task.lease.as_ref()?;
+    let (pid, run_id) = (u32::try_from(lease.worker_pid?).ok()?, lease.run_id);
     let pidfd = Pidfd::open(pid).ok()?;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let wanted_task = format!("KANBAN_TASK={}", task.id);

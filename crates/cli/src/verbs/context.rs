@@ -281,7 +281,7 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         format!("priority {}", t.priority),
         format!("assignee {}", t.assignee.as_deref().unwrap_or("none")),
     ];
-    if let Some(run) = t.current_run_id {
+    if let Some(run) = t.current_run_id() {
         facts.push(format!("run {run}"));
     }
     let _ = writeln!(md, "{}\n", facts.join(" · "));
@@ -381,7 +381,7 @@ fn brief_json(b: &Brief) -> Value {
             "assignee": t.assignee,
             "priority": t.priority,
             "revision": t.revision,
-            "current_run_id": t.current_run_id,
+            "current_run_id": t.current_run_id(),
         },
         "parents": b.parents.iter().map(|(p, summary)| json!({
             "id": p.id,
@@ -408,3 +408,6 @@ fn brief_json(b: &Brief) -> Value {
         "truncated": b.truncated(),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,7 @@ mod decompose;
 mod gateway_verbs;
 mod graph;
 mod read;
+mod serve;
 mod setup;
 mod stats;
 mod tasks;
@@ -123,6 +124,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
         Verb::Dispatch { dry_run } => gateway_verbs::dispatch(&ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, command),
+        Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
         Verb::Config(command) => config::run(&home, json, command),
     }
 }
@@ -168,5 +170,89 @@ pub fn settle(mut refused: Vec<Failure>) -> Result<(), Failure> {
             }
             Err(Failure::Reported)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(text: &str) -> TaskId {
+        text.parse().expect("task id")
+    }
+
+    fn worker() -> Worker {
+        Worker {
+            task: id("t_0000000a"),
+            run: 7,
+        }
+    }
+
+    #[test]
+    fn a_worker_acts_on_its_own_task_guarded_by_its_run() {
+        let w = worker();
+        let (task, run) = target(None, None, Some(&w), "complete").expect("a target");
+        assert_eq!((task, run), (id("t_0000000a"), Some(7)));
+        let (task, run) = target(Some(id("t_0000000a")), None, Some(&w), "complete").expect("a target");
+        assert_eq!((task, run), (id("t_0000000a"), Some(7)));
+    }
+
+    #[test]
+    fn an_explicit_run_wins_over_the_workers() {
+        let w = worker();
+        let (_, run) = target(None, Some(3), Some(&w), "complete").expect("a target");
+        assert_eq!(run, Some(3));
+        let (_, run) = target(Some(id("t_0000000a")), Some(3), Some(&w), "complete").expect("a target");
+        assert_eq!(run, Some(3));
+    }
+
+    #[test]
+    fn another_task_is_not_guarded_by_the_workers_run() {
+        let w = worker();
+        let (task, run) = target(Some(id("t_0000000b")), None, Some(&w), "block").expect("a target");
+        assert_eq!((task, run), (id("t_0000000b"), None));
+        let (task, run) = target(Some(id("t_0000000b")), None, None, "block").expect("a target");
+        assert_eq!((task, run), (id("t_0000000b"), None));
+    }
+
+    #[test]
+    fn no_id_outside_a_worker_is_a_usage_error_naming_the_verb() {
+        let failure = target(None, Some(3), None, "heartbeat").expect_err("no task");
+        assert_eq!(failure.exit_code(), 2);
+        let message = failure.message().expect("a message");
+        assert!(message.starts_with("heartbeat needs a task id"), "{message}");
+    }
+
+    #[test]
+    fn text_at_the_cap_passes_and_one_byte_more_is_refused() {
+        assert!(check_size("the body", 1024, 1024).is_ok());
+        let failure = check_size("the body", 1025, 1024).expect_err("over");
+        assert_eq!(failure.exit_code(), 2);
+        assert_eq!(
+            failure.message(),
+            Some(
+                "the body is over the 1024-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
+            )
+        );
+    }
+
+    #[test]
+    fn a_word_that_is_not_a_task_id_is_a_usage_error() {
+        assert_eq!(parse_id("t_0000000a").expect("an id"), id("t_0000000a"));
+        assert_eq!(parse_id("fix the bug").expect_err("not an id").exit_code(), 2);
+    }
+
+    #[test]
+    fn settle_returns_a_single_refusal_and_reports_several() {
+        assert!(settle(Vec::new()).is_ok());
+        let one = settle(vec![Failure::Refused("gone".to_owned())]).expect_err("refused");
+        assert_eq!(one.message(), Some("gone"));
+        let several = settle(vec![
+            Failure::Refused("gone".to_owned()),
+            Failure::Usage("bad".to_owned()),
+        ])
+        .expect_err("refused");
+        assert!(matches!(several, Failure::Reported));
+        assert_eq!(several.exit_code(), 1);
     }
 }

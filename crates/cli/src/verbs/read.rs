@@ -3,31 +3,20 @@
 use std::io::Write;
 use std::time::Duration;
 
-use board_core::{EventFilter, Status, Store, Task, TaskFilter, TaskId};
-use serde_json::{json, Value};
+use board_core::shapes::{list_filter, list_json, Shown, SHOW_EVENTS};
+use board_core::{EventFilter, Store, Task, TaskId};
+use serde_json::Value;
 
 use crate::args::ListArgs;
 use crate::failure::Failure;
-use crate::output::{
-    age, comment_json, event_json, event_line, plain, print_json, run_json, run_table, task_json, task_table,
-};
+use crate::output::{age, event_json, event_line, plain, print_json, run_json, run_table, task_table};
 use crate::stop;
 use crate::verbs::Ctx;
 
-/// How many of a task's events `show` prints, newest kept.
-const SHOW_EVENTS: usize = 20;
-
 pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
-    let filter = TaskFilter {
-        status: a.status,
-        assignee: a.assignee,
-        // Asking for archived tasks by status means wanting to see them.
-        include_archived: a.archived || a.status == Some(Status::Archived),
-        limit: None,
-    };
-    let tasks = ctx.store.list(&filter)?;
+    let tasks = ctx.store.list(&list_filter(a.status, a.assignee, a.archived))?;
     if ctx.json {
-        print_json(&Value::Array(tasks.iter().map(task_json).collect()));
+        print_json(&list_json(&tasks));
     } else {
         task_table(&tasks, ctx.now, ctx.paint);
     }
@@ -35,30 +24,20 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
 }
 
 pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
-    let store = &ctx.store;
-    let task = store.get(id)?;
-    let parents = store.parents(id)?;
-    let children = store.children(id)?;
-    let runs = store.runs(id)?;
-    let comments = store.comments(id)?;
-    let mut events = store.events(&EventFilter {
-        task_id: Some(id.clone()),
-        ..EventFilter::default()
-    })?;
-    let skipped = events.len().saturating_sub(SHOW_EVENTS);
-    events.drain(..skipped);
-
+    let shown = Shown::read(&ctx.store, id)?;
     if ctx.json {
-        print_json(&json!({
-            "task": task_json(&task),
-            "parents": parents.iter().map(task_json).collect::<Vec<_>>(),
-            "children": children.iter().map(task_json).collect::<Vec<_>>(),
-            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
-            "comments": comments.iter().map(comment_json).collect::<Vec<_>>(),
-            "events": events.iter().map(event_json).collect::<Vec<_>>(),
-        }));
+        print_json(&shown.to_json());
         return Ok(());
     }
+    let Shown {
+        task,
+        parents,
+        children,
+        runs,
+        comments,
+        events,
+        skipped,
+    } = shown;
 
     let p = ctx.paint;
     let now = ctx.now;
@@ -78,7 +57,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         format!("updated {} ago", age(now, task.updated_at)),
         format!("revision {}", task.revision),
     ];
-    if let Some(run) = task.current_run_id {
+    if let Some(run) = task.current_run_id() {
         facts.push(format!("run {run}"));
     }
     if let Some(kind) = task.block_kind {

@@ -180,3 +180,31 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_hold_every_status_in_the_boards_order() {
+        let mut counts = Counts::new();
+        for status in [Status::Ready, Status::Done, Status::Ready] {
+            counts.add(status);
+        }
+        assert_eq!(counts.total(), 3);
+        assert_eq!(counts.get(Status::Ready), 2);
+        assert_eq!(counts.get(Status::Triage), 0);
+        let json = counts.json();
+        let keys: Vec<&str> = json
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let order: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(keys, order);
+        assert_eq!(json["ready"], 2);
+        assert_eq!(json["done"], 1);
+        assert_eq!(json["triage"], 0);
+    }
+}

@@ -36,7 +36,7 @@ pub fn heartbeat(
         Some(run) => run,
         None => {
             let task = ctx.store.get(&id)?;
-            task.current_run_id.ok_or_else(|| {
+            task.current_run_id().ok_or_else(|| {
                 Failure::Refused(format!("task {id} is {}; heartbeat needs running", task.status))
             })?
         }
@@ -162,7 +162,7 @@ fn finish(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> R
 fn lost(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
     let current = match ctx.store.get(id) {
         Ok(task) => task
-            .current_run_id
+            .current_run_id()
             .map_or_else(|| "none".to_owned(), |r| r.to_string()),
         Err(_) => "unknown".to_owned(),
     };

@@ -4,6 +4,7 @@
 //! nothing and is not an error.
 
 use super::*;
+use board_core::RunEnd;
 
 /// One tick being performed: its settings, its time, and what it has done so far.
 pub(super) struct Pass<'a> {
@@ -90,16 +91,15 @@ impl Dispatcher {
         ending: &Ending,
         pass: &Pass<'_>,
     ) -> Result<bool, StoreError> {
-        self.store.end_run(
-            task,
-            run.run_id,
-            &run.claim_lock,
-            ending.outcome,
-            ending.error.clone(),
-            ending.detail.clone(),
-            pass.settings.failure_limit,
-            pass.now,
-        )
+        let end = RunEnd {
+            run_id: run.run_id,
+            claim_lock: run.claim_lock.clone(),
+            outcome: ending.outcome,
+            error: ending.error.clone(),
+            detail: ending.detail.clone(),
+            failure_limit: pass.settings.failure_limit,
+        };
+        self.store.end_run(task, end, pass.now)
     }
 
     /// A worker that exited by itself and left its run open: the run ends as classified.

@@ -1,7 +1,7 @@
 //! The planner with plain values: one table row per action kind and per budget.
 
 use board_core::graph::blank_task;
-use board_core::{RetryPolicy, Status};
+use board_core::{Lease, RetryPolicy, Status};
 
 use super::*;
 use crate::supervisor::Exit;
@@ -26,9 +26,13 @@ fn run(n: u8) -> RunRef {
 /// A running task on run `n`, started 10 s ago, its lease good for 900 s.
 fn running(n: u8) -> Task {
     let mut t = task(n, Status::Running);
-    t.current_run_id = Some(i64::from(n));
-    t.claim_lock = Some(format!("lock {n}"));
-    t.claim_expires = Some(T + 900);
+    t.lease = Some(Lease {
+        run_id: i64::from(n),
+        claim_lock: format!("lock {n}"),
+        expires: T + 900,
+        worker_pid: None,
+        last_heartbeat_at: None,
+    });
     t.started_at = Some(T - 10);
     t
 }
@@ -39,7 +43,9 @@ fn with_runtime(mut t: Task, max: i64) -> Task {
 }
 
 fn expired(mut t: Task) -> Task {
-    t.claim_expires = Some(T - 1);
+    if let Some(lease) = t.lease.as_mut() {
+        lease.expires = T - 1;
+    }
     t
 }
 

@@ -1,0 +1,164 @@
+//! The board's JSON shapes (and the one way an age is written): a task, a run, a comment, an event, and the `list` and
+//! `show` documents built from them. The command line's `--json` and the web API both
+//! print these, so a script reads the same keys from either.
+//!
+//! The shapes are pure functions of board values; [`Shown::read`] gathers what `show`
+//! prints through the `Store` trait, so both readers read the same rows.
+//!
+//! Objects are built key by key (serde_json keeps insertion order), so each shape is a
+//! contract written down here rather than whatever the structs derive.
+
+use serde_json::{json, Value};
+
+use crate::store::{EventFilter, Store, StoreResult, TaskFilter};
+use crate::types::{Comment, Event, Run, Status, Task, TaskId, Timestamp};
+
+/// A task: every `tasks` column except the lease internals (`claim_lock`,
+/// `claim_expires`, `worker_pid`, `last_heartbeat_at`), in column order.
+pub fn task_json(t: &Task) -> Value {
+    json!({
+        "id": t.id,
+        "title": t.title,
+        "body": t.body,
+        "assignee": t.assignee,
+        "status": t.status,
+        "priority": t.priority,
+        "created_by": t.created_by,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "started_at": t.started_at,
+        "completed_at": t.completed_at,
+        "result": t.result,
+        "current_run_id": t.current_run_id(),
+        "block_kind": t.block_kind,
+        "block_recurrences": t.block_recurrences,
+        "consecutive_failures": t.consecutive_failures,
+        "last_failure_error": t.last_failure_error,
+        "max_runtime_seconds": t.max_runtime_seconds,
+        "idempotency_key": t.idempotency_key,
+        "revision": t.revision,
+        "decompose_failures": t.decompose_failures,
+        "decompose_next_attempt_at": t.decompose_next_attempt_at,
+        "decompose_parked": t.decompose_parked,
+        "decompose_last_error": t.decompose_last_error,
+    })
+}
+
+/// A run: every `task_runs` column except `claim_lock`, the token a guard compares and
+/// nobody needs to read.
+pub fn run_json(r: &Run) -> Value {
+    json!({
+        "id": r.id,
+        "task_id": r.task_id,
+        "profile": r.profile,
+        "status": r.status,
+        "outcome": r.outcome,
+        "claim_expires": r.claim_expires,
+        "worker_pid": r.worker_pid,
+        "last_heartbeat_at": r.last_heartbeat_at,
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+        "summary": r.summary,
+        "error": r.error,
+        "metadata": r.metadata,
+    })
+}
+
+pub fn comment_json(c: &Comment) -> Value {
+    json!({
+        "id": c.id,
+        "task_id": c.task_id,
+        "author": c.author,
+        "body": c.body,
+        "created_at": c.created_at,
+    })
+}
+
+pub fn event_json(e: &Event) -> Value {
+    json!({
+        "id": e.id,
+        "task_id": e.task_id,
+        "run_id": e.run_id,
+        "kind": e.kind,
+        "payload": e.payload,
+        "created_at": e.created_at,
+    })
+}
+
+/// How long ago `then` was, in one short unit: `42s`, `5m`, `3h`, `2d`. Every reader
+/// of the board (terminal and page) says ages this way.
+pub fn age(now: Timestamp, then: Timestamp) -> String {
+    let secs = (now - then).max(0);
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// The `list` document: the tasks in the order given.
+pub fn list_json(tasks: &[Task]) -> Value {
+    Value::Array(tasks.iter().map(task_json).collect())
+}
+
+/// The filter `list` applies: asking for archived tasks by status means wanting to see them.
+pub fn list_filter(status: Option<Status>, assignee: Option<String>, archived: bool) -> TaskFilter {
+    TaskFilter {
+        status,
+        include_archived: archived || status == Some(Status::Archived),
+        assignee,
+        limit: None,
+    }
+}
+
+/// How many of a task's events `show` carries, newest kept.
+pub const SHOW_EVENTS: usize = 20;
+
+/// Everything `show` reads about one task.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    pub task: Task,
+    pub parents: Vec<Task>,
+    pub children: Vec<Task>,
+    pub runs: Vec<Run>,
+    pub comments: Vec<Comment>,
+    /// The newest [`SHOW_EVENTS`], oldest first.
+    pub events: Vec<Event>,
+    /// How many older events were left out.
+    pub skipped: usize,
+}
+
+impl Shown {
+    /// Reads the task and everything `show` prints about it; an unknown id is refused.
+    pub fn read<S: Store + ?Sized>(store: &S, id: &TaskId) -> StoreResult<Shown> {
+        let task = store.get(id)?;
+        let mut events = store.events(&EventFilter {
+            task_id: Some(id.clone()),
+            ..EventFilter::default()
+        })?;
+        let skipped = events.len().saturating_sub(SHOW_EVENTS);
+        events.drain(..skipped);
+        Ok(Shown {
+            parents: store.parents(id)?,
+            children: store.children(id)?,
+            runs: store.runs(id)?,
+            comments: store.comments(id)?,
+            task,
+            events,
+            skipped,
+        })
+    }
+
+    /// The `show` document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "task": task_json(&self.task),
+            "parents": list_json(&self.parents),
+            "children": list_json(&self.children),
+            "runs": self.runs.iter().map(run_json).collect::<Vec<_>>(),
+            "comments": self.comments.iter().map(comment_json).collect::<Vec<_>>(),
+            "events": self.events.iter().map(event_json).collect::<Vec<_>>(),
+        })
+    }
+}

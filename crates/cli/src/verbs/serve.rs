@@ -1,0 +1,47 @@
+//! `kanban serve`: the web board on the home the CLI prepared.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use gateway::home::LOGS_DIR;
+use gateway::supervisor::ProcessGroupTerminator;
+
+use crate::failure::{one_line, Failure};
+use crate::home::Home;
+
+use super::Ctx;
+
+/// Serves until the process is stopped. The token comes from `--token`, else from
+/// `KANBAN_SERVE_TOKEN`; `web::serve` refuses a non-loopback bind without one.
+pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> Result<(), Failure> {
+    let token = token.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    web::check_bind(bind, token.as_deref()).map_err(|e| Failure::Usage(e.to_string()))?;
+    let max_text_bytes = ctx.config.kanban.max_text_bytes;
+    let defaults = web::Settings::default();
+    let settings = web::Settings {
+        max_text_bytes,
+        // A body at the text cap, JSON-escaped, must still reach the cap's own message.
+        max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
+        terminator: Arc::new(ProcessGroupTerminator),
+        logs_dir: Some(home.dir.join(LOGS_DIR)),
+        ..defaults
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Refused(format!("cannot start the server: {e}")))?;
+    let store: Arc<dyn board_core::Store> = Arc::new(ctx.store);
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .map_err(|e| Failure::Refused(format!("cannot listen on {bind}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Failure::Refused(e.to_string()))?;
+        // The actual port (`--bind 127.0.0.1:0` picks one) is what a script waits for.
+        println!("serving the board at http://{local}/");
+        web::serve_on(listener, store, settings, token)
+            .await
+            .map_err(|e| Failure::Refused(one_line(&e.to_string())))
+    })
+}

@@ -1,0 +1,187 @@
+//! `kanban decompose` and `kanban specify` against a fake LLM server: the `--json` lines,
+//! the human lines, `--all`, and the exit codes.
+
+use crate::common;
+
+use assert_cmd::Command;
+use board_core::Status;
+use common::{get, Board};
+use fake_llm::{FakeLlm, Reply, Settings};
+use serde_json::{json, Value};
+
+fn fake() -> FakeLlm {
+    FakeLlm::start_blocking(Settings::default()).expect("fake llm")
+}
+
+/// `kanban ARGS...` on the board, whose config points the decomposer at `llm`.
+fn kanban(board: &Board, llm: &FakeLlm, args: &[&str]) -> Command {
+    let config = format!(
+        "model:\n  base_url: {}\n  default: fake-model\n  api_key_env: KANBAN_TEST_NO_KEY\n",
+        llm.base_url()
+    );
+    std::fs::write(board.home().join("config.yaml"), config).expect("write config");
+    let mut cmd = board.kanban(args);
+    cmd.env_remove("OPENAI_API_KEY");
+    cmd
+}
+
+fn single(title: &str) -> Reply {
+    Reply::text(json!({ "fanout": false, "title": title, "body": "done when it works" }).to_string())
+}
+
+fn lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect()
+}
+
+#[test]
+fn decompose_one_card_prints_one_outcome_line() {
+    let board = Board::init();
+    let llm = fake();
+    let id = board.create(&["rough idea", "--triage"]);
+    llm.push_reply(single("Write the release notes"));
+    let out = kanban(&board, &llm, &["decompose", &id, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = lines(&out.stdout);
+    assert_eq!(lines.len(), 1);
+    let keys: Vec<&str> = lines[0].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["task_id", "ok", "reason", "fanout", "child_ids", "new_title"]
+    );
+    assert_eq!(
+        lines[0],
+        json!({ "task_id": id, "ok": true, "reason": null, "fanout": false, "child_ids": [], "new_title": "Write the release notes" })
+    );
+    let task = get(&board, &id);
+    assert_eq!(
+        (task.status, task.title.as_str()),
+        (Status::Ready, "Write the release notes")
+    );
+    let request = &llm.requests()[0];
+    assert_eq!(request.json().unwrap()["model"], "fake-model");
+    assert!(request.header("authorization").is_none());
+}
+
+#[test]
+fn a_malformed_reply_exits_1_with_ok_false() {
+    let board = Board::init();
+    let llm = fake();
+    let id = board.create(&["rough idea", "--triage"]);
+    llm.push_reply(Reply::text("Sure, I can help with that!"));
+    let out = kanban(&board, &llm, &["decompose", &id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let lines = lines(&out.stdout);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["ok"], false);
+    assert!(lines[0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("malformed reply"));
+    let task = get(&board, &id);
+    assert_eq!(
+        (task.status, task.decompose_failures),
+        (Status::Triage, 0),
+        "a manual failure is not counted"
+    );
+
+    llm.push_reply(Reply::text("still prose"));
+    let out = kanban(&board, &llm, &["decompose", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!("kanban: {id}: malformed reply")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn all_decomposes_every_triage_card_in_list_order() {
+    let board = Board::init();
+    let llm = fake();
+    let first = board.create(&["first idea", "--triage"]);
+    let second = board.create(&["second idea", "--triage", "--priority", "5"]);
+    let third = board.create(&["third idea", "--triage"]);
+    let ready = board.create(&["already clear"]);
+    llm.script_task(first.clone(), vec![single("First, clearer")]);
+    llm.script_task(
+        second.clone(),
+        vec![Reply::text(
+            r#"{"fanout": true, "tasks": [{"title": "a"}, {"title": "b", "parents": [0]}]}"#,
+        )],
+    );
+    llm.script_task(third.clone(), vec![Reply::text(r#"{"fanout": "maybe"}"#)]);
+    let out = kanban(&board, &llm, &["decompose", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "one card failed");
+    let lines = lines(&out.stdout);
+    let ids: Vec<&str> = lines.iter().map(|l| l["task_id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [second.as_str(), first.as_str(), third.as_str()],
+        "priority first, then age"
+    );
+    let oks: Vec<bool> = lines.iter().map(|l| l["ok"].as_bool().unwrap()).collect();
+    assert_eq!(oks, [true, true, false]);
+    assert_eq!(lines[0]["fanout"], true);
+    assert_eq!(lines[0]["child_ids"].as_array().unwrap().len(), 2);
+    assert_eq!(get(&board, &second).status, Status::Todo);
+    assert_eq!(get(&board, &ready).status, Status::Ready);
+    assert_eq!(llm.requests().len(), 3, "the ready card was not sent");
+
+    let out = kanban(&board, &llm, &["decompose", "--all"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the third card is still triage and still fails"
+    );
+}
+
+#[test]
+fn all_with_no_triage_cards_succeeds() {
+    let board = Board::init();
+    let llm = fake();
+    let out = kanban(&board, &llm, &["specify", "--all"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "no triage cards\n");
+    assert!(llm.requests().is_empty());
+}
+
+#[test]
+fn specify_retitles_a_card() {
+    let board = Board::init();
+    let llm = fake();
+    let id = board.create(&["vague", "--triage"]);
+    llm.push_reply(single("Precise title"));
+    let out = kanban(&board, &llm, &["specify", &id]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{id}: now \"Precise title\"\n")
+    );
+    assert_eq!(get(&board, &id).title, "Precise title");
+    let system = llm.requests()[0].json().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("never split"));
+}
+
+#[test]
+fn an_id_or_all_is_required_but_not_both() {
+    let board = Board::init();
+    let llm = fake();
+    let id = board.create(&["vague", "--triage"]);
+    kanban(&board, &llm, &["decompose"]).assert().code(2);
+    kanban(&board, &llm, &["decompose", &id, "--all"])
+        .assert()
+        .code(2);
+    assert!(llm.requests().is_empty());
+}

@@ -1,0 +1,30 @@
+//! The `kanban` binary's tests: one module per suite, all in one test binary, so a build
+//! links tokio, reqwest, bundled SQLite and the fake model once rather than once a suite.
+//! A test's path starts with its suite (`e2e::...`, `reliability_crash::...`), which is
+//! how `cargo xtask e2e` and `cargo xtask soak` pick theirs.
+//!
+//! `common` runs the binary against a board in a temporary home; `gateway_board` adds a
+//! real gateway process and the fake model, and the checks the reliability suites end with.
+
+mod common;
+mod gateway_board;
+
+mod bad_input;
+mod bad_rows;
+mod config;
+mod decompose;
+mod dispatch;
+mod e2e;
+mod home_safety;
+mod http_endpoint;
+mod output_escapes;
+mod reading;
+mod reliability_crash;
+mod reliability_db_faults;
+mod reliability_model_faults;
+mod reliability_secrets;
+mod size_caps;
+mod snapshots;
+mod verbs;
+mod worker;
+mod worker_boundary;

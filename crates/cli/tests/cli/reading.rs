@@ -1,0 +1,332 @@
+//! `context`, `stats` and `events --follow`: what a worker reads before it starts, what
+//! the board adds up to, and the event stream as it grows.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use board_core::{BlockKind, LlmCall, Store};
+use common::{store, task_id, Board};
+use serde_json::{json, Value};
+
+fn as_worker(board: &Board, id: &str, run: &str, args: &[&str]) -> assert_cmd::Command {
+    let mut cmd = board.kanban(args);
+    cmd.env("KANBAN_TASK", id).env("KANBAN_RUN_ID", run);
+    cmd
+}
+
+fn stdout_of(mut cmd: assert_cmd::Command) -> String {
+    let out = cmd.output().expect("run kanban");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn a_childs_worker_reads_its_parents_result_through_context() {
+    let board = Board::init();
+    let parent = board.create(&["find the answer"]);
+    let child = board.create(&["use the answer", "--parent", &parent, "--body", "print it"]);
+    let run = board.ok(&["claim", &parent]).trim().to_owned();
+    as_worker(
+        &board,
+        &parent,
+        &run,
+        &[
+            "complete",
+            "--result",
+            "the answer is 42",
+            "--summary",
+            "asked the oracle",
+        ],
+    )
+    .assert()
+    .success();
+
+    let run = board.ok(&["claim", &child]).trim().to_owned();
+    let brief = stdout_of(as_worker(&board, &child, &run, &["context"]));
+    assert!(brief.starts_with("# use the answer\n"), "{brief}");
+    assert!(brief.contains("print it"), "{brief}");
+    assert!(
+        brief.contains(&format!("### find the answer (`{parent}`, done)")),
+        "{brief}"
+    );
+    assert!(brief.contains("the answer is 42"), "{brief}");
+    assert!(brief.contains("Summary: asked the oracle"), "{brief}");
+
+    let brief: Value = serde_json::from_str(&stdout_of(as_worker(
+        &board,
+        &child,
+        &run,
+        &["context", "--json"],
+    )))
+    .expect("json");
+    assert_eq!(brief["task"]["id"], json!(child));
+    assert_eq!(
+        brief["parents"],
+        json!([{
+            "id": parent,
+            "title": "find the answer",
+            "status": "done",
+            "result": "the answer is 42",
+            "summary": "asked the oracle",
+        }])
+    );
+    assert_eq!(brief["truncated"], false);
+    let keys: Vec<&str> = brief
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["task", "parents", "attempts", "comments", "truncated"]);
+}
+
+#[test]
+fn context_shows_earlier_attempts_and_comments() {
+    let board = Board::init();
+    let id = board.create(&["flaky work"]);
+    board.ok(&["claim", &id]);
+    board.ok(&["block", &id, "no network", "--kind", "transient"]);
+    board.ok(&["unblock", &id]);
+    board.ok(&["claim", &id]);
+    board.ok(&["comment", &id, "try the mirror", "--author", "ann"]);
+    let brief = board.json(&["context", &id]);
+    let attempts = brief["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "the open run is not an earlier attempt");
+    assert_eq!(attempts[0]["outcome"], "blocked");
+    assert_eq!(attempts[0]["error"], "no network");
+    assert_eq!(brief["comments"][0]["body"], "try the mirror");
+    assert_eq!(brief["task"]["current_run_id"], 2);
+    let text = board.ok(&["context", &id]);
+    assert!(text.contains("- Run 1: blocked"), "{text}");
+    assert!(text.contains("  - Error: no network"), "{text}");
+    assert!(text.contains("- ann, "), "{text}");
+}
+
+#[test]
+fn context_stays_under_16_kib_keeping_the_newest() {
+    let board = Board::init();
+    let id = board.create(&["a long story", "--body", &"b".repeat(50_000)]);
+    let s = store(&board);
+    let tid = task_id(&id);
+    for round in 0..6 {
+        let claim = s.claim(&tid, 60, 1_000 + round * 10).expect("claim");
+        let reason = format!("attempt {round}: {}", "e".repeat(3_000));
+        // Kinds alternate: the same kind twice in a row would send the card to triage.
+        let kind = [BlockKind::Transient, BlockKind::NeedsInput][round as usize % 2];
+        s.block(
+            &tid,
+            Some(kind),
+            Some(reason),
+            Some(claim.run_id),
+            1_001 + round * 10,
+        )
+        .expect("block");
+        s.unblock(&tid, None, 1_002 + round * 10).expect("unblock");
+    }
+    for n in 0..30 {
+        let body = format!("comment {n}: {}", "c".repeat(1_200));
+        s.comment(&tid, Some("ann"), &body, 2_000 + n).expect("comment");
+    }
+
+    let text = board.ok(&["context", &id]);
+    assert!(text.len() <= 16 * 1024, "{} bytes", text.len());
+    assert!(text.contains("comment 29: "), "the newest comment stays");
+    assert!(!text.contains("comment 0: "), "the oldest comment goes");
+    assert!(text.contains("more characters]"), "long fields say they were cut");
+    assert!(text.contains("_Cut to fit 16 KiB; left out: "), "{text}");
+
+    let brief = board.json(&["context", &id]);
+    assert_eq!(brief["truncated"], true);
+    let comments = brief["comments"].as_array().expect("comments");
+    let last = comments.last().expect("a comment");
+    assert!(last["body"].as_str().expect("body").starts_with("comment 29: "));
+    let body = brief["task"]["body"].as_str().expect("body");
+    assert!(
+        body.len() < 50_000 && body.ends_with("more characters]"),
+        "{}",
+        body.len()
+    );
+}
+
+#[test]
+fn context_without_an_id_outside_a_worker_is_a_usage_error() {
+    let board = Board::init();
+    let out = board.kanban(&["context"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("kanban: context needs a task id"), "{stderr}");
+}
+
+#[test]
+fn stats_counts_tasks_assignees_and_llm_calls() {
+    let board = Board::init();
+    let a = board.create(&["a", "--assignee", "coder"]);
+    board.create(&["b", "--assignee", "coder"]);
+    board.create(&["c", "--triage"]);
+    let d = board.create(&["d", "--assignee", "writer"]);
+    board.ok(&["claim", &a]);
+    board.ok(&["complete", &d]);
+    let s = store(&board);
+    for (outcome, prompt, completion) in [
+        ("ok", Some(100), Some(20)),
+        ("ok", Some(50), Some(5)),
+        ("http_error", None, None),
+    ] {
+        s.record_llm_call(&LlmCall {
+            purpose: "decompose".into(),
+            model: "m".into(),
+            outcome: outcome.into(),
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            ..LlmCall::default()
+        })
+        .expect("record");
+    }
+
+    let stats = board.json(&["stats"]);
+    assert_eq!(stats["tasks"]["total"], 4);
+    assert_eq!(
+        stats["tasks"]["by_status"],
+        json!({"triage": 1, "todo": 0, "ready": 1, "running": 1, "blocked": 0, "done": 1, "archived": 0})
+    );
+    let assignees: Vec<(Value, Value)> = stats["tasks"]["by_assignee"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|a| (a["assignee"].clone(), a["total"].clone()))
+        .collect();
+    assert_eq!(
+        assignees,
+        [
+            (json!("coder"), json!(2)),
+            (json!("writer"), json!(1)),
+            (json!(null), json!(1))
+        ]
+    );
+    assert!(stats["oldest_ready"]["age_seconds"].as_i64().expect("age") >= 0);
+    assert_eq!(
+        stats["llm"],
+        json!({"requests": 3, "by_outcome": {"http_error": 1, "ok": 2}, "prompt_tokens": 150, "completion_tokens": 25})
+    );
+    let keys: Vec<&str> = stats
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["tasks", "oldest_ready", "llm"]);
+
+    let text = board.ok(&["stats"]);
+    assert!(text.contains("llm requests  3 (1 http_error, 2 ok)"), "{text}");
+    assert!(text.contains("llm tokens    150 prompt, 25 completion"), "{text}");
+}
+
+/// `kanban ARGS...` as a child process whose stdout lines arrive on a channel.
+fn spawn_lines(board: &Board, args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kanban"))
+        .arg("--home")
+        .arg(board.home())
+        .args(args)
+        .env_remove("KANBAN_TASK")
+        .env_remove("KANBAN_RUN_ID")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kanban");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn next_line(rx: &Receiver<String>, what: &str) -> String {
+    rx.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("no line for {what}: {e}"))
+}
+
+/// Sends `signal` and waits (with a deadline) for the follower to exit; returns its code.
+fn stop(mut child: Child, signal: i32) -> Option<i32> {
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: kill has no memory preconditions; the pid is our own live child.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                std::io::Read::read_to_string(&mut e, &mut stderr).expect("stderr");
+            }
+            assert!(stderr.is_empty(), "stderr: {stderr}");
+            return status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the follower did not stop on signal {signal}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn events_follow_streams_new_events_until_sigint() {
+    let board = Board::init();
+    let first = board.create(&["first"]);
+    let existing = board.json(&["events"]).as_array().expect("array").len();
+    let (child, rx) = spawn_lines(&board, &["events", "--follow", "--json"]);
+    for n in 0..existing {
+        let line: Value = serde_json::from_str(&next_line(&rx, "an existing event")).expect("json");
+        assert_eq!(line["task_id"], json!(first), "event {n}");
+    }
+    // Appended by other processes while the follower runs.
+    let second = board.create(&["second"]);
+    board.ok(&["claim", &second]);
+    let created: Value = serde_json::from_str(&next_line(&rx, "created")).expect("json");
+    let claimed: Value = serde_json::from_str(&next_line(&rx, "claimed")).expect("json");
+    assert_eq!(
+        (&created["kind"], &created["task_id"]),
+        (&json!("created"), &json!(second))
+    );
+    assert_eq!(
+        (&claimed["kind"], &claimed["run_id"]),
+        (&json!("claimed"), &json!(1))
+    );
+    assert!(claimed["id"].as_i64() > created["id"].as_i64());
+    assert_eq!(stop(child, libc::SIGINT), Some(0));
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5)).is_err(),
+        "nothing after the stop"
+    );
+}
+
+#[test]
+fn events_follow_of_one_task_stops_on_sigterm() {
+    let board = Board::init();
+    let watched = board.create(&["watched"]);
+    let (child, rx) = spawn_lines(&board, &["events", &watched, "--follow"]);
+    let line = next_line(&rx, "created");
+    assert!(line.contains("created") && !line.contains(&watched), "{line}");
+    board.create(&["another task"]);
+    board.ok(&["comment", &watched, "hello"]);
+    let line = next_line(&rx, "commented");
+    assert!(
+        line.contains("commented"),
+        "only the watched task's events: {line}"
+    );
+    assert_eq!(stop(child, libc::SIGTERM), Some(0));
+}

@@ -1,0 +1,203 @@
+// The board page: draws the columns from /api/cards, then keeps them live from the
+// event stream: each event names a task, whose card is read again and put in its column.
+// Card text is untrusted: it only ever reaches the page through textContent.
+"use strict";
+
+const STATUSES = ["triage", "todo", "ready", "running", "blocked", "done", "archived"];
+const cards = new Map();
+let serverSkew = 0;
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function age(then) {
+  const s = Math.max(0, Math.floor(Date.now() / 1000 + serverSkew - then));
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m";
+  if (s < 86400) return Math.floor(s / 3600) + "h";
+  return Math.floor(s / 86400) + "d";
+}
+
+function say(text, bad) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = bad ? "message bad" : "message";
+}
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(path, init);
+  const data = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function drawColumns() {
+  const board = $("board");
+  board.textContent = "";
+  for (const status of STATUSES) {
+    const column = el("section", "column");
+    column.dataset.status = status;
+    column.id = "col-" + status;
+    const head = el("h2", "", status);
+    head.append(el("span", "count", "0"));
+    column.append(head, el("div", "cards"));
+    column.addEventListener("dragover", (e) => { e.preventDefault(); column.classList.add("over"); });
+    column.addEventListener("dragleave", () => column.classList.remove("over"));
+    column.addEventListener("drop", (e) => {
+      e.preventDefault();
+      column.classList.remove("over");
+      const id = e.dataTransfer.getData("text/plain");
+      if (id) move(id, status);
+    });
+    board.append(column);
+  }
+}
+
+async function move(id, to) {
+  const card = cards.get(id);
+  if (!card || card.task.status === to) return;
+  try {
+    await api("/api/tasks/" + encodeURIComponent(id) + "/move", { to });
+    say("moved " + id + " to " + to);
+    await refresh(id);
+  } catch (e) {
+    say(e.message, true);
+  }
+}
+
+function cardNode(c) {
+  const t = c.task;
+  const node = el("article", "card");
+  node.id = "card-" + t.id;
+  node.dataset.id = t.id;
+  node.draggable = true;
+  node.addEventListener("dragstart", (e) => e.dataTransfer.setData("text/plain", t.id));
+  const title = el("a", "title", t.title);
+  title.href = "/tasks/" + encodeURIComponent(t.id);
+  const meta = el("p", "meta");
+  meta.append(el("span", "id", t.id), el("span", "assignee", t.assignee || "unassigned"),
+    el("span", "age", age(t.created_at)));
+  if (c.runs > 0) meta.append(el("span", "runs", c.runs + (c.runs === 1 ? " run" : " runs")));
+  if (t.consecutive_failures > 0) meta.append(el("span", "mark failures", t.consecutive_failures + " failed"));
+  if (c.parked) meta.append(el("span", "mark parked", "parked"));
+  if (c.cooling) meta.append(el("span", "mark cooling", "cooling"));
+  if (c.stale_lease) meta.append(el("span", "mark stale", "stale lease"));
+  node.append(title, meta);
+  return node;
+}
+
+function visible(c) {
+  const text = $("filter-text").value.trim().toLowerCase();
+  const who = $("filter-assignee").value;
+  if (c.task.status === "archived" && !$("show-archived").checked) return false;
+  if (who && (c.task.assignee || "") !== who) return false;
+  if (text && !(c.task.title + "\n" + c.task.body + "\n" + c.task.id).toLowerCase().includes(text)) return false;
+  return true;
+}
+
+function place(c) {
+  const old = $("card-" + c.task.id);
+  if (old) old.remove();
+  cards.set(c.task.id, c);
+  if (!visible(c)) return;
+  const column = $("col-" + c.task.status);
+  if (column) column.querySelector(".cards").append(cardNode(c));
+}
+
+function render() {
+  drawColumns();
+  const sorted = [...cards.values()].sort((a, b) => b.task.priority - a.task.priority || a.task.created_at - b.task.created_at);
+  for (const c of sorted) place(c);
+  counts();
+  assignees();
+}
+
+function counts() {
+  for (const status of STATUSES) {
+    const column = $("col-" + status);
+    column.querySelector(".count").textContent = column.querySelectorAll(".card").length;
+    column.hidden = status === "archived" && !$("show-archived").checked;
+  }
+}
+
+function assignees() {
+  const select = $("filter-assignee");
+  const chosen = select.value;
+  const names = [...new Set([...cards.values()].map((c) => c.task.assignee).filter(Boolean))].sort();
+  select.length = 1;
+  for (const name of names) select.append(new Option(name, name));
+  select.value = names.includes(chosen) ? chosen : "";
+}
+
+async function refresh(id) {
+  try {
+    place(await api("/api/cards/" + encodeURIComponent(id)));
+    counts();
+  } catch (e) {
+    say(e.message, true);
+  }
+}
+
+function listen(after) {
+  const live = $("live");
+  const source = new EventSource("/api/events?after=" + after);
+  source.onopen = () => { live.textContent = "● live"; live.className = "live on"; };
+  source.onerror = () => { live.textContent = "○ reconnecting"; live.className = "live"; };
+  source.onmessage = (m) => {
+    const event = JSON.parse(m.data);
+    refresh(event.task_id);
+  };
+}
+
+async function load() {
+  const archived = $("show-archived").checked;
+  const data = await api("/api/cards" + (archived ? "?archived=true" : ""));
+  serverSkew = data.now - Date.now() / 1000;
+  cards.clear();
+  for (const c of data.cards) cards.set(c.task.id, c);
+  render();
+  return data.newest_event;
+}
+
+async function create(e) {
+  e.preventDefault();
+  const form = e.target;
+  const body = { title: form.title.value, triage: form.into.value === "triage" };
+  if (form.assignee.value.trim()) body.assignee = form.assignee.value.trim();
+  try {
+    const task = await api("/api/tasks", body);
+    form.reset();
+    say("created " + task.id + " in " + task.status);
+    await refresh(task.id);
+  } catch (err) {
+    say(err.message, true);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  $("filters").addEventListener("submit", (e) => e.preventDefault());
+  $("filter-text").addEventListener("input", render);
+  $("filter-assignee").addEventListener("change", render);
+  $("show-archived").addEventListener("change", load);
+  $("create").addEventListener("submit", create);
+  try {
+    listen(await load());
+  } catch (e) {
+    say(e.message, true);
+  }
+  setInterval(() => { for (const node of document.querySelectorAll(".card .age")) {
+    const c = cards.get(node.closest(".card").dataset.id);
+    if (c) node.textContent = age(c.task.created_at);
+  } }, 30000);
+});

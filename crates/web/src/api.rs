@@ -1,0 +1,254 @@
+//! The JSON API: read the board in the command line's `--json` shapes, and one `POST`
+//! per action, each the same store call the command line makes.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use board_core::shapes::{comment_json, list_filter, list_json, task_json, Shown};
+use board_core::{clean_title, NewTask, ReclaimOutcome, Status, Store, Task, TaskId};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::{blocking, now, ApiError, App};
+
+type Body<T> = Result<Json<T>, JsonRejection>;
+type Reply = Result<Json<Value>, ApiError>;
+
+pub fn routes() -> Router<App> {
+    Router::new()
+        .route("/api/tasks", get(list).post(create))
+        .route("/api/tasks/{id}", get(show))
+        .route("/api/tasks/{id}/edit", post(edit))
+        .route("/api/tasks/{id}/comment", post(comment))
+        .route("/api/tasks/{id}/assign", post(assign))
+        .route("/api/tasks/{id}/unblock", post(unblock))
+        .route("/api/tasks/{id}/reclaim", post(reclaim))
+        .route("/api/tasks/{id}/archive", post(archive))
+        .route("/api/tasks/{id}/move", post(move_to))
+}
+
+/// A task id from the path, or a bad request.
+pub fn task_id(raw: &str) -> Result<TaskId, ApiError> {
+    raw.parse::<TaskId>()
+        .map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    status: Option<Status>,
+    assignee: Option<String>,
+    #[serde(default)]
+    archived: bool,
+}
+
+async fn list(State(app): State<App>, query: Result<Query<ListQuery>, QueryRejection>) -> Reply {
+    let Query(q) = query?;
+    let filter = list_filter(q.status, q.assignee, q.archived);
+    blocking(&app, move |s| Ok(Json(list_json(&s.list(&filter)?)))).await
+}
+
+async fn show(State(app): State<App>, Path(id): Path<String>) -> Reply {
+    let id = task_id(&id)?;
+    blocking(&app, move |s| Ok(Json(Shown::read(s, &id)?.to_json()))).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    title: String,
+    #[serde(default)]
+    body: String,
+    assignee: Option<String>,
+    #[serde(default)]
+    priority: i64,
+    #[serde(default)]
+    triage: bool,
+    #[serde(default)]
+    parents: Vec<String>,
+    idempotency_key: Option<String>,
+    max_runtime_seconds: Option<i64>,
+}
+
+async fn create(
+    State(app): State<App>,
+    body: Body<CreateBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(b) = body?;
+    within_cap(&app, "the body", &b.body)?;
+    let parents = b
+        .parents
+        .iter()
+        .map(|p| task_id(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let request = NewTask {
+        title: clean_title(&b.title),
+        body: b.body,
+        assignee: b.assignee.filter(|a| !a.is_empty()),
+        priority: b.priority,
+        created_by: None,
+        triage: b.triage,
+        parents,
+        idempotency_key: b.idempotency_key,
+        max_runtime_seconds: b.max_runtime_seconds,
+    };
+    let task = blocking(&app, move |s| Ok(s.create(&request, now())?)).await?;
+    Ok((StatusCode::CREATED, Json(task_json(&task))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditBody {
+    title: Option<String>,
+    body: Option<String>,
+    priority: Option<i64>,
+}
+
+async fn edit(State(app): State<App>, Path(id): Path<String>, body: Body<EditBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    if b.title.is_none() && b.body.is_none() && b.priority.is_none() {
+        return Err(ApiError::bad_request(
+            "edit needs at least one of title, body, priority",
+        ));
+    }
+    if let Some(body) = &b.body {
+        within_cap(&app, "the body", body)?;
+    }
+    let title = b.title.as_deref().map(clean_title);
+    task_reply(&app, move |s| s.edit(&id, title, b.body, b.priority, now())).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommentBody {
+    body: String,
+    author: Option<String>,
+}
+
+async fn comment(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Body<CommentBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    within_cap(&app, "the comment", &b.body)?;
+    let c = blocking(&app, move |s| {
+        Ok(s.comment(&id, b.author.as_deref(), &b.body, now())?)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(comment_json(&c))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssignBody {
+    /// A profile name, or null to clear.
+    assignee: Option<String>,
+}
+
+async fn assign(State(app): State<App>, Path(id): Path<String>, body: Body<AssignBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    if b.assignee.as_deref() == Some("") {
+        return Err(ApiError::bad_request(
+            "a profile name cannot be empty (send null to clear)",
+        ));
+    }
+    task_reply(&app, move |s| s.assign(&id, b.assignee, now())).await
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ReasonBody {
+    reason: Option<String>,
+}
+
+async fn unblock(State(app): State<App>, Path(id): Path<String>, body: Body<ReasonBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    task_reply(&app, move |s| s.unblock(&id, b.reason, now())).await
+}
+
+async fn archive(State(app): State<App>, Path(id): Path<String>) -> Reply {
+    let id = task_id(&id)?;
+    task_reply(&app, move |s| s.archive(&id, now())).await
+}
+
+async fn reclaim(State(app): State<App>, Path(id): Path<String>, body: Body<ReasonBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    do_reclaim(&app, id, b.reason).await
+}
+
+/// The same call and refusals as `kanban reclaim`.
+async fn do_reclaim(app: &App, id: TaskId, reason: Option<String>) -> Reply {
+    let terminator = app.settings.terminator.clone();
+    let shown = id.clone();
+    let outcome = blocking(app, move |s| {
+        Ok(s.reclaim(&id, None, reason, terminator.as_ref(), now())?)
+    })
+    .await?;
+    match outcome {
+        ReclaimOutcome::Reclaimed => Ok(Json(
+            json!({ "task_id": shown, "ok": true, "outcome": "reclaimed" }),
+        )),
+        ReclaimOutcome::Deferred => Err(ApiError::conflict(format!(
+            "the worker of {shown} survived SIGTERM and SIGKILL; the claim stands (extended briefly)"
+        ))),
+        ReclaimOutcome::Lost => Err(ApiError::conflict(format!(
+            "reclaim of {shown} lost: another run took over meanwhile; nothing changed"
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveBody {
+    to: Status,
+}
+
+/// A card dragged to another column: the one action that moves it there, or a refusal
+/// that says why none does.
+async fn move_to(State(app): State<App>, Path(id): Path<String>, body: Body<MoveBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(MoveBody { to }) = body?;
+    let read = id.clone();
+    let from = blocking(&app, move |s| Ok(s.get(&read)?.status)).await?;
+    match (from, to) {
+        _ if from == to => Err(ApiError::conflict(format!("task {id} is already {to}"))),
+        (_, Status::Archived) => task_reply(&app, move |s| s.archive(&id, now())).await,
+        (Status::Blocked, Status::Ready | Status::Todo) => {
+            task_reply(&app, move |s| s.unblock(&id, None, now())).await
+        }
+        (Status::Running, Status::Ready) => do_reclaim(&app, id, Some("moved on the board".to_owned())).await,
+        _ => Err(ApiError::conflict(format!(
+            "no action moves a card from {from} to {to}: the board moves it there itself, \
+             or a worker does (archive, unblock and reclaim are the moves a person makes)"
+        ))),
+    }
+}
+
+/// Runs a store call that answers with a task, and answers with its JSON.
+async fn task_reply<F>(app: &App, f: F) -> Reply
+where
+    F: FnOnce(&dyn Store) -> board_core::StoreResult<Task> + Send + 'static,
+{
+    let task = blocking(app, move |s| Ok(f(s)?)).await?;
+    Ok(Json(task_json(&task)))
+}
+
+/// Refuses text over `kanban.max_text_bytes` before the board is touched.
+fn within_cap(app: &App, what: &str, text: &str) -> Result<(), ApiError> {
+    let cap = app.settings.max_text_bytes;
+    if text.len() <= cap {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("{what} is over the {cap}-byte limit (kanban.max_text_bytes); shorten it or raise the limit"),
+    ))
+}

@@ -1,0 +1,86 @@
+//! `GET /api/cards`: what the board page draws on a card, beyond the `list` shape: how
+//! many runs the task had, whether its lease is stale, whether a triage card is parked
+//! or cooling down after a failed decomposition. Each card is `{"task": <list item>, ...}`
+//! so that the task itself keeps the command line's shape.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use board_core::shapes::{list_filter, task_json};
+use board_core::{Status, Store, StoreResult, Task, Timestamp};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::api::task_id;
+use crate::{blocking, now, ApiError, App};
+
+pub fn routes() -> Router<App> {
+    Router::new()
+        .route("/api/cards", get(cards))
+        .route("/api/cards/{id}", get(card))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CardsQuery {
+    #[serde(default)]
+    archived: bool,
+}
+
+/// Every card, and the newest event id read before them: a page that streams events
+/// after that id misses no change made since.
+async fn cards(
+    State(app): State<App>,
+    query: Result<Query<CardsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query?;
+    let newest_event = *app.newest_event.borrow();
+    let filter = list_filter(None, None, q.archived);
+    blocking(&app, move |s| {
+        let at = now();
+        let tasks = s.list(&filter)?;
+        let cards = tasks
+            .iter()
+            .map(|t| card_json(s, t, at))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Json(
+            json!({ "newest_event": newest_event, "now": at, "cards": cards }),
+        ))
+    })
+    .await
+}
+
+async fn card(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let id = task_id(&id)?;
+    blocking(&app, move |s| {
+        let task = s.get(&id)?;
+        Ok(Json(card_json(s, &task, now())?))
+    })
+    .await
+}
+
+/// One card. `started_at` is set by a task's first claim and never cleared, so the runs
+/// of a task without it are known to be none and are not read: most of a large board.
+pub fn card_json(store: &dyn Store, t: &Task, now: Timestamp) -> StoreResult<Value> {
+    let runs = if t.started_at.is_some() {
+        store.runs(&t.id)?
+    } else {
+        Vec::new()
+    };
+    let stale_lease = t.status == Status::Running
+        && runs
+            .last()
+            .and_then(|r| r.claim_expires)
+            .is_some_and(|expires| expires < now);
+    let cooling = t.status == Status::Triage
+        && !t.decompose_parked
+        && t.decompose_next_attempt_at.is_some_and(|at| at > now);
+    Ok(json!({
+        "task": task_json(t),
+        "runs": runs.len(),
+        "stale_lease": stale_lease,
+        "parked": t.status == Status::Triage && t.decompose_parked,
+        "cooling": cooling,
+    }))
+}

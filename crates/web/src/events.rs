@@ -1,0 +1,154 @@
+//! `GET /api/events`: the board's events as Server-Sent Events. Each event's `id:` is its
+//! row id and its `data:` the event as `kanban events --json` prints it; a client that
+//! reconnects with `Last-Event-ID` (or asks `?after=ID`) gets everything after that id,
+//! so a dropped connection misses nothing.
+//!
+//! One poller reads the newest event id at a short interval and publishes it; each stream
+//! sleeps until it changes and then reads its own events after its own id. A hundred open
+//! streams cost the board one query per interval while nothing happens.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use board_core::shapes::event_json;
+use board_core::{EventFilter, Store, TaskId};
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use crate::api::task_id;
+use crate::{blocking, ApiError, App};
+
+/// The most events one read sends; a stream far behind catches up in batches.
+const BATCH: usize = 500;
+
+/// Starts the task that publishes the newest event id.
+pub fn start_poller(store: Arc<dyn Store>, interval: Duration) -> watch::Receiver<i64> {
+    let (tx, rx) = watch::channel(0);
+    tokio::spawn(async move {
+        let mut newest = 0;
+        loop {
+            let s = store.clone();
+            let read = tokio::task::spawn_blocking(move || newest_after(s.as_ref(), newest)).await;
+            if let Ok(Ok(Some(id))) = read {
+                newest = id;
+                if tx.send(id).is_err() {
+                    return;
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(interval).await;
+        }
+    });
+    rx
+}
+
+/// The id of the newest event above `after`, reading in batches.
+fn newest_after(store: &dyn Store, mut after: i64) -> board_core::StoreResult<Option<i64>> {
+    let mut found = None;
+    loop {
+        let events = store.events(&EventFilter {
+            task_id: None,
+            after_id: after,
+            limit: Some(BATCH),
+        })?;
+        let Some(last) = events.last() else {
+            return Ok(found);
+        };
+        after = last.id;
+        found = Some(after);
+        if events.len() < BATCH {
+            return Ok(found);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    after: Option<i64>,
+    task: Option<String>,
+}
+
+pub async fn stream(
+    State(app): State<App>,
+    headers: HeaderMap,
+    query: Result<Query<StreamQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let Query(q) = query?;
+    let resume = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .ok_or_else(|| ApiError::bad_request("Last-Event-ID is not an event id"))?,
+        ),
+        None => None,
+    };
+    let task = q.task.as_deref().map(task_id).transpose()?;
+    if let Some(id) = task.clone() {
+        blocking(&app, move |s| Ok(s.get(&id).map(drop)?)).await?;
+    }
+    let cursor = Cursor {
+        after: resume.or(q.after).unwrap_or(0).max(0),
+        task,
+        pending: Vec::new(),
+        app,
+    };
+    let events = stream::unfold(cursor, |mut c| async move {
+        let next = c.next().await?;
+        Some((Ok(next), c))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// Where one stream is: the last id sent and what is read but not yet sent.
+struct Cursor {
+    after: i64,
+    task: Option<TaskId>,
+    pending: Vec<board_core::Event>,
+    app: App,
+}
+
+impl Cursor {
+    /// The next event, waiting for one; `None` ends the stream (the server is stopping).
+    async fn next(&mut self) -> Option<SseEvent> {
+        let mut newest = self.app.newest_event.clone();
+        loop {
+            if !self.pending.is_empty() {
+                let e = self.pending.remove(0);
+                self.after = e.id;
+                return Some(
+                    SseEvent::default()
+                        .id(e.id.to_string())
+                        .data(event_json(&e).to_string()),
+                );
+            }
+            let seen = *newest.borrow_and_update();
+            if seen > self.after {
+                let filter = EventFilter {
+                    task_id: self.task.clone(),
+                    after_id: self.after,
+                    limit: Some(BATCH),
+                };
+                match blocking(&self.app, move |s| Ok(s.events(&filter)?)).await {
+                    Ok(events) if !events.is_empty() => {
+                        self.pending = events;
+                        continue;
+                    }
+                    // Nothing of this task's up to `seen`: wait for the next change.
+                    Ok(_) => self.after = seen,
+                    Err(e) => tracing::warn!("event stream read failed: {}", e.message),
+                }
+            }
+            newest.changed().await.ok()?;
+        }
+    }
+}

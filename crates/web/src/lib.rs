@@ -1,0 +1,170 @@
+//! `kanban serve`: the board over HTTP. A JSON API with the command line's `--json`
+//! shapes, a Server-Sent Events stream of the board's events, and the pages (board, card
+//! detail, stats) embedded in the binary. The store and settings are given; this crate
+//! never reads a home or a config file itself.
+//!
+//! ```no_run
+//! # async fn run(store: std::sync::Arc<dyn board_core::Store>) -> Result<(), web::ServeError> {
+//! let settings = web::Settings::default();
+//! web::serve(store, settings, web::DEFAULT_BIND.parse().unwrap(), None).await
+//! # }
+//! ```
+
+mod api;
+mod cards;
+mod error;
+mod events;
+mod guard;
+mod html;
+mod pages;
+mod stats;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::Router;
+use board_core::{NoWorkers, Store, Terminator, Timestamp};
+use tokio::net::TcpListener;
+
+pub use error::ApiError;
+
+/// Where `kanban serve` listens unless told otherwise.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8420";
+
+/// The environment variable `kanban serve` reads its token from.
+pub const TOKEN_ENV: &str = "KANBAN_SERVE_TOKEN";
+
+/// How the server treats the board it is given.
+#[derive(Clone)]
+pub struct Settings {
+    /// The largest body, comment or result accepted (`kanban.max_text_bytes`).
+    pub max_text_bytes: usize,
+    /// The largest request body read at all; anything longer is refused unread.
+    pub max_request_bytes: usize,
+    /// How often the board's events are polled for the event streams.
+    pub poll_interval: Duration,
+    /// Stops a running task's worker before a reclaim.
+    pub terminator: Arc<dyn Terminator + Send + Sync>,
+    /// Where the workers' logs are (`<home>/logs`), for a running card's log tail.
+    pub logs_dir: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_text_bytes: 64 * 1024,
+            max_request_bytes: 256 * 1024,
+            poll_interval: Duration::from_millis(100),
+            terminator: Arc::new(NoWorkers),
+            logs_dir: None,
+        }
+    }
+}
+
+/// Why the server did not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0} is not a loopback address: set a token (--token or KANBAN_SERVE_TOKEN) before serving it")]
+    TokenRequired(SocketAddr),
+    #[error("the token is empty; choose a long random one")]
+    EmptyToken,
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct App {
+    pub store: Arc<dyn Store>,
+    pub settings: Settings,
+    /// The newest event id seen by the poller; event streams wait on its changes.
+    pub newest_event: tokio::sync::watch::Receiver<i64>,
+}
+
+/// Refuses a bind that would expose the board without a token.
+pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
+    match token {
+        Some("") => Err(ServeError::EmptyToken),
+        Some(_) => Ok(()),
+        None if addr.ip().is_loopback() => Ok(()),
+        None => Err(ServeError::TokenRequired(addr)),
+    }
+}
+
+/// Listens on `bind` and serves the board until the process ends.
+pub async fn serve(
+    store: Arc<dyn Store>,
+    settings: Settings,
+    bind: SocketAddr,
+    token: Option<String>,
+) -> Result<(), ServeError> {
+    check_bind(bind, token.as_deref())?;
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| ServeError::Bind { addr: bind, source })?;
+    serve_on(listener, store, settings, token).await
+}
+
+/// Serves the board on a listener already bound (tests bind port 0 and read it back).
+pub async fn serve_on(
+    listener: TcpListener,
+    store: Arc<dyn Store>,
+    settings: Settings,
+    token: Option<String>,
+) -> Result<(), ServeError> {
+    let local = listener.local_addr()?;
+    check_bind(local, token.as_deref())?;
+    let app = router(store, settings, local.ip(), token);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+/// The whole site: pages, assets, API and event stream, behind the token and origin
+/// checks. Must be called inside a tokio runtime: it starts the event poller.
+fn router(store: Arc<dyn Store>, settings: Settings, bound: IpAddr, token: Option<String>) -> Router {
+    let newest_event = events::start_poller(store.clone(), settings.poll_interval);
+    let limit = settings.max_request_bytes;
+    let app = App {
+        store,
+        settings,
+        newest_event,
+    };
+    let access = guard::Access::new(token, bound);
+    Router::new()
+        .merge(api::routes())
+        .merge(cards::routes())
+        .merge(pages::routes())
+        .merge(stats::routes())
+        .route("/api/events", axum::routing::get(events::stream))
+        .fallback(error::not_found)
+        .with_state(app)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(access, guard::check))
+}
+
+/// The system clock in Unix seconds.
+pub(crate) fn now() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as Timestamp)
+}
+
+/// Runs a blocking store call off the async workers.
+pub(crate) async fn blocking<T, F>(app: &App, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&dyn Store) -> Result<T, ApiError> + Send + 'static,
+{
+    let store = app.store.clone();
+    tokio::task::spawn_blocking(move || f(store.as_ref()))
+        .await
+        .map_err(|e| ApiError::internal(format!("a board call failed: {e}")))?
+}

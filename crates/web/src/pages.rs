@@ -1,0 +1,248 @@
+//! The pages: the board (static, drawn by its script from `/api/cards` and kept live by
+//! `/api/events`), a card's detail (rendered here, every piece of card text escaped),
+//! and the embedded assets. Every page carries a content security policy that allows
+//! only this server's own scripts, styles and connections.
+
+use std::fmt::Write;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path as FsPath;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use board_core::shapes::{age, Shown};
+use board_core::{LlmCall, Status, Timestamp};
+
+use crate::api::task_id;
+use crate::html::{element, escape, markdown};
+use crate::{blocking, now, ApiError, App};
+
+/// The most of a worker's log the detail shows, from its end.
+const LOG_TAIL_BYTES: u64 = 8 * 1024;
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+pub fn routes() -> Router<App> {
+    Router::new()
+        .route(
+            "/",
+            get(|| async { page(include_str!("../assets/board.html").to_owned()) }),
+        )
+        .route("/tasks/{id}", get(detail))
+        .route(
+            "/assets/board.js",
+            get(|| async { asset("text/javascript", include_str!("../assets/board.js")) }),
+        )
+        .route(
+            "/assets/detail.js",
+            get(|| async { asset("text/javascript", include_str!("../assets/detail.js")) }),
+        )
+        .route(
+            "/assets/kanban.css",
+            get(|| async { asset("text/css", include_str!("../assets/kanban.css")) }),
+        )
+}
+
+/// An HTML page with the security headers every page carries.
+pub fn page(html: String) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    // A token given in the address must not leave in a Referer.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// The head and top bar every page shares.
+pub fn shell(title: &str, script: Option<&str>) -> String {
+    let script = script.map_or_else(String::new, |s| {
+        format!("<script src=\"/assets/{s}\" defer></script>")
+    });
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><link rel=\"stylesheet\" href=\"/assets/kanban.css\">{script}</head><body>\
+         <header><a href=\"/\" class=\"brand\">kanban</a><nav><a href=\"/\">Board</a>\
+         <a href=\"/stats\">Stats</a></nav></header><main>",
+        escape(title)
+    )
+}
+
+async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = task_id(&id)?;
+    let logs = app.settings.logs_dir.clone();
+    blocking(&app, move |s| {
+        let shown = Shown::read(s, &id)?;
+        let bill = s.llm_calls(Some(&id))?;
+        let log = match (&logs, shown.task.status) {
+            (Some(dir), Status::Running) => log_tail(&dir.join(format!("{id}.log"))),
+            _ => None,
+        };
+        Ok(page(render_detail(&shown, &bill, log.as_deref(), now())))
+    })
+    .await
+}
+
+fn render_detail(s: &Shown, bill: &[LlmCall], log: Option<&str>, now: Timestamp) -> String {
+    let t = &s.task;
+    let mut out = shell(&format!("{} {}", t.id, t.title), Some("detail.js"));
+    let _ = write!(
+        out,
+        "<article class=\"detail\" data-id=\"{id}\" data-status=\"{status}\"><h1><span class=\"id\">{id}</span> {title}</h1>\
+         <p class=\"facts\"><span class=\"status s-{status}\">{status}</span> · priority {pri} · assignee {who} · \
+         created {age} ago · revision {rev}</p><p id=\"message\" class=\"message\" role=\"status\"></p>",
+        id = escape(t.id.as_str()),
+        status = t.status,
+        title = escape(&t.title),
+        pri = t.priority,
+        who = escape(t.assignee.as_deref().unwrap_or("nobody")),
+        age = age(now, t.created_at),
+        rev = t.revision,
+    );
+    out.push_str(ACTIONS);
+    out.push_str("<section><h2>Body</h2><div class=\"markdown\">");
+    out.push_str(&markdown(&t.body));
+    out.push_str("</div></section>");
+    for (title, text) in [("Result", &t.result), ("Last failure", &t.last_failure_error)] {
+        if let Some(text) = text {
+            let _ = write!(
+                out,
+                "<section><h2>{title}</h2><pre>{}</pre></section>",
+                escape(text)
+            );
+        }
+    }
+    task_links(&mut out, "Parents", &s.parents);
+    task_links(&mut out, "Children", &s.children);
+    runs_section(&mut out, s, now);
+    bill_section(&mut out, bill);
+    if let Some(log) = log {
+        let _ = write!(
+            out,
+            "<section><h2>Worker log (tail)</h2><pre class=\"log\">{}</pre></section>",
+            escape(log)
+        );
+    }
+    out.push_str("<section><h2>Comments</h2>");
+    for c in &s.comments {
+        let _ = write!(
+            out,
+            "<div class=\"comment\"><p class=\"meta\">{} · {} ago</p><div class=\"markdown\">{}</div></div>",
+            escape(c.author.as_deref().unwrap_or("anonymous")),
+            age(now, c.created_at),
+            markdown(&c.body)
+        );
+    }
+    out.push_str("</section><section><h2>Events</h2><ol class=\"events\">");
+    for e in &s.events {
+        out.push_str("<li>");
+        element(
+            &mut out,
+            "code",
+            &format!("#{} {} ago {}", e.id, age(now, e.created_at), e.kind),
+        );
+        if !e.payload.is_null() {
+            element(&mut out, "span", &e.payload.to_string());
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ol></section></article></main></body></html>");
+    out
+}
+
+/// The forms the detail script sends to the API.
+const ACTIONS: &str = "<section class=\"actions\"><h2>Actions</h2>\
+    <form data-action=\"comment\"><textarea name=\"body\" placeholder=\"Comment\" required></textarea><button>Comment</button></form>\
+    <form data-action=\"assign\"><input name=\"assignee\" placeholder=\"profile (empty clears)\"><button>Assign</button></form>\
+    <form data-action=\"edit\"><input name=\"title\" placeholder=\"new title\"><button>Retitle</button></form>\
+    <form data-action=\"unblock\"><button>Unblock</button></form>\
+    <form data-action=\"reclaim\"><button>Reclaim</button></form>\
+    <form data-action=\"archive\"><button>Archive</button></form></section>";
+
+fn task_links(out: &mut String, title: &str, tasks: &[board_core::Task]) {
+    let _ = write!(out, "<section><h2>{title}</h2><ul>");
+    if tasks.is_empty() {
+        out.push_str("<li class=\"none\">none</li>");
+    }
+    for t in tasks {
+        let _ = write!(
+            out,
+            "<li><a href=\"/tasks/{id}\">{id}</a> <span class=\"status s-{st}\">{st}</span> {title}</li>",
+            id = escape(t.id.as_str()),
+            st = t.status,
+            title = escape(&t.title)
+        );
+    }
+    out.push_str("</ul></section>");
+}
+
+fn runs_section(out: &mut String, s: &Shown, now: Timestamp) {
+    out.push_str("<section><h2>Runs</h2><table class=\"runs\"><tr><th>Run</th><th>Outcome</th><th>Took</th><th>Host</th><th>Summary or error</th></tr>");
+    for r in &s.runs {
+        let outcome = r.outcome.map_or("running", |o| o.as_str());
+        let host = r
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("host"))
+            .and_then(|h| h.as_str())
+            .or(r.profile.as_deref())
+            .unwrap_or("-");
+        let note = r.summary.as_deref().or(r.error.as_deref()).unwrap_or("");
+        let _ = write!(
+            out,
+            "<tr><td>#{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.id,
+            escape(outcome),
+            age(r.ended_at.unwrap_or(now), r.started_at),
+            escape(host),
+            escape(note)
+        );
+    }
+    out.push_str("</table></section>");
+}
+
+fn bill_section(out: &mut String, bill: &[LlmCall]) {
+    let tokens: i64 = bill
+        .iter()
+        .map(|c| c.prompt_tokens.unwrap_or(0) + c.completion_tokens.unwrap_or(0))
+        .sum();
+    let failed = bill.iter().filter(|c| c.outcome != "ok").count();
+    let _ = write!(
+        out,
+        "<section><h2>LLM bill</h2><p class=\"bill\">{} requests · {tokens} tokens · {failed} failed</p></section>",
+        bill.len()
+    );
+}
+
+/// The end of a worker's log, cut at a line start; `None` when there is no log.
+fn log_tail(path: &FsPath) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let cut = if len > LOG_TAIL_BYTES {
+        text.find('\n').map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    Some(text[cut..].to_owned())
+}

@@ -1,0 +1,165 @@
+//! `GET /stats`: the board over time as server-rendered SVG bar charts: tasks finished
+//! per hour, time from ready to done, and the LLM bill per day (requests, tokens,
+//! failures). Nothing is drawn by a script, so the page works with scripts off.
+
+use std::fmt::Write;
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use board_core::shapes::list_filter;
+use board_core::{EventFilter, LlmCall, Store, StoreResult, Task, Timestamp};
+
+use crate::html::escape;
+use crate::pages::{page, shell};
+use crate::{blocking, now, ApiError, App};
+
+const HOUR: i64 = 3600;
+const DAY: i64 = 86_400;
+/// How many hours the finished-per-hour chart covers, and how many days the bill.
+const HOURS: i64 = 24;
+const DAYS: i64 = 14;
+/// The ready-to-done buckets: upper bounds in seconds, and their labels.
+const SPANS: [(i64, &str); 7] = [
+    (60, "<1m"),
+    (300, "<5m"),
+    (900, "<15m"),
+    (HOUR, "<1h"),
+    (4 * HOUR, "<4h"),
+    (DAY, "<1d"),
+    (i64::MAX, "≥1d"),
+];
+
+pub fn routes() -> Router<App> {
+    Router::new().route("/stats", get(stats))
+}
+
+async fn stats(State(app): State<App>) -> Result<Response, ApiError> {
+    blocking(&app, |s| Ok(page(render(s, now())?))).await
+}
+
+fn render(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
+    let finished: Vec<Task> = store
+        .list(&list_filter(None, None, true))?
+        .into_iter()
+        .filter(|t| t.completed_at.is_some_and(|at| at > now - HOURS * HOUR))
+        .collect();
+    let mut per_hour = vec![0i64; HOURS as usize];
+    let mut spans = vec![0i64; SPANS.len()];
+    for t in &finished {
+        let done = t.completed_at.unwrap_or(now);
+        let slot = HOURS - 1 - (now - done) / HOUR;
+        if let Some(n) = usize::try_from(slot).ok().and_then(|i| per_hour.get_mut(i)) {
+            *n += 1;
+        }
+        let took = done - ready_at(store, t)?;
+        if let Some(i) = SPANS.iter().position(|(bound, _)| took < *bound) {
+            spans[i] += 1;
+        }
+    }
+    let hour_labels: Vec<String> = (0..HOURS).map(|i| format!("-{}h", HOURS - i)).collect();
+    let span_labels: Vec<String> = SPANS.iter().map(|(_, l)| (*l).to_owned()).collect();
+    let bill = daily_bill(&store.llm_calls(None)?, now);
+    let day_labels: Vec<String> = (0..DAYS).map(|i| format!("-{}d", DAYS - 1 - i)).collect();
+
+    let mut out = shell("kanban stats", None);
+    out.push_str("<h1>Stats</h1><div class=\"charts\">");
+    out.push_str(&bar_chart(
+        "Tasks finished per hour (last 24 h)",
+        &hour_labels,
+        &per_hour,
+    ));
+    out.push_str(&bar_chart(
+        "Time from ready to done (last 24 h)",
+        &span_labels,
+        &spans,
+    ));
+    out.push_str(&bar_chart("LLM requests per day", &day_labels, &bill.requests));
+    out.push_str(&bar_chart("LLM tokens per day", &day_labels, &bill.tokens));
+    out.push_str(&bar_chart("LLM failures per day", &day_labels, &bill.failures));
+    out.push_str("</div></main></body></html>");
+    Ok(out)
+}
+
+/// When a finished task last became ready: its last promotion or unblock before it was
+/// done, else its creation.
+fn ready_at(store: &dyn Store, t: &Task) -> StoreResult<Timestamp> {
+    let events = store.events(&EventFilter {
+        task_id: Some(t.id.clone()),
+        ..EventFilter::default()
+    })?;
+    let done = t.completed_at.unwrap_or(Timestamp::MAX);
+    Ok(events
+        .iter()
+        .filter(|e| matches!(e.kind.as_str(), "promoted" | "unblocked") && e.created_at <= done)
+        .map(|e| e.created_at)
+        .next_back()
+        .unwrap_or(t.created_at))
+}
+
+struct Bill {
+    requests: Vec<i64>,
+    tokens: Vec<i64>,
+    failures: Vec<i64>,
+}
+
+fn daily_bill(calls: &[LlmCall], now: Timestamp) -> Bill {
+    let n = DAYS as usize;
+    let mut bill = Bill {
+        requests: vec![0; n],
+        tokens: vec![0; n],
+        failures: vec![0; n],
+    };
+    let today = now.div_euclid(DAY);
+    for c in calls {
+        let ago = today - c.started_at.div_euclid(DAY);
+        let Some(i) = usize::try_from(DAYS - 1 - ago).ok().filter(|i| *i < n) else {
+            continue;
+        };
+        bill.requests[i] += 1;
+        bill.tokens[i] += c.prompt_tokens.unwrap_or(0) + c.completion_tokens.unwrap_or(0);
+        bill.failures[i] += i64::from(c.outcome != "ok");
+    }
+    bill
+}
+
+/// One bar chart as inline SVG: a bar per label, its value above it.
+fn bar_chart(title: &str, labels: &[String], values: &[i64]) -> String {
+    const W: usize = 640;
+    const H: usize = 200;
+    const TOP: usize = 20;
+    const BOTTOM: usize = 30;
+    let max = values.iter().copied().max().unwrap_or(0).max(1);
+    let slot = W / labels.len().max(1);
+    let mut svg = format!(
+        "<figure class=\"chart\"><figcaption>{}</figcaption>\
+         <svg viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\">",
+        escape(title),
+        escape(title)
+    );
+    for (i, (label, value)) in labels.iter().zip(values).enumerate() {
+        let height = (H - TOP - BOTTOM) * usize::try_from(*value).unwrap_or(0) / max as usize;
+        let x = i * slot + 2;
+        let y = H - BOTTOM - height;
+        let _ = write!(
+            svg,
+            "<rect class=\"bar\" x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{height}\"><title>{label}: {value}</title></rect>\
+             <text class=\"label\" x=\"{cx}\" y=\"{ly}\" text-anchor=\"middle\">{label}</text>",
+            w = slot.saturating_sub(4),
+            cx = x + slot / 2 - 2,
+            ly = H - BOTTOM + 14,
+            label = escape(label),
+        );
+        if *value > 0 {
+            let _ = write!(
+                svg,
+                "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{value}</text>",
+                x + slot / 2 - 2,
+                y.saturating_sub(4)
+            );
+        }
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}

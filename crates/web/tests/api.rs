@@ -1,0 +1,333 @@
+//! The JSON API: every route and action through HTTP, with the command line's shapes,
+//! its refusals as JSON errors, bad ids, and oversized bodies.
+
+mod common;
+
+use board_core::shapes::{list_json, task_json, Shown};
+use board_core::{BlockKind, Status, Store, TaskFilter};
+use common::{error, serve, NOW};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_and_show_have_the_command_lines_shapes() {
+    let s = serve().await;
+    let a = s.task("alpha");
+    let b = s
+        .store
+        .create(
+            &board_core::NewTask {
+                assignee: Some("coder".into()),
+                ..board_core::NewTask::titled("beta")
+            },
+            NOW,
+        )
+        .unwrap();
+    s.store.comment(&a.id, Some("ann"), "looks fine", NOW).unwrap();
+
+    let (status, body) = s.get("/api/tasks").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, list_json(&s.store.list(&TaskFilter::default()).unwrap()));
+
+    let (status, body) = s.get("/api/tasks?assignee=coder").await;
+    assert_eq!((status, body), (200, json!([task_json(&b)])));
+
+    let (_, body) = s.get(&format!("/api/tasks/{}", a.id)).await;
+    assert_eq!(body, Shown::read(s.store.as_ref(), &a.id).unwrap().to_json());
+    assert_eq!(body["comments"][0]["body"], "looks fine");
+
+    s.store.archive(&a.id, NOW).unwrap();
+    let (_, body) = s.get("/api/tasks").await;
+    assert_eq!(
+        body.as_array().unwrap().len(),
+        1,
+        "archived tasks only when asked: {body}"
+    );
+    let (_, body) = s.get("/api/tasks?archived=true").await;
+    assert_eq!(body.as_array().unwrap().len(), 2);
+    let (_, body) = s.get("/api/tasks?status=archived").await;
+    assert_eq!(body[0]["id"], json!(a.id));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_ids_and_queries_are_json_errors() {
+    let s = serve().await;
+    let (status, body) = s.get("/api/tasks/not-an-id").await;
+    assert_eq!(status, 400, "{body}");
+    error(&body);
+    let (status, body) = s.get("/api/tasks/t_00000000").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(error(&body).contains("no such task"), "{body}");
+    let (status, body) = s.get("/api/tasks?status=sideways").await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = s.get("/api/tasks?colour=red").await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = s.post("/api/tasks/t_00000000/archive", json!({})).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = s.get("/api/nothing-here").await;
+    assert_eq!(status, 404, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_into_triage_or_ready_and_refuse_bad_bodies() {
+    let s = serve().await;
+    let (status, body) = s
+        .post("/api/tasks", json!({ "title": "  draft  ", "triage": true }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        (body["title"].as_str(), body["status"].as_str()),
+        (Some("draft"), Some("triage"))
+    );
+    let (status, body) = s
+        .post(
+            "/api/tasks",
+            json!({ "title": "go", "assignee": "coder", "priority": 3 }),
+        )
+        .await;
+    assert_eq!(
+        (status, body["status"].as_str(), body["priority"].as_i64()),
+        (201, Some("ready"), Some(3))
+    );
+
+    let (status, body) = s.post("/api/tasks", json!({ "title": "   " })).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(error(&body).contains("blank"), "{body}");
+    let (status, body) = s
+        .post("/api/tasks", json!({ "title": "x", "colour": "red" }))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = s
+        .post("/api/tasks", json!({ "title": "x", "parents": ["t_00000000"] }))
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = s
+        .post("/api/tasks", json!({ "title": "x", "body": "b".repeat(5000) }))
+        .await;
+    assert_eq!(status, 413, "{body}");
+    assert!(error(&body).contains("max_text_bytes"), "{body}");
+
+    let r = s
+        .client
+        .post(s.url("/api/tasks"))
+        .header("content-type", "application/json")
+        .body(format!("{{\"title\":\"{}\"}}", "t".repeat(20 * 1024)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    error(&r.json().await.unwrap());
+    let r = s
+        .client
+        .post(s.url("/api/tasks"))
+        .body("{\"title\":\"x\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    error(&r.json().await.unwrap());
+    let r = s
+        .client
+        .post(s.url("/api/tasks"))
+        .header("content-type", "application/json")
+        .body("{\"title\":")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    error(&r.json().await.unwrap());
+    assert_eq!(
+        s.store.list(&TaskFilter::default()).unwrap().len(),
+        2,
+        "refusals changed nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn edit_comment_and_assign() {
+    let s = serve().await;
+    let t = s.task("first");
+    let path = |a: &str| format!("/api/tasks/{}/{a}", t.id);
+    let (status, body) = s
+        .post(&path("edit"), json!({ "title": "second", "priority": 2 }))
+        .await;
+    assert_eq!(
+        (status, body["title"].as_str(), body["priority"].as_i64()),
+        (200, Some("second"), Some(2))
+    );
+    let (status, body) = s.post(&path("edit"), json!({})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = s.post(&path("edit"), json!({ "body": "x".repeat(5000) })).await;
+    assert_eq!(status, 413, "{body}");
+
+    let (status, body) = s
+        .post(&path("comment"), json!({ "body": "hello", "author": "ann" }))
+        .await;
+    assert_eq!(
+        (status, body["body"].as_str(), body["author"].as_str()),
+        (201, Some("hello"), Some("ann"))
+    );
+    let (status, body) = s
+        .post(&path("comment"), json!({ "body": "x".repeat(5000) }))
+        .await;
+    assert_eq!(status, 413, "{body}");
+
+    let (status, body) = s.post(&path("assign"), json!({ "assignee": "coder" })).await;
+    assert_eq!((status, body["assignee"].as_str()), (200, Some("coder")));
+    let (status, body) = s.post(&path("assign"), json!({ "assignee": null })).await;
+    assert_eq!((status, body["assignee"].clone()), (200, json!(null)));
+    let (status, body) = s.post(&path("assign"), json!({ "assignee": "" })).await;
+    assert_eq!(status, 400, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unblock_reclaim_and_archive_with_the_clis_refusals() {
+    let s = serve().await;
+    let t = s.task("work");
+    let path = |a: &str| format!("/api/tasks/{}/{a}", t.id);
+    let (status, body) = s.post(&path("unblock"), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        error(&body),
+        format!("task {} is ready; unblock needs blocked", t.id)
+    );
+    let (status, body) = s.post(&path("reclaim"), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+
+    let claim = s.store.claim(&t.id, 900, NOW).unwrap();
+    let (status, body) = s.post(&path("reclaim"), json!({ "reason": "stuck" })).await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({ "task_id": t.id, "ok": true, "outcome": "reclaimed" })
+        )
+    );
+    assert_eq!(s.store.get(&t.id).unwrap().status, Status::Ready);
+    assert_eq!(s.store.runs(&t.id).unwrap()[0].id, claim.run_id);
+
+    let claim = s.store.claim(&t.id, 900, NOW).unwrap();
+    s.store
+        .block(
+            &t.id,
+            Some(BlockKind::Capability),
+            Some("needs a key".into()),
+            Some(claim.run_id),
+            NOW,
+        )
+        .unwrap();
+    let (status, body) = s.post(&path("unblock"), json!({ "reason": "key given" })).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("ready")), "{body}");
+    let (status, body) = s.post(&path("archive"), json!({})).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("archived")));
+    let (status, body) = s.post(&path("archive"), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        error(&body).contains("archive needs any status but archived"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_move_performs_the_matching_action_or_says_why_not() {
+    let s = serve().await;
+    let t = s.task("drag me");
+    let mv = |to: &str| (format!("/api/tasks/{}/move", t.id), json!({ "to": to }));
+    let (p, b) = mv("done");
+    let (status, body) = s.post(&p, b).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        error(&body).contains("no action moves a card from ready to done"),
+        "{body}"
+    );
+    let (p, b) = mv("ready");
+    let (status, body) = s.post(&p, b).await;
+    assert_eq!(status, 409, "{body}");
+    let (p, b) = mv("sideways");
+    let (status, body) = s.post(&p, b).await;
+    assert_eq!(status, 422, "{body}");
+
+    s.store.claim(&t.id, 900, NOW).unwrap();
+    let (p, b) = mv("ready");
+    let (status, body) = s.post(&p, b).await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (200, Some("reclaimed")),
+        "{body}"
+    );
+    let (p, b) = mv("archived");
+    let (status, body) = s.post(&p, b).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("archived")),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cards_carry_runs_marks_and_the_newest_event() {
+    let s = serve().await;
+    let t = s.task("ran");
+    s.store.claim(&t.id, 60, NOW).unwrap();
+    let (status, body) = s.get("/api/cards").await;
+    assert_eq!(status, 200, "{body}");
+    let card = &body["cards"][0];
+    assert_eq!(card["task"], task_json(&s.store.get(&t.id).unwrap()));
+    assert_eq!(
+        (card["runs"].as_u64(), card["stale_lease"].as_bool()),
+        (Some(1), Some(true)),
+        "{card}"
+    );
+    let (_, one) = s.get(&format!("/api/cards/{}", t.id)).await;
+    assert_eq!(one["task"]["id"], json!(t.id));
+    let (status, _) = s.get("/api/cards/nope").await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_escape_card_text() {
+    let s = serve().await;
+    let evil = "<script>alert('x')</script>";
+    let t = s
+        .store
+        .create(
+            &board_core::NewTask {
+                body: format!(
+                    "# Heading\n\n{evil}\n\n[click](javascript:alert(1)) and <img src=x onerror=alert(1)>"
+                ),
+                ..board_core::NewTask::titled(evil)
+            },
+            NOW,
+        )
+        .unwrap();
+    s.store.comment(&t.id, Some(evil), evil, NOW).unwrap();
+    let r = s
+        .client
+        .get(s.url(&format!("/tasks/{}", t.id)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<h1>Heading</h1>"), "Markdown is rendered");
+    assert!(!html.contains("<script>alert"), "{html}");
+    assert!(!html.contains("<img"), "{html}");
+    assert!(!html.contains("javascript:"), "{html}");
+    assert!(html.contains("&lt;script&gt;alert"), "{html}");
+    for path in [
+        "/",
+        "/stats",
+        "/assets/board.js",
+        "/assets/detail.js",
+        "/assets/kanban.css",
+    ] {
+        let r = s.client.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+    }
+    let r = s.client.get(s.url("/tasks/t_00000000")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}

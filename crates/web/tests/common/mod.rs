@@ -1,0 +1,99 @@
+//! A board served on an ephemeral loopback port for one test, and a client for it.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use board_core::{NewTask, Store, Task};
+use board_sqlite::{Options, SqliteStore};
+use serde_json::Value;
+
+pub struct Served {
+    pub base: String,
+    pub addr: SocketAddr,
+    pub store: Arc<SqliteStore>,
+    pub client: reqwest::Client,
+    _home: tempfile::TempDir,
+}
+
+pub fn settings() -> web::Settings {
+    web::Settings {
+        max_text_bytes: 4096,
+        max_request_bytes: 16 * 1024,
+        poll_interval: Duration::from_millis(20),
+        ..web::Settings::default()
+    }
+}
+
+/// Serves a fresh board on `ip` port 0.
+pub async fn serve_at(ip: &str, settings: web::Settings, token: Option<&str>) -> Served {
+    let home = tempfile::tempdir().expect("temp dir");
+    let store =
+        Arc::new(SqliteStore::open(home.path().join("kanban.db"), &Options::default()).expect("open"));
+    let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let shared: Arc<dyn Store> = store.clone();
+    let token = token.map(str::to_owned);
+    tokio::spawn(async move { web::serve_on(listener, shared, settings, token).await });
+    // Whatever the bind, the test's own traffic stays on loopback.
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    Served {
+        base: format!("http://{addr}"),
+        addr,
+        store,
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("client"),
+        _home: home,
+    }
+}
+
+pub async fn serve() -> Served {
+    serve_at("127.0.0.1", settings(), None).await
+}
+
+pub const NOW: i64 = 1_700_000_000;
+
+impl Served {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn store_path(&self) -> std::path::PathBuf {
+        self._home.path().join("kanban.db")
+    }
+
+    pub fn task(&self, title: &str) -> Task {
+        self.store.create(&NewTask::titled(title), NOW).expect("create")
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.client.get(self.url(path)).send().await.expect("send");
+        let status = r.status().as_u16();
+        (status, r.json().await.expect("a JSON body"))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        let status = r.status().as_u16();
+        (status, r.json().await.expect("a JSON body"))
+    }
+}
+
+/// The `error` of a JSON error body, asserting there is one.
+pub fn error(body: &Value) -> &str {
+    body["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a JSON error: {body}"))
+}

@@ -1,0 +1,201 @@
+//! Who may use the server: a token when bound beyond loopback, a loopback `Host` without
+//! one, same-origin writes; and no secret from the environment in any response.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use board_core::memory::MemStore;
+use common::{error, serve, serve_at, settings, Served};
+use serde_json::json;
+
+const TOKEN: &str = "tok-5b1e0c9d7a3f42e8";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_loopback_bind_needs_a_token_to_start() {
+    let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let refused = web::serve(Arc::new(MemStore::new()), settings(), any, None).await;
+    let message = refused.expect_err("serving 0.0.0.0 without a token").to_string();
+    assert!(message.contains("set a token"), "{message}");
+    assert!(
+        web::check_bind(any, Some("")).is_err(),
+        "an empty token is no token"
+    );
+    assert!(web::check_bind("127.0.0.1:8420".parse().unwrap(), None).is_ok());
+    assert!(web::check_bind("[::1]:8420".parse().unwrap(), None).is_ok());
+    assert!(web::check_bind(any, Some(TOKEN)).is_ok());
+}
+
+async fn status_of(s: &Served, request: reqwest::RequestBuilder) -> u16 {
+    let r = request.send().await.expect("send");
+    let status = r.status().as_u16();
+    if status >= 400 {
+        let body: serde_json::Value = r.json().await.expect("a JSON error");
+        error(&body);
+    }
+    let _ = s;
+    status
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bound_beyond_loopback_every_request_needs_the_token() {
+    let s = serve_at("0.0.0.0", settings(), Some(TOKEN)).await;
+    let c = &s.client;
+    for path in [
+        "/",
+        "/api/tasks",
+        "/api/events",
+        "/stats",
+        "/assets/board.js",
+        "/nowhere",
+    ] {
+        assert_eq!(
+            status_of(&s, c.get(s.url(path))).await,
+            401,
+            "{path} without a token"
+        );
+        assert_eq!(
+            status_of(&s, c.get(s.url(path)).bearer_auth("wrong")).await,
+            401,
+            "{path} wrong token"
+        );
+    }
+    let create = || c.post(s.url("/api/tasks")).json(&json!({ "title": "x" }));
+    assert_eq!(status_of(&s, create()).await, 401);
+    assert_eq!(status_of(&s, create().bearer_auth(&TOKEN[1..])).await, 401);
+    assert_eq!(status_of(&s, create().bearer_auth(TOKEN)).await, 201);
+    assert_eq!(
+        status_of(&s, c.get(s.url("/api/tasks")).bearer_auth(TOKEN)).await,
+        200
+    );
+    assert_eq!(status_of(&s, c.get(s.url("/api/tasks?token=wrong"))).await, 401);
+
+    // A page opened with ?token= gets a cookie, and the cookie then suffices.
+    let r = c.get(s.url(&format!("/?token={TOKEN}"))).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    assert_eq!(
+        status_of(&s, c.get(s.url("/api/tasks")).header("cookie", pair)).await,
+        200
+    );
+    assert_eq!(
+        status_of(&s, c.get(s.url("/api/tasks")).header("cookie", "kanban_token=no")).await,
+        401
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_from_another_origin_and_foreign_hosts_are_refused() {
+    let s = serve().await;
+    let c = &s.client;
+    let create = || c.post(s.url("/api/tasks")).json(&json!({ "title": "x" }));
+    assert_eq!(
+        status_of(&s, create().header("origin", "http://evil.example")).await,
+        403
+    );
+    let own = format!("http://{}", s.addr);
+    assert_eq!(status_of(&s, create().header("origin", own)).await, 201);
+    assert_eq!(status_of(&s, create()).await, 201, "programs send no Origin");
+    // A name that resolves here by DNS rebinding is not this loopback server.
+    let foreign = c
+        .get(s.url("/api/tasks"))
+        .header("host", format!("evil.example:{}", s.addr.port()));
+    assert_eq!(status_of(&s, foreign).await, 403);
+    let local = c
+        .get(s.url("/api/tasks"))
+        .header("host", format!("localhost:{}", s.addr.port()));
+    assert_eq!(status_of(&s, local).await, 200);
+}
+
+/// Everything the server answers, raw: status line, headers and body.
+async fn everything(s: &Served, token: &str) -> String {
+    let t = s.task("secret-free card");
+    let mut out = String::new();
+    let c = &s.client;
+    let paths = [
+        "/".to_owned(),
+        "/stats".to_owned(),
+        format!("/tasks/{}", t.id),
+        "/api/tasks".to_owned(),
+        format!("/api/tasks/{}", t.id),
+        "/api/cards".to_owned(),
+        "/api/tasks/t_00000000".to_owned(),
+        "/api/tasks?status=nope".to_owned(),
+        "/nowhere".to_owned(),
+    ];
+    for path in &paths {
+        for auth in [None, Some(token), Some("wrong")] {
+            let mut request = c.get(s.url(path));
+            if let Some(a) = auth {
+                request = request.bearer_auth(a);
+            }
+            let r = request.send().await.unwrap();
+            let headers: Vec<String> = r
+                .headers()
+                .iter()
+                .filter(|(name, _)| *name != "set-cookie")
+                .map(|(n, v)| format!("{n}: {v:?}"))
+                .collect();
+            out.push_str(&format!(
+                "{path} {} {}\n{}\n",
+                r.status(),
+                headers.join("\n"),
+                r.text().await.unwrap()
+            ));
+        }
+    }
+    for action in [
+        "edit", "comment", "assign", "unblock", "reclaim", "archive", "move",
+    ] {
+        let r = c
+            .post(s.url(&format!("/api/tasks/{}/{action}", t.id)))
+            .bearer_auth(token)
+            .json(&json!({ "bogus": true }))
+            .send()
+            .await
+            .unwrap();
+        out.push_str(&r.text().await.unwrap());
+    }
+    let mut stream = c
+        .get(s.url("/api/events"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await;
+    let chunk = read.expect("an event within 5 s").unwrap().expect("a chunk");
+    out.push_str(&String::from_utf8_lossy(&chunk));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_response_or_stream_carries_a_secret_of_the_environment() {
+    const KEY: &str = "sk-canary-0d4c7e91b2a8f356";
+    const PASSWORD: &str = "pw-canary-61e9a3c0f7d2b48e";
+    // Where a model key and a database password live in a real deployment.
+    std::env::set_var("OPENAI_API_KEY", KEY);
+    std::env::set_var("PGPASSWORD", PASSWORD);
+    std::env::set_var(
+        "DATABASE_URL",
+        format!("postgres://kanban:{PASSWORD}@127.0.0.1/kanban"),
+    );
+    let s = serve_at("0.0.0.0", settings(), Some(TOKEN)).await;
+    let seen = everything(&s, TOKEN).await;
+    assert!(
+        seen.contains("secret-free card"),
+        "the crawl reached the board: {seen}"
+    );
+    for secret in [KEY, PASSWORD, TOKEN] {
+        for piece in secret.as_bytes().windows(8) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert!(!seen.contains(piece), "{piece:?} of a secret was served:\n{seen}");
+        }
+    }
+}
