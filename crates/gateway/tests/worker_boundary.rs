@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use board_core::{NewTask, Outcome, Request, Status, Store, Task, Termination, Terminator};
+use board_home::config::{Config, Warning, TEMPLATE};
 use board_sqlite::{Options, SqliteStore};
-use gateway::config::{Config, Warning, TEMPLATE};
 use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
 use gateway::supervisor::{
     worker_argv, worker_env, Assignment, Boundary, HomeLayout, ProcessGroupTerminator,

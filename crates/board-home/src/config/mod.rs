@@ -1,4 +1,4 @@
-//! `<home>/config.yaml` (SPEC 8): loading it into typed values with every default,
+//! `<home>/config.yaml` (docs/config.md): loading it into typed values with every default,
 //! validating each key with an error that names its full path, warning about unknown keys,
 //! and rendering the effective values for `kanban config check`.
 //!
@@ -19,8 +19,9 @@ use serde_json::{json, Map, Value};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
 
-/// The config's file name inside the home.
-pub const CONFIG_FILE: &str = "config.yaml";
+use crate::CONFIG_FILE;
+
+mod decomposer;
 
 /// What `kanban init` writes: the SPEC 8 defaults, commented. A test checks that it
 /// parses to exactly [`Config::default`].

@@ -1,12 +1,12 @@
-//! `gateway::config` through its public API: every default, every override, every error
+//! `board_home::config` through its public API: every default, every override, every error
 //! message (a snapshot table), unknown-key warnings, the API key's redaction and its
 //! environment fallback, and the decomposer's fallbacks to `model.*`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use board_home::config::{Config, ConfigError, Loaded, Warning, TEMPLATE};
 use board_sqlite::Synchronous;
-use gateway::config::{Config, ConfigError, Loaded, Warning, TEMPLATE};
 
 const CANARY: &str = "sk-canary-7f3a9c1e";
 
