@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use board_sqlite::{Options, SqliteStore};
 
-use crate::config::{Config, ConfigError, Loaded, TEMPLATE};
+use crate::config::{Config, ConfigError, Loaded};
 use crate::safety::{check_home, UnsafeHome};
 use crate::{CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, STATUS_FILE, WORKSPACES_DIR};
 
@@ -230,7 +230,7 @@ impl Home {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(failed(e)),
         };
-        file.write_all(TEMPLATE.as_bytes())
+        file.write_all(Config::template().as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(failed)?;
         Ok(true)
