@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use board_core::{Store, Timestamp};
 use board_home::safety::{self, write_private};
-use board_home::{now, Config, Home, HomeError, Loaded};
+use board_home::{now, Config, Home, HomeError, Loaded, STATUS_FILE};
 use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
@@ -113,7 +113,7 @@ fn write_status(home: &Home, started_at: Timestamp, dispatcher: &Dispatcher, las
         "last_tick": last,
     });
     if let Err(e) = write_private(&home.status_file(), format!("{status:#}\n").as_bytes()) {
-        tracing::warn!(error = %e, "could not write the status file");
+        tracing::warn!(error = %e, "could not write {STATUS_FILE}");
     }
 }
 
