@@ -244,7 +244,7 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
     let max_time = format!("-max_total_time={seconds}");
     for (crate_dir, target) in [
         ("crates/decompose", "parse_reply"),
-        ("crates/gateway", "config_parse"),
+        ("crates/board-home", "config_parse"),
     ] {
         let args = ["+nightly", "fuzz", "run", target, "--", max_time.as_str()];
         eprintln!("xtask: (in {crate_dir}) $ cargo {}", args.join(" "));

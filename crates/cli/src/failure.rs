@@ -5,6 +5,7 @@
 //! every warning, `kanban: warning: <message>`.
 
 use board_core::StoreError;
+use board_home::HomeError;
 use board_sqlite::OpenError;
 use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::FmtContext;
@@ -47,6 +48,17 @@ impl From<StoreError> for Failure {
 impl From<OpenError> for Failure {
     fn from(e: OpenError) -> Failure {
         Failure::Refused(one_line(&e.to_string()))
+    }
+}
+
+impl From<HomeError> for Failure {
+    fn from(e: HomeError) -> Failure {
+        let message = one_line(&e.to_string());
+        if e.is_usage() {
+            Failure::Usage(message)
+        } else {
+            Failure::Refused(message)
+        }
     }
 }
 

@@ -4,7 +4,6 @@
 
 mod args;
 mod failure;
-mod home;
 mod output;
 mod stop;
 mod verbs;
@@ -12,8 +11,8 @@ mod verbs;
 use std::process::ExitCode;
 
 use args::Verb;
-use failure::one_line;
-use home::Home;
+use board_home::Home;
+use failure::{one_line, Failure};
 
 fn main() -> ExitCode {
     let cli = match args::parse(std::env::args_os()) {
@@ -31,7 +30,9 @@ fn main() -> ExitCode {
     let outcome = match cli.verb {
         // A completion script needs no board, so it creates no home.
         Verb::Completions { shell } => verbs::completions(&shell),
-        verb => Home::resolve(cli.home).and_then(|home| verbs::run(home, cli.json, verb)),
+        verb => Home::resolve(cli.home)
+            .map_err(Failure::from)
+            .and_then(|home| verbs::run(home, cli.json, verb)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

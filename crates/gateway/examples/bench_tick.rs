@@ -61,7 +61,7 @@ fn build(f: &Flags) -> Result<Value, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let now = gateway::daemon::now();
+    let now = board_home::now();
     let err = |e: board_core::StoreError| e.to_string();
     for i in 0..done {
         let task = store
@@ -116,7 +116,7 @@ fn tick(f: &Flags) -> Result<Value, String> {
     let mut unexpected = Vec::new();
     let mut latencies = Vec::with_capacity(ticks);
     for i in 0..=ticks {
-        let now = gateway::daemon::now();
+        let now = board_home::now();
         let started = Instant::now();
         let report = dispatcher.tick(&settings, now);
         let ms = started.elapsed().as_secs_f64() * 1e3;

@@ -1,22 +1,22 @@
-//! The gateway process (SPEC 6): one per home (an exclusive `flock` plus a pid file),
-//! a tick every `kanban.dispatch_interval_seconds` with missed ticks skipped, the status
-//! file `gateway.json`, and a clean stop on SIGINT/SIGTERM.
+//! The gateway process (docs/gateway.md): one per home (an exclusive `flock` plus a pid
+//! file), a tick every `kanban.dispatch_interval_seconds` with missed ticks skipped, the
+//! status file, and a clean stop on SIGINT/SIGTERM. Its callers resolve the home, load
+//! the config and open the store (`board_home`) and hand them over.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use board_core::{Store, Timestamp};
-use board_sqlite::{Options, SqliteStore};
+use board_home::safety::{self, write_private};
+use board_home::{now, Config, Home, HomeError, Loaded, STATUS_FILE};
 use serde_json::json;
 
-use crate::config::Config;
-use crate::decompositions::{decomposer_settings, BackgroundDecompositions};
+use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
-use crate::home::{self, write_private, UnsafeHome};
-use crate::supervisor::{Boundary, HomeLayout};
+use crate::supervisor::HomeLayout;
 
 /// Why the gateway could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -30,11 +30,7 @@ pub enum GatewayError {
         seconds: u64,
     },
     #[error("{0}")]
-    Config(#[from] crate::config::ConfigError),
-    #[error("{0}")]
-    UnsafeHome(#[from] UnsafeHome),
-    #[error("{0}")]
-    Open(#[from] board_sqlite::OpenError),
+    Home(#[from] HomeError),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }
@@ -42,50 +38,6 @@ pub enum GatewayError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
     let what = what.into();
     move |source| GatewayError::Io { what, source }
-}
-
-/// The clock every part of the gateway reads: Unix seconds.
-pub fn now() -> Timestamp {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-impl DispatchSettings {
-    /// The tick's settings from the configuration.
-    pub fn from_config(config: &Config) -> DispatchSettings {
-        let k = &config.kanban;
-        DispatchSettings {
-            max_spawn: k.max_spawn,
-            auto_decompose: k.auto_decompose,
-            auto_decompose_per_tick: k.auto_decompose_per_tick,
-            auto_decompose_concurrency: k.auto_decompose_concurrency,
-            failure_limit: k.failure_limit,
-            claim_ttl_seconds: k.claim_ttl_seconds,
-            default_assignee: k.default_assignee.clone(),
-            commands: config
-                .profiles
-                .iter()
-                .map(|(name, p)| (name.clone(), p.command.clone()))
-                .collect(),
-            secret_vars: vec![config.model.api_key_env.clone()],
-            boundaries: config
-                .profiles
-                .iter()
-                .map(|(name, p)| {
-                    let boundary = Boundary {
-                        env_allow: p.env_allow.clone(),
-                        dash_arguments: p.allow_dash_arguments,
-                    };
-                    (name.clone(), boundary)
-                })
-                .collect(),
-            decompose_retry: board_core::RetryPolicy {
-                base_seconds: k.decompose_retry_base_seconds,
-                failure_limit: k.decompose_failure_limit,
-            },
-        }
-    }
 }
 
 /// The exclusive hold on a home: the locked `gateway.lock` and the `gateway.pid` beside it.
@@ -106,19 +58,18 @@ fn try_flock(file: &File) -> bool {
 }
 
 /// Takes the home's gateway lock; with `replace`, stops the holder first.
-pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
-    let lock_path = home.join("gateway.lock");
-    let pid_path = home.join("gateway.pid");
-    let file = home::open_lock(&lock_path).map_err(io("cannot take the gateway lock"))?;
+pub fn lock_home(home: &Home, replace: bool) -> Result<HomeLock, GatewayError> {
+    let pid_path = home.pid_file();
+    let file = safety::open_lock(&home.lock_file()).map_err(io("cannot take the gateway lock"))?;
     if !try_flock(&file) {
-        let pid = home::open_read(&pid_path)
+        let pid = safety::open_read(&pid_path)
             .and_then(std::io::read_to_string)
             .unwrap_or_default()
             .trim()
             .to_owned();
         if !replace {
             return Err(GatewayError::AlreadyRunning {
-                home: home.to_path_buf(),
+                home: home.dir().to_path_buf(),
                 pid,
             });
         }
@@ -133,7 +84,7 @@ pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
         while !try_flock(&file) {
             if start.elapsed() > limit {
                 return Err(GatewayError::DidNotStop {
-                    home: home.to_path_buf(),
+                    home: home.dir().to_path_buf(),
                     pid,
                     seconds: limit.as_secs(),
                 });
@@ -149,17 +100,8 @@ pub fn lock_home(home: &Path, replace: bool) -> Result<HomeLock, GatewayError> {
     })
 }
 
-/// Opens the home's board with the configured durability.
-pub fn open_store(home: &Path, config: &Config) -> Result<Arc<dyn Store>, GatewayError> {
-    let options = Options {
-        synchronous: config.kanban.sqlite_synchronous,
-        ..Options::default()
-    };
-    Ok(Arc::new(SqliteStore::open(home.join("kanban.db"), &options)?))
-}
-
 /// The running gateway's status, rewritten after every tick.
-fn write_status(home: &Path, started_at: Timestamp, dispatcher: &Dispatcher, last: &TickReport) {
+fn write_status(home: &Home, started_at: Timestamp, dispatcher: &Dispatcher, last: &TickReport) {
     let status = json!({
         "pid": std::process::id(),
         "started_at": started_at,
@@ -170,21 +112,9 @@ fn write_status(home: &Path, started_at: Timestamp, dispatcher: &Dispatcher, las
         "counters": dispatcher.counters,
         "last_tick": last,
     });
-    let path = home.join("gateway.json");
-    if let Err(e) = write_private(&path, format!("{status:#}\n").as_bytes()) {
-        tracing::warn!(error = %e, "could not write gateway.json");
+    if let Err(e) = write_private(&home.status_file(), format!("{status:#}\n").as_bytes()) {
+        tracing::warn!(error = %e, "could not write {STATUS_FILE}");
     }
-}
-
-/// The home given, else `$KANBAN_HOME`, else `~/.kanban`; `None` when none can be told.
-pub fn resolve_home(flag: Option<PathBuf>) -> Option<PathBuf> {
-    let from_env = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    flag.or_else(|| from_env("KANBAN_HOME"))
-        .or_else(|| from_env("HOME").map(|h| h.join(".kanban")))
 }
 
 /// Logs to stderr, one line per event, at INFO (or `KANBAN_LOG=debug|warn|...`).
@@ -206,7 +136,7 @@ fn background(
     store: &Arc<dyn Store>,
     config: &Config,
 ) -> Result<Box<dyn Decompositions>, GatewayError> {
-    let settings = decomposer_settings(config);
+    let settings = config.decomposer_settings();
     let pool =
         BackgroundDecompositions::new(runtime.handle().clone(), store.clone(), settings).map_err(|e| {
             GatewayError::Io {
@@ -233,14 +163,16 @@ fn keep_workers_out() -> Result<(), GatewayError> {
 /// One dispatcher pass without the daemon (`kanban dispatch`): the same tick, then a
 /// wait for the decompositions it started, since nothing would be left to finish them.
 /// With `dry_run`, says what the pass would do and changes nothing.
-pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayError> {
+pub fn dispatch_once(
+    home: &Home,
+    store: Arc<dyn Store>,
+    config: &Config,
+    dry_run: bool,
+) -> Result<TickReport, GatewayError> {
     keep_workers_out()?;
-    home::check_home(home)?;
-    let config = Config::load(home)?.config;
-    let store = open_store(home, &config)?;
-    let settings = DispatchSettings::from_config(&config);
+    let settings = DispatchSettings::from_config(config);
     if dry_run {
-        let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), Box::new(NoDecompositions));
+        let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), Box::new(NoDecompositions));
         return dispatcher
             .take_hold()
             .and_then(|()| dispatcher.dry_run(&settings, now()))
@@ -253,8 +185,8 @@ pub fn dispatch_once(home: &Path, dry_run: bool) -> Result<TickReport, GatewayEr
         .enable_all()
         .build()
         .map_err(io("cannot start the runtime"))?;
-    let pool = background(&runtime, &store, &config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), pool);
+    let pool = background(&runtime, &store, config)?;
+    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
     let started = now();
     dispatcher.adopt(started);
     let mut report = dispatcher.tick(&settings, started);
@@ -287,22 +219,15 @@ fn finish_stops(dispatcher: &mut Dispatcher, settings: &DispatchSettings, report
     }
 }
 
-fn reload(home: &Path) -> Result<crate::config::Loaded, GatewayError> {
-    home::check_home(home)?;
-    Ok(Config::load(home)?)
-}
-
-/// Runs the gateway on `home` until SIGINT or SIGTERM.
-pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
+/// Runs the gateway on `home` until SIGINT or SIGTERM, with the board and config its
+/// caller opened and loaded there.
+pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) -> Result<(), GatewayError> {
     keep_workers_out()?;
-    home::check_home(home)?;
-    let loaded = Config::load(home)?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
     let mut config = loaded.config;
     let _lock = lock_home(home, replace)?;
-    let store = open_store(home, &config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -310,10 +235,10 @@ pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
         .map_err(io("cannot start the runtime"))?;
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home), pool);
+    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
     dispatcher.adopt(started_at);
-    tracing::info!(home = %home.display(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
-    let home = home.to_path_buf();
+    tracing::info!(home = %home.dir().display(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
+    let home = home.clone();
     runtime.block_on(async move {
         let mut interval = tokio::time::interval(config.kanban.dispatch_interval());
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -327,7 +252,7 @@ pub fn run(home: &Path, replace: bool) -> Result<(), GatewayError> {
             }
             // The configuration is re-read every tick; a broken edit keeps the last good
             // one, and so does a home that has become writable by others.
-            match reload(&home) {
+            match home.load_config() {
                 Ok(fresh) => {
                     if fresh.config.kanban.dispatch_interval() != config.kanban.dispatch_interval() {
                         interval = tokio::time::interval(fresh.config.kanban.dispatch_interval());

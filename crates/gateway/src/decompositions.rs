@@ -6,47 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use board_core::{Mode, PlanSettings, RetryPolicy, Store, TaskId};
-use decompose::{DecomposerSettings, HttpModel, Profile, Roster};
+use board_core::{Mode, Store, TaskId};
+use board_home::now;
+use decompose::{DecomposerSettings, HttpModel};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
-use crate::daemon::now;
 use crate::dispatcher::Decompositions;
-
-/// The decomposer's settings from the configuration (SPEC 8).
-pub fn decomposer_settings(config: &Config) -> DecomposerSettings {
-    let k = &config.kanban;
-    let profiles = config
-        .profiles
-        .iter()
-        .map(|(name, p)| Profile::new(name.clone(), p.description.clone()))
-        .collect();
-    DecomposerSettings {
-        base_url: config.decomposer_base_url().to_owned(),
-        model: config.decomposer_model().to_owned(),
-        allow_insecure_http: config.model.allow_insecure_http,
-        api_key: config.model.api_key.clone(),
-        api_key_env: Some(config.model.api_key_env.clone()),
-        timeout: config.decomposer_timeout(),
-        max_tokens: config.decomposer_max_tokens(),
-        transient_retries: config.auxiliary.transient_retries,
-        roster: Roster::new(profiles)
-            .with_default_assignee(Some(&k.default_assignee))
-            .with_max_children(Some(k.decompose_max_children)),
-        plan: PlanSettings {
-            max_children: k.decompose_max_children,
-            orchestrator: k.orchestrator_profile.clone(),
-            auto_promote_children: k.auto_promote_children,
-        },
-        retry_policy: RetryPolicy {
-            base_seconds: k.decompose_retry_base_seconds,
-            failure_limit: k.decompose_failure_limit,
-        },
-        ..DecomposerSettings::default()
-    }
-}
 
 /// Decompositions on a tokio runtime, at most one per card.
 pub struct BackgroundDecompositions {

@@ -41,24 +41,6 @@ pub struct DispatchSettings {
     pub decompose_retry: RetryPolicy,
 }
 
-impl Default for DispatchSettings {
-    fn default() -> Self {
-        DispatchSettings {
-            max_spawn: 4,
-            auto_decompose: true,
-            auto_decompose_per_tick: 3,
-            auto_decompose_concurrency: 2,
-            failure_limit: 2,
-            claim_ttl_seconds: 900,
-            default_assignee: "default".to_owned(),
-            commands: BTreeMap::from([("default".to_owned(), None)]),
-            secret_vars: Vec::new(),
-            boundaries: BTreeMap::new(),
-            decompose_retry: RetryPolicy::default(),
-        }
-    }
-}
-
 impl DispatchSettings {
     /// The profile a task's worker runs as, and its command; `None` for a profile that
     /// cannot be spawned.

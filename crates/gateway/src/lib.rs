@@ -1,16 +1,11 @@
-//! The gateway (SPEC 6): its configuration (`<home>/config.yaml`, SPEC 8), the daemon
-//! (lock, ticks, status file, signals), the dispatcher's tick, and the worker supervisor.
+//! The gateway (docs/gateway.md): the daemon (lock, ticks, status file, signals), the
+//! dispatcher's tick, background decompositions and the worker supervisor. Its home and
+//! configuration are `board_home`'s.
 
-pub mod config;
 pub mod daemon;
 pub mod decompositions;
 pub mod dispatcher;
-pub mod home;
 pub mod plan;
 pub mod process;
+mod settings;
 pub mod supervisor;
-
-pub use config::{
-    ApiKey, AuxiliaryConfig, Config, ConfigError, DecomposerConfig, KanbanConfig, Loaded, ModelConfig,
-    ProfileConfig, Warning,
-};

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use board_home::Home;
 
 const USAGE: &str = "usage: kanban-gateway [--home DIR] [--replace]
 
@@ -30,23 +33,25 @@ fn main() -> ExitCode {
             _ => return usage(&format!("unexpected argument {arg:?}")),
         }
     }
-    let Some(home) = gateway::daemon::resolve_home(home) else {
-        return usage("no home: pass --home DIR or set KANBAN_HOME");
+    let home = match Home::resolve(home) {
+        Ok(home) => home,
+        Err(e) if e.is_usage() => return usage(&e.to_string()),
+        Err(e) => return failed(&e),
     };
     gateway::daemon::init_logging();
-    let mut dirs = std::fs::DirBuilder::new();
-    std::os::unix::fs::DirBuilderExt::mode(dirs.recursive(true), 0o700);
-    if let Err(e) = dirs.create(&home) {
-        eprintln!("kanban-gateway: {}: cannot create the home: {e}", home.display());
-        return ExitCode::FAILURE;
-    }
-    match gateway::daemon::run(&home, replace) {
+    let opened = match home.open() {
+        Ok(opened) => opened,
+        Err(e) => return failed(&e),
+    };
+    match gateway::daemon::run(&home, Arc::new(opened.store), opened.loaded, replace) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kanban-gateway: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => failed(&e),
     }
+}
+
+fn failed(e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("kanban-gateway: {e}");
+    ExitCode::FAILURE
 }
 
 fn usage(problem: &str) -> ExitCode {

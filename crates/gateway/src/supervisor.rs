@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
+use board_home::safety::{open_append, open_read, private_dir};
+use board_home::{DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR};
 use serde_json::{json, Value};
 
-use crate::home::{open_append, open_read, private_dir, LOGS_DIR, WORKSPACES_DIR};
 pub use crate::process::{Exit, Signal};
 use crate::process::{Leader, Pidfd};
 
@@ -33,7 +34,7 @@ impl HomeLayout {
     pub fn new(home: &Path) -> HomeLayout {
         HomeLayout {
             home: home.to_path_buf(),
-            db: home.join("kanban.db"),
+            db: home.join(DATABASE_FILE),
         }
     }
 

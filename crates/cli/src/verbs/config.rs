@@ -3,11 +3,10 @@
 //! It opens no board and creates nothing, so it works on a home whose config would stop
 //! every other verb, and on a home that does not exist yet (every default).
 
-use gateway::config::Config;
+use board_home::Home;
 
 use crate::args::ConfigCommand;
 use crate::failure::Failure;
-use crate::home::Home;
 use crate::output::print_json;
 
 pub fn run(home: &Home, json: bool, command: ConfigCommand) -> Result<(), Failure> {
@@ -26,7 +25,7 @@ fn check(home: &Home, json: bool) -> Result<(), Failure> {
         print_json(&loaded.config.effective_json());
         return Ok(());
     }
-    let path = Config::path(&home.dir);
+    let path = home.config();
     let note = if path.exists() {
         ""
     } else {

@@ -23,7 +23,7 @@ pub enum Call {
 /// Runs the verb on its cards, one after the other. Exit 0 when every card was
 /// decomposed (or there was none), 1 when any was not.
 pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
-    let settings = gateway::decompositions::decomposer_settings(&ctx.config);
+    let settings = ctx.config.decomposer_settings();
     let store: Arc<dyn Store> = Arc::new(ctx.store);
     let cards = match (args.id, args.all) {
         (Some(id), _) => vec![id],

@@ -1,11 +1,13 @@
 //! `kanban gateway run` and `kanban dispatch`: the gateway library's daemon and one
 //! dispatcher pass, on the home the CLI prepared.
 
+use std::sync::Arc;
+
+use board_home::{Home, Loaded, Warning};
 use serde_json::json;
 
 use crate::args::GatewayCommand;
 use crate::failure::{one_line, Failure};
-use crate::home::Home;
 use crate::output::print_json;
 
 use super::Ctx;
@@ -14,19 +16,26 @@ fn gateway_failure(e: gateway::daemon::GatewayError) -> Failure {
     Failure::Refused(one_line(&e.to_string()))
 }
 
-/// Runs the gateway in this process until SIGINT or SIGTERM.
-pub fn run(ctx: Ctx, home: &Home, command: GatewayCommand) -> Result<(), Failure> {
+/// Runs the gateway in this process until SIGINT or SIGTERM, on the board and config
+/// the verb opened and loaded.
+pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayCommand) -> Result<(), Failure> {
     let GatewayCommand::Run { replace } = command;
-    // The daemon opens its own connection; this one is not needed.
-    drop(ctx);
     gateway::daemon::init_logging();
-    gateway::daemon::run(&home.dir, replace).map_err(gateway_failure)
+    let loaded = Loaded {
+        config: ctx.config,
+        warnings,
+    };
+    gateway::daemon::run(home, Arc::new(ctx.store), loaded, replace).map_err(gateway_failure)
 }
 
 /// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do).
-pub fn dispatch(ctx: &Ctx, home: &Home, dry_run: bool) -> Result<(), Failure> {
-    let report = gateway::daemon::dispatch_once(&home.dir, dry_run).map_err(gateway_failure)?;
-    if ctx.json {
+pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool) -> Result<(), Failure> {
+    let Ctx {
+        store, config, json, ..
+    } = ctx;
+    let report =
+        gateway::daemon::dispatch_once(home, Arc::new(store), &config, dry_run).map_err(gateway_failure)?;
+    if json {
         print_json(&json!(report));
     } else {
         let line = |what: &str, ids: &[board_core::TaskId]| {

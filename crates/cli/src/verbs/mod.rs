@@ -15,11 +15,11 @@ mod tasks;
 mod work;
 
 use board_core::{RunId, TaskId, Timestamp};
+use board_home::{now, Config, Home, Loaded};
 use board_sqlite::SqliteStore;
 
 use crate::args::Verb;
 use crate::failure::Failure;
-use crate::home::Home;
 use crate::output::Paint;
 
 pub use setup::completions;
@@ -28,7 +28,7 @@ pub use setup::completions;
 pub struct Ctx {
     pub store: SqliteStore,
     /// The home's config.yaml, every default filled in.
-    pub config: gateway::Config,
+    pub config: Config,
     /// The system clock in Unix seconds, read once per command.
     pub now: Timestamp,
     pub json: bool,
@@ -86,14 +86,19 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Config(command) => return config::run(&home, json, command),
         verb => verb,
     };
-    let prepared = home.prepare()?;
+    // The database is opened before the template is written, so a home whose
+    // `kanban.db` is refused (not SQLite, another application's, newer) is left
+    // untouched. Config warnings are left to `config check` and the gateway, so that a
+    // worker's every `kanban` call does not repeat them.
+    let opened = home.open()?;
     let created = setup::Created {
-        home: prepared.created_home,
-        config: prepared.created_config,
+        home: opened.created_home,
+        config: home.write_template()?,
     };
+    let Loaded { config, warnings } = opened.loaded;
     let ctx = Ctx {
-        store: prepared.store,
-        config: prepared.config,
+        store: opened.store,
+        config,
         now: now(),
         json,
         paint: Paint::for_stdout(),
@@ -122,18 +127,11 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Comment(a) => comment::comment(&ctx, a),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
-        Verb::Dispatch { dry_run } => gateway_verbs::dispatch(&ctx, &home, dry_run),
-        Verb::Gateway(command) => gateway_verbs::run(ctx, &home, command),
+        Verb::Dispatch { dry_run } => gateway_verbs::dispatch(ctx, &home, dry_run),
+        Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
         Verb::Config(command) => config::run(&home, json, command),
     }
-}
-
-/// The system clock in Unix seconds.
-pub fn now() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as Timestamp)
 }
 
 /// Refuses a body, result or comment over `kanban.max_text_bytes` before the board is

@@ -209,7 +209,7 @@ fn follow_events(ctx: &Ctx, mut filter: EventFilter, with_task: bool) -> Result<
     loop {
         let events = ctx.store.events(&filter)?;
         // Ages are of the moment each batch is printed, not of the command's start.
-        let now = super::now();
+        let now = board_home::now();
         for e in &events {
             let line = if ctx.json {
                 event_json(e).to_string()

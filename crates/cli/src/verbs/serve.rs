@@ -3,11 +3,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use gateway::home::LOGS_DIR;
+use board_home::Home;
 use gateway::supervisor::ProcessGroupTerminator;
 
 use crate::failure::{one_line, Failure};
-use crate::home::Home;
 
 use super::Ctx;
 
@@ -23,7 +22,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         // A body at the text cap, JSON-escaped, must still reach the cap's own message.
         max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
-        logs_dir: Some(home.dir.join(LOGS_DIR)),
+        logs_dir: Some(home.logs()),
         ..defaults
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

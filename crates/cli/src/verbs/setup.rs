@@ -2,9 +2,10 @@
 
 use serde_json::json;
 
+use board_home::Home;
+
 use crate::args::{shell, Cli};
 use crate::failure::Failure;
-use crate::home::Home;
 use crate::output::print_json;
 use crate::verbs::Ctx;
 
@@ -18,7 +19,7 @@ pub struct Created {
 pub fn init(ctx: &Ctx, home: &Home, created: Created) -> Result<(), Failure> {
     if ctx.json {
         print_json(&json!({
-            "home": home.dir.display().to_string(),
+            "home": home.dir().display().to_string(),
             "database": home.database().display().to_string(),
             "config": home.config().display().to_string(),
             "created_home": created.home,
@@ -27,7 +28,7 @@ pub fn init(ctx: &Ctx, home: &Home, created: Created) -> Result<(), Failure> {
         return Ok(());
     }
     let verb = if created.home { "created" } else { "using" };
-    println!("{verb} board home {}", home.dir.display());
+    println!("{verb} board home {}", home.dir().display());
     println!("  database {}", home.database().display());
     let config_note = if created.config { "written" } else { "kept" };
     println!("  config   {} ({config_note})", home.config().display());

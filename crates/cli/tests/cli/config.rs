@@ -4,8 +4,8 @@
 
 use crate::common;
 
+use board_home::config::Config;
 use common::{get, Board};
-use gateway::config::Config;
 use serde_json::Value;
 
 const CANARY: &str = "sk-canary-4c1d9e2b";

@@ -1,12 +1,13 @@
 //! `kanban dispatch`: one dispatcher pass without the gateway, and `--dry-run`, which says
-//! what the pass would do and changes nothing.
+//! what the pass would do and changes nothing; a relative `--home` reaches workers whole.
 
 use crate::common;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use board_core::Status;
-use common::{get, Board};
+use common::{bare, get, Board};
 use fake_llm::{FakeLlm, Reply, Settings};
 
 const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
@@ -63,4 +64,50 @@ fn a_dry_run_changes_nothing_and_a_pass_does_the_work() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(get(&board, &first).result.as_deref(), Some("dispatched"));
+}
+
+/// A worker runs in its own workspace, so the home it is handed must be absolute: a
+/// relative `--home` given to `dispatch` still lets the worker's `kanban complete` land
+/// on the same board.
+#[test]
+fn a_relative_home_reaches_the_worker_as_an_absolute_one() {
+    let board = Board::new();
+    let kanban = |args: &[&str]| {
+        let out = bare()
+            .current_dir(board.dir.path())
+            .args(["--home", "home"])
+            .args(args)
+            .output()
+            .expect("run kanban");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    kanban(&["init"]);
+    let worker = format!("printf %s \"$KANBAN_HOME\" > seen_home; {KANBAN} complete --result relative");
+    let config = format!(
+        "kanban:\n  auto_decompose: false\n\
+         profiles:\n  worker:\n    command: [\"sh\", \"-c\", {worker:?}]\n"
+    );
+    std::fs::write(board.home().join("config.yaml"), config).expect("config");
+    let id = kanban(&["create", "rel", "--assignee", "worker", "--json"]);
+    let id: serde_json::Value = serde_json::from_str(&id).expect("json");
+    let id = id["id"].as_str().expect("id").to_owned();
+    kanban(&["dispatch"]);
+    let start = Instant::now();
+    while get(&board, &id).status != Status::Done {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the worker never completed: {:?}",
+            get(&board, &id)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(get(&board, &id).result.as_deref(), Some("relative"));
+    let seen = std::fs::read_to_string(board.home().join("workspaces").join(&id).join("seen_home"))
+        .expect("the worker wrote its home");
+    assert_eq!(Path::new(&seen), board.home(), "the worker's KANBAN_HOME");
 }

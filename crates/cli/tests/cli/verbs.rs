@@ -63,6 +63,23 @@ fn home_comes_from_kanban_home() {
 }
 
 #[test]
+fn an_empty_kanban_home_is_a_one_line_error_not_another_board() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = bare()
+        .env("KANBAN_HOME", "")
+        .env("HOME", dir.path())
+        .args(["create", "lost"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "kanban: KANBAN_HOME is set but empty: name the board's home directory or unset it\n"
+    );
+    assert!(!dir.path().join(".kanban").exists(), "no fallback to ~/.kanban");
+}
+
+#[test]
 fn global_flags_go_anywhere() {
     let board = Board::init();
     let home = board.home();

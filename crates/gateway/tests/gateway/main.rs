@@ -1,7 +1,6 @@
 //! The gateway's tests through its public API, one module per suite, all in one test
 //! binary so a build links it once.
 
-mod config;
 mod dispatcher;
 mod plan_and_tick;
 mod worker_boundary;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use board_core::{NewTask, Outcome, Request, Status, Store, Task, Termination, Terminator};
+use board_home::config::{Config, Warning};
 use board_sqlite::{Options, SqliteStore};
-use gateway::config::{Config, Warning, TEMPLATE};
 use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
 use gateway::supervisor::{
     worker_argv, worker_env, Assignment, Boundary, HomeLayout, ProcessGroupTerminator,
@@ -218,14 +218,15 @@ fn profile_boundary_keys_are_parsed_and_checked() {
 
 #[test]
 fn the_template_recommends_the_key_variable() {
-    let loaded = Config::parse(TEMPLATE, &no_env).unwrap();
+    let template = Config::template();
+    let loaded = Config::parse(&template, &no_env).unwrap();
     assert_eq!(loaded.config.model.api_key_env, "OPENAI_API_KEY");
-    let key_lines: Vec<&str> = TEMPLATE.lines().filter(|l| l.contains("api_key")).collect();
+    let key_lines: Vec<&str> = template.lines().filter(|l| l.contains("api_key")).collect();
     assert!(
         key_lines.iter().all(|l| !l.trim_start().starts_with("api_key:")),
         "{key_lines:?}"
     );
-    assert!(TEMPLATE.contains("workers run as your user"), "{TEMPLATE}");
+    assert!(template.contains("workers run as your user"), "{template}");
 }
 
 fn home_with(config: &str, home_mode: u32, file_mode: u32) -> (tempfile::TempDir, Vec<Warning>) {

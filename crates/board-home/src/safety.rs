@@ -10,13 +10,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::config::CONFIG_FILE;
-
-/// The home's subdirectories workers use.
-pub const LOGS_DIR: &str = "logs";
-pub const WORKSPACES_DIR: &str = "workspaces";
-/// The board file, checked like the config: whoever can replace it rewrites the board.
-const DATABASE_FILE: &str = "kanban.db";
+use crate::{CONFIG_FILE, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR};
 
 /// A home (or a file in it) that another user could have chosen or could change.
 #[derive(Debug, thiserror::Error)]
@@ -65,8 +59,8 @@ fn check_owned(path: &Path, meta: &Metadata) -> Result<(), UnsafeHome> {
 }
 
 /// Checks what of a home exists: the home itself (which may be reached through a link),
-/// then `config.yaml`, `kanban.db`, `logs/` and `workspaces/`, none of which may be a
-/// link.
+/// then `config.yaml`, `kanban.db` (whoever can replace it rewrites the board), `logs/`
+/// and `workspaces/`, none of which may be a link.
 pub fn check_home(home: &Path) -> Result<(), UnsafeHome> {
     let io = |path: &Path| {
         let path = path.to_path_buf();

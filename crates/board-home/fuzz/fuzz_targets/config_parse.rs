@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use gateway::config::Config;
+use board_home::config::Config;
 use libfuzzer_sys::fuzz_target;
 
 const CANARY: &str = "sk-fuzz-canary-0b4e7d";

@@ -1,12 +1,12 @@
-//! `gateway::config` through its public API: every default, every override, every error
+//! `board_home::config` through its public API: every default, every override, every error
 //! message (a snapshot table), unknown-key warnings, the API key's redaction and its
 //! environment fallback, and the decomposer's fallbacks to `model.*`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use board_home::config::{Config, ConfigError, Loaded, Warning};
 use board_sqlite::Synchronous;
-use gateway::config::{Config, ConfigError, Loaded, Warning, TEMPLATE};
 
 const CANARY: &str = "sk-canary-7f3a9c1e";
 
@@ -98,9 +98,59 @@ fn empty_or_missing_files_are_every_default() {
 
 #[test]
 fn the_init_template_parses_to_exactly_the_defaults() {
-    let loaded = parse(TEMPLATE);
+    let loaded = parse(&Config::template());
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(loaded.config, Config::default());
+}
+
+/// Every key the config declares, by its full path (`kanban.max_spawn`).
+fn declared_keys(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    if let Some(map) = value.as_object() {
+        for (key, value) in map {
+            let path = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            out.push(path.clone());
+            declared_keys(value, &path, out);
+        }
+    }
+}
+
+#[test]
+fn the_template_names_every_declared_key() {
+    let template = Config::template();
+    let mut keys = Vec::new();
+    declared_keys(&Config::default().effective_json(), "", &mut keys);
+    assert!(keys.len() > 25, "{keys:?}");
+    for key in keys {
+        let name = key.rsplit('.').next().unwrap_or(&key);
+        assert!(
+            template.contains(&format!("{name}:")),
+            "{key} missing from the template"
+        );
+    }
+    // The secret is named but never given a value to fill in.
+    assert!(!template.lines().any(|l| l.trim_start().starts_with("api_key:")));
+}
+
+#[test]
+fn the_effective_values_come_from_the_same_declarations_as_the_defaults() {
+    let json = Config::default().effective_json();
+    assert_eq!(json["kanban"]["max_spawn"], 4);
+    assert_eq!(
+        json["kanban"]["decompose_failure_limit"],
+        board_core::RetryPolicy::default().failure_limit
+    );
+    assert_eq!(
+        json["kanban"]["decompose_retry_base_seconds"],
+        board_core::RetryPolicy::default().base_seconds
+    );
+    assert_eq!(
+        json["kanban"]["decompose_max_children"],
+        board_core::plan::DEFAULT_MAX_CHILDREN
+    );
 }
 
 #[test]

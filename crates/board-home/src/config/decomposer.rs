@@ -1,0 +1,48 @@
+//! The decomposer's settings as the config gives them, for `kanban decompose` and the
+//! gateway's automatic decompositions alike.
+
+use board_core::{PlanSettings, RetryPolicy};
+use decompose::{DecomposerSettings, Profile, Roster};
+
+use super::Config;
+
+impl Config {
+    /// The decomposer's settings: its endpoint and model (falling back to `model.*`),
+    /// the roster of profiles, the plan's limits and the automatic failure policy.
+    pub fn decomposer_settings(&self) -> DecomposerSettings {
+        let k = &self.kanban;
+        let profiles = self
+            .profiles
+            .iter()
+            .map(|(name, p)| Profile::new(name.clone(), p.description.clone()))
+            .collect();
+        DecomposerSettings {
+            base_url: self.decomposer_base_url().to_owned(),
+            model: self.decomposer_model().to_owned(),
+            allow_insecure_http: self.model.allow_insecure_http,
+            api_key: self.model.api_key.clone(),
+            api_key_env: Some(self.model.api_key_env.clone()),
+            timeout: self.decomposer_timeout(),
+            max_tokens: self.decomposer_max_tokens(),
+            transient_retries: self.auxiliary.transient_retries,
+            roster: Roster::new(profiles)
+                .with_default_assignee(Some(&k.default_assignee))
+                .with_max_children(Some(k.decompose_max_children)),
+            plan: PlanSettings {
+                max_children: k.decompose_max_children,
+                orchestrator: k.orchestrator_profile.clone(),
+                auto_promote_children: k.auto_promote_children,
+            },
+            retry_policy: self.decompose_retry(),
+            ..DecomposerSettings::default()
+        }
+    }
+
+    /// The backoff and parking of failed automatic decompositions.
+    pub fn decompose_retry(&self) -> RetryPolicy {
+        RetryPolicy {
+            base_seconds: self.kanban.decompose_retry_base_seconds,
+            failure_limit: self.kanban.decompose_failure_limit,
+        }
+    }
+}

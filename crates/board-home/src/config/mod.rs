@@ -1,0 +1,599 @@
+//! `<home>/config.yaml` (docs/config.md): every key declared once, as a field of a
+//! serde-derived struct with its default beside it; loading the file into those structs
+//! with errors that name the key's full path and warnings for unknown keys; the
+//! effective values `kanban config check` prints and the template `kanban init` writes,
+//! both rendered from the same structs.
+//!
+//! The YAML is parsed by `yaml-rust2` and handed to serde as a tree (`yaml.rs`);
+//! `serde_path_to_error` names the key of a bad value and `serde_ignored` the unknown
+//! keys. How each kind of value is read, with its wording, is in `fields.rs`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use board_core::plan::DEFAULT_MAX_CHILDREN;
+use board_core::RetryPolicy;
+use board_sqlite::Synchronous;
+use decompose::endpoint::check_base_url;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use smart_default::SmartDefault;
+use yaml_rust2::parser::{Event, Parser};
+use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
+
+use crate::CONFIG_FILE;
+
+mod decomposer;
+mod fields;
+mod template;
+mod yaml;
+
+/// The implied profile every config has.
+pub const DEFAULT_PROFILE: &str = "default";
+const DEFAULT_PROFILE_DESCRIPTION: &str = "General-purpose worker";
+
+/// A config is written by hand; anything bigger is a mistake, and a cap keeps a wrong
+/// path (a log, a database) from being read whole.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Each alias is expanded by copying its anchor; a few are plenty for a config, and a cap
+/// keeps nested aliases from expanding exponentially.
+const MAX_ALIASES: usize = 16;
+
+// Ceilings: values above them are typos, not intentions.
+const MAX_RETRIES: i64 = 10;
+const MAX_TIMEOUT_SECONDS: i64 = 24 * 3600;
+const MAX_TOKENS: i64 = 1_000_000;
+const MAX_SPAWN: i64 = 1024;
+const MAX_PER_TICK: i64 = 64;
+const MAX_FAILURE_LIMIT: i64 = 100;
+const MAX_RETRY_BASE_SECONDS: i64 = 7 * 24 * 3600;
+const MAX_CLAIM_TTL_SECONDS: i64 = 7 * 24 * 3600;
+const MAX_TEXT_BYTES_CEILING: i64 = 64 * 1024 * 1024;
+const MAX_CHILDREN: i64 = board_core::plan::MAX_CHILDREN_CEILING as i64;
+
+/// The whole configuration, every key resolved to its value or default.
+#[derive(Clone, Debug, PartialEq, SmartDefault, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// `model.*`: the OpenAI-compatible endpoint.
+    pub model: ModelConfig,
+    /// `auxiliary.*`: the side calls (the decomposer).
+    pub auxiliary: AuxiliaryConfig,
+    /// `kanban.*`: the board and its dispatcher.
+    pub kanban: KanbanConfig,
+    /// `profiles.*`: the kinds of worker; always holds [`DEFAULT_PROFILE`].
+    #[default(fields::implied_profiles())]
+    #[serde(deserialize_with = "fields::profiles")]
+    pub profiles: BTreeMap<String, ProfileConfig>,
+}
+
+/// `model.*`.
+#[derive(Clone, Debug, PartialEq, SmartDefault, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelConfig {
+    /// `model.provider`.
+    #[default = "custom"]
+    #[serde(deserialize_with = "fields::non_empty")]
+    pub provider: String,
+    /// `model.base_url`.
+    #[default = "http://127.0.0.1:11434/v1"]
+    #[serde(deserialize_with = "fields::url", serialize_with = "fields::redacted_url")]
+    pub base_url: String,
+    /// `model.default`: the model name.
+    #[default = "llama3.1"]
+    #[serde(deserialize_with = "fields::non_empty")]
+    pub default: String,
+    /// `model.api_key_env`: the variable the key is read from when `model.api_key` is not
+    /// set (empty: none).
+    #[default = "OPENAI_API_KEY"]
+    pub api_key_env: String,
+    /// The key: `model.api_key` if set, else the variable named by `api_key_env`, else none
+    /// (a local server needs none).
+    #[serde(deserialize_with = "fields::api_key", serialize_with = "fields::redacted_key")]
+    pub api_key: Option<ApiKey>,
+    /// `model.allow_insecure_http`: plain `http://` to a host other than this machine.
+    #[serde(deserialize_with = "fields::flag")]
+    pub allow_insecure_http: bool,
+}
+
+/// `auxiliary.*`.
+#[derive(Clone, Debug, PartialEq, SmartDefault, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuxiliaryConfig {
+    /// `auxiliary.transient_retries`: retries of a transient LLM failure.
+    #[default = 2]
+    #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_RETRIES>")]
+    pub transient_retries: u32,
+    /// `auxiliary.kanban_decomposer.*`.
+    pub kanban_decomposer: DecomposerConfig,
+}
+
+/// `auxiliary.kanban_decomposer.*`; read through [`Config::decomposer_model`] and its
+/// siblings, which apply the fallbacks to `model.*`.
+#[derive(Clone, Debug, PartialEq, SmartDefault, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DecomposerConfig {
+    /// The decomposer's model; empty means `model.default`.
+    pub model: String,
+    /// The decomposer's endpoint; empty means `model.base_url`.
+    #[serde(
+        deserialize_with = "fields::url_or_empty",
+        serialize_with = "fields::redacted_url"
+    )]
+    pub base_url: String,
+    /// Seconds one call may take.
+    #[default = 180]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_TIMEOUT_SECONDS>")]
+    pub timeout: u64,
+    /// The reply's token budget.
+    #[default = 4000]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_TOKENS>")]
+    pub max_tokens: u32,
+}
+
+/// `kanban.*`.
+#[derive(Clone, Debug, PartialEq, SmartDefault, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KanbanConfig {
+    /// Seconds between ticks, fractional allowed, > 0.
+    #[default = 60.0]
+    #[serde(
+        deserialize_with = "fields::seconds",
+        serialize_with = "fields::whole_seconds"
+    )]
+    pub dispatch_interval_seconds: f64,
+    /// Workers running at once; 0 never spawns.
+    #[default = 4]
+    #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_SPAWN>")]
+    pub max_spawn: usize,
+    /// Decompose triage cards automatically.
+    #[default = true]
+    #[serde(deserialize_with = "fields::flag")]
+    pub auto_decompose: bool,
+    /// New automatic decompositions per tick.
+    #[default = 3]
+    #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_PER_TICK>")]
+    pub auto_decompose_per_tick: usize,
+    /// Automatic decompositions in flight.
+    #[default = 2]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_PER_TICK>")]
+    pub auto_decompose_concurrency: usize,
+    /// Promote `todo` children whose parents are done.
+    #[default = true]
+    #[serde(deserialize_with = "fields::flag")]
+    pub auto_promote_children: bool,
+    /// The child cap of one decomposition.
+    #[default(DEFAULT_MAX_CHILDREN)]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CHILDREN>")]
+    pub decompose_max_children: usize,
+    /// Failed automatic decompositions before a card is parked.
+    #[default(RetryPolicy::default().failure_limit)]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
+    pub decompose_failure_limit: i64,
+    /// The first retry delay of a failed decomposition, doubled each time.
+    #[default(RetryPolicy::default().base_seconds)]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_RETRY_BASE_SECONDS>")]
+    pub decompose_retry_base_seconds: i64,
+    /// The assignee of a task created without one.
+    #[default(DEFAULT_PROFILE.to_owned())]
+    #[serde(deserialize_with = "fields::non_empty")]
+    pub default_assignee: String,
+    /// The profile that decomposes.
+    #[default(DEFAULT_PROFILE.to_owned())]
+    #[serde(deserialize_with = "fields::non_empty")]
+    pub orchestrator_profile: String,
+    /// Failed runs before a task is blocked.
+    #[default = 2]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
+    pub failure_limit: i64,
+    /// A claim's lease in seconds.
+    #[default = 900]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
+    pub claim_ttl_seconds: i64,
+    /// `PRAGMA synchronous` of the board (`full` or `normal`).
+    #[default(Synchronous::Full)]
+    #[serde(
+        deserialize_with = "fields::synchronous",
+        serialize_with = "fields::synchronous_name"
+    )]
+    pub sqlite_synchronous: Synchronous,
+    /// The largest body, result or comment in bytes.
+    #[default(1024 * 1024)]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_TEXT_BYTES_CEILING>")]
+    pub max_text_bytes: usize,
+}
+
+/// `profiles.<name>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProfileConfig {
+    /// What the profile is for, shown to the decomposer.
+    pub description: String,
+    /// The worker's argv; `None` makes the profile command-less (never spawned).
+    #[serde(deserialize_with = "fields::command")]
+    pub command: Option<Vec<String>>,
+    /// Variables passed to its workers although their names look secret (`*_KEY`,
+    /// `*_TOKEN`, ...); the model key's variable never is. Shown only when set.
+    #[serde(
+        deserialize_with = "fields::variable_names",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub env_allow: Vec<String>,
+    /// Card text may start an argument with `-` (default false: such a spawn is
+    /// refused). Shown only when set.
+    #[serde(deserialize_with = "fields::flag", skip_serializing_if = "std::ops::Not::not")]
+    pub allow_dash_arguments: bool,
+}
+
+/// The model API key: the decomposer's type, which never prints itself.
+pub use decompose::ApiKey;
+
+/// A loaded config and what was odd about it without being wrong.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    /// The effective configuration.
+    pub config: Config,
+    /// Things to tell the user (one line each), in file order.
+    pub warnings: Vec<Warning>,
+}
+
+/// Something in the file that is ignored rather than refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Warning {
+    /// A key this version does not know, by its full path (`kanban.max_spwn`).
+    UnknownKey(String),
+    /// `model.api_key` is in a file that other users can read.
+    KeyReadable(PathBuf),
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::UnknownKey(path) => write!(f, "{CONFIG_FILE}: unknown key {path} (ignored)"),
+            Warning::KeyReadable(path) => write!(
+                f,
+                "{CONFIG_FILE}: model.api_key is readable by other users: run chmod 600 {}, \
+                 or better move the key to the variable named by model.api_key_env",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Why a config could not be used. Its `Display` is one line naming the file and, for a
+/// bad value, the key's full path.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("{}: cannot read the config: {source}", path.display())]
+    Read {
+        /// The config's path.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The path is a directory, a FIFO or another thing that is not a regular file.
+    #[error("{}: the config is {what}, not a file", path.display())]
+    NotAFile {
+        /// The config's path.
+        path: PathBuf,
+        /// `a directory`, or `not a regular file`.
+        what: &'static str,
+    },
+    /// The file is bigger than any hand-written config.
+    #[error("{CONFIG_FILE}: {bytes} bytes is too big for a config (at most {MAX_FILE_BYTES})")]
+    TooBig {
+        /// Its size.
+        bytes: u64,
+    },
+    /// The bytes are not UTF-8.
+    #[error("{CONFIG_FILE}: not valid UTF-8 (line {line})")]
+    NotUtf8 {
+        /// The 1-based line of the first bad byte.
+        line: usize,
+    },
+    /// The text is not YAML.
+    #[error("{CONFIG_FILE}: YAML syntax error at line {line}, column {column}: {message}")]
+    Syntax {
+        /// 1-based.
+        line: usize,
+        /// 1-based.
+        column: usize,
+        /// The parser's description.
+        message: String,
+    },
+    /// The YAML is well formed but not shaped like a config (several documents, a list
+    /// at the top, too many aliases).
+    #[error("{CONFIG_FILE}: {0}")]
+    Shape(String),
+    /// A key holds a value it cannot have.
+    #[error("{CONFIG_FILE}: {key}: {problem}")]
+    Invalid {
+        /// The key's full path, `kanban.max_spawn`, `profiles.coder.command`.
+        key: String,
+        /// What was wrong.
+        problem: String,
+    },
+}
+
+impl ConfigError {
+    fn invalid(key: &str, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// How an environment variable is read; tests pass their own instead of touching the process's.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl KanbanConfig {
+    /// `dispatch_interval_seconds` as a duration, never zero.
+    pub fn dispatch_interval(&self) -> Duration {
+        // A loaded value is finite, > 0 and capped; the fields are public, though, and a
+        // timer of zero (or a panic on a negative) must not follow from a hand-built one.
+        Duration::try_from_secs_f64(self.dispatch_interval_seconds)
+            .unwrap_or(Duration::ZERO)
+            .max(Duration::from_millis(1))
+    }
+}
+
+impl Config {
+    /// `<home>/config.yaml`.
+    pub fn path(home: &Path) -> PathBuf {
+        home.join(CONFIG_FILE)
+    }
+
+    /// Loads `<home>/config.yaml`, reading the API key's variable from the process's
+    /// environment. A missing file is every default.
+    pub fn load(home: &Path) -> Result<Loaded, ConfigError> {
+        Config::load_with_env(home, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Config::load`] with the environment given.
+    pub fn load_with_env(home: &Path, env: EnvLookup<'_>) -> Result<Loaded, ConfigError> {
+        let path = Config::path(home);
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Config::parse("", env),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        if meta.is_dir() {
+            return Err(ConfigError::NotAFile {
+                path,
+                what: "a directory",
+            });
+        }
+        // A FIFO would block the read forever.
+        if !meta.is_file() {
+            return Err(ConfigError::NotAFile {
+                path,
+                what: "not a regular file",
+            });
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(ConfigError::TooBig { bytes: meta.len() });
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            ConfigError::NotUtf8 {
+                line: 1 + valid.iter().filter(|&&b| b == b'\n').count(),
+            }
+        })?;
+        let (mut loaded, key_in_file) = Config::parse_text(&text, env)?;
+        if key_in_file && readable_by_others(home, &meta) {
+            loaded.warnings.push(Warning::KeyReadable(path));
+        }
+        Ok(loaded)
+    }
+
+    /// Parses the text of a config; empty text is every default.
+    pub fn parse(text: &str, env: EnvLookup<'_>) -> Result<Loaded, ConfigError> {
+        Config::parse_text(text, env).map(|(loaded, _)| loaded)
+    }
+
+    /// [`Config::parse`], and whether the text itself holds the API key.
+    fn parse_text(text: &str, env: EnvLookup<'_>) -> Result<(Loaded, bool), ConfigError> {
+        let root = yaml_root(text)?;
+        let mut warnings = Vec::new();
+        let node = yaml::Node {
+            value: &root,
+            root: true,
+        };
+        let mut unknown =
+            |path: serde_ignored::Path<'_>| warnings.push(Warning::UnknownKey(path.to_string()));
+        let mut config: Config =
+            serde_path_to_error::deserialize(serde_ignored::Deserializer::new(node, &mut unknown)).map_err(
+                |e| {
+                    let key = e.path().to_string();
+                    let problem = e.into_inner().to_string();
+                    if key == "." {
+                        ConfigError::Shape(problem)
+                    } else {
+                        ConfigError::Invalid { key, problem }
+                    }
+                },
+            )?;
+        check_endpoints(&config)?;
+        let key_in_file = config.model.api_key.is_some();
+        if !key_in_file {
+            let var = config.model.api_key_env.as_str();
+            config.model.api_key = (!var.is_empty())
+                .then(|| env(var))
+                .flatten()
+                .filter(|v| !v.is_empty())
+                .map(ApiKey::new);
+        }
+        Ok((Loaded { config, warnings }, key_in_file))
+    }
+
+    /// The decomposer's model: `auxiliary.kanban_decomposer.model`, else `model.default`.
+    pub fn decomposer_model(&self) -> &str {
+        or_fallback(&self.auxiliary.kanban_decomposer.model, &self.model.default)
+    }
+
+    /// The decomposer's endpoint: `auxiliary.kanban_decomposer.base_url`, else `model.base_url`.
+    pub fn decomposer_base_url(&self) -> &str {
+        or_fallback(&self.auxiliary.kanban_decomposer.base_url, &self.model.base_url)
+    }
+
+    /// How long one decomposer call may take.
+    pub fn decomposer_timeout(&self) -> Duration {
+        Duration::from_secs(self.auxiliary.kanban_decomposer.timeout)
+    }
+
+    /// The decomposer reply's token budget.
+    pub fn decomposer_max_tokens(&self) -> u32 {
+        self.auxiliary.kanban_decomposer.max_tokens
+    }
+
+    /// A profile by name.
+    pub fn profile(&self, name: &str) -> Option<&ProfileConfig> {
+        self.profiles.get(name)
+    }
+
+    /// The effective values as JSON, in the file's shape, the API key shown as
+    /// `"[redacted]"` when there is one and `null` when there is none, and the base URLs
+    /// with their credentials (`user:pass@`, query values) redacted.
+    pub fn effective_json(&self) -> Value {
+        // The structs hold strings, numbers, lists and maps only: nothing JSON refuses.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The effective values as YAML (the same tree as [`Config::effective_json`]), which
+    /// parses back to this config (the key and the URLs' credentials aside).
+    pub fn effective_yaml(&self) -> String {
+        emit(&self.effective_json())
+    }
+
+    /// What `kanban init` writes: every default, commented.
+    pub fn template() -> String {
+        template::render(&Config::default().effective_json())
+    }
+}
+
+/// One YAML document as a tree: no BOM, few aliases, null for an empty file.
+fn yaml_root(text: &str) -> Result<Yaml, ConfigError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    check_aliases(text)?;
+    let docs = YamlLoader::load_from_str(text).map_err(|e| ConfigError::Syntax {
+        line: e.marker().line(),
+        column: e.marker().col() + 1,
+        message: syntax_message(e.info()),
+    })?;
+    if docs.len() > 1 {
+        return Err(ConfigError::Shape(format!(
+            "expected one YAML document, got {}",
+            docs.len()
+        )));
+    }
+    Ok(docs.into_iter().next().unwrap_or(Yaml::Null))
+}
+
+/// A tree as block YAML, without the document marker.
+fn emit(value: &Value) -> String {
+    let doc = json_to_yaml(value);
+    let mut out = String::new();
+    // Writing to a String cannot fail, and the tree holds no unrepresentable value.
+    let _ = YamlEmitter::new(&mut out).dump(&doc);
+    let body = out.strip_prefix("---\n").unwrap_or(&out);
+    format!("{body}\n")
+}
+
+/// Whether a user other than the owner can read the config: the file grants them read
+/// and the home lets them reach it.
+fn readable_by_others(home: &Path, file: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let home = std::fs::metadata(home).map_or(0o777, |m| m.permissions().mode());
+    let file = file.permissions().mode();
+    (home & 0o010 != 0 && file & 0o040 != 0) || (home & 0o001 != 0 && file & 0o004 != 0)
+}
+
+fn or_fallback<'a>(value: &'a str, fallback: &'a str) -> &'a str {
+    if value.is_empty() {
+        fallback
+    } else {
+        value
+    }
+}
+
+fn json_to_yaml(value: &Value) -> Yaml {
+    match value {
+        Value::Null => Yaml::Null,
+        Value::Bool(b) => Yaml::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Yaml::Integer(i),
+            None => Yaml::Real(n.to_string()),
+        },
+        Value::String(s) => Yaml::String(s.clone()),
+        Value::Array(items) => Yaml::Array(items.iter().map(json_to_yaml).collect()),
+        Value::Object(map) => Yaml::Hash(
+            map.iter()
+                .map(|(k, v)| (Yaml::String(k.clone()), json_to_yaml(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Refuses a file with more aliases than a config could need, before the loader copies them.
+fn check_aliases(text: &str) -> Result<(), ConfigError> {
+    let mut parser = Parser::new_from_str(text);
+    let mut aliases = 0;
+    // A syntax error stops the count; the loader reports it with its position.
+    while let Ok((event, _)) = parser.next_token() {
+        match event {
+            Event::StreamEnd => break,
+            Event::Alias(_) => aliases += 1,
+            _ => {}
+        }
+        if aliases > MAX_ALIASES {
+            return Err(ConfigError::Shape(format!(
+                "more than {MAX_ALIASES} YAML aliases; a config needs few"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The parser's words, with its duplicate-key message (which quotes the key as Rust
+/// debug output, `String("max_spawn")`) made readable.
+fn syntax_message(info: &str) -> String {
+    let duplicate = info.strip_suffix(": duplicated key in mapping").map(|key| {
+        key.strip_prefix("String(")
+            .and_then(|k| k.strip_suffix(')'))
+            .unwrap_or(key)
+    });
+    match duplicate {
+        Some(key) => format!("duplicate key {key}"),
+        None => info.to_owned(),
+    }
+}
+
+fn check_endpoints(config: &Config) -> Result<(), ConfigError> {
+    let allow = config.model.allow_insecure_http;
+    let endpoints = [
+        ("model.base_url", config.model.base_url.as_str()),
+        (
+            "auxiliary.kanban_decomposer.base_url",
+            config.auxiliary.kanban_decomposer.base_url.as_str(),
+        ),
+    ];
+    for (key, endpoint) in endpoints {
+        if !endpoint.is_empty() {
+            check_base_url(endpoint, allow).map_err(|e| ConfigError::invalid(key, e.to_string()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! The template `kanban init` writes: the default config as its effective values are
+//! rendered, so it can never disagree with the defaults, with a note after some keys.
+
+use serde_json::Value;
+
+use super::emit;
+
+const HEADER: &str = "\
+# kanban configuration. Every key is optional; the values below are the defaults.
+# Keys follow the Hermes config so an existing Hermes user recognises them.
+";
+
+const FOOTER: &str = "
+# Profiles are the kinds of worker the dispatcher can spawn. `default` always exists
+# (without a command unless you give it one). For example:
+#
+# profiles:
+#   coder:
+#     description: Writes code
+#     command: [\"my-agent\", \"--task\", \"{task_id}\"]
+";
+
+/// A note for the key at a path; a test checks every path is a key of the config.
+pub const NOTES: &[(&str, &str)] = &[
+    ("model", "the OpenAI-compatible endpoint"),
+    ("model.default", "model name"),
+    (
+        "model.api_key_env",
+        "`api_key:` works too, but workers run as your user and could read it here",
+    ),
+    (
+        "model.allow_insecure_http",
+        "plain http:// to another machine sends the key in clear",
+    ),
+    (
+        "auxiliary.kanban_decomposer",
+        "each key overrides model.* for the decomposer",
+    ),
+    ("kanban.dispatch_interval_seconds", "the tick; fractions allowed"),
+    ("kanban.max_spawn", "workers running at once; 0 never spawns"),
+    ("kanban.sqlite_synchronous", "or normal"),
+    ("kanban.max_text_bytes", "the largest body, result or comment"),
+];
+
+/// Where the notes start, so they line up.
+const NOTE_COLUMN: usize = 32;
+
+/// The template for these default values. A secret left unset (`model.api_key`) is not
+/// written: a key belongs in the variable `model.api_key_env` names.
+pub fn render(defaults: &Value) -> String {
+    let mut defaults = defaults.clone();
+    if let Some(model) = defaults.get_mut("model").and_then(Value::as_object_mut) {
+        model.retain(|_, value| !value.is_null());
+    }
+    let mut out = String::from(HEADER);
+    let mut path: Vec<String> = Vec::new();
+    for line in emit(&defaults).lines() {
+        let depth = (line.len() - line.trim_start().len()) / 2;
+        let Some((key, _)) = line.trim_start().split_once(':') else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        path.truncate(depth);
+        path.push(key.to_owned());
+        if depth == 0 {
+            out.push('\n');
+        }
+        out.push_str(line);
+        if let Some((_, note)) = NOTES.iter().find(|(at, _)| *at == path.join(".")) {
+            let pad = NOTE_COLUMN.saturating_sub(line.len()).max(1);
+            out.push_str(&format!("{:pad$}# {note}", ""));
+        }
+        out.push('\n');
+    }
+    out.push_str(FOOTER);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NOTES;
+    use crate::Config;
+
+    #[test]
+    fn every_note_is_on_a_declared_key() {
+        let defaults = Config::default().effective_json();
+        for (path, _) in NOTES {
+            let found = path.split('.').try_fold(&defaults, |value, key| value.get(key));
+            assert!(found.is_some(), "{path} is not a key of the config");
+        }
+    }
+}

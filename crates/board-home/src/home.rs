@@ -1,0 +1,238 @@
+//! A resolved home and what is done with it: its paths, creating it, loading its config
+//! after checking it is ours alone, opening its store with the configured settings, and
+//! writing the config template `kanban init` leaves.
+//!
+//! A home is absolute from the moment it is resolved: workers run in their own
+//! directories and are handed `KANBAN_HOME`, so a relative one would name another place.
+
+use std::ffi::OsString;
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use board_sqlite::{Options, SqliteStore};
+
+use crate::config::{Config, ConfigError, Loaded};
+use crate::safety::{check_home, UnsafeHome};
+use crate::{CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, STATUS_FILE, WORKSPACES_DIR};
+
+/// The variable that names the home when `--home` does not.
+pub const HOME_VARIABLE: &str = "KANBAN_HOME";
+
+/// Why a home could not be found or used. Each is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    /// Neither `--home`, `$KANBAN_HOME` nor `$HOME` says where the home is.
+    #[error("no home: pass --home DIR or set KANBAN_HOME (HOME is not set)")]
+    NoHome,
+    /// `--home` is given but empty.
+    #[error("--home is empty: name the board's home directory")]
+    EmptyFlag,
+    /// `$KANBAN_HOME` is set but empty; falling back to `~/.kanban` would silently
+    /// pick another board.
+    #[error("KANBAN_HOME is set but empty: name the board's home directory or unset it")]
+    EmptyVariable,
+    /// A leading `~` with no `$HOME` to expand it to.
+    #[error("cannot expand ~ in {0}: HOME is not set")]
+    NoTilde(String),
+    /// The current directory, which a relative home is taken against, is unusable.
+    #[error("{}: cannot make the home's path absolute: {source}", path.display())]
+    Absolute { path: PathBuf, source: std::io::Error },
+    /// The home or a file in it is not ours alone.
+    #[error("{0}")]
+    Unsafe(#[from] UnsafeHome),
+    /// The config cannot be used.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The board file cannot be opened.
+    #[error("{0}")]
+    Store(#[from] board_sqlite::OpenError),
+    /// Creating the home or writing its template failed.
+    #[error("{}: {what}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+impl HomeError {
+    /// Whether the command line or environment is at fault rather than the home itself.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            HomeError::NoHome | HomeError::EmptyFlag | HomeError::EmptyVariable | HomeError::NoTilde(_)
+        )
+    }
+}
+
+/// A home made ready to use: created if it was missing, checked, its config loaded and
+/// its store open.
+pub struct Opened {
+    pub store: SqliteStore,
+    pub loaded: Loaded,
+    /// Whether the home directory was created now.
+    pub created_home: bool,
+}
+
+/// A board's home directory, always an absolute path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Home {
+    dir: PathBuf,
+}
+
+impl Home {
+    /// `--home`, else `$KANBAN_HOME`, else `~/.kanban`, from the process's environment.
+    pub fn resolve(flag: Option<PathBuf>) -> Result<Home, HomeError> {
+        Home::resolve_with(flag, &|name| std::env::var_os(name))
+    }
+
+    /// [`Home::resolve`] with the environment given.
+    pub fn resolve_with(
+        flag: Option<PathBuf>,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Home, HomeError> {
+        let given = match (flag, env(HOME_VARIABLE)) {
+            (Some(dir), _) if dir.as_os_str().is_empty() => return Err(HomeError::EmptyFlag),
+            (Some(dir), _) => dir,
+            (None, Some(dir)) if dir.is_empty() => return Err(HomeError::EmptyVariable),
+            (None, Some(dir)) => PathBuf::from(dir),
+            (None, None) => PathBuf::from("~/.kanban"),
+        };
+        let user_home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let expanded = match given.strip_prefix("~") {
+            Ok(rest) => match user_home {
+                Some(user_home) if rest.as_os_str().is_empty() => user_home,
+                Some(user_home) => user_home.join(rest),
+                None if given == Path::new("~/.kanban") => return Err(HomeError::NoHome),
+                None => return Err(HomeError::NoTilde(given.display().to_string())),
+            },
+            Err(_) => given,
+        };
+        Home::at(&expanded)
+    }
+
+    /// The home at `dir`, relative paths taken against the current directory.
+    pub fn at(dir: &Path) -> Result<Home, HomeError> {
+        let dir = std::path::absolute(dir).map_err(|source| HomeError::Absolute {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Home { dir })
+    }
+
+    /// The home directory itself.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.dir.join(DATABASE_FILE)
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.join(CONFIG_FILE)
+    }
+
+    pub fn lock_file(&self) -> PathBuf {
+        self.dir.join(LOCK_FILE)
+    }
+
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join(PID_FILE)
+    }
+
+    pub fn status_file(&self) -> PathBuf {
+        self.dir.join(STATUS_FILE)
+    }
+
+    pub fn logs(&self) -> PathBuf {
+        self.dir.join(LOGS_DIR)
+    }
+
+    pub fn workspaces(&self) -> PathBuf {
+        self.dir.join(WORKSPACES_DIR)
+    }
+
+    /// Creates the home (and its parents) owner-only unless it exists; returns whether
+    /// it was created now.
+    pub fn create(&self) -> Result<bool, HomeError> {
+        let io = |what| {
+            let path = self.dir.clone();
+            move |source| HomeError::Io { path, what, source }
+        };
+        match std::fs::metadata(&self.dir) {
+            Ok(meta) if meta.is_dir() => return Ok(false),
+            Ok(_) => {
+                return Err(UnsafeHome::NotKind {
+                    path: self.dir.clone(),
+                    what: "the home is not a directory",
+                }
+                .into())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot read the home")(e)),
+        }
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io("cannot create the home"))?;
+        Ok(true)
+    }
+
+    /// The home's config (every default when it has none). A home that exists must be
+    /// ours alone first: whoever else can write to it chooses the commands we run.
+    pub fn load_config(&self) -> Result<Loaded, HomeError> {
+        if self.dir.exists() {
+            check_home(&self.dir)?;
+        }
+        Ok(Config::load(&self.dir)?)
+    }
+
+    /// Creates what is missing but the config, loads the config (read only) and opens
+    /// the store, whose settings come from it; a broken config stops here.
+    pub fn open(&self) -> Result<Opened, HomeError> {
+        let created_home = self.create()?;
+        let loaded = self.load_config()?;
+        let store = self.open_store(&loaded.config)?;
+        Ok(Opened {
+            store,
+            loaded,
+            created_home,
+        })
+    }
+
+    /// Opens (creating when new) the board with the configured settings; the one way
+    /// the CLI and the gateway open it.
+    pub fn open_store(&self, config: &Config) -> Result<SqliteStore, board_sqlite::OpenError> {
+        let options = Options {
+            synchronous: config.kanban.sqlite_synchronous,
+            ..Options::default()
+        };
+        SqliteStore::open(self.database(), &options)
+    }
+
+    /// Writes the config template unless a config exists (never overwriting one);
+    /// returns whether it wrote one.
+    pub fn write_template(&self) -> Result<bool, HomeError> {
+        let path = self.config();
+        let failed = |source| HomeError::Io {
+            path: path.clone(),
+            what: "cannot write the config template",
+            source,
+        };
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true).mode(0o600);
+        let mut file = match options.open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(failed(e)),
+        };
+        file.write_all(Config::template().as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(failed)?;
+        Ok(true)
+    }
+}

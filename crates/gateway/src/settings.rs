@@ -1,0 +1,48 @@
+//! The tick's settings built from the configuration: the one place a `DispatchSettings`
+//! is made, so its defaults are the config's.
+
+use board_home::Config;
+
+use crate::dispatcher::DispatchSettings;
+use crate::supervisor::Boundary;
+
+impl DispatchSettings {
+    /// The tick's settings from the configuration.
+    pub fn from_config(config: &Config) -> DispatchSettings {
+        let k = &config.kanban;
+        DispatchSettings {
+            max_spawn: k.max_spawn,
+            auto_decompose: k.auto_decompose,
+            auto_decompose_per_tick: k.auto_decompose_per_tick,
+            auto_decompose_concurrency: k.auto_decompose_concurrency,
+            failure_limit: k.failure_limit,
+            claim_ttl_seconds: k.claim_ttl_seconds,
+            default_assignee: k.default_assignee.clone(),
+            commands: config
+                .profiles
+                .iter()
+                .map(|(name, p)| (name.clone(), p.command.clone()))
+                .collect(),
+            secret_vars: vec![config.model.api_key_env.clone()],
+            boundaries: config
+                .profiles
+                .iter()
+                .map(|(name, p)| {
+                    let boundary = Boundary {
+                        env_allow: p.env_allow.clone(),
+                        dash_arguments: p.allow_dash_arguments,
+                    };
+                    (name.clone(), boundary)
+                })
+                .collect(),
+            decompose_retry: config.decompose_retry(),
+        }
+    }
+}
+
+/// The settings of a config with every default.
+impl Default for DispatchSettings {
+    fn default() -> DispatchSettings {
+        DispatchSettings::from_config(&Config::default())
+    }
+}
