@@ -718,7 +718,7 @@ impl Drop for Workers {
     fn drop(&mut self) {
         for pid in self.pids() {
             if pid > 1 {
-                // SAFETY: each worker leads its own process group (SPEC 6); the pid
+                // SAFETY: each worker leads its own process group (docs/gateway.md); the pid
                 // is one our gateway recorded for a run of this scratch board.
                 unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
             }

@@ -1,4 +1,4 @@
-//! The invariants of SPEC 3.1 as checkable functions, shared by every property test.
+//! The invariants of docs/board.md#invariants as checkable functions, shared by every property test.
 //!
 //! [`check_invariants`] checks one snapshot; [`check_step`] checks what may change
 //! between two consecutive snapshots (terminal statuses, events with every change).

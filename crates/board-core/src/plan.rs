@@ -1,5 +1,5 @@
 //! What the decomposer hands the store: a validated plan, the snapshot it was based on,
-//! and the guards re-checked at commit (SPEC 5.3, 5.4).
+//! and the guards re-checked at commit (docs/decomposer.md#the-commit).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;

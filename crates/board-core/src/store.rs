@@ -150,7 +150,7 @@ pub trait Store: Send + Sync {
     /// Triage cards an automatic decomposition may take now, oldest due first: no
     /// history, not parked, not decomposed, retry due.
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
-    /// Commits a decomposition in one transaction, re-checking every guard of SPEC 5.3/5.4.
+    /// Commits a decomposition in one transaction, re-checking every guard of docs/decomposer.md#the-commit.
     fn commit_plan(
         &self,
         id: &TaskId,

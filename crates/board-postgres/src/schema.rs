@@ -1,4 +1,4 @@
-//! The schema of SPEC 4.1 on PostgreSQL, its forward-only migrations, and the stamp
+//! The schema of docs/storage.md on PostgreSQL, its forward-only migrations, and the stamp
 //! that says a schema is a board and which version it is at.
 //!
 //! The tables and columns are SQLite's (docs/storage.md), in PostgreSQL types: BIGINT

@@ -83,7 +83,7 @@ fn raw(f: &Flags) -> Result<Value, String> {
     let budget = budget(f)?;
     let sql_err = |e: rusqlite::Error| e.to_string();
     let mut conn = rusqlite::Connection::open(dir.join("raw.db")).map_err(sql_err)?;
-    // The store's own settings (SPEC 4.1), so the ceiling is for the same configuration.
+    // The store's own settings (docs/storage.md), so the ceiling is for the same configuration.
     board_sqlite::configure(&conn, &options)?;
     conn.execute_batch("CREATE TABLE raw (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)")
         .map_err(sql_err)?;

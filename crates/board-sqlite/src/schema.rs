@@ -1,4 +1,4 @@
-//! The schema of SPEC 4.1 and its forward-only migrations.
+//! The schema of docs/storage.md and its forward-only migrations.
 //!
 //! `PRAGMA application_id` marks the file as ours; `PRAGMA user_version` is the number of
 //! migrations applied. A migration is appended, never edited.

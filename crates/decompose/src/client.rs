@@ -1,4 +1,4 @@
-//! The model call (SPEC 5.1): one OpenAI-compatible chat completion behind the
+//! The model call (docs/decomposer.md#the-call): one OpenAI-compatible chat completion behind the
 //! [`ModelClient`] trait, its real implementation on reqwest ([`HttpModel`]), and
 //! [`call_model`], which retries transient failures and bills every HTTP request as one
 //! `llm_calls` row.

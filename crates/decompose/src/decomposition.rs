@@ -1,4 +1,4 @@
-//! One decomposition from start to commit (SPEC 5.3-5.5): the guards checked before
+//! One decomposition from start to commit (docs/decomposer.md): the guards checked before
 //! anything is spent, the model call, the parse, the commit through the store, and the
 //! failure policy of automatic calls. [`decompose`] and [`specify`] are the two ways in;
 //! both end in an [`Outcome`], never in a panic or an `Err`.
@@ -58,7 +58,7 @@ impl Outcome {
 }
 
 /// Decomposes one triage card: asks the model to split it or tighten it, and commits
-/// the answer (SPEC 5).
+/// the answer (docs/decomposer.md).
 ///
 /// An automatic call (the gateway's) refuses, before any request, a card with execution
 /// history, a parked card and one whose retry is not yet due; each of its failures is
@@ -239,7 +239,7 @@ fn manual_guard(facts: &TaskFacts) -> Result<(), Refusal> {
 
 /// A refusal at commit counts as a failure unless the card moved on: it left triage,
 /// gained a run, was decomposed by someone else or is gone. An edit (`input changed`)
-/// and a storage error count (SPEC 5.5: a DB refusal is a failed attempt).
+/// and a storage error count (docs/decomposer.md#failure-policy: a DB refusal is a failed attempt).
 fn commit_failure(e: StoreError) -> Failed {
     let moved = matches!(
         e.refusal(),

@@ -1,4 +1,4 @@
-//! The decomposer (SPEC 5): it reads a triage card, asks an OpenAI-compatible model to
+//! The decomposer (docs/decomposer.md): it reads a triage card, asks an OpenAI-compatible model to
 //! split it into a graph of tasks or tighten it into one, and commits the answer through
 //! the board's `Store`.
 //!

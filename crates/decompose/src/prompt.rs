@@ -1,4 +1,4 @@
-//! The request the decomposer sends (SPEC 5.1): one OpenAI-compatible chat completion
+//! The request the decomposer sends (docs/decomposer.md#the-call): one OpenAI-compatible chat completion
 //! body with a system message that fixes the reply format and a user message that
 //! carries the card, the roster and the default assignee. It owns every word the model
 //! is told; [`crate::reply`] owns what is accepted back.

@@ -1,4 +1,4 @@
-//! The parser of the decomposer's reply (SPEC 5.2): lenient about wrapping, strict about
+//! The parser of the decomposer's reply (docs/decomposer.md#reading-the-reply): lenient about wrapping, strict about
 //! content. It owns every rule a reply must pass before anything is written; the graph
 //! rules themselves are [`board_core::plan::validate_fanout`]'s, called from here so the
 //! parser and the commit can never disagree.

@@ -1,5 +1,5 @@
 //! The roster: the profiles a decomposed task may be assigned to, the assignee used when
-//! the model names none of them, and the cap on children (SPEC 5.2, 8).
+//! the model names none of them, and the cap on children (docs/decomposer.md, docs/config.md).
 
 use board_core::plan::{DEFAULT_MAX_CHILDREN, MAX_CHILDREN_CEILING};
 

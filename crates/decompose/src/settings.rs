@@ -1,5 +1,5 @@
-//! What a decomposition runs with (SPEC 8): the model endpoint, the HTTP limits, the
-//! roster, the commit settings and the failure policy, with SPEC 8's defaults, and the
+//! What a decomposition runs with (docs/config.md): the model endpoint, the HTTP limits, the
+//! roster, the commit settings and the failure policy, with the defaults of docs/config.md, and the
 //! [`ApiKey`] that never prints itself.
 
 use std::fmt;
@@ -101,7 +101,7 @@ impl fmt::Display for ApiKey {
 
 /// Everything a decomposition needs besides the store, the client and the clock.
 ///
-/// `Default` is SPEC 8's defaults: `http://127.0.0.1:11434/v1`, model `llama3.1`,
+/// `Default` is the defaults of docs/config.md: `http://127.0.0.1:11434/v1`, model `llama3.1`,
 /// 180 s timeout, 4000 max tokens, 2 transient retries, 16 children, 3 failures before
 /// parking, 30 s retry base, assignee and orchestrator `default`, children promoted, and
 /// the key from `$OPENAI_API_KEY`.
@@ -127,7 +127,7 @@ pub struct DecomposerSettings {
     /// How many times a transient failure (5xx, 408, 429, a connection error) is retried.
     pub transient_retries: u32,
     /// The first wait between transient retries; the n-th retry waits n times this,
-    /// unless the server sent `Retry-After`. SPEC 5.1 says 1 s; tests set zero.
+    /// unless the server sent `Retry-After`. docs/decomposer.md says 1 s; tests set zero.
     pub retry_backoff: Duration,
     /// Who may be assigned work, the default assignee and the child cap.
     pub roster: Roster,

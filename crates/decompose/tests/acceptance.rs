@@ -1,4 +1,4 @@
-//! The decomposer end to end (SPEC 5): a SQLite board in a temporary directory, the real
+//! The decomposer end to end (docs/decomposer.md): a SQLite board in a temporary directory, the real
 //! HTTP client, and the fake LLM server on 127.0.0.1. Each test is one acceptance item
 //! of the decomposer's issue; the board is checked through the `Store` only.
 
@@ -250,7 +250,7 @@ async fn a_card_with_history_is_left_alone_automatically_but_not_by_hand() {
 /// Inserts an ended run for `id` straight into the file: what a worker's claim and
 /// block leave behind. The store has no verb that gives a run to a card while it stays
 /// in triage with no history, so this stands in for another process's run (see the
-/// gained-history guard of SPEC 5.4).
+/// gained-history guard of docs/decomposer.md#automatic-and-manual).
 fn give_a_run(path: &PathBuf, id: &str, now: i64) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.busy_timeout(Duration::from_secs(30)).unwrap();

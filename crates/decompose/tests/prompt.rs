@@ -1,5 +1,5 @@
 //! The request body at its boundary: a reviewed snapshot of the prompt for a sample card,
-//! and the cuts and fallbacks the SPEC promises.
+//! and the cuts and fallbacks the contract promises.
 
 use board_core::graph::blank_task;
 use board_core::{Status, Task, TaskId};

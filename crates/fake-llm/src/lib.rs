@@ -1,5 +1,5 @@
 //! A real OpenAI-compatible HTTP server on 127.0.0.1 whose answers are scripted, for
-//! tests and demos (SPEC 9). This file owns the handle, [`FakeLlm`]: starting, the base
+//! tests and demos (docs/testing.md). This file owns the handle, [`FakeLlm`]: starting, the base
 //! URL, scripting replies at run time, reading the request log, and shutdown on drop.
 //!
 //! Endpoints: `POST /v1/chat/completions` (JSON, or SSE when the body has

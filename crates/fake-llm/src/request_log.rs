@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::watch;
 
-/// The marker the decomposer puts at the start of its user message (SPEC 5.1).
+/// The marker the decomposer puts at the start of its user message (docs/decomposer.md#the-call).
 const TASK_ID_MARKER: &str = "Task id: t_";
 
 /// One request as the server received it.
@@ -61,7 +61,7 @@ pub enum RecordedBody {
     Text(String),
 }
 
-/// Whether a request is an agent's main call or an auxiliary one (SPEC 9).
+/// Whether a request is an agent's main call or an auxiliary one (docs/testing.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {

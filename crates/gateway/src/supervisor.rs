@@ -283,7 +283,7 @@ pub fn with_log_tail(what: String, log_tail: &str) -> String {
 }
 
 /// How the run of a worker that exited without completing or blocking its task ends
-/// (SPEC 6, tick step 1).
+/// (docs/gateway.md, the tick's step 1).
 pub fn classify(exit: Exit, log_tail: &str) -> Ending {
     let ending = |outcome, error: String, code: Option<i32>, signal: Option<i32>| Ending {
         outcome,

@@ -1,4 +1,4 @@
-//! `context`: the brief a worker reads before it starts (SPEC 7). The task's title and
+//! `context`: the brief a worker reads before it starts (docs/cli.md). The task's title and
 //! body, each parent's result and the summary of its last completed run (this is how
 //! results flow down the graph), the earlier attempts on this task, and recent comments.
 //!

@@ -1,4 +1,4 @@
-//! `kanban decompose` and `kanban specify` (SPEC 7): manual model calls on one triage
+//! `kanban decompose` and `kanban specify` (docs/cli.md): manual model calls on one triage
 //! card or on every one. The decomposer crate does the work; this file picks the cards,
 //! runs the calls on a small runtime of its own and prints one line per card.
 

@@ -1,4 +1,4 @@
-//! The end-to-end suite (SPEC 10): a real gateway process (`kanban gateway run`), a fake
+//! The end-to-end suite (docs/testing.md): a real gateway process (`kanban gateway run`), a fake
 //! model server, the CLI as the only way in, and verdicts read only from `kanban.db`
 //! (opened read-only) and the fake server's request log.
 //!
@@ -17,7 +17,7 @@ use board_core::{BoardSnapshot, EventFilter, Outcome, Status, Store, TaskId};
 use fake_llm::Reply;
 use gateway_board::{worker_profile, Board, Setup, KANBAN, WAIT};
 
-/// A board with SPEC 10's end-to-end config: a 1 s tick, auto-decompose on, 10 per
+/// A board with docs/testing.md's end-to-end config: a 1 s tick, auto-decompose on, 10 per
 /// tick, no transient retries; `max_spawn` and profiles as the case needs.
 fn board(max_spawn: usize, kanban_extra: &str, profiles: &str) -> Board {
     Board::new(Setup {

@@ -4,7 +4,7 @@
 //! SIGKILLed twice a round: once inside a write transaction (held open by the store's
 //! debug-only `KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS`) and once after a random delay.
 //! Every kill is counted by whether it hit a running process. After every kill the
-//! board satisfies every invariant of SPEC 3.1 and `check_step` across the kill, and
+//! board satisfies every invariant of docs/board.md#invariants and `check_step` across the kill, and
 //! holds no half-written decomposition and no event without its state change; every
 //! run a killed process left open is adopted or reclaimed by the next gateway.
 //!

@@ -423,7 +423,7 @@ fn a_gateway_whose_disk_fills_stays_up_and_carries_on() {
 #[test]
 fn a_full_disk_does_not_make_the_gateway_rebill_a_card_every_tick() {
     const TITLE: &str = "billed on a full disk";
-    // Retries a second apart, 3 attempts in all (SPEC 5.5): a gateway that billed the
+    // Retries a second apart, 3 attempts in all (docs/decomposer.md#failure-policy): a gateway that billed the
     // card every tick would pass 3 within a few ticks.
     let (b, card, fill, _) = full_disk_during_a_call(
         TITLE,

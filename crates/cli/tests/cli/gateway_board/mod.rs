@@ -1,7 +1,7 @@
 //! What the end-to-end and reliability suites share: a home driven through the `kanban`
 //! binary with a real gateway process and a fake model (replies chosen by card title,
 //! probes to count ticks), and the checks the reliability suites end with: the
-//! invariants of SPEC 3.1 plus whole decompositions, events with their state changes
+//! invariants of docs/board.md#invariants plus whole decompositions, events with their state changes
 //! and one open run per task, all read from a read-only snapshot.
 //!
 //! The gateway's stdout and stderr go beside the home (not in it), so a scan of the home
@@ -360,7 +360,7 @@ pub fn worker_profile(name: &str, script: &str) -> String {
     format!("  {name}:\n    description: test worker\n    command: [\"sh\", \"-c\", {script:?}]\n")
 }
 
-/// Every invariant of SPEC 3.1 on one snapshot (two open runs among them), plus what a
+/// Every invariant of docs/board.md#invariants on one snapshot (two open runs among them), plus what a
 /// crash must never leave: a half-written decomposition, an event without its state
 /// change. `check_board_mutations` proves each rule catches what it is for.
 pub fn check_board(board: &BoardSnapshot) -> Result<(), String> {
