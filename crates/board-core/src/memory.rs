@@ -411,8 +411,8 @@ impl Store for MemStore {
     ) -> StoreResult<Committed> {
         let mut b = self.board();
         let facts = b.facts(id)?;
-        let count = plan::child_ids_needed(plan, settings);
-        let child_ids: Vec<TaskId> = (0..count).map(|_| b.new_task_id()).collect();
+        let child_ids =
+            plan::draw_child_ids(plan, settings, |_| Ok::<_, crate::StoreError>(b.new_task_id()))?;
         let commit = plan::commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
         for child in commit.children {
             b.insert_created(child, now);

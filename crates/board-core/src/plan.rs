@@ -112,6 +112,22 @@ pub fn child_ids_needed(plan: &Plan, settings: &PlanSettings) -> usize {
     }
 }
 
+/// Draws the fresh child ids `plan` needs ([`child_ids_needed`]), each from `draw`, which
+/// is shown the ids drawn so far so it never repeats one.
+pub fn draw_child_ids<E>(
+    plan: &Plan,
+    settings: &PlanSettings,
+    mut draw: impl FnMut(&[TaskId]) -> Result<TaskId, E>,
+) -> Result<Vec<TaskId>, E> {
+    let count = child_ids_needed(plan, settings);
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let fresh = draw(&ids)?;
+        ids.push(fresh);
+    }
+    Ok(ids)
+}
+
 /// Validates a fan-out's shape: size within the cap, titles present, parent indices in
 /// range, not self, not repeated, and no cycle. The message names the first violation.
 pub fn validate_fanout(tasks: &[PlannedTask], max_children: usize) -> Result<(), String> {

@@ -588,12 +588,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Committed> {
         self.write(|tx| {
             let f = facts(tx, id)?;
-            let count = plan::child_ids_needed(plan, settings);
-            let mut child_ids = Vec::with_capacity(count);
-            for _ in 0..count {
-                let fresh = unused_task_id(tx, &child_ids)?;
-                child_ids.push(fresh);
-            }
+            let child_ids = plan::draw_child_ids(plan, settings, |drawn| unused_task_id(tx, drawn))?;
             let commit = plan::commit_plan(&f, basis, mode, plan, settings, &child_ids, now)?;
             for child in &commit.children {
                 insert_created(tx, child, now)?;
