@@ -6,6 +6,7 @@
 mod bench;
 mod demo;
 mod pg;
+mod venv;
 
 use std::process::{Command, ExitCode};
 
@@ -14,6 +15,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   demo    the product on a temporary home: a fake model, a gateway, real workers
   ci      everything CI checks: formatting, clippy with -D warnings, every test
+  venv    the Python virtualenv the tests drive our binaries from (target/venv)
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
   soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
   fuzz    each cargo-fuzz target for 60 s (or SECONDS): cargo xtask fuzz [SECONDS]
@@ -25,6 +27,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("venv") => venv::ensure(),
         Some("e2e") => e2e(),
         Some("soak") => soak(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
@@ -137,6 +140,7 @@ fn ci() -> Result<(), String> {
         )),
     };
     run(&cargo, &["fmt", "--all", "--", "--check"])?;
+    venv::ensure()?;
     run(
         &cargo,
         &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
