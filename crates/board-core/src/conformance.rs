@@ -348,29 +348,35 @@ pub fn reclaim_clears_the_lease(board: &dyn Board) {
         run_id: c1.run_id,
         claim_lock: c1.claim_lock.clone(),
         pid: 4242,
+        host: "host-a".into(),
     };
     s.transition(&t.id, &spawned, T0 + 1).unwrap();
     assert!(s.heartbeat(&t.id, c1.run_id, 900, None, T0 + 10).unwrap());
     let lease = |t: &Task| {
         let l = t.lease.clone().expect("a running task holds a lease");
-        (l.worker_pid, l.last_heartbeat_at, l.expires)
+        (l.worker_pid, l.worker_host, l.last_heartbeat_at, l.expires)
     };
     assert_eq!(
         lease(&s.get(&t.id).unwrap()),
-        (Some(4242), Some(T0 + 10), T0 + 910)
+        (Some(4242), Some("host-a".to_owned()), Some(T0 + 10), T0 + 910)
     );
     s.reclaim(&t.id, None, None, &NoWorkers, T0 + 20).unwrap();
     assert_eq!(s.get(&t.id).unwrap().lease, None);
     let closed = &s.runs(&t.id).unwrap()[0];
     assert_eq!(
-        (closed.worker_pid, closed.last_heartbeat_at, closed.claim_expires),
-        (Some(4242), Some(T0 + 10), None)
+        (
+            closed.worker_pid,
+            closed.worker_host.as_deref(),
+            closed.last_heartbeat_at,
+            closed.claim_expires
+        ),
+        (Some(4242), Some("host-a"), Some(T0 + 10), None)
     );
     let c2 = s.claim(&t.id, 50, T0 + 30).unwrap();
     assert_ne!(c1.claim_lock, c2.claim_lock);
     assert!(c2.run_id > c1.run_id);
     let task = s.get(&t.id).unwrap();
-    assert_eq!(lease(&task), (None, None, T0 + 80));
+    assert_eq!(lease(&task), (None, None, None, T0 + 80));
     assert_eq!(task.started_at, Some(T0 + 30));
     let open = &s.runs(&t.id).unwrap()[1];
     assert_eq!(

@@ -16,6 +16,7 @@
 //! ```
 
 pub mod backoff;
+mod decomposition_lease;
 pub mod graph;
 pub mod invariants;
 pub mod memory;
@@ -30,13 +31,14 @@ pub mod types;
 pub mod conformance;
 
 pub use backoff::AttemptFloor;
+pub use decomposition_lease::{decide_lease, lease_expiry};
 pub use graph::{clean_title, NewTask};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
 pub use store::{
-    Claim, Committed, Completion, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy, RunEnd, Store,
-    StoreError, StoreResult, TaskFilter, Termination, Terminator,
+    Claim, Committed, Completion, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy,
+    RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,
 };
 pub use transition::{Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{

@@ -9,10 +9,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::json;
 
+use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::store::{Committed, EventFilter, Store, StoreResult, TaskFilter};
+use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Task, TaskId, Timestamp};
 
@@ -30,6 +31,8 @@ struct Board {
     events: Vec<Event>,
     comments: Vec<Comment>,
     llm_calls: Vec<LlmCall>,
+    /// Decomposition leases: card -> (holder, expiry).
+    decomposition_leases: BTreeMap<TaskId, (String, Timestamp)>,
     next_task: u32,
 }
 
@@ -382,6 +385,9 @@ impl Store for MemStore {
                     && !t.decompose_parked
                     && t.decompose_next_attempt_at.is_none_or(|at| at <= now)
                     && !b.has_runs(&t.id)
+                    && b.decomposition_leases
+                        .get(&t.id)
+                        .is_none_or(|(_, until)| *until <= now)
                     && !b
                         .events
                         .iter()
@@ -423,6 +429,33 @@ impl Store for MemStore {
             root: b.tasks[id].clone(),
             child_ids,
         })
+    }
+
+    fn lease_decomposition(
+        &self,
+        id: &TaskId,
+        holder: &str,
+        ttl: i64,
+        now: Timestamp,
+        abandoned: Option<&str>,
+    ) -> StoreResult<DecompositionLease> {
+        let mut b = self.board();
+        b.task(id)?;
+        let current = b.decomposition_leases.get(id).map(|(h, e)| (h.as_str(), *e));
+        let decision = decide_lease(current, now, abandoned);
+        if !matches!(decision, DecompositionLease::Held { .. }) {
+            let lease = (holder.to_owned(), lease_expiry(ttl, now));
+            b.decomposition_leases.insert(id.clone(), lease);
+        }
+        Ok(decision)
+    }
+
+    fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()> {
+        let mut b = self.board();
+        if b.decomposition_leases.get(id).is_some_and(|(h, _)| h == holder) {
+            b.decomposition_leases.remove(id);
+        }
+        Ok(())
     }
 
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64> {

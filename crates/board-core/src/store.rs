@@ -109,6 +109,19 @@ impl Default for RetryPolicy {
     }
 }
 
+/// What became of a request to lease a card for an automatic decomposition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecompositionLease {
+    /// The card is leased to the caller until the expiry it asked for.
+    Leased,
+    /// Another holder's lease on the card holds: leave the card alone.
+    Held { holder: String, expires: Timestamp },
+    /// An earlier lease lapsed without being released: its holder stopped mid-call, and
+    /// that attempt counts as a failed one. The card is now leased to the caller, who
+    /// records the failure and releases it rather than calling the model at once.
+    Lapsed { holder: String },
+}
+
 /// A committed decomposition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
@@ -148,8 +161,24 @@ pub trait Store: Send + Sync {
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
     fn running(&self) -> StoreResult<Vec<Task>>;
     /// Triage cards an automatic decomposition may take now, oldest due first: no
-    /// history, not parked, not decomposed, retry due.
+    /// history, not parked, not decomposed, retry due, and no decomposition lease
+    /// holding at `now`.
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
+    /// Leases a card for an automatic decomposition to `holder` until `now + ttl`,
+    /// before any model request is sent: while the lease holds, `due_triage` leaves the
+    /// card out for every caller, so among gateways sharing the board one bills it. A
+    /// live lease of `abandoned` (a holder the caller knows is gone) counts as lapsed.
+    fn lease_decomposition(
+        &self,
+        id: &TaskId,
+        holder: &str,
+        ttl: i64,
+        now: Timestamp,
+        abandoned: Option<&str>,
+    ) -> StoreResult<DecompositionLease>;
+    /// Ends `holder`'s decomposition lease on the card; a lease another holder took
+    /// meanwhile is left alone.
+    fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()>;
     /// Commits a decomposition in one transaction, re-checking every guard of docs/decomposer.md#the-commit.
     fn commit_plan(
         &self,
@@ -178,6 +207,25 @@ pub trait Store: Send + Sync {
             }),
             None => Err(StoreError::Backend(format!("claim of {id} left no run"))),
         }
+    }
+
+    /// Claims those of `ids` that are still ready, in the order given, each under a
+    /// fresh run. A task another claimer holds or took meanwhile is skipped, never
+    /// waited on. A backend that claims in one transaction skips rows other
+    /// transactions hold (`SKIP LOCKED`); this one claims them one by one, and a storage
+    /// error after some claims returns those, leaving the rest ready for a later call.
+    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+        let mut claims = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.claim(id, ttl, now) {
+                Ok(claim) => claims.push(claim),
+                Err(StoreError::Refused(r))
+                    if r.is_lost_race() || matches!(r, Refusal::WrongStatus { .. }) => {}
+                Err(e) if claims.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(claims)
     }
 
     /// Extends the lease of the worker's run. `false` when `run_id` is not current.

@@ -115,11 +115,12 @@ pub enum Request {
         claim_lock: String,
         ttl: i64,
     },
-    /// Record the pid of the worker spawned for a run.
+    /// Record the pid of the worker spawned for a run, and the host it runs on.
     SetWorker {
         run_id: RunId,
         claim_lock: String,
         pid: i64,
+        host: String,
     },
     Archive,
     Edit {
@@ -249,7 +250,8 @@ pub fn decide(
             run_id,
             claim_lock,
             pid,
-        } => next.set_worker(*run_id, claim_lock, *pid)?,
+            host,
+        } => next.set_worker(*run_id, claim_lock, *pid, host)?,
         Request::Archive => next.archive()?,
         Request::Edit {
             title,
@@ -420,6 +422,7 @@ impl<'a> Next<'a> {
             claim_lock: Some(claim_lock.to_owned()),
             claim_expires: Some(expires),
             worker_pid: None,
+            worker_host: None,
             last_heartbeat_at: None,
             started_at: self.now,
             ended_at: None,
@@ -433,6 +436,7 @@ impl<'a> Next<'a> {
             claim_lock: claim_lock.to_owned(),
             expires,
             worker_pid: None,
+            worker_host: None,
             last_heartbeat_at: None,
         });
         self.task.started_at = Some(self.now);
@@ -495,6 +499,7 @@ impl<'a> Next<'a> {
                 claim_lock: None,
                 claim_expires: None,
                 worker_pid: None,
+                worker_host: None,
                 last_heartbeat_at: None,
                 started_at: self.now,
                 ended_at: Some(self.now),
@@ -691,14 +696,16 @@ impl<'a> Next<'a> {
         Ok(())
     }
 
-    fn set_worker(&mut self, run_id: RunId, claim_lock: &str, pid: i64) -> Result<(), Refusal> {
+    fn set_worker(&mut self, run_id: RunId, claim_lock: &str, pid: i64, host: &str) -> Result<(), Refusal> {
         let mut run = self.require_claim(run_id, claim_lock)?.clone();
         run.worker_pid = Some(pid);
+        run.worker_host = Some(host.to_owned());
         self.runs.push(run);
         if let Some(lease) = self.task.lease.as_mut() {
             lease.worker_pid = Some(pid);
+            lease.worker_host = Some(host.to_owned());
         }
-        self.event("spawned", Some(run_id), json!({ "pid": pid }));
+        self.event("spawned", Some(run_id), json!({ "pid": pid, "host": host }));
         Ok(())
     }
 
@@ -929,6 +936,7 @@ mod tests {
                 claim_lock: "lock-7".into(),
                 expires: T + 50,
                 worker_pid: None,
+                worker_host: None,
                 last_heartbeat_at: None,
             })
         );

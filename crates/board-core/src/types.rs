@@ -233,6 +233,11 @@ impl Task {
     pub fn worker_pid(&self) -> Option<i64> {
         self.lease.as_ref().and_then(|l| l.worker_pid)
     }
+
+    /// The host whose gateway started its worker, while it runs.
+    pub fn worker_host(&self) -> Option<&str> {
+        self.lease.as_ref().and_then(|l| l.worker_host.as_deref())
+    }
 }
 
 /// The lease of a running task: the run holding it, the token the supervisor's guards
@@ -243,10 +248,13 @@ pub struct Lease {
     pub claim_lock: String,
     pub expires: Timestamp,
     pub worker_pid: Option<i64>,
+    /// The host (`gateway.host_id`) whose gateway started the worker: only that host's
+    /// gateway signals, adopts or classifies it.
+    pub worker_host: Option<String>,
     pub last_heartbeat_at: Option<Timestamp>,
 }
 
-/// The five `tasks` columns a lease is stored in, all null for a task that holds none.
+/// The six `tasks` columns a lease is stored in, all null for a task that holds none.
 /// The one place stored columns become a lease, for every store and for serde.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseColumns {
@@ -254,6 +262,8 @@ pub struct LeaseColumns {
     pub claim_lock: Option<String>,
     pub claim_expires: Option<Timestamp>,
     pub worker_pid: Option<i64>,
+    #[serde(default)]
+    pub worker_host: Option<String>,
     pub last_heartbeat_at: Option<Timestamp>,
 }
 
@@ -271,6 +281,7 @@ impl LeaseColumns {
                 claim_lock: Some(l.claim_lock.clone()),
                 claim_expires: Some(l.expires),
                 worker_pid: l.worker_pid,
+                worker_host: l.worker_host.clone(),
                 last_heartbeat_at: l.last_heartbeat_at,
             },
         }
@@ -286,6 +297,7 @@ impl LeaseColumns {
                 claim_lock,
                 expires,
                 worker_pid: self.worker_pid,
+                worker_host: self.worker_host,
                 last_heartbeat_at: self.last_heartbeat_at,
             })),
             (Some(_), Some(_), None) => Err(BadLease("a current run without claim_expires")),
@@ -324,6 +336,9 @@ pub struct Run {
     pub claim_lock: Option<String>,
     pub claim_expires: Option<Timestamp>,
     pub worker_pid: Option<i64>,
+    /// The host whose gateway started its worker.
+    #[serde(default)]
+    pub worker_host: Option<String>,
     pub last_heartbeat_at: Option<Timestamp>,
     pub started_at: Timestamp,
     pub ended_at: Option<Timestamp>,
@@ -418,6 +433,7 @@ mod tests {
             claim_lock: "lock-3".into(),
             expires: 99,
             worker_pid: Some(41),
+            worker_host: Some("build-01".into()),
             last_heartbeat_at: None,
         });
         let flat = serde_json::to_value(&task).unwrap();

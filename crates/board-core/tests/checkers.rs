@@ -29,6 +29,7 @@ fn run(run_id: i64, task: u8, ended_as: Option<Outcome>) -> Run {
         claim_lock: Some(format!("lock-{run_id}")),
         claim_expires: None,
         worker_pid: None,
+        worker_host: None,
         last_heartbeat_at: None,
         started_at: T,
         ended_at: ended_as.map(|_| T + 1),
@@ -45,6 +46,7 @@ fn lease(run_id: i64) -> Option<Lease> {
         claim_lock: format!("lock-{run_id}"),
         expires: T + 900,
         worker_pid: None,
+        worker_host: None,
         last_heartbeat_at: None,
     })
 }

@@ -11,6 +11,10 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use board_core::Store;
+use board_postgres::PgStore;
 use board_sqlite::{Options, SqliteStore};
 
 use crate::config::{Config, ConfigError, Loaded};
@@ -48,6 +52,9 @@ pub enum HomeError {
     /// The board file cannot be opened.
     #[error("{0}")]
     Store(#[from] board_sqlite::OpenError),
+    /// The PostgreSQL board cannot be opened (its password never in the message).
+    #[error("{0}")]
+    Postgres(#[from] board_postgres::OpenError),
     /// Creating the home or writing its template failed.
     #[error("{}: {what}: {source}", path.display())]
     Io {
@@ -70,7 +77,7 @@ impl HomeError {
 /// A home made ready to use: created if it was missing, checked, its config loaded and
 /// its store open.
 pub struct Opened {
-    pub store: SqliteStore,
+    pub store: Arc<dyn Store>,
     pub loaded: Loaded,
     /// Whether the home directory was created now.
     pub created_home: bool,
@@ -205,13 +212,31 @@ impl Home {
     }
 
     /// Opens (creating when new) the board with the configured settings; the one way
-    /// the CLI and the gateway open it.
-    pub fn open_store(&self, config: &Config) -> Result<SqliteStore, board_sqlite::OpenError> {
+    /// every verb, the gateway and the web board open it: the PostgreSQL board of
+    /// `database_url` when there is one, else the home's `kanban.db`.
+    pub fn open_store(&self, config: &Config) -> Result<Arc<dyn Store>, HomeError> {
+        if let Some(url) = &config.database_url {
+            let options = board_postgres::Options {
+                // Each process's sessions are told apart in `pg_stat_activity`.
+                application_name: format!("kanban pid {}", std::process::id()),
+                ..board_postgres::Options::default()
+            };
+            return Ok(Arc::new(PgStore::open(url.expose(), &options)?));
+        }
         let options = Options {
             synchronous: config.kanban.sqlite_synchronous,
             ..Options::default()
         };
-        SqliteStore::open(self.database(), &options)
+        Ok(Arc::new(SqliteStore::open(self.database(), &options)?))
+    }
+
+    /// The board `open_store` opens, as it may be shown: the URL with its password
+    /// redacted, or the path of `kanban.db`.
+    pub fn board_name(&self, config: &Config) -> String {
+        match &config.database_url {
+            Some(url) => url.to_string(),
+            None => self.database().display().to_string(),
+        }
     }
 
     /// Writes the config template unless a config exists (never overwriting one);

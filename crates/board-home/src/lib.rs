@@ -8,8 +8,8 @@ mod home;
 pub mod safety;
 
 pub use config::{
-    ApiKey, AuxiliaryConfig, Config, ConfigError, DecomposerConfig, KanbanConfig, Loaded, ModelConfig,
-    ProfileConfig, Warning,
+    ApiKey, AuxiliaryConfig, Config, ConfigError, DatabaseUrl, DecomposerConfig, GatewayConfig, KanbanConfig,
+    Loaded, ModelConfig, ProfileConfig, Warning, DATABASE_URL_VARIABLE,
 };
 pub use home::{Home, HomeError, Opened, HOME_VARIABLE};
 
@@ -29,6 +29,19 @@ pub const STATUS_FILE: &str = "gateway.json";
 pub const LOGS_DIR: &str = "logs";
 /// Workers' working directories, one per task.
 pub const WORKSPACES_DIR: &str = "workspaces";
+
+/// This machine's hostname: the default `gateway.host_id`. `localhost` when the system
+/// will not say.
+pub fn default_host_id() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: gethostname writes at most `buffer.len()` bytes into the buffer it is given.
+    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
+    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+    match std::str::from_utf8(&buffer[..end]) {
+        Ok(name) if ok && !name.is_empty() => name.to_owned(),
+        _ => "localhost".to_owned(),
+    }
+}
 
 /// The clock every part of the board reads: Unix seconds.
 pub fn now() -> Timestamp {

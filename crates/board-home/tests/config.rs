@@ -557,12 +557,50 @@ fn the_api_key_is_never_printed() {
         assert!(shown.contains("[redacted]"), "no placeholder: {shown}");
     }
     // From the environment, the same.
-    let from_env = |_: &str| Some(CANARY.to_owned());
+    let from_env = |name: &str| (name == "OPENAI_API_KEY").then(|| CANARY.to_owned());
     let config = Config::parse("", &from_env).expect("valid").config;
     assert!(!format!("{config:?}{}", config.effective_yaml()).contains(CANARY));
     // A key of the wrong type is refused without being quoted.
     let e = error(&format!("model: {{api_key: [{CANARY}]}}"));
     assert_eq!(e, "config.yaml: model.api_key: expected a string");
+}
+
+#[test]
+fn the_database_password_is_never_printed() {
+    const PASSWORD: &str = "pg-canary-5d1e0c";
+    let url = format!("postgres://kanban:{PASSWORD}@db.internal:5432/boards");
+    let from_file = parse(&format!("database_url: {url}\n")).config;
+    let from_env = |name: &str| (name == board_home::DATABASE_URL_VARIABLE).then(|| url.clone());
+    let from_variable = Config::parse("", &from_env).expect("valid").config;
+    for config in [from_file, from_variable] {
+        assert_eq!(
+            config.database_url.as_ref().map(|u| u.expose()),
+            Some(url.as_str())
+        );
+        for shown in [
+            format!("{config:?}"),
+            format!("{config:#?}"),
+            config.effective_yaml(),
+            config.effective_json().to_string(),
+        ] {
+            assert!(!shown.contains(PASSWORD), "the password leaked: {shown}");
+            assert!(
+                shown.contains("postgres://kanban:***@db.internal:5432/boards"),
+                "{shown}"
+            );
+        }
+    }
+    // A bad URL is refused without being quoted.
+    let e = error(&format!("database_url: mysql://kanban:{PASSWORD}@db/boards"));
+    assert!(!e.contains(PASSWORD), "{e}");
+    assert!(
+        e.starts_with("config.yaml: database_url: expected a postgres://"),
+        "{e}"
+    );
+    let bad = |name: &str| (name == board_home::DATABASE_URL_VARIABLE).then(|| format!("{PASSWORD}@db"));
+    let e = Config::parse("", &bad).expect_err("refused").to_string();
+    assert!(!e.contains(PASSWORD), "{e}");
+    assert!(e.starts_with("config.yaml: KANBAN_DATABASE_URL: expected"), "{e}");
 }
 
 #[test]

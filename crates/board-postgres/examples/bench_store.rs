@@ -11,7 +11,7 @@
 //! - `cycle --max N --seconds T`: claim then complete of ready tasks through the `Store`
 //!   trait, one process.
 //! - `claim --procs P --max N --seconds T`: P copies of this binary take tasks from one
-//!   shared ready queue with `claim_ready` (`SKIP LOCKED`) and complete them; the board
+//!   shared ready queue with `claim_next` (`SKIP LOCKED`) and complete them; the board
 //!   is then checked for double claims (a task with two runs, a completion lost, or a
 //!   count of completions that disagrees with the tasks done).
 
@@ -267,7 +267,7 @@ fn claim_worker(f: &Flags) -> Result<Value, String> {
     let mut c = Cycles::default();
     while started.elapsed() < budget {
         let now = now();
-        match store.claim_ready(1, 900, now) {
+        match store.claim_next(1, 900, now) {
             Ok(claims) if claims.is_empty() => break,
             Ok(claims) => {
                 for claim in claims {

@@ -110,7 +110,7 @@ pub(crate) fn unused_task_id(tx: &mut Tx<'_>, also_taken: &[TaskId]) -> StoreRes
     Err(StoreError::Backend("could not draw an unused task id".into()))
 }
 
-/// Calls `f` with the task's columns as parameters `$1..$28`, in `task_columns!()`
+/// Calls `f` with the task's columns as parameters `$1..$29`, in `task_columns!()`
 /// order, followed by `extra`.
 pub(crate) fn with_task_params<T>(t: &Task, extra: Params<'_>, f: impl FnOnce(Params<'_>) -> T) -> T {
     let (id, status, block_kind) = (t.id.as_str(), t.status.as_str(), t.block_kind.map(|k| k.as_str()));
@@ -132,6 +132,7 @@ pub(crate) fn with_task_params<T>(t: &Task, extra: Params<'_>, f: impl FnOnce(Pa
         &lease.claim_lock,
         &lease.claim_expires,
         &lease.worker_pid,
+        &lease.worker_host,
         &lease.last_heartbeat_at,
         &block_kind,
         &t.block_recurrences,
@@ -172,8 +173,8 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
         ") = ROW(",
         task_placeholders!(),
         ")
-         WHERE id = $1 AND status = $29 AND current_run_id IS NOT DISTINCT FROM $30
-           AND claim_lock IS NOT DISTINCT FROM $31"
+         WHERE id = $1 AND status = $30 AND current_run_id IS NOT DISTINCT FROM $31
+           AND claim_lock IS NOT DISTINCT FROM $32"
     );
     let (run_id, claim_lock) = (
         old.current_run_id(),
@@ -197,10 +198,11 @@ pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
         concat!(
             "INSERT INTO task_runs (",
             run_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
                 claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
-                worker_pid = excluded.worker_pid, last_heartbeat_at = excluded.last_heartbeat_at,
+                worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,
+                last_heartbeat_at = excluded.last_heartbeat_at,
                 ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
                 metadata = excluded.metadata
              WHERE task_runs.task_id = excluded.task_id"
@@ -214,6 +216,7 @@ pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
             &r.claim_lock,
             &r.claim_expires,
             &r.worker_pid,
+            &r.worker_host,
             &r.last_heartbeat_at,
             &r.started_at,
             &r.ended_at,

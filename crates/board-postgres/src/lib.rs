@@ -19,6 +19,7 @@
 //! ```
 
 mod apply;
+mod leases;
 mod pool;
 mod rows;
 mod schema;
@@ -36,7 +37,7 @@ use crate::pool::{Lease, Pool};
 use crate::tx::{session_ended, Tx};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
-pub use url::redact_url;
+pub use url::{redact_url, without_password};
 
 /// How to open a board.
 #[derive(Clone, Debug)]

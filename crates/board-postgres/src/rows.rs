@@ -15,24 +15,24 @@ macro_rules! task_columns {
     () => {
         "id, title, body, assignee, status, priority, created_by, created_at, updated_at, \
          started_at, completed_at, result, current_run_id, claim_lock, claim_expires, worker_pid, \
-         last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, last_failure_error, \
+         worker_host, last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, last_failure_error, \
          max_runtime_seconds, idempotency_key, revision, decompose_failures, \
          decompose_next_attempt_at, decompose_parked, decompose_last_error"
     };
 }
 
-/// `$1..$28`: one parameter per column of `task_columns!()`, in its order.
+/// `$1..$29`: one parameter per column of `task_columns!()`, in its order.
 macro_rules! task_placeholders {
     () => {
         "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-         $21, $22, $23, $24, $25, $26, $27, $28"
+         $21, $22, $23, $24, $25, $26, $27, $28, $29"
     };
 }
 
 macro_rules! run_columns {
     () => {
         "id, task_id, profile, status, outcome, claim_lock, claim_expires, worker_pid, \
-         last_heartbeat_at, started_at, ended_at, summary, error, metadata"
+         worker_host, last_heartbeat_at, started_at, ended_at, summary, error, metadata"
     };
 }
 
@@ -108,6 +108,7 @@ pub(crate) fn task(r: &Row) -> StoreResult<Task> {
             claim_lock: get(r, "claim_lock")?,
             claim_expires: get(r, "claim_expires")?,
             worker_pid: get(r, "worker_pid")?,
+            worker_host: get(r, "worker_host")?,
             last_heartbeat_at: get(r, "last_heartbeat_at")?,
         }
         .into_lease()
@@ -136,6 +137,7 @@ pub(crate) fn run(r: &Row) -> StoreResult<Run> {
         claim_lock: get(r, "claim_lock")?,
         claim_expires: get(r, "claim_expires")?,
         worker_pid: get(r, "worker_pid")?,
+        worker_host: get(r, "worker_host")?,
         last_heartbeat_at: get(r, "last_heartbeat_at")?,
         started_at: get(r, "started_at")?,
         ended_at: get(r, "ended_at")?,

@@ -134,6 +134,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX llm_calls_by_task ON llm_calls (task_id, id);
     "#,
+    // 2: several gateways on one board. The host whose gateway started a run's worker
+    // (only that host signals or adopts it), and the decomposition leases: a card leased
+    // to one gateway is selected by no other until the lease lapses.
+    r#"
+    ALTER TABLE tasks ADD COLUMN worker_host TEXT;
+    ALTER TABLE task_runs ADD COLUMN worker_host TEXT;
+    CREATE TABLE decomposition_leases (
+        task_id TEXT COLLATE "C" PRIMARY KEY REFERENCES tasks (id),
+        holder TEXT NOT NULL,
+        expires BIGINT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

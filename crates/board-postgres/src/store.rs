@@ -21,7 +21,7 @@
 //! - `link` takes the board's link advisory lock before its cycle check, so two links
 //!   that would close a cycle together are checked one after the other (invariant 7).
 //!   Only `link` can close a cycle: the other writes link new tasks only.
-//! - `claim_ready` takes ready rows `FOR NO KEY UPDATE SKIP LOCKED`: concurrent claimers
+//! - `claim_next` and `claim_ready` take ready rows `FOR NO KEY UPDATE SKIP LOCKED`: concurrent claimers
 //!   of the queue skip each other's rows instead of waiting. `claim` of one named task
 //!   waits for the row like any write, since it must answer with the status it then
 //!   finds (`WrongStatus` when another claim won).
@@ -42,7 +42,8 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, Task, TaskId, Timestamp,
+    BoardSnapshot, Comment, DecompositionLease, Event, Link, LlmCall, Refusal, Request, Run, Store, Task,
+    TaskId, Timestamp,
 };
 
 use crate::apply::{
@@ -50,7 +51,7 @@ use crate::apply::{
     task_by, tasks, unused_task_id, GET_TASK, LOCK_TASK, SHARE_TASK,
 };
 use crate::rows::{self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns};
-use crate::tx::Params;
+use crate::tx::{Params, Tx};
 use crate::{LockClass, PgStore};
 
 /// The dispatcher's reads: each an index range of `tasks_by_status` or
@@ -79,6 +80,7 @@ const DUE_TRIAGE: &str = concat!(
        AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= $1)
        AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
        AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
+       AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > $1)
      ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
 );
 
@@ -383,6 +385,37 @@ impl Store for PgStore {
         self.read_one(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
     }
 
+    fn lease_decomposition(
+        &self,
+        id: &TaskId,
+        holder: &str,
+        ttl: i64,
+        now: Timestamp,
+        abandoned: Option<&str>,
+    ) -> StoreResult<DecompositionLease> {
+        self.write(|tx| crate::leases::lease(tx, id, holder, ttl, now, abandoned))
+    }
+
+    fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()> {
+        self.write(|tx| crate::leases::release(tx, id, holder))
+    }
+
+    /// One transaction: the named tasks still ready, in claim order, taken `FOR NO KEY
+    /// UPDATE SKIP LOCKED`, so gateways offering the same tasks never wait on each other.
+    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+        let sql = concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE id = ANY($1) AND status = 'ready' ORDER BY priority DESC, created_at, seq
+             FOR NO KEY UPDATE SKIP LOCKED"
+        );
+        let ids: Vec<&str> = ids.iter().map(TaskId::as_str).collect();
+        self.write(|tx| {
+            let ready = tx.query(sql, &[&ids])?;
+            claim_rows(tx, &ready, ttl, now)
+        })
+    }
+
     fn commit_plan(
         &self,
         id: &TaskId,
@@ -487,7 +520,7 @@ impl PgStore {
     /// transaction. Rows that another transaction holds are skipped (`SKIP LOCKED`), so
     /// claimers sharing the ready queue never wait on each other's rows: each takes the
     /// next tasks nobody else is taking. Each claim is the core's, as `claim` makes it.
-    pub fn claim_ready(&self, limit: usize, ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+    pub fn claim_next(&self, limit: usize, ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
         let sql = concat!(
             "SELECT ",
             task_columns!(),
@@ -497,19 +530,7 @@ impl PgStore {
         let limit = self::limit(Some(limit));
         self.write(|tx| {
             let ready = tx.query(sql, &[&limit])?;
-            let mut claims = Vec::with_capacity(ready.len());
-            for row in &ready {
-                let f = facts_of(tx, rows::task(row)?)?;
-                let fresh = fresh_ids(tx)?;
-                let change = decide(&f, &Request::Claim { ttl }, &fresh, now)?;
-                apply(tx, &f.task, &change, now)?;
-                claims.push(Claim {
-                    task: change.task,
-                    run_id: fresh.run_id,
-                    claim_lock: fresh.claim_lock,
-                });
-            }
-            Ok(claims)
+            claim_rows(tx, &ready, ttl, now)
         })
     }
 
@@ -537,4 +558,21 @@ impl PgStore {
             Ok(plans)
         })
     }
+}
+
+/// Claims the locked ready rows, each as `claim` would, under fresh runs.
+fn claim_rows(tx: &mut Tx<'_>, ready: &[postgres::Row], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+    let mut claims = Vec::with_capacity(ready.len());
+    for row in ready {
+        let f = facts_of(tx, rows::task(row)?)?;
+        let fresh = fresh_ids(tx)?;
+        let change = decide(&f, &Request::Claim { ttl }, &fresh, now)?;
+        apply(tx, &f.task, &change, now)?;
+        claims.push(Claim {
+            task: change.task,
+            run_id: fresh.run_id,
+            claim_lock: fresh.claim_lock,
+        });
+    }
+    Ok(claims)
 }

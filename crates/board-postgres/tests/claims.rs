@@ -1,4 +1,4 @@
-//! `PgStore::claim_ready`: claimers sharing the ready queue take each task once, in
+//! `PgStore::claim_next`: claimers sharing the ready queue take each task once, in
 //! claim order, and skip a row another transaction holds instead of waiting for it.
 
 mod common;
@@ -21,13 +21,13 @@ fn task(store: &dyn Store, title: &str, priority: i64) -> TaskId {
 }
 
 #[test]
-fn claim_ready_takes_tasks_in_claim_order() {
+fn claim_next_takes_tasks_in_claim_order() {
     let schema = TestSchema::new();
     let store = schema.open();
     let low = task(&store, "low", 0);
     let high = task(&store, "high", 5);
     let later = task(&store, "later high", 5);
-    let claims = store.claim_ready(2, 60, T).unwrap();
+    let claims = store.claim_next(2, 60, T).unwrap();
     let ids: Vec<TaskId> = claims.iter().map(|c| c.task.id.clone()).collect();
     assert_eq!(ids, vec![high.clone(), later]);
     for claim in &claims {
@@ -45,7 +45,7 @@ fn claim_ready_takes_tasks_in_claim_order() {
             .collect::<Vec<_>>(),
         vec![&low]
     );
-    assert!(store.claim_ready(2, 0, T).is_err(), "a zero ttl is refused");
+    assert!(store.claim_next(2, 0, T).is_err(), "a zero ttl is refused");
     board_core::check_invariants(&store.snapshot().unwrap()).unwrap();
 }
 
@@ -67,7 +67,7 @@ fn claimers_sharing_the_queue_take_each_task_once() {
                     barrier.wait();
                     let mut mine = Vec::new();
                     loop {
-                        let batch = store.claim_ready(3, 60, T).expect("no claim error");
+                        let batch = store.claim_next(3, 60, T).expect("no claim error");
                         if batch.is_empty() {
                             return mine;
                         }
@@ -102,12 +102,12 @@ fn a_row_held_by_another_transaction_is_skipped_without_waiting() {
     let (send, claimed) = mpsc::channel();
     let claimer = Arc::clone(&store);
     std::thread::spawn(move || {
-        let _ = send.send(claimer.claim_ready(1, 60, T));
+        let _ = send.send(claimer.claim_next(1, 60, T));
     });
     let wait = Duration::from_secs(20);
     let claims = match claimed.recv_timeout(wait) {
         Ok(claims) => claims.unwrap(),
-        Err(_) => panic!("claim_ready waited more than {wait:?} on a held row"),
+        Err(_) => panic!("claim_next waited more than {wait:?} on a held row"),
     };
     assert_eq!(claims.len(), 1);
     assert_eq!(
@@ -115,6 +115,6 @@ fn a_row_held_by_another_transaction_is_skipped_without_waiting() {
         "the held task is skipped, the next one taken"
     );
     held.rollback().unwrap();
-    let claims = store.claim_ready(1, 60, T).unwrap();
+    let claims = store.claim_next(1, 60, T).unwrap();
     assert_eq!(claims[0].task.id, first, "released, it is claimed next");
 }

@@ -11,10 +11,10 @@ use board_core::{Comment, Event, LeaseColumns, LlmCall, Run, Task, TaskId};
 use rusqlite::types::{FromSql, FromSqlError, ToSql, Type, ValueRef};
 use rusqlite::Row;
 
-/// The columns of `tasks`, in the order of `Task`'s fields (the lease as its five).
+/// The columns of `tasks`, in the order of `Task`'s fields (the lease as its six).
 pub const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, created_by, created_at, \
     updated_at, started_at, completed_at, result, current_run_id, claim_lock, claim_expires, \
-    worker_pid, last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, \
+    worker_pid, worker_host, last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, \
     last_failure_error, max_runtime_seconds, idempotency_key, revision, decompose_failures, \
     decompose_next_attempt_at, decompose_parked, decompose_last_error";
 
@@ -23,7 +23,7 @@ pub const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, cre
 const TASK_FIXED_COLUMNS: [&str; 4] = ["id", "created_by", "created_at", "idempotency_key"];
 
 pub const RUN_COLUMNS: &str = "id, task_id, profile, status, outcome, claim_lock, claim_expires, \
-    worker_pid, last_heartbeat_at, started_at, ended_at, summary, error, metadata";
+    worker_pid, worker_host, last_heartbeat_at, started_at, ended_at, summary, error, metadata";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
 
@@ -137,7 +137,7 @@ impl<'a, 'r> Cells<'a, 'r> {
         Ok(self.next::<Option<Word<T>>>()?.map(|w| w.0))
     }
 
-    /// The five lease columns, as one lease or none.
+    /// The six lease columns, as one lease or none.
     fn lease(&mut self) -> rusqlite::Result<Option<board_core::Lease>> {
         let at = self.next;
         let columns = LeaseColumns {
@@ -145,6 +145,7 @@ impl<'a, 'r> Cells<'a, 'r> {
             claim_lock: self.next()?,
             claim_expires: self.next()?,
             worker_pid: self.next()?,
+            worker_host: self.next()?,
             last_heartbeat_at: self.next()?,
         };
         columns
@@ -204,6 +205,7 @@ pub fn with_task_params<T>(t: &Task, extra: &[&dyn ToSql], f: impl FnOnce(&[&dyn
         &lease.claim_lock,
         &lease.claim_expires,
         &lease.worker_pid,
+        &lease.worker_host,
         &lease.last_heartbeat_at,
         &block_kind,
         &t.block_recurrences,
@@ -232,6 +234,7 @@ pub fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         claim_lock: c.next()?,
         claim_expires: c.next()?,
         worker_pid: c.next()?,
+        worker_host: c.next()?,
         last_heartbeat_at: c.next()?,
         started_at: c.next()?,
         ended_at: c.next()?,
@@ -254,6 +257,7 @@ pub fn with_run_params<T>(r: &Run, f: impl FnOnce(&[&dyn ToSql]) -> T) -> T {
         &r.claim_lock,
         &r.claim_expires,
         &r.worker_pid,
+        &r.worker_host,
         &r.last_heartbeat_at,
         &r.started_at,
         &r.ended_at,
@@ -325,9 +329,14 @@ mod tests {
 
     #[test]
     fn statements_follow_the_column_lists() {
-        assert!(INSERT_TASK.ends_with("?27, ?28)"), "{}", *INSERT_TASK);
+        assert!(INSERT_TASK.ends_with("?28, ?29)"), "{}", *INSERT_TASK);
         let update = &*UPDATE_TASK;
-        for set in ["title = ?2", "current_run_id = ?13", "decompose_last_error = ?28"] {
+        for set in [
+            "title = ?2",
+            "current_run_id = ?13",
+            "worker_host = ?17",
+            "decompose_last_error = ?29",
+        ] {
             assert!(update.contains(set), "{set}: {update}");
         }
         let (set, _) = update.split_once(" WHERE ").expect("a guard");
@@ -335,7 +344,7 @@ mod tests {
             assert!(!set.contains(&format!(" {fixed} = ")), "{fixed}: {set}");
         }
         assert!(update
-            .ends_with("WHERE id = ?1 AND status = ?29 AND current_run_id IS ?30 AND claim_lock IS ?31"));
+            .ends_with("WHERE id = ?1 AND status = ?30 AND current_run_id IS ?31 AND claim_lock IS ?32"));
         assert!(UPSERT_RUN.contains("metadata = excluded.metadata"));
         assert!(!UPSERT_RUN.contains("started_at = excluded"), "{}", *UPSERT_RUN);
         assert!(INSERT_LLM_CALL.ends_with("?10)"));

@@ -148,6 +148,18 @@ pub const MIGRATIONS: &[&str] = &[
     DROP INDEX tasks_leases;
     DROP INDEX task_runs_one_open;
     "#,
+    // 4: several gateways on one board. The host whose gateway started a run's worker
+    // (only that host signals or adopts it), and the decomposition leases: a card leased
+    // to one gateway is selected by no other until the lease lapses.
+    r#"
+    ALTER TABLE tasks ADD COLUMN worker_host TEXT;
+    ALTER TABLE task_runs ADD COLUMN worker_host TEXT;
+    CREATE TABLE decomposition_leases (
+        task_id TEXT PRIMARY KEY NOT NULL REFERENCES tasks(id),
+        holder TEXT NOT NULL,
+        expires INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

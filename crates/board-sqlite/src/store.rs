@@ -9,8 +9,8 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, StoreError, Task, TaskId,
-    Timestamp,
+    BoardSnapshot, Comment, DecompositionLease, Event, Link, LlmCall, Refusal, Request, Run, Store,
+    StoreError, Task, TaskId, Timestamp,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
@@ -22,7 +22,7 @@ use crate::rows::{
 };
 use crate::SqliteStore;
 
-fn backend(e: rusqlite::Error) -> StoreError {
+pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
@@ -41,7 +41,7 @@ fn new_claim_lock() -> StoreResult<String> {
     Ok(random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn get_task(conn: &Connection, id: &TaskId) -> StoreResult<Task> {
+pub(crate) fn get_task(conn: &Connection, id: &TaskId) -> StoreResult<Task> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1");
     conn.prepare_cached(&sql)
         .and_then(|mut s| s.query_row([id.as_str()], task_from_row).optional())
@@ -572,6 +572,7 @@ impl Store for SqliteStore {
                AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= ?1)
                AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
                AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
+               AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > ?1)
              ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.rowid LIMIT ?2"
         );
         query_tasks(&self.conn(), &sql, params![now, limit as i64])
@@ -600,6 +601,21 @@ impl Store for SqliteStore {
                 child_ids,
             })
         })
+    }
+
+    fn lease_decomposition(
+        &self,
+        id: &TaskId,
+        holder: &str,
+        ttl: i64,
+        now: Timestamp,
+        abandoned: Option<&str>,
+    ) -> StoreResult<DecompositionLease> {
+        self.write(|tx| crate::leases::lease(tx, id, holder, ttl, now, abandoned))
+    }
+
+    fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()> {
+        self.write(|tx| crate::leases::release(tx, id, holder))
     }
 
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {

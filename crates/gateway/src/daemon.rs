@@ -172,7 +172,8 @@ pub fn dispatch_once(
     keep_workers_out()?;
     let settings = DispatchSettings::from_config(config);
     if dry_run {
-        let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), Box::new(NoDecompositions));
+        let mut dispatcher = Dispatcher::new(store, layout(home, config), Box::new(NoDecompositions))
+            .on_host(&config.gateway.host_id());
         return dispatcher
             .take_hold()
             .and_then(|()| dispatcher.dry_run(&settings, now()))
@@ -186,7 +187,8 @@ pub fn dispatch_once(
         .build()
         .map_err(io("cannot start the runtime"))?;
     let pool = background(&runtime, &store, config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
+    let mut dispatcher =
+        Dispatcher::new(store, layout(home, config), pool).on_host(&config.gateway.host_id());
     let started = now();
     dispatcher.adopt(started);
     let mut report = dispatcher.tick(&settings, started);
@@ -196,7 +198,13 @@ pub fn dispatch_once(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
+    dispatcher.shutdown();
     Ok(report)
+}
+
+/// Where the home's workers run, and the board they report to.
+fn layout(home: &Home, config: &Config) -> HomeLayout {
+    HomeLayout::new(home.dir()).on_board(config.database_url.as_ref().map(|u| u.expose()))
 }
 
 /// How long one pass waits for the workers it began to stop: past the grace, SIGKILL and
@@ -235,9 +243,10 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         .map_err(io("cannot start the runtime"))?;
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
+    let mut dispatcher =
+        Dispatcher::new(store, layout(home, &config), pool).on_host(&config.gateway.host_id());
     dispatcher.adopt(started_at);
-    tracing::info!(home = %home.dir().display(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
+    tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
     let home = home.clone();
     runtime.block_on(async move {
         let mut interval = tokio::time::interval(config.kanban.dispatch_interval());

@@ -39,6 +39,17 @@ pub struct DispatchSettings {
     pub boundaries: BTreeMap<String, Boundary>,
     /// `kanban.decompose_retry_base_seconds` and `decompose_failure_limit`.
     pub decompose_retry: RetryPolicy,
+    /// How long a card is leased to this gateway for its automatic decomposition.
+    pub decomposition_lease_seconds: i64,
+}
+
+impl DispatchSettings {
+    /// How long before its expiry the lease of a held live worker is extended: half the
+    /// claim's lease, so that another gateway never finds it expired while its worker
+    /// lives.
+    pub fn lease_margin(&self) -> i64 {
+        self.claim_ttl_seconds / 2
+    }
 }
 
 impl DispatchSettings {
@@ -132,6 +143,13 @@ pub struct HeldWorker {
 /// The dispatcher: the store, the workers it holds, and its decompositions.
 pub struct Dispatcher {
     store: Arc<dyn Store>,
+    /// This gateway's host (`gateway.host_id`): it signals, adopts and classifies only
+    /// the workers recorded on it.
+    host: String,
+    /// Who holds this gateway's decomposition leases: its host and pid.
+    lease_holder: String,
+    /// Cards leased for a decomposition this gateway started; released once it ends.
+    leased: BTreeSet<TaskId>,
     processes: Box<dyn Processes>,
     decompositions: Box<dyn Decompositions>,
     workers: BTreeMap<TaskId, HeldWorker>,
@@ -165,8 +183,12 @@ impl Dispatcher {
         processes: Box<dyn Processes>,
         decompositions: Box<dyn Decompositions>,
     ) -> Dispatcher {
+        let host = board_home::default_host_id();
         Dispatcher {
             store,
+            lease_holder: format!("{host}/{}", std::process::id()),
+            host,
+            leased: BTreeSet::new(),
             processes,
             decompositions,
             workers: BTreeMap::new(),
@@ -176,6 +198,26 @@ impl Dispatcher {
             last_plan: Vec::new(),
             counters: Counters::default(),
         }
+    }
+
+    /// The dispatcher of the gateway of `host` (`gateway.host_id`) among several on one
+    /// board; by default it is the hostname.
+    pub fn on_host(mut self, host: &str) -> Dispatcher {
+        self.host = host.to_owned();
+        self.lease_holder = format!("{host}/{}", std::process::id());
+        self
+    }
+
+    /// The host this dispatcher records on the runs it starts.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Whether the worker of a running task is this host's to signal, adopt or
+    /// classify. A run with no host recorded is taken as this host's: it was started by
+    /// a gateway that recorded none, which only ever ran alone on its board.
+    fn ours(&self, task: &Task) -> bool {
+        task.worker_host().is_none_or(|h| h == self.host)
     }
 
     /// Workers this dispatcher holds, by task.
@@ -205,7 +247,7 @@ impl Dispatcher {
             }
         };
         for task in running {
-            if task.worker_pid().is_none() || self.workers.contains_key(&task.id) {
+            if task.worker_pid().is_none() || self.workers.contains_key(&task.id) || !self.ours(&task) {
                 continue;
             }
             if !self.hold(&task) {
@@ -221,7 +263,7 @@ impl Dispatcher {
     /// pass sees after [`Dispatcher::adopt`], for a dry run.
     pub fn take_hold(&mut self) -> Result<(), StoreError> {
         for task in self.store.running()? {
-            if task.worker_pid().is_some() && !self.workers.contains_key(&task.id) {
+            if task.worker_pid().is_some() && !self.workers.contains_key(&task.id) && self.ours(&task) {
                 self.hold(&task);
             }
         }
@@ -260,7 +302,9 @@ impl Dispatcher {
                 errors: errors.collect(),
                 ..TickReport::default()
             },
+            claims: BTreeMap::new(),
         };
+        self.claim_spawns(&actions, &mut pass);
         if settings.auto_decompose {
             pass.report.decompositions_in_flight = view.in_flight.len();
         }
@@ -307,10 +351,12 @@ impl Dispatcher {
         self.decompositions.in_flight().is_empty()
     }
 
-    /// Cancels decompositions in flight. Workers keep running: a restarted gateway
-    /// adopts them.
+    /// Cancels decompositions in flight and releases their leases: a cancelled call
+    /// commits nothing, so the card is free for the next gateway at once. Workers keep
+    /// running: a restarted gateway adopts them.
     pub fn shutdown(&mut self) {
         self.decompositions.cancel_all();
+        self.release_decomposition_leases(&BTreeSet::new());
     }
 
     fn count(&mut self, r: &TickReport) {
@@ -336,11 +382,23 @@ impl Dispatcher {
             })
         };
         let running = got("listing running tasks", self.store.running());
-        let expired = got("listing expired leases", self.store.expired_leases(now, 1000));
+        // Leases about to expire too: a held live worker's is extended before any other
+        // gateway can find it expired.
+        let expiring = now.saturating_add(settings.lease_margin());
+        let expired = got(
+            "listing expired leases",
+            self.store.expired_leases(expiring, 1000),
+        );
         self.cooldown.retain(|_, until| *until > now);
         let mut view = View {
             workers: self.observe(),
             proven: self.proven(&running, &expired, now),
+            foreign: running
+                .iter()
+                .chain(&expired)
+                .filter(|t| !self.ours(t))
+                .map(|t| t.id.clone())
+                .collect(),
             running,
             expired,
             floors: self.floors.clone(),
@@ -377,9 +435,12 @@ impl Dispatcher {
     /// Running tasks no worker here holds that a tick would stop, whose recorded pid
     /// provably runs their run.
     fn proven(&self, running: &[Task], expired: &[Task], now: Timestamp) -> BTreeSet<TaskId> {
+        let expired = expired
+            .iter()
+            .filter(|t| t.lease.as_ref().is_some_and(|l| l.expires <= now));
         let to_stop = running.iter().filter(|t| over_runtime(t, now)).chain(expired);
         to_stop
-            .filter(|t| !self.workers.contains_key(&t.id) && self.processes.proven(t))
+            .filter(|t| !self.workers.contains_key(&t.id) && self.ours(t) && self.processes.proven(t))
             .map(|t| t.id.clone())
             .collect()
     }
@@ -397,6 +458,7 @@ impl Dispatcher {
             return;
         }
         view.in_flight = self.decompositions.in_flight();
+        self.release_decomposition_leases(&view.in_flight);
         let room = settings
             .auto_decompose_concurrency
             .saturating_sub(view.in_flight.len())

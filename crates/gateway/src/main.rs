@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use board_home::Home;
 
@@ -43,7 +42,7 @@ fn main() -> ExitCode {
         Ok(opened) => opened,
         Err(e) => return failed(&e),
     };
-    match gateway::daemon::run(&home, Arc::new(opened.store), opened.loaded, replace) {
+    match gateway::daemon::run(&home, opened.store, opened.loaded, replace) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => failed(&e),
     }

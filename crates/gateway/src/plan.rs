@@ -120,8 +120,11 @@ pub struct View {
     pub workers: Vec<WorkerView>,
     /// Running tasks, in claim order.
     pub running: Vec<Task>,
-    /// Running tasks whose lease has expired.
+    /// Running tasks whose lease has expired, or expires within the lease margin.
     pub expired: Vec<Task>,
+    /// Running tasks whose worker another host's gateway started: judged by their
+    /// lease alone, never signalled or timed out from here.
+    pub foreign: BTreeSet<TaskId>,
     /// Running tasks held by no worker here whose recorded pid provably runs their run.
     pub proven: BTreeSet<TaskId>,
     /// Triage cards the store says are due, oldest due first.
@@ -326,11 +329,18 @@ impl Planner<'_> {
         }
     }
 
-    /// Step 2: runtimes over `max_runtime_seconds` are stopped; expired leases are
-    /// extended for a held live worker of the same run, else the run goes stale.
+    /// Step 2: runtimes over `max_runtime_seconds` are stopped (this host's workers
+    /// only: another host times out its own); leases expiring soon are extended for a
+    /// held live worker of the same run, and an expired one with none goes stale.
     fn leases(&mut self) {
         let now = self.now;
-        for task in self.view.running.iter().filter(|t| over_runtime(t, now)) {
+        let foreign = &self.view.foreign;
+        for task in self
+            .view
+            .running
+            .iter()
+            .filter(|t| over_runtime(t, now) && !foreign.contains(&t.id))
+        {
             self.stop_or_end(task, StopReason::timed_out(task));
         }
         for task in &self.view.expired {
@@ -345,6 +355,9 @@ impl Planner<'_> {
                     task: task.id.clone(),
                     run,
                 });
+                continue;
+            }
+            if task.lease.as_ref().is_some_and(|l| l.expires > now) {
                 continue;
             }
             self.stop_or_end(task, StopReason::stale(task, now));

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, open_read, private_dir};
-use board_home::{DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR};
+use board_home::{DATABASE_FILE, DATABASE_URL_VARIABLE, LOGS_DIR, WORKSPACES_DIR};
 use serde_json::{json, Value};
 
 pub use crate::process::{Exit, Signal};
@@ -23,11 +23,27 @@ pub const EXIT_RATE_LIMITED: i32 = 75;
 /// How much of the end of an attempt's log is quoted in its run's `error`.
 const LOG_TAIL_BYTES: u64 = 2048;
 
-/// Where a home keeps what workers need.
-#[derive(Clone, Debug)]
+/// Where a home keeps what workers need, and the board they report to.
+#[derive(Clone)]
 pub struct HomeLayout {
     pub home: PathBuf,
     pub db: PathBuf,
+    /// The PostgreSQL board's URL (`database_url`), when the board is not `kanban.db`.
+    /// Workers get it without its password.
+    database_url: Option<String>,
+}
+
+impl std::fmt::Debug for HomeLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HomeLayout")
+            .field("home", &self.home)
+            .field("db", &self.db)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(board_postgres::redact_url),
+            )
+            .finish()
+    }
 }
 
 impl HomeLayout {
@@ -35,7 +51,14 @@ impl HomeLayout {
         HomeLayout {
             home: home.to_path_buf(),
             db: home.join(DATABASE_FILE),
+            database_url: None,
         }
+    }
+
+    /// The layout of a home whose board is the PostgreSQL one at `url`, when given.
+    pub fn on_board(mut self, url: Option<&str>) -> HomeLayout {
+        self.database_url = url.map(str::to_owned);
+        self
     }
 
     pub fn workspace(&self, task: &TaskId) -> PathBuf {
@@ -98,7 +121,10 @@ fn withheld(name: &str, a: &Assignment<'_>) -> bool {
 
 /// The environment of a worker: the gateway's own minus secrets, plus the `KANBAN_*`
 /// variables that tie it to its run and the card's title (`KANBAN_TITLE`), which is
-/// safer to read from a variable than from a command line.
+/// safer to read from a variable than from a command line. On a PostgreSQL board the
+/// worker's `kanban` finds it by `KANBAN_DATABASE_URL`, the URL with its password taken
+/// out: it connects as the board's user and authenticates as the server lets it, never
+/// with the gateway's password; on SQLite, `KANBAN_DB` names the file.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
     layout: &HomeLayout,
@@ -106,9 +132,16 @@ pub fn worker_env(
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
     let workspace = layout.workspace(&a.task.id);
+    let board = match &layout.database_url {
+        Some(url) => (
+            DATABASE_URL_VARIABLE.to_owned(),
+            board_postgres::without_password(url),
+        ),
+        None => ("KANBAN_DB".to_owned(), layout.db.display().to_string()),
+    };
     env.extend([
         ("KANBAN_HOME".to_owned(), layout.home.display().to_string()),
-        ("KANBAN_DB".to_owned(), layout.db.display().to_string()),
+        board,
         ("KANBAN_TASK".to_owned(), a.task.id.to_string()),
         ("KANBAN_RUN_ID".to_owned(), a.run_id.to_string()),
         ("KANBAN_CLAIM_LOCK".to_owned(), a.claim_lock.to_owned()),

@@ -420,6 +420,7 @@ impl Step<'_> {
                 run_id,
                 claim_lock,
                 pid: 4000 + run_id,
+                host: "host-a".into(),
             }),
             Op::SkipNonspawnable(p) => self.on_task(
                 *p,

@@ -162,6 +162,53 @@ pub fn redacted_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&redact_url(url))
 }
 
+/// A PostgreSQL URL. Never quoted in an error: it may hold the password.
+pub fn check_database_url(url: &str) -> Result<(), String> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    match scheme {
+        Some("postgres" | "postgresql") if url.len() > scheme.map_or(0, str::len) + 3 => Ok(()),
+        _ => Err(
+            "expected a postgres://user@host/database URL (the value is not shown: it may hold a password)"
+                .into(),
+        ),
+    }
+}
+
+/// `database_url`: a PostgreSQL URL, or empty for the home's `kanban.db`.
+pub fn database_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<super::DatabaseUrl>, D::Error> {
+    let url = String::deserialize(d).map_err(|_| de::Error::custom("expected a string"))?;
+    if url.is_empty() {
+        return Ok(None);
+    }
+    check_database_url(&url).map_err(de::Error::custom)?;
+    Ok(Some(super::DatabaseUrl::new(url)))
+}
+
+/// The database URL as shown: its password redacted.
+pub fn redacted_database_url<S: Serializer>(
+    url: &Option<super::DatabaseUrl>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => s.serialize_str(&url.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+/// `gateway.host_id`: a short name of printable characters without spaces.
+pub fn host_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let id = String::deserialize(d)?;
+    if id.is_empty() {
+        return Ok(None);
+    }
+    if id.len() > 255 || !id.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(de::Error::custom(
+            "expected a host name: at most 255 printable ASCII characters, no spaces",
+        ));
+    }
+    Ok(Some(id))
+}
+
 /// `model.api_key`; never quoted in an error, since a mistyped key is still a secret.
 pub fn api_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ApiKey>, D::Error> {
     let secret = String::deserialize(d).map_err(|_| de::Error::custom("expected a string"))?;

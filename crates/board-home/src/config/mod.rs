@@ -64,6 +64,18 @@ pub struct Config {
     pub auxiliary: AuxiliaryConfig,
     /// `kanban.*`: the board and its dispatcher.
     pub kanban: KanbanConfig,
+    /// `database_url`: a PostgreSQL board (`postgres://user[:password]@host/db`) shared by
+    /// every gateway and CLI that names it; `$KANBAN_DATABASE_URL` wins over the file.
+    /// Unset: the home's `kanban.db`. Shown with its password redacted, only when set.
+    #[serde(
+        deserialize_with = "fields::database_url",
+        serialize_with = "fields::redacted_database_url",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub database_url: Option<DatabaseUrl>,
+    /// `gateway.*`: this gateway among several on one board. Shown only when set.
+    #[serde(skip_serializing_if = "GatewayConfig::is_default")]
+    pub gateway: GatewayConfig,
     /// `profiles.*`: the kinds of worker; always holds [`DEFAULT_PROFILE`].
     #[default(fields::implied_profiles())]
     #[serde(deserialize_with = "fields::profiles")]
@@ -205,6 +217,59 @@ pub struct KanbanConfig {
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TEXT_BYTES_CEILING>")]
     pub max_text_bytes: usize,
 }
+
+/// `gateway.*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayConfig {
+    /// `gateway.host_id`: the name this machine's gateway records on every run it starts;
+    /// only the gateway of that host signals, adopts or classifies the run's worker.
+    /// Unset: the hostname ([`crate::default_host_id`]).
+    #[serde(deserialize_with = "fields::host_id", skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
+}
+
+impl GatewayConfig {
+    fn is_default(&self) -> bool {
+        self == &GatewayConfig::default()
+    }
+
+    /// `gateway.host_id`, else the hostname.
+    pub fn host_id(&self) -> String {
+        self.host_id.clone().unwrap_or_else(crate::default_host_id)
+    }
+}
+
+/// A PostgreSQL board's URL. It may hold a password, so it never prints itself whole:
+/// `Debug` and `Display` show it redacted; [`DatabaseUrl::expose`] is for connecting.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    pub fn new(url: String) -> DatabaseUrl {
+        DatabaseUrl(url)
+    }
+
+    /// The URL itself, password and all.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&board_postgres::redact_url(&self.0))
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// The variable that names a PostgreSQL board, winning over `database_url`.
+pub const DATABASE_URL_VARIABLE: &str = "KANBAN_DATABASE_URL";
 
 /// `profiles.<name>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -427,6 +492,11 @@ impl Config {
                 },
             )?;
         check_endpoints(&config)?;
+        if let Some(url) = env(DATABASE_URL_VARIABLE).filter(|v| !v.is_empty()) {
+            fields::check_database_url(&url)
+                .map_err(|problem| ConfigError::invalid(DATABASE_URL_VARIABLE, problem))?;
+            config.database_url = Some(DatabaseUrl::new(url));
+        }
         let key_in_file = config.model.api_key.is_some();
         if !key_in_file {
             let var = config.model.api_key_env.as_str();

@@ -18,6 +18,13 @@ const FOOTER: &str = "
 #   coder:
 #     description: Writes code
 #     command: [\"my-agent\", \"--task\", \"{task_id}\"]
+#
+# A board on PostgreSQL, shared by the gateways of several machines (each names itself
+# with gateway.host_id, by default its hostname); KANBAN_DATABASE_URL works too:
+#
+# database_url: postgres://kanban@db.internal:5432/boards
+# gateway:
+#   host_id: build-01
 ";
 
 /// A note for the key at a path; a test checks every path is a key of the config.

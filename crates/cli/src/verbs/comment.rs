@@ -1,7 +1,5 @@
 //! `comment`: notes on a card, from people or from its worker.
 
-use board_core::Store;
-
 use crate::args::CommentArgs;
 use crate::failure::Failure;
 use crate::output::{comment_json, print_json};

@@ -108,7 +108,7 @@ impl Brief {
 pub fn context(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let (id, _) = target(id, None, worker.as_ref(), "context")?;
-    let material = gather(&ctx.store, &id)?;
+    let material = gather(&*ctx.store, &id)?;
     let brief = fit(&material, ctx.now);
     if ctx.json {
         print_json(&brief_json(&brief));

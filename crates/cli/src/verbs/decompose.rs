@@ -24,7 +24,7 @@ pub enum Call {
 /// decomposed (or there was none), 1 when any was not.
 pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     let settings = ctx.config.decomposer_settings();
-    let store: Arc<dyn Store> = Arc::new(ctx.store);
+    let store: Arc<dyn Store> = ctx.store;
     let cards = match (args.id, args.all) {
         (Some(id), _) => vec![id],
         (None, _) => triage_cards(store.as_ref())?,

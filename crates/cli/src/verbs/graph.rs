@@ -1,6 +1,6 @@
 //! `link` and `unlink`: the dependencies between cards.
 
-use board_core::{Store, TaskId};
+use board_core::TaskId;
 use serde_json::json;
 
 use crate::failure::Failure;

@@ -16,7 +16,9 @@ mod work;
 
 use board_core::{RunId, TaskId, Timestamp};
 use board_home::{now, Config, Home, Loaded};
-use board_sqlite::SqliteStore;
+use std::sync::Arc;
+
+use board_core::Store;
 
 use crate::args::Verb;
 use crate::failure::Failure;
@@ -26,7 +28,7 @@ pub use setup::completions;
 
 /// What every verb runs with.
 pub struct Ctx {
-    pub store: SqliteStore,
+    pub store: Arc<dyn Store>,
     /// The home's config.yaml, every default filled in.
     pub config: Config,
     /// The system clock in Unix seconds, read once per command.

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use board_core::shapes::{list_filter, list_json, Shown, SHOW_EVENTS};
-use board_core::{EventFilter, Store, Task, TaskId};
+use board_core::{EventFilter, Task, TaskId};
 use serde_json::Value;
 
 use crate::args::ListArgs;
@@ -24,7 +24,7 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
 }
 
 pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
-    let shown = Shown::read(&ctx.store, id)?;
+    let shown = Shown::read(&*ctx.store, id)?;
     if ctx.json {
         print_json(&shown.to_json());
         return Ok(());

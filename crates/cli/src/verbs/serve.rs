@@ -29,7 +29,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         .enable_all()
         .build()
         .map_err(|e| Failure::Refused(format!("cannot start the server: {e}")))?;
-    let store: Arc<dyn board_core::Store> = Arc::new(ctx.store);
+    let store: Arc<dyn board_core::Store> = ctx.store;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(bind)
             .await

@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use board_core::{clean_title, NewTask, Store, TaskId};
+use board_core::{clean_title, NewTask, TaskId};
 use serde_json::Value;
 
 use crate::args::{CreateArgs, EditArgs};

@@ -2,7 +2,7 @@
 //! `reclaim`. Workers call the guarded ones with their run id; a guard that names a run
 //! which is no longer current loses (`ok: false`, exit 1) and changes nothing.
 
-use board_core::{Completion, ReclaimOutcome, RunId, Store, TaskId};
+use board_core::{Completion, ReclaimOutcome, RunId, TaskId};
 use serde_json::{json, Value};
 
 use crate::args::{BlockArgs, CompleteArgs};

@@ -130,6 +130,7 @@ fn set_worker(board: &Board, id: &str, pid: u32) {
         run_id: task.current_run_id().expect("running"),
         claim_lock: task.lease.expect("claimed").claim_lock,
         pid: i64::from(pid),
+        host: board_home::default_host_id(),
     };
     store
         .transition(&task_id(id), &request, task.updated_at)

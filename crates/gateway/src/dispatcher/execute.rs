@@ -4,13 +4,15 @@
 //! nothing and is not an error.
 
 use super::*;
-use board_core::RunEnd;
+use board_core::{Claim, DecompositionLease, RunEnd};
 
 /// One tick being performed: its settings, its time, and what it has done so far.
 pub(super) struct Pass<'a> {
     pub settings: &'a DispatchSettings,
     pub now: Timestamp,
     pub report: TickReport,
+    /// The claims taken for this plan's spawns, by task.
+    pub claims: BTreeMap<TaskId, Claim>,
 }
 
 impl Dispatcher {
@@ -50,10 +52,12 @@ impl Dispatcher {
             }
             Action::ExtendLease { task, run } => self.extend(task, run, pass),
             Action::StartDecomposition { card, floor } => {
-                self.floors.insert(card.clone(), *floor);
-                self.decompositions.start(card.clone());
-                pass.report.decompositions_in_flight += 1;
-                pass.report.decompositions_started.push(card.clone());
+                if self.lease_for_decomposition(card, pass) {
+                    self.floors.insert(card.clone(), *floor);
+                    self.decompositions.start(card.clone());
+                    pass.report.decompositions_in_flight += 1;
+                    pass.report.decompositions_started.push(card.clone());
+                }
             }
             Action::Promote { .. } => match self.store.promote_ready(pass.now) {
                 Ok(promoted) => pass.report.promoted = promoted,
@@ -75,6 +79,118 @@ impl Dispatcher {
                 profile,
                 command,
             } => self.spawn(task, profile, command, pass),
+        }
+    }
+
+    /// Claims the tasks of the plan's spawns in one call: among gateways sharing the
+    /// board, a task another one is claiming is skipped, not waited for; a spawn whose
+    /// task was not claimed does nothing.
+    pub(super) fn claim_spawns(&mut self, actions: &[Action], pass: &mut Pass<'_>) {
+        let ids: Vec<TaskId> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Spawn { task, .. } => Some(task.id.clone()),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        match self
+            .store
+            .claim_ready(&ids, pass.settings.claim_ttl_seconds, pass.now)
+        {
+            Ok(claims) => pass.claims = claims.into_iter().map(|c| (c.task.id.clone(), c)).collect(),
+            Err(e) => pass.report.errors.push(format!("claiming ready tasks: {e}")),
+        }
+    }
+
+    /// The decomposition lease, the step before a decomposition starts: the card is
+    /// leased to this gateway, so no other sends its request while the lease holds.
+    /// A card another gateway holds is left to it; a card whose lease lapsed (its
+    /// gateway stopped mid-call) has that attempt recorded as a failure, and is retried
+    /// under the failure policy. Whether the decomposition may start now.
+    fn lease_for_decomposition(&mut self, card: &TaskId, pass: &mut Pass<'_>) -> bool {
+        let ttl = pass.settings.decomposition_lease_seconds;
+        let mut leased = self
+            .store
+            .lease_decomposition(card, &self.lease_holder, ttl, pass.now, None);
+        // A lease of a gateway of this host whose process is gone (killed, restarted)
+        // need not wait for its expiry.
+        if let Ok(DecompositionLease::Held { holder, .. }) = &leased {
+            if self.gone_from_this_host(holder) {
+                let abandoned = Some(holder.as_str());
+                leased = self
+                    .store
+                    .lease_decomposition(card, &self.lease_holder, ttl, pass.now, abandoned);
+            }
+        }
+        match leased {
+            Ok(DecompositionLease::Leased) => {
+                self.leased.insert(card.clone());
+                true
+            }
+            Ok(DecompositionLease::Held { holder, .. }) => {
+                tracing::debug!(card = %card, %holder, "another gateway is decomposing the card");
+                false
+            }
+            Ok(DecompositionLease::Lapsed { holder }) => {
+                let error =
+                    format!("the decomposition lease of {holder} lapsed: its gateway stopped mid-call");
+                tracing::warn!(card = %card, %holder, "a decomposition lease lapsed; counted as a failed attempt");
+                let policy = pass.settings.decompose_retry;
+                if let Err(e) = self
+                    .store
+                    .record_decompose_failure(card, &error, policy, jitter(), pass.now)
+                {
+                    pass.report
+                        .errors
+                        .push(format!("recording the lapsed decomposition of {card}: {e}"));
+                }
+                if let Err(e) = self.store.release_decomposition(card, &self.lease_holder) {
+                    pass.report
+                        .errors
+                        .push(format!("releasing the decomposition lease of {card}: {e}"));
+                }
+                false
+            }
+            Err(e) => {
+                pass.report
+                    .errors
+                    .push(format!("leasing {card} for decomposition: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Whether a lease holder (`host/pid`) is a gateway of this host that no longer runs.
+    fn gone_from_this_host(&self, holder: &str) -> bool {
+        let Some((host, pid)) = holder.rsplit_once('/') else {
+            return false;
+        };
+        let Ok(pid) = pid.parse::<libc::pid_t>() else {
+            return false;
+        };
+        if host != self.host || pid <= 0 || pid as u32 == std::process::id() {
+            return false;
+        }
+        // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+        let exists = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        !exists
+    }
+
+    /// Releases the leases of this gateway's decompositions that ended. A release that
+    /// fails is tried again next tick; at worst the lease lapses.
+    pub(super) fn release_decomposition_leases(&mut self, in_flight: &BTreeSet<TaskId>) {
+        let ended: Vec<TaskId> = self.leased.difference(in_flight).cloned().collect();
+        for card in ended {
+            match self.store.release_decomposition(&card, &self.lease_holder) {
+                Ok(()) => {
+                    self.leased.remove(&card);
+                }
+                Err(e) => tracing::warn!(card = %card, error = %e, "releasing a decomposition lease failed"),
+            }
         }
     }
 
@@ -212,13 +328,8 @@ impl Dispatcher {
     /// Claims a ready task and starts its worker; a worker that cannot be started ends
     /// its run as `spawn_failed`.
     fn spawn(&mut self, task: &Task, profile: &str, command: &[String], pass: &mut Pass<'_>) {
-        let claim = match self
-            .store
-            .claim(&task.id, pass.settings.claim_ttl_seconds, pass.now)
-        {
-            Ok(c) => c,
-            Err(StoreError::Refused(_)) => return,
-            Err(e) => return pass.report.errors.push(format!("claiming {}: {e}", task.id)),
+        let Some(claim) = pass.claims.remove(&task.id) else {
+            return;
         };
         let no_boundary = Boundary::default();
         let assignment = Assignment {
@@ -240,6 +351,7 @@ impl Dispatcher {
                     run_id: run.run_id,
                     claim_lock: run.claim_lock.clone(),
                     pid: i64::from(pid),
+                    host: self.host.clone(),
                 };
                 match self.store.transition(&task.id, &request, pass.now) {
                     // A quick worker may finish its run before its pid is recorded.
@@ -274,5 +386,13 @@ impl Dispatcher {
                 }
             }
         }
+    }
+}
+
+/// A jitter factor for the failure policy, uniform in [-0.1, 0.1]; without randomness, none.
+fn jitter() -> f64 {
+    match getrandom::u32() {
+        Ok(n) => (f64::from(n) / f64::from(u32::MAX)) * 0.2 - 0.1,
+        Err(_) => 0.0,
     }
 }

@@ -31,6 +31,7 @@ fn running(n: u8) -> Task {
         claim_lock: format!("lock {n}"),
         expires: T + 900,
         worker_pid: None,
+        worker_host: None,
         last_heartbeat_at: None,
     });
     t.started_at = Some(T - 10);
@@ -253,6 +254,45 @@ fn an_expired_lease_is_extended_for_its_live_worker_else_the_run_goes_stale() {
         ending.error.as_deref(),
         Some(&*format!("lease expired at {}", T - 1))
     );
+}
+
+fn expiring(mut t: Task) -> Task {
+    if let Some(lease) = t.lease.as_mut() {
+        lease.expires = T + 1;
+    }
+    t
+}
+
+#[test]
+fn a_lease_about_to_expire_is_extended_early_for_a_held_worker_and_left_alone_otherwise() {
+    let view = View {
+        workers: vec![held(1, Observed::Alive)],
+        expired: vec![expiring(running(1)), expiring(running(2))],
+        ..View::default()
+    };
+    assert_eq!(kinds(&plan(&view, T, &settings())), [("extend", id(1))]);
+}
+
+#[test]
+fn another_hosts_run_is_judged_by_its_lease_alone() {
+    let over = with_runtime(running(1), 5);
+    let view = View {
+        running: vec![over.clone(), running(2)],
+        expired: vec![expired(running(2))],
+        // Proven or not, another host's worker is never signalled from here.
+        foreign: BTreeSet::from([id(1), id(2)]),
+        ..View::default()
+    };
+    let actions = plan(&view, T, &settings());
+    assert_eq!(
+        kinds(&actions),
+        [("end", id(2))],
+        "no timeout of another host's run"
+    );
+    let Action::EndRun { ending, held, .. } = &actions[0] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!((ending.outcome, *held), (Outcome::Stale, false));
 }
 
 fn decomposing(per_tick: usize, concurrency: usize) -> DispatchSettings {

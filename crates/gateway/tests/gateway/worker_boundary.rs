@@ -280,6 +280,7 @@ fn hand_claimed(
         run_id: claim.run_id,
         claim_lock: claim.claim_lock,
         pid: i64::from(child.id()),
+        host: board_home::default_host_id(),
     };
     store.transition(&id, &request, T0).unwrap();
     (id, child)
