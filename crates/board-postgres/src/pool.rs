@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,9 @@ pub(crate) struct Pool {
     wait: Duration,
     state: Mutex<State>,
     returned: Condvar,
+    /// Set when a session was lost, until a new one opens: one warning per outage,
+    /// however many pooled sessions it ended.
+    lost: AtomicBool,
 }
 
 struct State {
@@ -60,6 +64,7 @@ impl Pool {
                 open: 0,
             }),
             returned: Condvar::new(),
+            lost: AtomicBool::new(false),
         }
     }
 
@@ -113,6 +118,7 @@ impl Pool {
 
     fn connect(&self) -> Result<Conn, String> {
         let mut client = self.config.connect(NoTls).map_err(|e| crate::describe(&e))?;
+        self.lost.store(false, Ordering::Relaxed);
         if let Some(setup) = &self.setup {
             client.batch_execute(setup).map_err(|e| crate::describe(&e))?;
         }
@@ -147,6 +153,9 @@ impl Drop for Lease<'_> {
         let mut state = self.pool.state();
         if conn.broken || conn.client.is_closed() {
             state.open -= 1;
+            if !self.pool.lost.swap(true, Ordering::Relaxed) {
+                tracing::warn!("a database session was lost; the next call opens a new one");
+            }
         } else {
             state.idle.push(conn);
         }

@@ -1,0 +1,450 @@
+//! Several gateways on one PostgreSQL board (docs/gateway.md#several-gateways-on-one-board):
+//! gateway processes with separate homes and host ids, real worker processes reporting
+//! through `kanban`, one fake model. Every task is done once, every triage card billed
+//! once; a host that dies is taken over after its leases lapse; a gateway whose database
+//! sessions are terminated carries on with its workers.
+//!
+//! The server is `KANBAN_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
+//! each test's board is a fresh schema, dropped at its end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use board_core::{BoardSnapshot, NewTask, Outcome, Status, Store, TaskId};
+use board_postgres::{redact_url, Options, PgStore};
+use fake_llm::{FakeLlm, Reply, Settings};
+
+use crate::gateway_board::KANBAN;
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+const WAIT: Duration = Duration::from_secs(120);
+
+fn server_url() -> String {
+    std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
+}
+
+/// A board in a schema of its own, and the gateways sharing it.
+struct SharedBoard {
+    dir: tempfile::TempDir,
+    schema: String,
+    /// The URL the homes are configured with: the server's, its `search_path` the schema.
+    url: String,
+    store: PgStore,
+    fake: FakeLlm,
+    gateways: Vec<Option<Child>>,
+}
+
+/// What each gateway's config says beyond the shared lines.
+struct Shape {
+    gateways: usize,
+    max_spawn: usize,
+    claim_ttl_seconds: i64,
+    worker: &'static str,
+}
+
+impl SharedBoard {
+    fn new(shape: &Shape) -> SharedBoard {
+        let base = server_url();
+        let schema = {
+            let mut random = [0u8; 4];
+            getrandom::fill(&mut random).unwrap();
+            format!(
+                "kanban_gateways_{}_{:08x}",
+                std::process::id(),
+                u32::from_le_bytes(random)
+            )
+        };
+        let options = Options {
+            schema: Some(schema.clone()),
+            ..Options::default()
+        };
+        let store = PgStore::open(&base, &options).unwrap_or_else(|e| {
+            panic!(
+                "PostgreSQL is unreachable at {} ({e}); start it or set KANBAN_TEST_DATABASE_URL",
+                redact_url(&base)
+            )
+        });
+        let joiner = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{joiner}options=-csearch_path%3D{schema}");
+        let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
+        fake.respond_with(|_| {
+            Reply::text(
+                r#"{"fanout": false, "rationale": "one step", "title": "decomposed", "body": "do it", "assignee": "worker"}"#,
+            )
+        });
+        let board = SharedBoard {
+            dir: tempfile::tempdir().unwrap(),
+            schema,
+            url,
+            store,
+            fake,
+            gateways: Vec::new(),
+        };
+        for n in 0..shape.gateways {
+            board.make_home(n, shape);
+        }
+        board
+    }
+
+    fn home(&self, n: usize) -> PathBuf {
+        self.dir.path().join(format!("home-{n}"))
+    }
+
+    fn log(&self, n: usize) -> PathBuf {
+        self.dir.path().join(format!("gateway-{n}.log"))
+    }
+
+    fn gateway_log(&self, n: usize) -> String {
+        std::fs::read_to_string(self.log(n)).unwrap_or_default()
+    }
+
+    fn kanban(&self, n: usize, args: &[&str]) -> Command {
+        let mut cmd = Command::new(KANBAN);
+        cmd.arg("--home")
+            .arg(self.home(n))
+            .args(args)
+            .env_remove("KANBAN_HOME")
+            .env_remove("KANBAN_TASK")
+            .env_remove("KANBAN_RUN_ID")
+            .env_remove("KANBAN_DATABASE_URL");
+        cmd
+    }
+
+    fn make_home(&self, n: usize, shape: &Shape) {
+        let init = self.kanban(n, &["init"]).output().unwrap();
+        assert!(init.status.success(), "{init:?}");
+        let worker = shape.worker.replace("kanban ", &format!("{KANBAN} "));
+        let config = format!(
+            "database_url: {url}\ngateway:\n  host_id: host-{n}\n\
+             model:\n  base_url: {model}\n  default: fake\n  api_key_env: KANBAN_REL_NO_KEY\n\
+             auxiliary:\n  transient_retries: 0\n  kanban_decomposer:\n    timeout: 5\n\
+             kanban:\n  dispatch_interval_seconds: 0.2\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
+             auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: worker\n  \
+             claim_ttl_seconds: {ttl}\n  failure_limit: 5\n\
+             profiles:\n  worker:\n    description: test worker\n    command: [\"sh\", \"-c\", {worker:?}]\n",
+            url = self.url,
+            model = self.fake.base_url(),
+            max_spawn = shape.max_spawn,
+            ttl = shape.claim_ttl_seconds,
+        );
+        std::fs::write(self.home(n).join("config.yaml"), config).unwrap();
+    }
+
+    /// Starts the gateway of home `n` and waits for its first tick.
+    fn start(&mut self, n: usize) {
+        let status = self.home(n).join("gateway.json");
+        let _ = std::fs::remove_file(&status);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log(n))
+            .unwrap();
+        let child = self
+            .kanban(n, &["gateway", "run"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        if self.gateways.len() <= n {
+            self.gateways.resize_with(n + 1, || None);
+        }
+        self.gateways[n] = Some(child);
+        self.wait_for(&format!("gateway {n}'s first tick"), || status.exists());
+    }
+
+    fn pid(&self, n: usize) -> u32 {
+        self.gateways[n].as_ref().expect("started").id()
+    }
+
+    fn alive(&mut self, n: usize) -> bool {
+        self.gateways[n]
+            .as_mut()
+            .is_some_and(|g| g.try_wait().unwrap().is_none())
+    }
+
+    fn snapshot(&self) -> BoardSnapshot {
+        self.store.snapshot().unwrap()
+    }
+
+    /// Polls `done` until it holds; on timeout, fails with every gateway's log.
+    fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let start = std::time::Instant::now();
+        while !done() {
+            if start.elapsed() > WAIT {
+                let logs: Vec<String> = (0..self.gateways.len()).map(|n| self.gateway_log(n)).collect();
+                panic!("timed out waiting for {what}\n{}", logs.join("\n---\n"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn all_done(&self, tasks: usize) -> bool {
+        let done = self
+            .store
+            .list(&board_core::TaskFilter {
+                status: Some(Status::Done),
+                ..Default::default()
+            })
+            .unwrap();
+        done.len() == tasks && self.store.running().unwrap().is_empty()
+    }
+
+    /// SIGKILLs the process group of every open run's worker on `host`.
+    fn kill_workers_of(&self, host: &str) -> usize {
+        let mut killed = 0;
+        for task in self.store.running().unwrap() {
+            if task.worker_host() == Some(host) {
+                if let Some(pid) = task.worker_pid().filter(|p| *p > 1) {
+                    // SAFETY: signalling a worker group a test gateway started.
+                    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+                    killed += 1;
+                }
+            }
+        }
+        killed
+    }
+}
+
+impl Drop for SharedBoard {
+    fn drop(&mut self) {
+        for gateway in self.gateways.iter_mut().flatten() {
+            let _ = gateway.kill();
+            let _ = gateway.wait();
+        }
+        if let Ok(snapshot) = self.store.snapshot() {
+            for pid in snapshot
+                .runs
+                .iter()
+                .filter_map(|r| r.worker_pid)
+                .filter(|p| *p > 1)
+            {
+                // SAFETY: signalling worker groups the test's gateways started.
+                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            }
+        }
+        if let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) {
+            let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        }
+    }
+}
+
+/// Creates `ready` ready tasks and `triage` triage cards; returns the cards.
+fn seed(board: &SharedBoard, ready: usize, triage: usize) -> Vec<TaskId> {
+    for i in 0..ready {
+        board
+            .store
+            .create(&NewTask::titled(format!("task {i}")), board_home::now())
+            .unwrap();
+    }
+    (0..triage)
+        .map(|i| {
+            let card = NewTask {
+                triage: true,
+                ..NewTask::titled(format!("card {i}"))
+            };
+            board.store.create(&card, board_home::now()).unwrap().id
+        })
+        .collect()
+}
+
+/// Every task done with exactly one completed run, no run left open, the invariants
+/// (one open run per task among them) whole; the completed runs by host.
+fn done_once(snapshot: &BoardSnapshot) -> BTreeMap<String, usize> {
+    board_core::check_invariants(snapshot).unwrap();
+    let mut completed: BTreeMap<&TaskId, usize> = BTreeMap::new();
+    let mut by_host: BTreeMap<String, usize> = BTreeMap::new();
+    for run in &snapshot.runs {
+        assert!(
+            run.ended_at.is_some(),
+            "run {} of {} is still open",
+            run.id,
+            run.task_id
+        );
+        if run.outcome == Some(Outcome::Completed) {
+            *completed.entry(&run.task_id).or_default() += 1;
+            let host = run.worker_host.clone().unwrap_or_else(|| "(none)".into());
+            *by_host.entry(host).or_default() += 1;
+        }
+    }
+    for task in &snapshot.tasks {
+        assert_eq!(task.status, Status::Done, "{} is {}", task.id, task.status);
+        assert_eq!(
+            completed.get(&task.id),
+            Some(&1),
+            "{} completed {:?} times",
+            task.id,
+            completed.get(&task.id)
+        );
+    }
+    by_host
+}
+
+const QUICK: &str = "kanban complete --result done";
+
+#[test]
+fn three_gateways_do_every_task_once_and_bill_every_card_once() {
+    let shape = Shape {
+        gateways: 3,
+        max_spawn: 4,
+        claim_ttl_seconds: 30,
+        worker: QUICK,
+    };
+    let mut b = SharedBoard::new(&shape);
+    let cards = seed(&b, 270, 30);
+    for n in 0..3 {
+        b.start(n);
+    }
+    b.wait_for("300 tasks done", || b.all_done(300));
+    let snapshot = b.snapshot();
+    assert_eq!(snapshot.tasks.len(), 300);
+    let by_host = done_once(&snapshot);
+    eprintln!("completed runs by host: {by_host:?}");
+    for n in 0..3 {
+        assert!(
+            by_host.get(&format!("host-{n}")).is_some_and(|c| *c > 0),
+            "host-{n} ran nothing: {by_host:?}"
+        );
+    }
+    let mut bills: BTreeMap<String, usize> = BTreeMap::new();
+    for request in b.fake.requests() {
+        *bills
+            .entry(request.task_id.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    for card in &cards {
+        assert_eq!(
+            bills.get(card.as_str()),
+            Some(&1),
+            "card {card} billed {:?} times",
+            bills.get(card.as_str())
+        );
+    }
+    assert_eq!(
+        b.store.llm_calls(None).unwrap().len(),
+        cards.len(),
+        "one ledger row per card"
+    );
+    for n in 0..3 {
+        assert!(b.alive(n), "gateway {n} died:\n{}", b.gateway_log(n));
+        assert!(!b.gateway_log(n).contains("panicked"), "{}", b.gateway_log(n));
+    }
+}
+
+#[test]
+fn a_dead_hosts_runs_are_reclaimed_after_their_lease_and_nothing_is_done_twice() {
+    let shape = Shape {
+        gateways: 3,
+        max_spawn: 3,
+        claim_ttl_seconds: 3,
+        worker: "sleep 1; kanban complete --result done",
+    };
+    let mut b = SharedBoard::new(&shape);
+    seed(&b, 40, 0);
+    for n in 0..3 {
+        b.start(n);
+    }
+    b.wait_for("host-0 to run workers", || {
+        b.store
+            .running()
+            .unwrap()
+            .iter()
+            .filter(|t| t.worker_host() == Some("host-0") && t.worker_pid().is_some())
+            .count()
+            >= 2
+    });
+    // The host dies: its gateway and its workers at once.
+    let gateway = b.gateways[0].as_mut().unwrap();
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    let orphaned: BTreeSet<TaskId> = b
+        .store
+        .running()
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.worker_host() == Some("host-0"))
+        .map(|t| t.id)
+        .collect();
+    assert!(b.kill_workers_of("host-0") >= 1);
+    assert!(!orphaned.is_empty());
+    b.wait_for("every task done by the survivors", || b.all_done(40));
+    let snapshot = b.snapshot();
+    done_once(&snapshot);
+    for id in &orphaned {
+        let runs: Vec<_> = snapshot.runs.iter().filter(|r| &r.task_id == id).collect();
+        let dead = runs
+            .iter()
+            .find(|r| r.worker_host.as_deref() == Some("host-0"))
+            .expect("the dead host's run");
+        assert_eq!(dead.outcome, Some(Outcome::Stale), "{id}: {runs:?}");
+        let redone = runs
+            .iter()
+            .find(|r| r.outcome == Some(Outcome::Completed))
+            .unwrap();
+        assert_ne!(
+            redone.worker_host.as_deref(),
+            Some("host-0"),
+            "{id} was finished by a survivor"
+        );
+    }
+    for n in 1..3 {
+        assert!(b.alive(n), "gateway {n} died:\n{}", b.gateway_log(n));
+    }
+}
+
+#[test]
+fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
+    let shape = Shape {
+        gateways: 1,
+        max_spawn: 4,
+        claim_ttl_seconds: 30,
+        worker: "sleep 1; kanban complete --result done",
+    };
+    let mut b = SharedBoard::new(&shape);
+    seed(&b, 12, 0);
+    b.start(0);
+    b.wait_for("workers running", || {
+        b.store
+            .running()
+            .unwrap()
+            .iter()
+            .filter(|t| t.worker_pid().is_some())
+            .count()
+            >= 2
+    });
+    let before: BTreeMap<TaskId, i64> = b
+        .store
+        .running()
+        .unwrap()
+        .into_iter()
+        .filter_map(|t| Some((t.id.clone(), t.current_run_id()?)))
+        .collect();
+    let mut admin = postgres::Client::connect(&server_url(), postgres::NoTls).unwrap();
+    let name = format!("kanban pid {}", b.pid(0));
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ended >= 1, "the gateway held no session named {name:?}");
+    b.wait_for("every task done", || b.all_done(12));
+    let snapshot = b.snapshot();
+    done_once(&snapshot);
+    // The workers running when the sessions ended finished their own runs.
+    for (task, run) in &before {
+        let run = snapshot.runs.iter().find(|r| r.id == *run).unwrap();
+        assert_eq!(run.outcome, Some(Outcome::Completed), "{task}: {run:?}");
+    }
+    assert!(b.alive(0), "the gateway died:\n{}", b.gateway_log(0));
+    let log = b.gateway_log(0);
+    let lost = log
+        .lines()
+        .filter(|l| l.contains("database session was lost"))
+        .count();
+    assert_eq!(lost, 1, "one line for the lost sessions:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
