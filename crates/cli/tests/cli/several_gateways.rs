@@ -38,6 +38,8 @@ struct SharedBoard {
 
 /// What each gateway's config says beyond the shared lines.
 struct Shape {
+    /// A password in the homes' `database_url` (the test server trusts, so any works).
+    password: Option<&'static str>,
     gateways: usize,
     max_spawn: usize,
     claim_ttl_seconds: i64,
@@ -67,7 +69,13 @@ impl SharedBoard {
             )
         });
         let joiner = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{joiner}options=-csearch_path%3D{schema}");
+        let mut url = format!("{base}{joiner}options=-csearch_path%3D{schema}");
+        if let Some(password) = shape.password {
+            let (scheme, rest) = url.split_once("://").expect("a URL");
+            let (user, hosts) = rest.split_once('@').expect("a user in the test server's URL");
+            let user = user.split(':').next().unwrap_or(user);
+            url = format!("{scheme}://{user}:{password}@{hosts}");
+        }
         let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
         fake.respond_with(|_| {
             Reply::text(
@@ -287,6 +295,7 @@ const QUICK: &str = "kanban complete --result done";
 #[test]
 fn three_gateways_do_every_task_once_and_bill_every_card_once() {
     let shape = Shape {
+        password: None,
         gateways: 3,
         max_spawn: 4,
         claim_ttl_seconds: 30,
@@ -336,6 +345,7 @@ fn three_gateways_do_every_task_once_and_bill_every_card_once() {
 #[test]
 fn a_dead_hosts_runs_are_reclaimed_after_their_lease_and_nothing_is_done_twice() {
     let shape = Shape {
+        password: None,
         gateways: 3,
         max_spawn: 3,
         claim_ttl_seconds: 3,
@@ -397,6 +407,7 @@ fn a_dead_hosts_runs_are_reclaimed_after_their_lease_and_nothing_is_done_twice()
 #[test]
 fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
     let shape = Shape {
+        password: None,
         gateways: 1,
         max_spawn: 4,
         claim_ttl_seconds: 30,
@@ -447,4 +458,99 @@ fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
         .count();
     assert_eq!(lost, 1, "one line for the lost sessions:\n{log}");
     assert!(!log.contains("panicked"), "{log}");
+}
+
+const PASSWORD: &str = "pg-canary-3e9d51b7";
+
+#[test]
+fn the_database_password_never_leaves_the_config() {
+    let shape = Shape {
+        password: Some(PASSWORD),
+        gateways: 1,
+        max_spawn: 2,
+        claim_ttl_seconds: 30,
+        worker: "env > \"$KANBAN_WORKSPACE/env.txt\"; kanban complete --result dumped",
+    };
+    let mut b = SharedBoard::new(&shape);
+    let tasks: Vec<TaskId> = (0..2)
+        .map(|i| {
+            b.store
+                .create(&NewTask::titled(format!("dump {i}")), board_home::now())
+                .unwrap()
+                .id
+        })
+        .collect();
+    b.start(0);
+    b.wait_for("the dumpers to complete", || b.all_done(2));
+    let mut printed = Vec::new();
+    for args in [
+        &["config", "check"][..],
+        &["config", "check", "--json"],
+        &["events", "--json"],
+        &["runs", tasks[0].as_str(), "--json"],
+        &["list", "--json"],
+        &["stats", "--json"],
+    ] {
+        let out = b.kanban(0, args).output().unwrap();
+        assert!(out.status.success(), "kanban {args:?}: {out:?}");
+        printed.push((format!("{args:?}"), out));
+    }
+    let shown = String::from_utf8_lossy(&printed[0].1.stdout).into_owned();
+    assert!(
+        shown.contains(":***@"),
+        "config check shows the URL redacted: {shown}"
+    );
+    // A board that cannot be reached: the error names it, never with its password.
+    let unreachable = format!("postgres://postgres:{PASSWORD}@127.0.0.1:1/test");
+    let out = b
+        .kanban(0, &["list"])
+        .env("KANBAN_DATABASE_URL", &unreachable)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let error = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(error.contains("127.0.0.1:1") && error.contains("***"), "{error}");
+    printed.push(("list on an unreachable board".into(), out));
+    for (what, out) in &printed {
+        for bytes in [&out.stdout, &out.stderr] {
+            assert!(
+                !String::from_utf8_lossy(bytes).contains(PASSWORD),
+                "kanban {what} printed the password"
+            );
+        }
+    }
+    for task in &tasks {
+        let dump = b.home(0).join("workspaces").join(task.as_str()).join("env.txt");
+        let env = std::fs::read_to_string(dump).unwrap();
+        assert!(
+            env.contains("KANBAN_DATABASE_URL=postgres://postgres@"),
+            "the worker's board, without a password: {env}"
+        );
+        assert!(
+            !env.contains(PASSWORD),
+            "a worker's environment holds the password: {env}"
+        );
+    }
+    let rows = serde_json::to_string(&(b.snapshot(), b.store.llm_calls(None).unwrap())).unwrap();
+    assert!(!rows.contains(PASSWORD), "a row of the board holds the password");
+    let log = b.gateway_log(0);
+    assert!(
+        log.contains("gateway started") && log.contains(":***@"),
+        "a real log: {log}"
+    );
+    assert!(
+        !log.contains(PASSWORD),
+        "the gateway's log holds the password: {log}"
+    );
+    for file in crate::gateway_board::files_under(b.dir.path()) {
+        if file == b.home(0).join("config.yaml") {
+            continue;
+        }
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(PASSWORD),
+            "{} holds the password",
+            file.display()
+        );
+    }
 }
