@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod decomposition_lease;
 mod fanout_cap;
 mod random_ops;
 
+pub use decomposition_lease::decomposition_lease_holds_a_card;
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use random_ops::random_operations;
 
@@ -1105,6 +1107,7 @@ macro_rules! store_conformance_tests {
             edit_assign_and_archive,
             decomposition_commits_and_guards,
             fanout_cap_is_one_rule,
+            decomposition_lease_holds_a_card,
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,

@@ -1,0 +1,86 @@
+//! The decomposition lease, as every store keeps it: one holder at a time, a leased card
+//! not due for anyone, a lapsed or abandoned lease taken over and reported, and one
+//! winner among threads leasing the same card on separate connections.
+
+use std::sync::{Arc, Barrier};
+
+use super::{Board, T0};
+use crate::store::{DecompositionLease, Store, StoreError};
+use crate::{NewTask, Refusal, TaskId};
+
+fn due(s: &dyn Store, at: i64, card: &TaskId) -> bool {
+    s.due_triage(at, 100).unwrap().iter().any(|t| &t.id == card)
+}
+
+/// A card leased to one holder is due for nobody until the lease is released or lapses.
+pub fn decomposition_lease_holds_a_card(board: &dyn Board) {
+    let s = board.connect();
+    let card = NewTask {
+        triage: true,
+        ..NewTask::titled("lease me")
+    };
+    let card = s.create(&card, T0).unwrap().id;
+    assert!(due(&*s, T0, &card));
+    assert_eq!(
+        s.lease_decomposition(&card, "a/1", 60, T0, None).unwrap(),
+        DecompositionLease::Leased
+    );
+    assert!(!due(&*s, T0 + 59, &card), "a leased card is not due");
+    assert_eq!(
+        s.lease_decomposition(&card, "b/2", 60, T0 + 1, None).unwrap(),
+        DecompositionLease::Held {
+            holder: "a/1".into(),
+            expires: T0 + 60
+        }
+    );
+    s.release_decomposition(&card, "b/2").unwrap();
+    assert!(
+        !due(&*s, T0 + 2, &card),
+        "another holder's release changes nothing"
+    );
+    assert!(due(&*s, T0 + 60, &card), "a lapsed lease holds nothing");
+    assert_eq!(
+        s.lease_decomposition(&card, "b/2", 60, T0 + 60, None).unwrap(),
+        DecompositionLease::Lapsed { holder: "a/1".into() }
+    );
+    s.release_decomposition(&card, "a/1").unwrap();
+    assert!(
+        !due(&*s, T0 + 61, &card),
+        "the lapsed holder cannot release the new lease"
+    );
+    assert_eq!(
+        s.lease_decomposition(&card, "c/3", 60, T0 + 62, Some("b/2"))
+            .unwrap(),
+        DecompositionLease::Lapsed { holder: "b/2".into() },
+        "a holder known to be gone loses its lease at once"
+    );
+    s.release_decomposition(&card, "c/3").unwrap();
+    assert!(due(&*s, T0 + 63, &card));
+    let unknown = TaskId::from_random([9, 9, 9, 9]);
+    assert!(matches!(
+        s.lease_decomposition(&unknown, "a/1", 60, T0, None),
+        Err(StoreError::Refused(Refusal::NoSuchTask(_)))
+    ));
+
+    // Eight holders on their own connections, one card: one lease.
+    let card = NewTask {
+        triage: true,
+        ..NewTask::titled("wanted by all")
+    };
+    let card = s.create(&card, T0).unwrap().id;
+    let start = Arc::new(Barrier::new(8));
+    let winners: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let (store, start, card) = (board.connect(), start.clone(), card.clone());
+                scope.spawn(move || {
+                    start.wait();
+                    let leased = store.lease_decomposition(&card, &format!("g{i}/1"), 60, T0, None);
+                    usize::from(leased.unwrap() == DecompositionLease::Leased)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(winners, 1, "exactly one holder leases the card");
+}
