@@ -210,7 +210,8 @@ const WORKLOADS: [(&str, &str, Workload); 7] = [
     ("postgres", "PostgreSQL store", postgres::run),
 ];
 
-pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+/// `--peer` and the keys of `--only`, when given.
+fn parse_args(args: &[String]) -> Result<(bool, Option<Vec<&str>>), String> {
     let names: Vec<&str> = WORKLOADS.iter().map(|(key, _, _)| *key).collect();
     let usage = format!("expected --peer or --only {}[,...]", names.join("|"));
     let mut with_peer = false;
@@ -232,6 +233,11 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             other => return Err(format!("bench: unknown argument {other:?} ({usage})")),
         }
     }
+    Ok((with_peer, only))
+}
+
+pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let (with_peer, only) = parse_args(args)?;
     let selected: Vec<_> = WORKLOADS
         .iter()
         .filter(|(key, _, _)| only.as_ref().is_none_or(|keys| keys.contains(key)))

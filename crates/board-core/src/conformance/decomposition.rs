@@ -9,6 +9,8 @@ use crate::{NewTask, Refusal};
 use std::collections::BTreeSet;
 
 /// The automatic decomposition guards and the commit of both plan shapes.
+// A test scenario, longer than 80 lines: each guard is checked on the board the step
+// before it left.
 pub fn decomposition_commits_and_guards(board: &dyn Board) {
     let s = board.connect();
     let settings = PlanSettings {
