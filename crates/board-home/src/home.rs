@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use board_core::Store;
+use board_core::{Store, TaskId};
 use board_postgres::PgStore;
 use board_sqlite::{Options, SqliteStore};
 
@@ -160,6 +160,16 @@ impl Home {
 
     pub fn workspaces(&self) -> PathBuf {
         self.dir.join(WORKSPACES_DIR)
+    }
+
+    /// The working directory of `task`'s workers.
+    pub fn workspace(&self, task: &TaskId) -> PathBuf {
+        self.workspaces().join(task.as_str())
+    }
+
+    /// The log of `task`'s workers, every attempt appended.
+    pub fn log(&self, task: &TaskId) -> PathBuf {
+        self.logs().join(format!("{task}.log"))
     }
 
     /// Creates the home (and its parents) owner-only unless it exists; returns whether

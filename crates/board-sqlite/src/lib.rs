@@ -6,7 +6,6 @@
 //! one `BEGIN IMMEDIATE` transaction that reads the task's facts, asks the core, and
 //! applies the change with its events, guarded by compare-and-set on the claim.
 
-mod leases;
 mod rows;
 mod schema;
 mod store;

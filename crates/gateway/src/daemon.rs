@@ -16,7 +16,6 @@ use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
-use crate::supervisor::HomeLayout;
 
 /// Why the gateway could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +171,7 @@ pub fn dispatch_once(
     keep_workers_out()?;
     let settings = DispatchSettings::from_config(config);
     if dry_run {
-        let mut dispatcher = Dispatcher::new(store, layout(home, config), Box::new(NoDecompositions))
+        let mut dispatcher = Dispatcher::new(store, home.clone(), Box::new(NoDecompositions))
             .on_host(&config.gateway.host_id());
         return dispatcher
             .take_hold()
@@ -187,8 +186,7 @@ pub fn dispatch_once(
         .build()
         .map_err(io("cannot start the runtime"))?;
     let pool = background(&runtime, &store, config)?;
-    let mut dispatcher =
-        Dispatcher::new(store, layout(home, config), pool).on_host(&config.gateway.host_id());
+    let mut dispatcher = Dispatcher::new(store, home.clone(), pool).on_host(&config.gateway.host_id());
     let started = now();
     dispatcher.adopt(started);
     let mut report = dispatcher.tick(&settings, started);
@@ -200,11 +198,6 @@ pub fn dispatch_once(
     });
     dispatcher.shutdown();
     Ok(report)
-}
-
-/// Where the home's workers run, and the board they report to.
-fn layout(home: &Home, config: &Config) -> HomeLayout {
-    HomeLayout::new(home.dir()).on_board(config.database_url.as_ref().map(|u| u.expose()))
 }
 
 /// How long one pass waits for the workers it began to stop: past the grace, SIGKILL and
@@ -243,8 +236,7 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         .map_err(io("cannot start the runtime"))?;
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
-    let mut dispatcher =
-        Dispatcher::new(store, layout(home, &config), pool).on_host(&config.gateway.host_id());
+    let mut dispatcher = Dispatcher::new(store, home.clone(), pool).on_host(&config.gateway.host_id());
     dispatcher.adopt(started_at);
     tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
     let home = home.clone();

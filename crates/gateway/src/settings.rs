@@ -37,6 +37,7 @@ impl DispatchSettings {
                 .collect(),
             decompose_retry: config.decompose_retry(),
             decomposition_lease_seconds: decomposition_lease_seconds(config),
+            database_url: config.database_url.clone(),
         }
     }
 }

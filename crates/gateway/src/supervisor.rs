@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, open_read, private_dir};
-use board_home::{DATABASE_FILE, DATABASE_URL_VARIABLE, LOGS_DIR, WORKSPACES_DIR};
+use board_home::{DatabaseUrl, Home, DATABASE_URL_VARIABLE};
 use serde_json::{json, Value};
 
 pub use crate::process::{Exit, Signal};
@@ -22,53 +22,6 @@ use crate::process::{Leader, Pidfd};
 pub const EXIT_RATE_LIMITED: i32 = 75;
 /// How much of the end of an attempt's log is quoted in its run's `error`.
 const LOG_TAIL_BYTES: u64 = 2048;
-
-/// Where a home keeps what workers need, and the board they report to.
-#[derive(Clone)]
-pub struct HomeLayout {
-    pub home: PathBuf,
-    pub db: PathBuf,
-    /// The PostgreSQL board's URL (`database_url`), when the board is not `kanban.db`.
-    /// Workers get it without its password.
-    database_url: Option<String>,
-}
-
-impl std::fmt::Debug for HomeLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HomeLayout")
-            .field("home", &self.home)
-            .field("db", &self.db)
-            .field(
-                "database_url",
-                &self.database_url.as_deref().map(board_postgres::redact_url),
-            )
-            .finish()
-    }
-}
-
-impl HomeLayout {
-    pub fn new(home: &Path) -> HomeLayout {
-        HomeLayout {
-            home: home.to_path_buf(),
-            db: home.join(DATABASE_FILE),
-            database_url: None,
-        }
-    }
-
-    /// The layout of a home whose board is the PostgreSQL one at `url`, when given.
-    pub fn on_board(mut self, url: Option<&str>) -> HomeLayout {
-        self.database_url = url.map(str::to_owned);
-        self
-    }
-
-    pub fn workspace(&self, task: &TaskId) -> PathBuf {
-        self.home.join(WORKSPACES_DIR).join(task.as_str())
-    }
-
-    pub fn log(&self, task: &TaskId) -> PathBuf {
-        self.home.join(LOGS_DIR).join(format!("{task}.log"))
-    }
-}
 
 /// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,6 +43,9 @@ pub struct Assignment<'a> {
     /// configured key's variable).
     pub secret_vars: &'a [String],
     pub boundary: &'a Boundary,
+    /// The PostgreSQL board (`database_url`), when the board is not the home's
+    /// `kanban.db`. The worker gets it without its password.
+    pub board: Option<&'a DatabaseUrl>,
 }
 
 /// A worker the gateway supervises: its own child, or one adopted after a restart.
@@ -127,20 +83,20 @@ fn withheld(name: &str, a: &Assignment<'_>) -> bool {
 /// with the gateway's password; on SQLite, `KANBAN_DB` names the file.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
-    layout: &HomeLayout,
+    home: &Home,
     a: &Assignment<'_>,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
-    let workspace = layout.workspace(&a.task.id);
-    let board = match &layout.database_url {
+    let workspace = home.workspace(&a.task.id);
+    let board = match a.board {
         Some(url) => (
             DATABASE_URL_VARIABLE.to_owned(),
-            board_postgres::without_password(url),
+            board_postgres::without_password(url.expose()),
         ),
-        None => ("KANBAN_DB".to_owned(), layout.db.display().to_string()),
+        None => ("KANBAN_DB".to_owned(), home.database().display().to_string()),
     };
     env.extend([
-        ("KANBAN_HOME".to_owned(), layout.home.display().to_string()),
+        ("KANBAN_HOME".to_owned(), home.dir().display().to_string()),
         board,
         ("KANBAN_TASK".to_owned(), a.task.id.to_string()),
         ("KANBAN_RUN_ID".to_owned(), a.run_id.to_string()),
@@ -210,12 +166,12 @@ fn substitute<'v>(template: &str, value: &impl Fn(&str) -> Option<&'v str>) -> S
 
 /// Starts a worker: cwd its workspace, stdin null, output appended to its log, in its
 /// own process group so it can be stopped with everything it started.
-pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker> {
-    let workspace = layout.workspace(&a.task.id);
-    private_dir(&layout.home.join(WORKSPACES_DIR))?;
+pub fn spawn(home: &Home, a: &Assignment<'_>) -> std::io::Result<Worker> {
+    let workspace = home.workspace(&a.task.id);
+    private_dir(&home.workspaces())?;
     private_dir(&workspace)?;
-    let log_path = layout.log(&a.task.id);
-    private_dir(&layout.home.join(LOGS_DIR))?;
+    let log_path = home.log(&a.task.id);
+    private_dir(&home.logs())?;
     let log = open_append(&log_path)?;
     let log_offset = log.metadata()?.len();
     let argv = worker_argv(a.command, a.task, &workspace, a.boundary.dash_arguments)
@@ -230,7 +186,7 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker>
         .args(args)
         .current_dir(&workspace)
         .env_clear()
-        .envs(worker_env(std::env::vars(), layout, a))
+        .envs(worker_env(std::env::vars(), home, a))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -251,7 +207,7 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker>
 impl Worker {
     /// Adopts the live worker of a running task left by an earlier gateway, when its pid
     /// provably runs this task's current run.
-    pub fn adopt(layout: &HomeLayout, task: &Task) -> Option<Worker> {
+    pub fn adopt(home: &Home, task: &Task) -> Option<Worker> {
         let pidfd = prove_ours(task)?;
         Some(Worker {
             task_id: task.id.clone(),
@@ -259,8 +215,8 @@ impl Worker {
             claim_lock: task.lease.as_ref()?.claim_lock.clone(),
             pid: pidfd.pid(),
             leader: Leader::Adopted(pidfd),
-            log: layout.log(&task.id),
-            log_offset: std::fs::metadata(layout.log(&task.id)).map_or(0, |m| m.len()),
+            log: home.log(&task.id),
+            log_offset: std::fs::metadata(home.log(&task.id)).map_or(0, |m| m.len()),
         })
     }
 
@@ -418,14 +374,14 @@ pub trait Processes: Send {
 
 /// The real process control: own children and adopted workers, each behind a pidfd.
 pub struct OsProcesses {
-    layout: HomeLayout,
+    home: Home,
     workers: BTreeMap<TaskId, Worker>,
 }
 
 impl OsProcesses {
-    pub fn new(layout: HomeLayout) -> OsProcesses {
+    pub fn new(home: Home) -> OsProcesses {
         OsProcesses {
-            layout,
+            home,
             workers: BTreeMap::new(),
         }
     }
@@ -433,7 +389,7 @@ impl OsProcesses {
 
 impl Processes for OsProcesses {
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
-        let worker = spawn(&self.layout, assignment)?;
+        let worker = spawn(&self.home, assignment)?;
         let pid = worker.pid;
         self.workers.insert(assignment.task.id.clone(), worker);
         Ok(pid)
@@ -444,7 +400,7 @@ impl Processes for OsProcesses {
     }
 
     fn adopt(&mut self, task: &Task) -> Option<u32> {
-        let worker = Worker::adopt(&self.layout, task)?;
+        let worker = Worker::adopt(&self.home, task)?;
         let pid = worker.pid;
         self.workers.insert(task.id.clone(), worker);
         Some(pid)

@@ -340,6 +340,7 @@ impl Dispatcher {
             command,
             secret_vars: &pass.settings.secret_vars,
             boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
+            board: pass.settings.database_url.as_ref(),
         };
         let run = RunRef {
             run_id: claim.run_id,

@@ -4,7 +4,8 @@
 use board_core::{decide_lease, lease_expiry, DecompositionLease, StoreResult, TaskId, Timestamp};
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use crate::store::{backend, get_task};
+use super::backend;
+use super::tasks::get_task;
 
 pub(crate) fn lease(
     tx: &Transaction<'_>,
