@@ -19,7 +19,7 @@ mod reclaim;
 mod runs;
 
 pub use decomposition::{decomposition_commits_and_guards, history_blocks_automatic_decomposition};
-pub use decomposition_lease::decomposition_lease_holds_a_card;
+pub use decomposition_lease::{claim_ready_takes_what_is_still_ready, decomposition_lease_holds_a_card};
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use graph::{
     dependencies_hold_and_release, edit_assign_and_archive, idempotent_create, links_refuse_cycles,
@@ -123,6 +123,7 @@ macro_rules! store_conformance_tests {
             decomposition_commits_and_guards,
             fanout_cap_is_one_rule,
             decomposition_lease_holds_a_card,
+            claim_ready_takes_what_is_still_ready,
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,

@@ -209,7 +209,7 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// Claims those of `ids` that are still ready, in the order given, each under a
+    /// Claims those of `ids` (given in claim order) that are still ready, each under a
     /// fresh run. A task another claimer holds or took meanwhile is skipped, never
     /// waited on. A backend that claims in one transaction skips rows other
     /// transactions hold (`SKIP LOCKED`); this one claims them one by one, and a storage
@@ -220,7 +220,8 @@ pub trait Store: Send + Sync {
             match self.claim(id, ttl, now) {
                 Ok(claim) => claims.push(claim),
                 Err(StoreError::Refused(r))
-                    if r.is_lost_race() || matches!(r, Refusal::WrongStatus { .. }) => {}
+                    if r.is_lost_race()
+                        || matches!(r, Refusal::WrongStatus { .. } | Refusal::NoSuchTask(_)) => {}
                 Err(e) if claims.is_empty() => return Err(e),
                 Err(_) => break,
             }

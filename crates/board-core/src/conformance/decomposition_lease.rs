@@ -1,6 +1,7 @@
-//! The decomposition lease, as every store keeps it: one holder at a time, a leased card
-//! not due for anyone, a lapsed or abandoned lease taken over and reported, and one
-//! winner among threads leasing the same card on separate connections.
+//! What several gateways sharing a board rely on, as every store keeps it: the
+//! decomposition lease (one holder at a time, a leased card not due for anyone, a lapsed
+//! or abandoned lease taken over and reported, one winner among threads leasing the same
+//! card on separate connections), and `claim_ready` of named tasks.
 
 use std::sync::{Arc, Barrier};
 
@@ -83,4 +84,33 @@ pub fn decomposition_lease_holds_a_card(board: &dyn Board) {
         handles.into_iter().map(|h| h.join().unwrap()).sum()
     });
     assert_eq!(winners, 1, "exactly one holder leases the card");
+}
+
+/// `claim_ready` claims those of the named tasks still ready, skipping one claimed
+/// meanwhile and an unknown id, each under a fresh run.
+pub fn claim_ready_takes_what_is_still_ready(board: &dyn Board) {
+    let s = board.connect();
+    let ids: Vec<TaskId> = (0..3)
+        .map(|i| {
+            s.create(&NewTask::titled(format!("ready {i}")), T0 + i)
+                .unwrap()
+                .id
+        })
+        .collect();
+    let taken = s.claim(&ids[1], 60, T0 + 5).unwrap();
+    let mut offered = ids.clone();
+    offered.push(TaskId::from_random([9, 9, 9, 8]));
+    let claims = s.claim_ready(&offered, 60, T0 + 6).unwrap();
+    let claimed: Vec<&TaskId> = claims.iter().map(|c| &c.task.id).collect();
+    assert_eq!(claimed, [&ids[0], &ids[2]]);
+    for c in &claims {
+        let task = s.get(&c.task.id).unwrap();
+        assert_eq!(task.current_run_id(), Some(c.run_id));
+        assert_ne!(c.run_id, taken.run_id);
+    }
+    assert_eq!(s.get(&ids[1]).unwrap().current_run_id(), Some(taken.run_id));
+    assert!(
+        s.claim_ready(&ids, 60, T0 + 7).unwrap().is_empty(),
+        "nothing is ready any more"
+    );
 }
