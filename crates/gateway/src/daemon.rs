@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
-use crate::supervisor::HomeLayout;
+use crate::supervisor::{HomeLayout, OsProcesses};
 
 /// Why the gateway could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +186,9 @@ pub fn dispatch_once(
         .build()
         .map_err(io("cannot start the runtime"))?;
     let pool = background(&runtime, &store, config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
+    // One pass exits before its workers do, so it serves no report channels.
+    let processes = Box::new(OsProcesses::without_channels(HomeLayout::new(home.dir())));
+    let mut dispatcher = Dispatcher::with_processes(store, processes, pool);
     let started = now();
     dispatcher.adopt(started);
     let mut report = dispatcher.tick(&settings, started);
