@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use board_core::{Outcome, RunId, Store, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, open_read, private_dir, worker_dir};
-use board_home::{Account, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR};
+use board_home::{Account, Home};
 use serde_json::{json, Value};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
@@ -26,30 +26,6 @@ use crate::process::{Leader, Pidfd};
 pub const EXIT_RATE_LIMITED: i32 = 75;
 /// How much of the end of an attempt's log is quoted in its run's `error`.
 const LOG_TAIL_BYTES: u64 = 2048;
-
-/// Where a home keeps what workers need.
-#[derive(Clone, Debug)]
-pub struct HomeLayout {
-    pub home: PathBuf,
-    pub db: PathBuf,
-}
-
-impl HomeLayout {
-    pub fn new(home: &Path) -> HomeLayout {
-        HomeLayout {
-            home: home.to_path_buf(),
-            db: home.join(DATABASE_FILE),
-        }
-    }
-
-    pub fn workspace(&self, task: &TaskId) -> PathBuf {
-        self.home.join(WORKSPACES_DIR).join(task.as_str())
-    }
-
-    pub fn log(&self, task: &TaskId) -> PathBuf {
-        self.home.join(LOGS_DIR).join(format!("{task}.log"))
-    }
-}
 
 /// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -110,15 +86,15 @@ fn withheld(name: &str, a: &Assignment<'_>) -> bool {
 /// channel (`KANBAN_CHANNEL`) when it has one.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
-    layout: &HomeLayout,
+    home: &Home,
     a: &Assignment<'_>,
     channel: Option<RawFd>,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
-    let workspace = layout.workspace(&a.task.id);
+    let workspace = home.workspace(&a.task.id);
     env.extend([
-        ("KANBAN_HOME".to_owned(), layout.home.display().to_string()),
-        ("KANBAN_DB".to_owned(), layout.db.display().to_string()),
+        ("KANBAN_HOME".to_owned(), home.dir().display().to_string()),
+        ("KANBAN_DB".to_owned(), home.database().display().to_string()),
         ("KANBAN_TASK".to_owned(), a.task.id.to_string()),
         ("KANBAN_RUN_ID".to_owned(), a.run_id.to_string()),
         ("KANBAN_CLAIM_LOCK".to_owned(), a.claim_lock.to_owned()),
@@ -191,7 +167,7 @@ fn substitute<'v>(template: &str, value: &impl Fn(&str) -> Option<&'v str>) -> S
 /// Starts a worker: cwd its workspace, stdin null, output appended to its log, in its
 /// own process group so it can be stopped with everything it started, holding `channel`
 /// (its end of the report channel), and as the profile's user when it names one.
-pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::io::Result<Worker> {
+pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::io::Result<Worker> {
     let account = match &a.boundary.user {
         Some(name) => Some(switchable(name, a.profile)?),
         None => None,
@@ -206,16 +182,16 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>, channel: Option<OwnedFd>) 
             ),
         ));
     }
-    let workspace = layout.workspace(&a.task.id);
-    private_dir(&layout.home.join(WORKSPACES_DIR))?;
+    let workspace = home.workspace(&a.task.id);
+    private_dir(&home.workspaces())?;
     match &account {
         Some(user) => worker_dir(&workspace, user.uid, user.gid)?,
         None => {
             private_dir(&workspace)?;
         }
     }
-    let log_path = layout.log(&a.task.id);
-    private_dir(&layout.home.join(LOGS_DIR))?;
+    let log_path = home.log(&a.task.id);
+    private_dir(&home.logs())?;
     let log = open_append(&log_path)?;
     let log_offset = log.metadata()?.len();
     let argv = worker_argv(a.command, a.task, &workspace, a.boundary.dash_arguments)
@@ -232,7 +208,7 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>, channel: Option<OwnedFd>) 
         .args(args)
         .current_dir(&workspace)
         .env_clear()
-        .envs(worker_env(std::env::vars(), layout, a, channel_fd))
+        .envs(worker_env(std::env::vars(), home, a, channel_fd))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -320,7 +296,7 @@ fn become_user(uid: u32, gid: u32, groups: &[u32]) -> std::io::Result<()> {
 impl Worker {
     /// Adopts the live worker of a running task left by an earlier gateway, when its pid
     /// provably runs this task's current run.
-    pub fn adopt(layout: &HomeLayout, task: &Task) -> Option<Worker> {
+    pub fn adopt(home: &Home, task: &Task) -> Option<Worker> {
         let pidfd = prove_ours(task)?;
         Some(Worker {
             task_id: task.id.clone(),
@@ -328,8 +304,8 @@ impl Worker {
             claim_lock: task.lease.as_ref()?.claim_lock.clone(),
             pid: pidfd.pid(),
             leader: Leader::Adopted(pidfd),
-            log: layout.log(&task.id),
-            log_offset: std::fs::metadata(layout.log(&task.id)).map_or(0, |m| m.len()),
+            log: home.log(&task.id),
+            log_offset: std::fs::metadata(home.log(&task.id)).map_or(0, |m| m.len()),
         })
     }
 
@@ -489,7 +465,7 @@ pub trait Processes: Send {
 /// and, for a process that outlives its workers, their report channels, served with
 /// the store.
 pub struct OsProcesses {
-    layout: HomeLayout,
+    home: Home,
     channels: Option<Arc<dyn Store>>,
     workers: BTreeMap<TaskId, Worker>,
 }
@@ -497,9 +473,9 @@ pub struct OsProcesses {
 impl OsProcesses {
     /// Process control that gives every worker a report channel served with `store`
     /// (the gateway).
-    pub fn new(layout: HomeLayout, store: Arc<dyn Store>) -> OsProcesses {
+    pub fn new(home: Home, store: Arc<dyn Store>) -> OsProcesses {
         OsProcesses {
-            layout,
+            home,
             channels: Some(store),
             workers: BTreeMap::new(),
         }
@@ -507,9 +483,9 @@ impl OsProcesses {
 
     /// Process control whose workers get no channel and report through the home: a
     /// process that exits after one pass (`kanban dispatch`) could not serve one.
-    pub fn without_channels(layout: HomeLayout) -> OsProcesses {
+    pub fn without_channels(home: Home) -> OsProcesses {
         OsProcesses {
-            layout,
+            home,
             channels: None,
             workers: BTreeMap::new(),
         }
@@ -528,7 +504,7 @@ impl Processes for OsProcesses {
             }
             None => None,
         };
-        let worker = spawn(&self.layout, assignment, channel)?;
+        let worker = spawn(&self.home, assignment, channel)?;
         let pid = worker.pid;
         self.workers.insert(assignment.task.id.clone(), worker);
         Ok(pid)
@@ -539,7 +515,7 @@ impl Processes for OsProcesses {
     }
 
     fn adopt(&mut self, task: &Task) -> Option<u32> {
-        let worker = Worker::adopt(&self.layout, task)?;
+        let worker = Worker::adopt(&self.home, task)?;
         let pid = worker.pid;
         self.workers.insert(task.id.clone(), worker);
         Some(pid)
