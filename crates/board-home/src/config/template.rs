@@ -18,6 +18,7 @@ const FOOTER: &str = "
 #   coder:
 #     description: Writes code
 #     command: [\"my-agent\", \"--task\", \"{task_id}\"]
+#     user: kanban-worker   # optional: its workers run as this user (a root gateway)
 #
 # A board on PostgreSQL, shared by the gateways of several machines (each names itself
 # with gateway.host_id, by default its hostname); KANBAN_DATABASE_URL works too:

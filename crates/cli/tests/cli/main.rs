@@ -23,6 +23,7 @@ mod reliability_crash;
 mod reliability_db_faults;
 mod reliability_model_faults;
 mod reliability_secrets;
+mod report_channel;
 mod several_gateways;
 mod size_caps;
 mod snapshots;
