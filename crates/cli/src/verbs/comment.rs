@@ -1,6 +1,6 @@
 //! `comment`: notes on a card, from people or from its worker.
 
-use board_core::Store;
+use board_core::{Comment, TaskId};
 
 use crate::args::CommentArgs;
 use crate::failure::Failure;
@@ -15,13 +15,24 @@ pub fn comment(ctx: &Ctx, a: CommentArgs) -> Result<(), Failure> {
         (Some(text), None) => (None, text),
         (None, _) => return Err(Failure::Usage("comment needs TEXT".to_owned())),
     };
-    within_cap(ctx, "the comment", &text)?;
-    let (id, _) = target(id, None, worker.as_ref(), "comment")?;
-    let comment = ctx.store.comment(&id, a.author.as_deref(), &text, ctx.now)?;
+    let comment = add_comment(ctx, id, &text, a.author.as_deref(), worker.as_ref())?;
     if ctx.json {
         print_json(&comment_json(&comment));
     } else {
         println!("commented on {} (#{})", comment.task_id, comment.id);
     }
     Ok(())
+}
+
+/// Comments on a task (a worker's own by default).
+pub fn add_comment(
+    ctx: &Ctx,
+    id: Option<TaskId>,
+    text: &str,
+    author: Option<&str>,
+    worker: Option<&Worker>,
+) -> Result<Comment, Failure> {
+    within_cap(ctx, "the comment", text)?;
+    let (id, _) = target(id, None, worker, "comment")?;
+    Ok(ctx.store.comment(&id, author, text, ctx.now)?)
 }

@@ -107,15 +107,24 @@ impl Brief {
 
 pub fn context(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let (id, _) = target(id, None, worker.as_ref(), "context")?;
-    let material = gather(&ctx.store, &id)?;
-    let brief = fit(&material, ctx.now);
+    let brief = brief(ctx, id, worker.as_ref())?;
     if ctx.json {
         print_json(&brief_json(&brief));
     } else {
         write_stdout(&markdown(&brief, ctx.now))?;
     }
     Ok(())
+}
+
+/// The `--json` form of the brief of a task (a worker's own by default).
+pub fn context_json(ctx: &Ctx, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Value, Failure> {
+    Ok(brief_json(&brief(ctx, id, worker)?))
+}
+
+fn brief(ctx: &Ctx, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Brief, Failure> {
+    let (id, _) = target(id, None, worker, "context")?;
+    let material = gather(ctx.store.as_ref(), &id)?;
+    Ok(fit(&material, ctx.now))
 }
 
 /// Writes the brief; a reader that stopped early (`kanban context | head`) is not a

@@ -7,6 +7,7 @@ mod context;
 mod decompose;
 mod gateway_verbs;
 mod graph;
+mod mcp;
 mod read;
 mod serve;
 mod setup;
@@ -14,9 +15,10 @@ mod stats;
 mod tasks;
 mod work;
 
-use board_core::{RunId, TaskId, Timestamp};
+use std::sync::Arc;
+
+use board_core::{RunId, Store, TaskId, Timestamp};
 use board_home::{now, Config, Home, Loaded};
-use board_sqlite::SqliteStore;
 
 use crate::args::Verb;
 use crate::failure::Failure;
@@ -26,7 +28,7 @@ pub use setup::completions;
 
 /// What every verb runs with.
 pub struct Ctx {
-    pub store: SqliteStore,
+    pub store: Arc<dyn Store>,
     /// The home's config.yaml, every default filled in.
     pub config: Config,
     /// The system clock in Unix seconds, read once per command.
@@ -97,7 +99,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
     };
     let Loaded { config, warnings } = opened.loaded;
     let ctx = Ctx {
-        store: opened.store,
+        store: Arc::new(opened.store),
         config,
         now: now(),
         json,
@@ -130,6 +132,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Dispatch { dry_run } => gateway_verbs::dispatch(ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
+        Verb::Mcp => mcp::serve(ctx),
         Verb::Config(command) => config::run(&home, json, command),
     }
 }

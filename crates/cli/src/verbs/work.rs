@@ -2,7 +2,7 @@
 //! `reclaim`. Workers call the guarded ones with their run id; a guard that names a run
 //! which is no longer current loses (`ok: false`, exit 1) and changes nothing.
 
-use board_core::{Completion, ReclaimOutcome, RunId, Store, TaskId};
+use board_core::{BlockKind, Completion, ReclaimOutcome, RunId, TaskId};
 use serde_json::{json, Value};
 
 use crate::args::{BlockArgs, CompleteArgs};
@@ -30,8 +30,20 @@ pub fn heartbeat(
     note: Option<String>,
 ) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let (id, guard) = target(id, run, worker.as_ref(), "heartbeat")?;
-    // A person beating by hand means the run that holds the task now.
+    let beat = beat(ctx, id, run, note, worker.as_ref())?;
+    finish(ctx, "heartbeat", &beat)
+}
+
+/// Extends the lease of a task's run: the given run, else a worker's own, else (a person
+/// beating by hand) the run that holds the task now.
+pub fn beat(
+    ctx: &Ctx,
+    id: Option<TaskId>,
+    run: Option<RunId>,
+    note: Option<String>,
+    worker: Option<&Worker>,
+) -> Result<Finished, Failure> {
+    let (id, guard) = target(id, run, worker, "heartbeat")?;
     let run = match guard {
         Some(run) => run,
         None => {
@@ -44,7 +56,11 @@ pub fn heartbeat(
     let ok = ctx
         .store
         .heartbeat(&id, run, ctx.config.kanban.claim_ttl_seconds, note, ctx.now)?;
-    finish(ctx, "heartbeat", &id, Some(run), ok)
+    Ok(Finished {
+        id,
+        run: Some(run),
+        ok,
+    })
 }
 
 pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
@@ -52,7 +68,7 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
     let ids: Vec<Option<TaskId>> = if a.ids.is_empty() {
         vec![None]
     } else {
-        a.ids.into_iter().map(Some).collect()
+        a.ids.iter().cloned().map(Some).collect()
     };
     if let Some(result) = &a.result {
         within_cap(ctx, "the result", result)?;
@@ -60,24 +76,36 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
     let mut refused = Vec::new();
     for id in ids {
         let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;
-        let completion = Completion {
-            // A replay names an ended run; the guard on the current run does not apply.
-            expected_run_id: if a.replay_run.is_some() { None } else { guard },
-            replay_ended_run_id: a.replay_run,
-            result: a.result.clone(),
-            summary: a.summary.clone(),
-            metadata: a.metadata.clone(),
-        };
-        let outcome = ctx
-            .store
-            .complete(&id, &completion, ctx.now)
-            .map_err(Failure::from)
-            .and_then(|ok| finish(ctx, "complete", &id, a.replay_run.or(guard), ok));
+        let outcome = complete_one(ctx, id, guard, &a).and_then(|done| finish(ctx, "complete", &done));
         if let Err(failure) = outcome {
             refused.push(failure);
         }
     }
     settle(refused)
+}
+
+/// Completes one task, `guard` the run it must still be running under (the target a
+/// worker's `complete` resolves to); the result's size is checked by the caller.
+pub fn complete_one(
+    ctx: &Ctx,
+    id: TaskId,
+    guard: Option<RunId>,
+    a: &CompleteArgs,
+) -> Result<Finished, Failure> {
+    let completion = Completion {
+        // A replay names an ended run; the guard on the current run does not apply.
+        expected_run_id: if a.replay_run.is_some() { None } else { guard },
+        replay_ended_run_id: a.replay_run,
+        result: a.result.clone(),
+        summary: a.summary.clone(),
+        metadata: a.metadata.clone(),
+    };
+    let ok = ctx.store.complete(&id, &completion, ctx.now)?;
+    Ok(Finished {
+        id,
+        run: a.replay_run.or(guard),
+        ok,
+    })
 }
 
 pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
@@ -93,9 +121,22 @@ pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
             (Err(e), None) => return Err(e),
         },
     };
-    let (id, guard) = target(id, a.run, worker.as_ref(), "block")?;
-    let ok = ctx.store.block(&id, a.kind, reason, guard, ctx.now)?;
-    finish(ctx, "block", &id, guard, ok)
+    let blocked = block_one(ctx, id, reason, a.kind, a.run, worker.as_ref())?;
+    finish(ctx, "block", &blocked)
+}
+
+/// Blocks a task (a worker's own by default, guarded by its run).
+pub fn block_one(
+    ctx: &Ctx,
+    id: Option<TaskId>,
+    reason: Option<String>,
+    kind: Option<BlockKind>,
+    run: Option<RunId>,
+    worker: Option<&Worker>,
+) -> Result<Finished, Failure> {
+    let (id, guard) = target(id, run, worker, "block")?;
+    let ok = ctx.store.block(&id, kind, reason, guard, ctx.now)?;
+    Ok(Finished { id, run: guard, ok })
 }
 
 pub fn unblock(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(), Failure> {
@@ -138,24 +179,45 @@ pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String
     }
 }
 
+/// What a guarded finaliser (heartbeat, complete, block) did to one task: `ok` false
+/// when its guard named a run that is no longer current, and nothing changed.
+pub struct Finished {
+    pub id: TaskId,
+    /// The run the guard named, for the message of a loss.
+    pub run: Option<RunId>,
+    pub ok: bool,
+}
+
+impl Finished {
+    /// The `--json` line: `{"task_id", "ok"}`.
+    pub fn to_json(&self) -> Value {
+        json!({ "task_id": self.id, "ok": self.ok })
+    }
+
+    /// A loss as the refusal `kanban` exits 1 with.
+    pub fn won(&self, ctx: &Ctx, verb: &str) -> Result<(), Failure> {
+        if self.ok {
+            Ok(())
+        } else {
+            Err(lost(ctx, verb, &self.id, self.run))
+        }
+    }
+}
+
 /// Prints a finaliser's `{"task_id", "ok"}` (or a line for people) and turns a loss into
 /// exit 1.
-fn finish(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> Result<(), Failure> {
+fn finish(ctx: &Ctx, verb: &str, f: &Finished) -> Result<(), Failure> {
     if ctx.json {
-        print_json_line(&json!({ "task_id": id, "ok": ok }));
-    } else if ok {
+        print_json_line(&f.to_json());
+    } else if f.ok {
         let done = match verb {
             "complete" => "completed",
             "block" => "blocked",
             other => other,
         };
-        println!("{done} {id}");
+        println!("{done} {}", f.id);
     }
-    if ok {
-        Ok(())
-    } else {
-        Err(lost(ctx, verb, id, run))
-    }
+    f.won(ctx, verb)
 }
 
 /// Says which run took over, reading the task once more (after the fact, for the message only).

@@ -1,0 +1,190 @@
+//! `kanban mcp`: the verbs as Model Context Protocol tools (the `mcp` crate) on stdin and
+//! stdout. Each tool is the verb's own function on the board this command opened, so its
+//! answer is the verb's `--json` shape and a refusal is the verb's one-line message.
+//! `kanban serve` offers the same tools at `/mcp`.
+
+use std::sync::Arc;
+
+use board_core::shapes::{comment_json, list_json, task_json, Shown};
+use board_core::{BlockKind, RunId, Status, Store, TaskId};
+use board_home::{now, Config};
+use mcp::Call;
+use serde_json::Value;
+
+use crate::args::{parse_duration, CompleteArgs, CreateArgs, ListArgs};
+use crate::failure::{one_line, Failure};
+use crate::output::Paint;
+use crate::verbs::work::Finished;
+use crate::verbs::{
+    comment, context, decompose, graph, parse_id, read, target, tasks, within_cap, work, Ctx, Worker,
+};
+
+/// Serves the tools on stdio until the client closes them. Inside a worker the worker's
+/// task and run are the default target and guard, as for the verbs themselves.
+pub fn serve(ctx: Ctx) -> Result<(), Failure> {
+    let worker = Worker::from_env()?;
+    let tools: Arc<dyn mcp::Verbs> = Arc::new(Tools::new(ctx.store, ctx.config, worker));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Refused(format!("cannot start the MCP server: {e}")))?;
+    runtime
+        .block_on(mcp::serve_stdio(tools))
+        .map_err(|e| Failure::Refused(one_line(&e.to_string())))
+}
+
+/// The verbs the tools call, on one board; the clock is read at each call.
+pub struct Tools {
+    store: Arc<dyn Store>,
+    config: Config,
+    worker: Option<Worker>,
+    /// Whether `decompose_task` may call the model (not on a shared server).
+    model_calls: bool,
+}
+
+impl Tools {
+    /// The tools of `kanban mcp`: `worker` is the identity of the worker the server runs
+    /// inside, if any.
+    pub fn new(store: Arc<dyn Store>, config: Config, worker: Option<Worker>) -> Tools {
+        Tools {
+            store,
+            config,
+            worker,
+            model_calls: true,
+        }
+    }
+
+    /// The tools of `kanban serve`: nobody's worker, and no model calls, which need the
+    /// model key a served board never uses on a caller's behalf (docs/web.md).
+    pub fn served(store: Arc<dyn Store>, config: Config) -> Tools {
+        Tools {
+            store,
+            config,
+            worker: None,
+            model_calls: false,
+        }
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            store: self.store.clone(),
+            config: self.config.clone(),
+            now: now(),
+            json: true,
+            paint: Paint::for_stdout(),
+        }
+    }
+
+    fn answer(&self, call: Call) -> Result<Value, Failure> {
+        let ctx = self.ctx();
+        let worker = self.worker.as_ref();
+        match call {
+            Call::ListTasks(a) => {
+                let args = ListArgs {
+                    status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
+                    assignee: a.assignee,
+                    archived: a.archived,
+                };
+                Ok(list_json(&read::listed(&ctx, args)?))
+            }
+            Call::ShowTask(a) => Ok(Shown::read(ctx.store.as_ref(), &parse_id(&a.task_id)?)?.to_json()),
+            Call::TaskContext(a) => context::context_json(&ctx, optional_id(a.task_id)?, worker),
+            Call::CreateTask(a) => {
+                let args = CreateArgs {
+                    title: a.title,
+                    body: Some(a.body),
+                    body_file: None,
+                    assignee: a.assignee,
+                    parents: a.parents.iter().map(|p| parse_id(p)).collect::<Result<_, _>>()?,
+                    priority: a.priority,
+                    triage: a.triage,
+                    idempotency_key: a.idempotency_key,
+                    max_runtime: a
+                        .max_runtime
+                        .as_deref()
+                        .map(parse_duration)
+                        .transpose()
+                        .map_err(Failure::Usage)?,
+                };
+                Ok(task_json(&tasks::create_task(&ctx, args)?))
+            }
+            Call::Comment(a) => {
+                let id = optional_id(a.task_id)?;
+                let c = comment::add_comment(&ctx, id, &a.text, a.author.as_deref(), worker)?;
+                Ok(comment_json(&c))
+            }
+            Call::Heartbeat(a) => {
+                let id = optional_id(a.task_id)?;
+                answered(&ctx, "heartbeat", work::beat(&ctx, id, a.run_id, a.note, worker)?)
+            }
+            Call::CompleteTask(a) => {
+                let args = CompleteArgs {
+                    ids: Vec::new(),
+                    run: a.run_id,
+                    replay_run: None,
+                    result: a.result,
+                    summary: a.summary,
+                    metadata: a.metadata,
+                };
+                if let Some(result) = &args.result {
+                    within_cap(&ctx, "the result", result)?;
+                }
+                let (id, guard) = target(optional_id(a.task_id)?, a.run_id, worker, "complete")?;
+                not_someone_elses(&ctx, &id, guard, "complete_task")?;
+                answered(&ctx, "complete", work::complete_one(&ctx, id, guard, &args)?)
+            }
+            Call::BlockTask(a) => {
+                let kind = a.kind.as_deref().map(parse_word::<BlockKind>).transpose()?;
+                let (id, guard) = target(optional_id(a.task_id)?, a.run_id, worker, "block")?;
+                not_someone_elses(&ctx, &id, guard, "block_task")?;
+                let blocked = work::block_one(&ctx, Some(id), a.reason, kind, guard, None)?;
+                answered(&ctx, "block", blocked)
+            }
+            Call::DecomposeTask(_) if !self.model_calls => Err(Failure::Refused(
+                "kanban serve makes no model calls: decompose with `kanban decompose ID` or through `kanban mcp`".to_owned(),
+            )),
+            Call::DecomposeTask(a) => decompose::decompose_json(&ctx, &parse_id(&a.task_id)?),
+            Call::LinkTasks(a) => graph::linked(&ctx, &parse_id(&a.parent_id)?, &parse_id(&a.child_id)?),
+        }
+    }
+}
+
+impl mcp::Verbs for Tools {
+    fn call(&self, call: Call) -> Result<Value, String> {
+        self.answer(call)
+            .map_err(|failure| one_line(failure.message().unwrap_or("refused")))
+    }
+}
+
+/// A guarded finaliser's `{"task_id", "ok": true}`, or its loss as the verb's refusal.
+fn answered(ctx: &Ctx, verb: &str, finished: Finished) -> Result<Value, Failure> {
+    finished.won(ctx, verb)?;
+    Ok(finished.to_json())
+}
+
+/// A tool without a guard does not finish a run it was not given: a task running under
+/// any run is refused (a person's `kanban complete` may; an agent holding no run may not).
+fn not_someone_elses(ctx: &Ctx, id: &TaskId, guard: Option<RunId>, tool: &str) -> Result<(), Failure> {
+    if guard.is_some() {
+        return Ok(());
+    }
+    match ctx.store.get(id)?.current_run_id() {
+        Some(run) => Err(Failure::Refused(format!(
+            "task {id} is running under run {run}; {tool} refuses another worker's run (pass its run_id, or reclaim it first)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn optional_id(id: Option<String>) -> Result<Option<TaskId>, Failure> {
+    id.as_deref().map(parse_id).transpose()
+}
+
+/// A word of the board's vocabulary (a status, a block kind), with its own message.
+fn parse_word<T: std::str::FromStr>(word: &str) -> Result<T, Failure>
+where
+    T::Err: std::fmt::Display,
+{
+    word.parse::<T>().map_err(|e| Failure::Usage(e.to_string()))
+}
