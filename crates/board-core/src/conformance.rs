@@ -338,6 +338,28 @@ pub fn stale_guards_change_nothing(board: &dyn Board) {
     assert_eq!(s.get(&t.id).unwrap().lease.map(|l| l.expires), Some(T0 + 1000));
 }
 
+/// A completion that refuses running leaves a claimed task to its worker, and completes
+/// a task nobody runs.
+pub fn completion_refusing_running_leaves_the_worker_alone(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "claimed");
+    s.claim(&t.id, 900, T0).unwrap();
+    let before = s.snapshot().unwrap();
+    let unclaimed = Completion {
+        refuse_running: true,
+        result: Some("not mine".into()),
+        ..Completion::default()
+    };
+    match s.complete(&t.id, &unclaimed, T0) {
+        Err(StoreError::Refused(Refusal::Running { id, op: "complete" })) => assert_eq!(id, t.id),
+        other => panic!("expected a running refusal, got {other:?}"),
+    }
+    assert_eq!(s.snapshot().unwrap(), before);
+    let free = ready_task(&*s, "free");
+    assert!(s.complete(&free.id, &unclaimed, T0).unwrap());
+    assert_eq!(s.get(&free.id).unwrap().status, Status::Done);
+}
+
 /// A reclaim takes every lease field the worker set (pid, heartbeat, expiry) off the
 /// task and leaves them on the closed run; the next claim opens a fresh lease.
 pub fn reclaim_clears_the_lease(board: &dyn Board) {
@@ -1091,6 +1113,7 @@ macro_rules! store_conformance_tests {
             completion_in_terminate_window_wins,
             reclaim_defers_while_worker_survives,
             stale_guards_change_nothing,
+            completion_refusing_running_leaves_the_worker_alone,
             reclaim_clears_the_lease,
             dependencies_hold_and_release,
             links_refuse_cycles,

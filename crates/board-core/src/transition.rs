@@ -154,6 +154,9 @@ pub enum Request {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Completion {
     pub expected_run_id: Option<RunId>,
+    /// The caller holds no run: a running task is refused rather than completed under
+    /// its worker (an agent finishing a task nobody works on; a person may override).
+    pub refuse_running: bool,
     pub replay_ended_run_id: Option<RunId>,
     pub result: Option<String>,
     pub summary: Option<String>,
@@ -477,6 +480,12 @@ impl<'a> Next<'a> {
         }
         if let Some(expected) = c.expected_run_id {
             self.require_current(expected)?;
+        }
+        if c.refuse_running && self.task.status == Status::Running {
+            return Err(Refusal::Running {
+                id: self.task.id.clone(),
+                op: "complete",
+            });
         }
         self.require(
             &[Status::Running, Status::Ready, Status::Blocked],

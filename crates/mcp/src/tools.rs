@@ -96,7 +96,7 @@ pub struct CompleteTask {
     /// The task's id. Inside a worker it defaults to the worker's own task.
     pub task_id: Option<String>,
     /// Only if this run is still the task's current run. Inside a worker it defaults to
-    /// the worker's run; a task running under a run the caller does not name is refused.
+    /// the worker's run. Without a run, a running task (another worker's) is refused.
     pub run_id: Option<i64>,
     /// The outcome the tasks that wait for this one will read.
     pub result: Option<String>,
@@ -198,7 +198,7 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "complete_task",
-        description: "Mark a task done, with the result the tasks waiting for it will read. Inside a worker, the worker's own task guarded by its run: a stale run is refused and nothing changes. Outside a worker a task id is needed, and a task running under a run the caller does not name is refused. Returns {\"task_id\", \"ok\"}.",
+        description: "Mark a task done, with the result the tasks waiting for it will read. Inside a worker, the worker's own task guarded by its run: a stale run is refused and nothing changes. Outside a worker a task id is needed, and a running task is refused unless its run_id is given (it is its worker's to finish). Returns {\"task_id\", \"ok\"}.",
         schema: schema_for_input::<CompleteTask>,
         parse: |a| parse(a, Call::CompleteTask),
     },

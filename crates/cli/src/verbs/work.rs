@@ -76,7 +76,7 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
     let mut refused = Vec::new();
     for id in ids {
         let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;
-        let outcome = complete_one(ctx, id, guard, &a).and_then(|done| finish(ctx, "complete", &done));
+        let outcome = complete_one(ctx, id, guard, false, &a).and_then(|done| finish(ctx, "complete", &done));
         if let Err(failure) = outcome {
             refused.push(failure);
         }
@@ -85,16 +85,19 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
 }
 
 /// Completes one task, `guard` the run it must still be running under (the target a
-/// worker's `complete` resolves to); the result's size is checked by the caller.
+/// worker's `complete` resolves to); with `refuse_running`, a caller holding no run is
+/// refused a running task. The result's size is checked by the caller.
 pub fn complete_one(
     ctx: &Ctx,
     id: TaskId,
     guard: Option<RunId>,
+    refuse_running: bool,
     a: &CompleteArgs,
 ) -> Result<Finished, Failure> {
     let completion = Completion {
         // A replay names an ended run; the guard on the current run does not apply.
         expected_run_id: if a.replay_run.is_some() { None } else { guard },
+        refuse_running,
         replay_ended_run_id: a.replay_run,
         result: a.result.clone(),
         summary: a.summary.clone(),
