@@ -10,6 +10,7 @@ use std::sync::Arc;
 use board_core::{
     AttemptFloor, Outcome, Refusal, Request, RetryPolicy, Status, Store, StoreError, Task, TaskId, Timestamp,
 };
+use board_home::Home;
 use serde::Serialize;
 use serde_json::json;
 
@@ -17,9 +18,7 @@ pub use crate::plan::RATE_LIMIT_COOLDOWN_SECONDS;
 use crate::plan::{
     over_runtime, plan, preview, spawnable, Action, RunRef, StopReason, Stopping, View, WorkerView,
 };
-use crate::supervisor::{
-    Assignment, Boundary, Ending, Exit, HomeLayout, Observed, OsProcesses, Processes, Signal,
-};
+use crate::supervisor::{Assignment, Boundary, Ending, Exit, Observed, OsProcesses, Processes, Signal};
 
 /// What the tick needs from the configuration, re-read every tick.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,13 +150,9 @@ pub struct Dispatcher {
 type ReadError = (String, StoreError);
 
 impl Dispatcher {
-    /// A dispatcher whose workers are real processes of `layout`'s home.
-    pub fn new(
-        store: Arc<dyn Store>,
-        layout: HomeLayout,
-        decompositions: Box<dyn Decompositions>,
-    ) -> Dispatcher {
-        Dispatcher::with_processes(store, Box::new(OsProcesses::new(layout)), decompositions)
+    /// A dispatcher whose workers are real processes of `home`.
+    pub fn new(store: Arc<dyn Store>, home: Home, decompositions: Box<dyn Decompositions>) -> Dispatcher {
+        Dispatcher::with_processes(store, Box::new(OsProcesses::new(home)), decompositions)
     }
 
     pub fn with_processes(

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, open_read, private_dir};
-use board_home::{DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR};
+use board_home::Home;
 use serde_json::{json, Value};
 
 pub use crate::process::{Exit, Signal};
@@ -22,30 +22,6 @@ use crate::process::{Leader, Pidfd};
 pub const EXIT_RATE_LIMITED: i32 = 75;
 /// How much of the end of an attempt's log is quoted in its run's `error`.
 const LOG_TAIL_BYTES: u64 = 2048;
-
-/// Where a home keeps what workers need.
-#[derive(Clone, Debug)]
-pub struct HomeLayout {
-    pub home: PathBuf,
-    pub db: PathBuf,
-}
-
-impl HomeLayout {
-    pub fn new(home: &Path) -> HomeLayout {
-        HomeLayout {
-            home: home.to_path_buf(),
-            db: home.join(DATABASE_FILE),
-        }
-    }
-
-    pub fn workspace(&self, task: &TaskId) -> PathBuf {
-        self.home.join(WORKSPACES_DIR).join(task.as_str())
-    }
-
-    pub fn log(&self, task: &TaskId) -> PathBuf {
-        self.home.join(LOGS_DIR).join(format!("{task}.log"))
-    }
-}
 
 /// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -101,14 +77,14 @@ fn withheld(name: &str, a: &Assignment<'_>) -> bool {
 /// safer to read from a variable than from a command line.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
-    layout: &HomeLayout,
+    home: &Home,
     a: &Assignment<'_>,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
-    let workspace = layout.workspace(&a.task.id);
+    let workspace = home.workspace(&a.task.id);
     env.extend([
-        ("KANBAN_HOME".to_owned(), layout.home.display().to_string()),
-        ("KANBAN_DB".to_owned(), layout.db.display().to_string()),
+        ("KANBAN_HOME".to_owned(), home.dir().display().to_string()),
+        ("KANBAN_DB".to_owned(), home.database().display().to_string()),
         ("KANBAN_TASK".to_owned(), a.task.id.to_string()),
         ("KANBAN_RUN_ID".to_owned(), a.run_id.to_string()),
         ("KANBAN_CLAIM_LOCK".to_owned(), a.claim_lock.to_owned()),
@@ -177,12 +153,12 @@ fn substitute<'v>(template: &str, value: &impl Fn(&str) -> Option<&'v str>) -> S
 
 /// Starts a worker: cwd its workspace, stdin null, output appended to its log, in its
 /// own process group so it can be stopped with everything it started.
-pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker> {
-    let workspace = layout.workspace(&a.task.id);
-    private_dir(&layout.home.join(WORKSPACES_DIR))?;
+pub fn spawn(home: &Home, a: &Assignment<'_>) -> std::io::Result<Worker> {
+    let workspace = home.workspace(&a.task.id);
+    private_dir(&home.workspaces())?;
     private_dir(&workspace)?;
-    let log_path = layout.log(&a.task.id);
-    private_dir(&layout.home.join(LOGS_DIR))?;
+    let log_path = home.log(&a.task.id);
+    private_dir(&home.logs())?;
     let log = open_append(&log_path)?;
     let log_offset = log.metadata()?.len();
     let argv = worker_argv(a.command, a.task, &workspace, a.boundary.dash_arguments)
@@ -197,7 +173,7 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker>
         .args(args)
         .current_dir(&workspace)
         .env_clear()
-        .envs(worker_env(std::env::vars(), layout, a))
+        .envs(worker_env(std::env::vars(), home, a))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -218,7 +194,7 @@ pub fn spawn(layout: &HomeLayout, a: &Assignment<'_>) -> std::io::Result<Worker>
 impl Worker {
     /// Adopts the live worker of a running task left by an earlier gateway, when its pid
     /// provably runs this task's current run.
-    pub fn adopt(layout: &HomeLayout, task: &Task) -> Option<Worker> {
+    pub fn adopt(home: &Home, task: &Task) -> Option<Worker> {
         let pidfd = prove_ours(task)?;
         Some(Worker {
             task_id: task.id.clone(),
@@ -226,8 +202,8 @@ impl Worker {
             claim_lock: task.lease.as_ref()?.claim_lock.clone(),
             pid: pidfd.pid(),
             leader: Leader::Adopted(pidfd),
-            log: layout.log(&task.id),
-            log_offset: std::fs::metadata(layout.log(&task.id)).map_or(0, |m| m.len()),
+            log: home.log(&task.id),
+            log_offset: std::fs::metadata(home.log(&task.id)).map_or(0, |m| m.len()),
         })
     }
 
@@ -385,14 +361,14 @@ pub trait Processes: Send {
 
 /// The real process control: own children and adopted workers, each behind a pidfd.
 pub struct OsProcesses {
-    layout: HomeLayout,
+    home: Home,
     workers: BTreeMap<TaskId, Worker>,
 }
 
 impl OsProcesses {
-    pub fn new(layout: HomeLayout) -> OsProcesses {
+    pub fn new(home: Home) -> OsProcesses {
         OsProcesses {
-            layout,
+            home,
             workers: BTreeMap::new(),
         }
     }
@@ -400,7 +376,7 @@ impl OsProcesses {
 
 impl Processes for OsProcesses {
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
-        let worker = spawn(&self.layout, assignment)?;
+        let worker = spawn(&self.home, assignment)?;
         let pid = worker.pid;
         self.workers.insert(assignment.task.id.clone(), worker);
         Ok(pid)
@@ -411,7 +387,7 @@ impl Processes for OsProcesses {
     }
 
     fn adopt(&mut self, task: &Task) -> Option<u32> {
-        let worker = Worker::adopt(&self.layout, task)?;
+        let worker = Worker::adopt(&self.home, task)?;
         let pid = worker.pid;
         self.workers.insert(task.id.clone(), worker);
         Some(pid)

@@ -300,43 +300,8 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         let _ = writeln!(md, "{}", t.body.trim_end());
     }
 
-    if !b.parents.is_empty() {
-        md.push_str("\n## Parents\n");
-        for (p, summary) in &b.parents {
-            let _ = writeln!(md, "\n### {} (`{}`, {})\n", one_line(&p.title), p.id, p.status);
-            match p.result.as_deref() {
-                Some(result) if !result.trim().is_empty() => {
-                    let _ = writeln!(md, "Result:\n\n{}", result.trim_end());
-                }
-                _ => md.push_str("Result: _none_\n"),
-            }
-            if let Some(summary) = summary {
-                let _ = writeln!(md, "\nSummary: {}", indented(summary));
-            }
-        }
-    }
-
-    if !b.attempts.is_empty() {
-        md.push_str("\n## Earlier attempts\n\n");
-        for r in &b.attempts {
-            let outcome = r.outcome.map_or("ended", |o| o.as_str());
-            let mut line = format!(
-                "- Run {}: {outcome}, started {} ago",
-                r.id,
-                age(now, r.started_at)
-            );
-            if let Some(profile) = &r.profile {
-                let _ = write!(line, " by {profile}");
-            }
-            let _ = writeln!(md, "{line}");
-            if let Some(summary) = &r.summary {
-                let _ = writeln!(md, "  - Summary: {}", indented(summary));
-            }
-            if let Some(error) = &r.error {
-                let _ = writeln!(md, "  - Error: {}", indented(error));
-            }
-        }
-    }
+    push_parents(&mut md, b);
+    push_attempts(&mut md, b, now);
 
     if !b.comments.is_empty() {
         md.push_str("\n## Recent comments\n\n");
@@ -372,6 +337,50 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         md.push_str(&note);
     }
     md
+}
+
+/// The parents' results and summaries, for a worker that builds on them.
+fn push_parents(md: &mut String, b: &Brief) {
+    if !b.parents.is_empty() {
+        md.push_str("\n## Parents\n");
+        for (p, summary) in &b.parents {
+            let _ = writeln!(md, "\n### {} (`{}`, {})\n", one_line(&p.title), p.id, p.status);
+            match p.result.as_deref() {
+                Some(result) if !result.trim().is_empty() => {
+                    let _ = writeln!(md, "Result:\n\n{}", result.trim_end());
+                }
+                _ => md.push_str("Result: _none_\n"),
+            }
+            if let Some(summary) = summary {
+                let _ = writeln!(md, "\nSummary: {}", indented(summary));
+            }
+        }
+    }
+}
+
+/// The task's earlier runs: how each ended, with its summary or error.
+fn push_attempts(md: &mut String, b: &Brief, now: Timestamp) {
+    if !b.attempts.is_empty() {
+        md.push_str("\n## Earlier attempts\n\n");
+        for r in &b.attempts {
+            let outcome = r.outcome.map_or("ended", |o| o.as_str());
+            let mut line = format!(
+                "- Run {}: {outcome}, started {} ago",
+                r.id,
+                age(now, r.started_at)
+            );
+            if let Some(profile) = &r.profile {
+                let _ = write!(line, " by {profile}");
+            }
+            let _ = writeln!(md, "{line}");
+            if let Some(summary) = &r.summary {
+                let _ = writeln!(md, "  - Summary: {}", indented(summary));
+            }
+            if let Some(error) = &r.error {
+                let _ = writeln!(md, "  - Error: {}", indented(error));
+            }
+        }
+    }
 }
 
 /// Continuation lines indented under a list item.

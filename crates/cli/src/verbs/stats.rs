@@ -7,7 +7,7 @@ use board_core::{LlmCall, Status, Task, TaskFilter};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;
-use crate::output::{age, cell, print_json, status_label, width, Table};
+use crate::output::{age, cell, print_json, status_label, width, Paint, Table};
 use crate::verbs::Ctx;
 
 /// Tasks per status, every status present (zero included) in the board's order.
@@ -67,6 +67,79 @@ fn llm_totals(calls: &[LlmCall]) -> Llm {
     llm
 }
 
+/// The `--json` document of `stats`.
+fn stats_json(
+    ctx: &Ctx,
+    by_status: &Counts,
+    assignees: &[(Option<String>, Counts)],
+    oldest_ready: Option<&Task>,
+    llm: &Llm,
+) -> Value {
+    json!({
+        "tasks": {
+            "total": by_status.total(),
+            "by_status": by_status.json(),
+            "by_assignee": assignees.iter().map(|(who, counts)| json!({
+                "assignee": who,
+                "total": counts.total(),
+                "by_status": counts.json(),
+            })).collect::<Vec<_>>(),
+        },
+        "oldest_ready": oldest_ready.map(|t| json!({
+            "task_id": t.id,
+            "created_at": t.created_at,
+            "age_seconds": (ctx.now - t.created_at).max(0),
+        })),
+        "llm": {
+            "requests": llm.requests,
+            "by_outcome": llm.by_outcome,
+            "prompt_tokens": llm.prompt_tokens,
+            "completion_tokens": llm.completion_tokens,
+        },
+    })
+}
+
+/// The table of tasks per assignee and status, the unassigned last.
+fn print_assignees(p: Paint, assignees: &[(Option<String>, Counts)]) {
+    if assignees.is_empty() {
+        println!("{}", p.dim("no tasks"));
+    } else {
+        let mut header = vec!["ASSIGNEE", "TOTAL"];
+        header.extend(Status::ALL.iter().map(|s| s.as_str()));
+        let header: Vec<String> = header.iter().map(|h| h.to_uppercase()).collect();
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut table = Table::new(&header);
+        for (who, counts) in assignees {
+            let mut row = vec![
+                cell(who.as_deref().unwrap_or("-")),
+                cell(counts.total().to_string()),
+            ];
+            row.extend(Status::ALL.iter().map(|s| cell(counts.get(*s).to_string())));
+            table.row(row);
+        }
+        table.print(p, width());
+    }
+}
+
+/// The model calls' outcomes and tokens.
+fn print_llm(llm: &Llm) {
+    let outcomes: Vec<String> = llm
+        .by_outcome
+        .iter()
+        .map(|(outcome, n)| format!("{n} {outcome}"))
+        .collect();
+    let outcomes = if outcomes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", outcomes.join(", "))
+    };
+    println!("llm requests  {}{outcomes}", llm.requests);
+    println!(
+        "llm tokens    {} prompt, {} completion",
+        llm.prompt_tokens, llm.completion_tokens
+    );
+}
+
 pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     let tasks = ctx.store.list(&TaskFilter {
         include_archived: true,
@@ -96,28 +169,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     let llm = llm_totals(&calls);
 
     if ctx.json {
-        print_json(&json!({
-            "tasks": {
-                "total": by_status.total(),
-                "by_status": by_status.json(),
-                "by_assignee": assignees.iter().map(|(who, counts)| json!({
-                    "assignee": who,
-                    "total": counts.total(),
-                    "by_status": counts.json(),
-                })).collect::<Vec<_>>(),
-            },
-            "oldest_ready": oldest_ready.map(|t| json!({
-                "task_id": t.id,
-                "created_at": t.created_at,
-                "age_seconds": (ctx.now - t.created_at).max(0),
-            })),
-            "llm": {
-                "requests": llm.requests,
-                "by_outcome": llm.by_outcome,
-                "prompt_tokens": llm.prompt_tokens,
-                "completion_tokens": llm.completion_tokens,
-            },
-        }));
+        print_json(&stats_json(ctx, &by_status, &assignees, oldest_ready, &llm));
         return Ok(());
     }
 
@@ -134,24 +186,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     table.print(p, width());
 
     println!();
-    if assignees.is_empty() {
-        println!("{}", p.dim("no tasks"));
-    } else {
-        let mut header = vec!["ASSIGNEE", "TOTAL"];
-        header.extend(Status::ALL.iter().map(|s| s.as_str()));
-        let header: Vec<String> = header.iter().map(|h| h.to_uppercase()).collect();
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(&header);
-        for (who, counts) in &assignees {
-            let mut row = vec![
-                cell(who.as_deref().unwrap_or("-")),
-                cell(counts.total().to_string()),
-            ];
-            row.extend(Status::ALL.iter().map(|s| cell(counts.get(*s).to_string())));
-            table.row(row);
-        }
-        table.print(p, width());
-    }
+    print_assignees(p, &assignees);
 
     println!();
     match oldest_ready {
@@ -163,21 +198,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         ),
         None => println!("oldest ready  {}", p.dim("none")),
     }
-    let outcomes: Vec<String> = llm
-        .by_outcome
-        .iter()
-        .map(|(outcome, n)| format!("{n} {outcome}"))
-        .collect();
-    let outcomes = if outcomes.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", outcomes.join(", "))
-    };
-    println!("llm requests  {}{outcomes}", llm.requests);
-    println!(
-        "llm tokens    {} prompt, {} completion",
-        llm.prompt_tokens, llm.completion_tokens
-    );
+    print_llm(&llm);
     Ok(())
 }
 

@@ -13,11 +13,10 @@ use std::time::{Duration, Instant};
 
 use board_core::{NewTask, Outcome, Request, Status, Store, Task, Termination, Terminator};
 use board_home::config::{Config, Warning};
+use board_home::Home;
 use board_sqlite::{Options, SqliteStore};
 use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
-use gateway::supervisor::{
-    worker_argv, worker_env, Assignment, Boundary, HomeLayout, ProcessGroupTerminator,
-};
+use gateway::supervisor::{worker_argv, worker_env, Assignment, Boundary, ProcessGroupTerminator};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -40,7 +39,7 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
         boundary,
     };
     let inherited = inherited.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
-    worker_env(inherited, &HomeLayout::new(Path::new("/home/k")), &assignment)
+    worker_env(inherited, &Home::at(Path::new("/home/k")).unwrap(), &assignment)
 }
 
 #[test]
@@ -308,7 +307,7 @@ fn an_expired_lease_stops_the_live_worker_before_its_run_is_released() {
     let (id, mut child) = hand_claimed(&store, "exec sleep 60", true);
     let mut d = Dispatcher::new(
         store.clone(),
-        HomeLayout::new(dir.path()),
+        Home::at(dir.path()).unwrap(),
         Box::new(NoDecompositions),
     );
     let settings = DispatchSettings {
