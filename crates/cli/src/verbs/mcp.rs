@@ -3,11 +3,11 @@
 //! answer is the verb's `--json` shape and a refusal is the verb's one-line message.
 //! `kanban serve` offers the same tools at `/mcp`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use board_core::shapes::{comment_json, list_json, task_json, Shown};
 use board_core::{BlockKind, Status, Store, TaskId};
-use board_home::{now, Config};
+use board_home::{now, Config, Home};
 use mcp::Call;
 use serde_json::Value;
 
@@ -16,14 +16,15 @@ use crate::failure::{one_line, Failure};
 use crate::output::Paint;
 use crate::verbs::work::Finished;
 use crate::verbs::{
-    comment, context, decompose, graph, parse_id, read, target, tasks, within_cap, work, Ctx, Worker,
+    comment, context, decompose, graph, parse_id, read, target, tasks, work, Ctx, Desk, Worker,
 };
 
 /// Serves the tools on stdio until the client closes them. Inside a worker the worker's
-/// task and run are the default target and guard, as for the verbs themselves.
-pub fn serve(ctx: Ctx) -> Result<(), Failure> {
+/// task and run are the default target and guard, as for the verbs themselves, and its
+/// reports go the way the verbs' do (the report channel, else the home).
+pub fn serve(ctx: Ctx, home: Home) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let tools: Arc<dyn mcp::Verbs> = Arc::new(Tools::new(ctx.store, ctx.config, worker));
+    let tools: Arc<dyn mcp::Verbs> = Arc::new(Tools::new(ctx.store, ctx.config, worker, home));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -39,6 +40,9 @@ pub struct Tools {
     store: Arc<dyn Store>,
     config: Config,
     worker: Option<Worker>,
+    /// Where the worker verbs report, as `kanban complete` and the others do; one for the
+    /// server's life, since it holds the inherited report channel.
+    desk: Mutex<Desk>,
     /// Whether `decompose_task` may call the model (not on a shared server).
     model_calls: bool,
 }
@@ -46,23 +50,23 @@ pub struct Tools {
 impl Tools {
     /// The tools of `kanban mcp`: `worker` is the identity of the worker the server runs
     /// inside, if any.
-    pub fn new(store: Arc<dyn Store>, config: Config, worker: Option<Worker>) -> Tools {
+    pub fn new(store: Arc<dyn Store>, config: Config, worker: Option<Worker>, home: Home) -> Tools {
         Tools {
             store,
             config,
             worker,
+            desk: Mutex::new(Desk::new(home, true, now())),
             model_calls: true,
         }
     }
 
     /// The tools of `kanban serve`: nobody's worker, and no model calls, which need the
     /// model key a served board never uses on a caller's behalf (docs/web.md).
-    pub fn served(store: Arc<dyn Store>, config: Config) -> Tools {
+    pub fn served(store: Arc<dyn Store>, config: Config, home: Home) -> Tools {
         Tools {
-            store,
-            config,
             worker: None,
             model_calls: false,
+            ..Tools::new(store, config, None, home)
         }
     }
 
@@ -79,6 +83,10 @@ impl Tools {
     fn answer(&self, call: Call) -> Result<Value, Failure> {
         let ctx = self.ctx();
         let worker = self.worker.as_ref();
+        // A poisoned lock only means another call panicked; the desk itself is intact.
+        let mut desk = self.desk.lock().unwrap_or_else(|e| e.into_inner());
+        desk.now = ctx.now;
+        let desk = &*desk;
         match call {
             Call::ListTasks(a) => {
                 let args = ListArgs {
@@ -89,7 +97,7 @@ impl Tools {
                 Ok(list_json(&read::listed(&ctx, args)?))
             }
             Call::ShowTask(a) => Ok(Shown::read(ctx.store.as_ref(), &parse_id(&a.task_id)?)?.to_json()),
-            Call::TaskContext(a) => context::context_json(&ctx, optional_id(a.task_id)?, worker),
+            Call::TaskContext(a) => context::context_json(desk, optional_id(a.task_id)?, worker),
             Call::CreateTask(a) => {
                 let args = CreateArgs {
                     title: a.title,
@@ -111,12 +119,12 @@ impl Tools {
             }
             Call::Comment(a) => {
                 let id = optional_id(a.task_id)?;
-                let c = comment::add_comment(&ctx, id, &a.text, a.author.as_deref(), worker)?;
+                let c = comment::add_comment(desk, id, &a.text, a.author.as_deref(), worker)?;
                 Ok(comment_json(&c))
             }
             Call::Heartbeat(a) => {
                 let id = optional_id(a.task_id)?;
-                answered(&ctx, "heartbeat", work::beat(&ctx, id, a.run_id, a.note, worker)?)
+                answered(desk, "heartbeat", work::beat(desk, id, a.run_id, a.note, worker)?)
             }
             Call::CompleteTask(a) => {
                 let args = CompleteArgs {
@@ -128,17 +136,17 @@ impl Tools {
                     metadata: a.metadata,
                 };
                 if let Some(result) = &args.result {
-                    within_cap(&ctx, "the result", result)?;
+                    desk.within_cap("the result", result)?;
                 }
                 let (id, guard) = target(optional_id(a.task_id)?, a.run_id, worker, "complete")?;
                 // Holding no run, the caller may not finish another worker's.
-                let done = work::complete_one(&ctx, id, guard, guard.is_none(), &args)?;
-                answered(&ctx, "complete", done)
+                let done = work::complete_one(desk, id, guard, guard.is_none(), &args)?;
+                answered(desk, "complete", done)
             }
             Call::BlockTask(a) => {
                 let kind = a.kind.as_deref().map(parse_word::<BlockKind>).transpose()?;
                 let id = optional_id(a.task_id)?;
-                answered(&ctx, "block", work::block_one(&ctx, id, a.reason, kind, a.run_id, worker)?)
+                answered(desk, "block", work::block_one(desk, id, a.reason, kind, a.run_id, worker)?)
             }
             Call::DecomposeTask(_) if !self.model_calls => Err(Failure::Refused(
                 "kanban serve makes no model calls: decompose with `kanban decompose ID` or through `kanban mcp`".to_owned(),
@@ -157,8 +165,8 @@ impl mcp::Verbs for Tools {
 }
 
 /// A guarded finaliser's `{"task_id", "ok": true}`, or its loss as the verb's refusal.
-fn answered(ctx: &Ctx, verb: &str, finished: Finished) -> Result<Value, Failure> {
-    finished.won(ctx, verb)?;
+fn answered(desk: &Desk, verb: &str, finished: Finished) -> Result<Value, Failure> {
+    finished.won(desk, verb)?;
     Ok(finished.to_json())
 }
 

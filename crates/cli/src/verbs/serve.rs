@@ -26,6 +26,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         mcp: Some(Arc::new(super::mcp::Tools::served(
             ctx.store.clone(),
             ctx.config.clone(),
+            home.clone(),
         ))),
         ..defaults
     };

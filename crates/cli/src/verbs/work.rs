@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
-use crate::verbs::{parse_id, settle, target, within_cap, Ctx, Worker};
+use crate::verbs::desk::BoardReads;
+use crate::verbs::{parse_id, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
 /// `ttl` defaults to `kanban.claim_ttl_seconds`.
@@ -24,46 +25,31 @@ pub fn claim(ctx: &Ctx, id: &TaskId, ttl: Option<i64>) -> Result<(), Failure> {
 }
 
 pub fn heartbeat(
-    ctx: &Ctx,
+    desk: &Desk,
     id: Option<TaskId>,
     run: Option<RunId>,
     note: Option<String>,
 ) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let beat = beat(ctx, id, run, note, worker.as_ref())?;
-    finish(ctx, "heartbeat", &beat)
+    let beat = beat(desk, id, run, note, worker.as_ref())?;
+    finish(desk, "heartbeat", &beat)
 }
 
 /// Extends the lease of a task's run: the given run, else a worker's own, else (a person
 /// beating by hand) the run that holds the task now.
 pub fn beat(
-    ctx: &Ctx,
+    desk: &Desk,
     id: Option<TaskId>,
     run: Option<RunId>,
     note: Option<String>,
     worker: Option<&Worker>,
 ) -> Result<Finished, Failure> {
     let (id, guard) = target(id, run, worker, "heartbeat")?;
-    let run = match guard {
-        Some(run) => run,
-        None => {
-            let task = ctx.store.get(&id)?;
-            task.current_run_id().ok_or_else(|| {
-                Failure::Refused(format!("task {id} is {}; heartbeat needs running", task.status))
-            })?
-        }
-    };
-    let ok = ctx
-        .store
-        .heartbeat(&id, run, ctx.config.kanban.claim_ttl_seconds, note, ctx.now)?;
-    Ok(Finished {
-        id,
-        run: Some(run),
-        ok,
-    })
+    let (run, ok) = desk.heartbeat(&id, guard, note)?;
+    Ok(Finished { id, run, ok })
 }
 
-pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
+pub fn complete(desk: &Desk, a: CompleteArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let ids: Vec<Option<TaskId>> = if a.ids.is_empty() {
         vec![None]
@@ -71,12 +57,13 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
         a.ids.iter().cloned().map(Some).collect()
     };
     if let Some(result) = &a.result {
-        within_cap(ctx, "the result", result)?;
+        desk.within_cap("the result", result)?;
     }
     let mut refused = Vec::new();
     for id in ids {
         let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;
-        let outcome = complete_one(ctx, id, guard, false, &a).and_then(|done| finish(ctx, "complete", &done));
+        let outcome =
+            complete_one(desk, id, guard, false, &a).and_then(|done| finish(desk, "complete", &done));
         if let Err(failure) = outcome {
             refused.push(failure);
         }
@@ -88,7 +75,7 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
 /// worker's `complete` resolves to); with `refuse_running`, a caller holding no run is
 /// refused a running task. The result's size is checked by the caller.
 pub fn complete_one(
-    ctx: &Ctx,
+    desk: &Desk,
     id: TaskId,
     guard: Option<RunId>,
     refuse_running: bool,
@@ -103,7 +90,7 @@ pub fn complete_one(
         summary: a.summary.clone(),
         metadata: a.metadata.clone(),
     };
-    let ok = ctx.store.complete(&id, &completion, ctx.now)?;
+    let ok = desk.complete(&id, &completion)?;
     Ok(Finished {
         id,
         run: a.replay_run.or(guard),
@@ -111,7 +98,7 @@ pub fn complete_one(
     })
 }
 
-pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
+pub fn block(desk: &Desk, a: BlockArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let mut words = a.words.into_iter();
     let (id, reason) = match (words.next(), words.next()) {
@@ -124,13 +111,13 @@ pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
             (Err(e), None) => return Err(e),
         },
     };
-    let blocked = block_one(ctx, id, reason, a.kind, a.run, worker.as_ref())?;
-    finish(ctx, "block", &blocked)
+    let blocked = block_one(desk, id, reason, a.kind, a.run, worker.as_ref())?;
+    finish(desk, "block", &blocked)
 }
 
 /// Blocks a task (a worker's own by default, guarded by its run).
 pub fn block_one(
-    ctx: &Ctx,
+    desk: &Desk,
     id: Option<TaskId>,
     reason: Option<String>,
     kind: Option<BlockKind>,
@@ -138,7 +125,7 @@ pub fn block_one(
     worker: Option<&Worker>,
 ) -> Result<Finished, Failure> {
     let (id, guard) = target(id, run, worker, "block")?;
-    let ok = ctx.store.block(&id, kind, reason, guard, ctx.now)?;
+    let ok = desk.block(&id, kind, reason, guard)?;
     Ok(Finished { id, run: guard, ok })
 }
 
@@ -178,7 +165,7 @@ pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String
         ReclaimOutcome::Deferred => Err(Failure::Refused(format!(
             "the worker of {id} survived SIGTERM and SIGKILL; the claim stands (extended briefly)"
         ))),
-        ReclaimOutcome::Lost => Err(lost(ctx, "reclaim", id, run)),
+        ReclaimOutcome::Lost => Err(lost(ctx.store.as_ref(), "reclaim", id, run)),
     }
 }
 
@@ -198,19 +185,19 @@ impl Finished {
     }
 
     /// A loss as the refusal `kanban` exits 1 with.
-    pub fn won(&self, ctx: &Ctx, verb: &str) -> Result<(), Failure> {
+    pub fn won(&self, board: &(impl BoardReads + ?Sized), verb: &str) -> Result<(), Failure> {
         if self.ok {
             Ok(())
         } else {
-            Err(lost(ctx, verb, &self.id, self.run))
+            Err(lost(board, verb, &self.id, self.run))
         }
     }
 }
 
 /// Prints a finaliser's `{"task_id", "ok"}` (or a line for people) and turns a loss into
 /// exit 1.
-fn finish(ctx: &Ctx, verb: &str, f: &Finished) -> Result<(), Failure> {
-    if ctx.json {
+fn finish(desk: &Desk, verb: &str, f: &Finished) -> Result<(), Failure> {
+    if desk.json {
         print_json_line(&f.to_json());
     } else if f.ok {
         let done = match verb {
@@ -220,12 +207,12 @@ fn finish(ctx: &Ctx, verb: &str, f: &Finished) -> Result<(), Failure> {
         };
         println!("{done} {}", f.id);
     }
-    f.won(ctx, verb)
+    f.won(desk, verb)
 }
 
 /// Says which run took over, reading the task once more (after the fact, for the message only).
-fn lost(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
-    let current = match ctx.store.get(id) {
+fn lost(board: &(impl BoardReads + ?Sized), verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
+    let current = match board.task(id) {
         Ok(task) => task
             .current_run_id()
             .map_or_else(|| "none".to_owned(), |r| r.to_string()),
