@@ -8,6 +8,7 @@ mod decompose;
 mod desk;
 mod gateway_verbs;
 mod graph;
+mod mcp;
 mod read;
 mod serve;
 mod setup;
@@ -15,12 +16,11 @@ mod stats;
 mod tasks;
 mod work;
 
-use board_core::{RunId, TaskId, Timestamp};
-use board_home::config::text_within_cap;
-use board_home::{now, Config, Home, Loaded};
 use std::sync::Arc;
 
-use board_core::Store;
+use board_core::{RunId, Store, TaskId, Timestamp};
+use board_home::config::text_within_cap;
+use board_home::{now, Config, Home, Loaded};
 
 use crate::args::Verb;
 use crate::failure::Failure;
@@ -128,6 +128,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Dispatch { dry_run } => gateway_verbs::dispatch(ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
+        Verb::Mcp => mcp::serve(ctx, home),
         Verb::Config(command) => config::run(&home, json, command),
         verb @ (Verb::Context { .. }
         | Verb::Heartbeat { .. }
