@@ -271,9 +271,11 @@ fn the_board_survives_sigkills_of_the_gateway_and_of_cli_writers() {
         profiles: &profiles,
         max_spawn: 6,
         // A run claimed by a process killed before it started a worker is freed only
-        // when its lease expires; a card whose gateway was killed mid-call is retried
-        // under the failure policy, here a second later.
-        kanban_extra: "  failure_limit: 2\n  claim_ttl_seconds: 3\n  decompose_retry_base_seconds: 1\n  decompose_failure_limit: 20\n",
+        // when its lease expires, and counts as a failure: a gateway killed between a
+        // tick's claims and its spawns costs each claimed task one, so the limit leaves
+        // room for a task to be caught that way more than once. A card whose gateway was
+        // killed mid-call is retried under the failure policy, here a second later.
+        kanban_extra: "  failure_limit: 4\n  claim_ttl_seconds: 3\n  decompose_retry_base_seconds: 1\n  decompose_failure_limit: 20\n",
         ..Setup::default()
     });
     for i in 0..4 {
