@@ -10,9 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod cost_safety;
 mod fanout_cap;
 mod random_ops;
 
+pub use cost_safety::{
+    breaker_opens_and_closes_durably, racing_faults_open_the_breaker_once, spend_sums_the_window,
+};
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use random_ops::random_operations;
 
@@ -1102,6 +1106,9 @@ macro_rules! store_conformance_tests {
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,
+            breaker_opens_and_closes_durably,
+            racing_faults_open_the_breaker_once,
+            spend_sums_the_window,
         );
 
         #[test]

@@ -19,6 +19,7 @@
 //! ```
 
 mod apply;
+mod cost;
 mod pool;
 mod rows;
 mod schema;

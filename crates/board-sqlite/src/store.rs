@@ -9,8 +9,8 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, StoreError, Task, TaskId,
-    Timestamp,
+    BoardSnapshot, Breaker, BreakerSettings, Comment, Event, Link, LlmCall, Refusal, Request, Run, Signal,
+    Spend, Store, StoreError, Task, TaskId, Timestamp,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
@@ -21,6 +21,8 @@ use crate::rows::{
     LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS, UPDATE_TASK, UPSERT_RUN,
 };
 use crate::SqliteStore;
+
+mod cost;
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
@@ -620,6 +622,23 @@ impl Store for SqliteStore {
             .query_map([task_id.map(TaskId::as_str)], llm_call_from_row)
             .map_err(backend)?;
         rows.collect::<Result<_, _>>().map_err(backend)
+    }
+
+    fn spend(&self, since: Timestamp) -> StoreResult<Spend> {
+        self.read(|tx| cost::spend(tx, since))
+    }
+
+    fn breaker(&self) -> StoreResult<Breaker> {
+        self.read(|tx| cost::breaker(tx))
+    }
+
+    fn signal_breaker(
+        &self,
+        signal: &Signal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+        self.write(|tx| cost::signal_breaker(tx, signal, settings, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {
