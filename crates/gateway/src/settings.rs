@@ -36,6 +36,8 @@ impl DispatchSettings {
                 })
                 .collect(),
             decompose_retry: config.decompose_retry(),
+            ceilings: config.spend_ceilings(),
+            config_stamp: Some(config.stamp()),
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use board_core::{Mode, Status, Store, TaskFilter, TaskId};
-use decompose::{HttpModel, Outcome};
+use decompose::{Ask, HttpModel, Outcome};
 
 use crate::args::ModelCallArgs;
 use crate::failure::Failure;
@@ -35,17 +35,18 @@ pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Refused(format!("cannot start the async runtime: {e}")))?;
     let clock = super::now;
+    let ask = Ask {
+        mode: Mode::Manual,
+        probe: false,
+        over_budget: args.over_budget,
+    };
     let mut all_ok = true;
     for id in &cards {
         let store = Arc::clone(&store);
         let outcome = runtime.block_on(async {
             match call {
-                Call::Decompose => {
-                    decompose::decompose(store, &client, id, Mode::Manual, &settings, &clock).await
-                }
-                Call::Specify => {
-                    decompose::specify(store, &client, id, Mode::Manual, &settings, &clock).await
-                }
+                Call::Decompose => decompose::decompose(store, &client, id, ask, &settings, &clock).await,
+                Call::Specify => decompose::specify(store, &client, id, ask, &settings, &clock).await,
             }
         });
         all_ok &= outcome.ok;

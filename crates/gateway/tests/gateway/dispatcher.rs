@@ -332,7 +332,7 @@ impl Decompositions for Recorder {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.in_flight.lock().unwrap().clone()
     }
-    fn start(&mut self, id: TaskId) {
+    fn start(&mut self, id: TaskId, _probe: bool) {
         self.started.lock().unwrap().push(id.clone());
         self.in_flight.lock().unwrap().insert(id);
     }

@@ -78,7 +78,7 @@ impl Decompositions for InFlight {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.0.clone()
     }
-    fn start(&mut self, id: TaskId) {
+    fn start(&mut self, id: TaskId, _probe: bool) {
         self.0.insert(id);
     }
     fn cancel_all(&mut self) {
