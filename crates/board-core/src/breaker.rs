@@ -44,6 +44,21 @@ pub struct Breaker {
     pub last_success_at: Option<Timestamp>,
     /// The spend ceiling that stops automatic decomposition, as last noted.
     pub ceiling: Option<String>,
+    /// While open: the cards whose provider faults opened it or failed its probes, most
+    /// recent last (at most [`MAX_SUSPECTS`]). A probe goes to another card when there
+    /// is one, so one card that always fails cannot hold the board's breaker open.
+    pub suspects: Vec<TaskId>,
+}
+
+/// How many suspect cards the breaker remembers.
+pub const MAX_SUSPECTS: usize = 16;
+
+fn suspect(list: &[TaskId], card: &TaskId) -> Vec<TaskId> {
+    let mut list: Vec<TaskId> = list.iter().filter(|c| *c != card).cloned().collect();
+    list.push(card.clone());
+    let excess = list.len().saturating_sub(MAX_SUSPECTS);
+    list.drain(..excess);
+    list
 }
 
 /// How a provider fault looks to the breaker.
@@ -149,8 +164,10 @@ impl Breaker {
             let backoff = retry_delay(settings.base_seconds, 1, settings.jitter);
             backoff.max(fault.retry_after.unwrap_or(0).min(DECOMPOSE_RETRY_CAP_SECONDS))
         };
+        let first = self.fault_card.iter().cloned().collect::<Vec<_>>();
         Breaker {
             open: true,
+            suspects: suspect(&first, &fault.card),
             opened_at: Some(now),
             probe_at: Some(now + delay),
             opens: 1,
@@ -197,6 +214,7 @@ pub fn observe(
                 opens: 0,
                 auth: false,
                 config_stamp: None,
+                suspects: Vec::new(),
                 ..next
             };
             let event = NewEvent {
@@ -210,6 +228,7 @@ pub fn observe(
             if state.open {
                 let mut next = Breaker {
                     last_error: Some(fault.error.clone()),
+                    suspects: suspect(&state.suspects, &fault.card),
                     ..state.clone()
                 };
                 if fault.auth {
@@ -329,6 +348,7 @@ mod tests {
         let open = change.breaker;
         assert!(open.open && !open.charges() && !open.retry_allowed("a2"));
         assert_eq!(open.probe_at, Some(T + 32));
+        assert_eq!(open.suspects, [card(1), card(2)]);
         assert!(!open.probe_due(T + 31, Some("a")) && open.probe_due(T + 32, Some("a")));
         let mut state = open;
         let mut delays = Vec::new();

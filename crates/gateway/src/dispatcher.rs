@@ -463,7 +463,9 @@ impl Dispatcher {
         }
         let policy: RetryPolicy = settings.decompose_retry;
         let held = self.floors.values().filter(|f| f.blocks(&policy, now)).count();
-        let due = match self.store.due_triage(now, room + view.in_flight.len() + held) {
+        // A probe passes over the breaker's suspects, so the window widens past them.
+        let window = room + view.in_flight.len() + held + view.breaker.suspects.len();
+        let due = match self.store.due_triage(now, window) {
             Ok(d) => d,
             Err(e) => return failed.push(("listing due triage cards".to_owned(), e)),
         };

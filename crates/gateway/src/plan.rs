@@ -466,16 +466,26 @@ impl Planner<'_> {
             Allowance::Probe => (1, true),
             Allowance::Nothing(_) => return,
         };
-        let due = self.view.triage.iter().filter(|facts| {
-            let id = &facts.task.id;
-            let ready = if probe {
-                automatic_guard(facts, self.now).is_ok()
-            } else {
-                policy.allows(facts, self.view.floors.get(id), self.now)
-            };
-            !in_flight.contains(id) && ready
-        });
-        for facts in due.take(room) {
+        let mut due: Vec<&TaskFacts> = self
+            .view
+            .triage
+            .iter()
+            .filter(|facts| {
+                let id = &facts.task.id;
+                let ready = if probe {
+                    automatic_guard(facts, self.now).is_ok()
+                } else {
+                    policy.allows(facts, self.view.floors.get(id), self.now)
+                };
+                !in_flight.contains(id) && ready
+            })
+            .collect();
+        if probe {
+            // The probe asks about the provider, so it goes to a card not suspected of
+            // failing by itself when there is one (a stable sort keeps the due order).
+            due.sort_by_key(|facts| self.view.breaker.suspects.contains(&facts.task.id));
+        }
+        for facts in due.into_iter().take(room) {
             let card = facts.task.id.clone();
             let floor = policy.floor_after_start(&facts.task, self.view.floors.get(&card), self.now);
             self.actions

@@ -471,6 +471,18 @@ fn an_open_breaker_starts_nothing_until_its_probe_then_exactly_one() {
         ..due.clone()
     };
     assert_eq!(probes(&busy, &s), [], "never while a call is in flight");
+    let suspected = View {
+        breaker: Breaker {
+            suspects: vec![id(2)],
+            ..due.breaker.clone()
+        },
+        ..due.clone()
+    };
+    assert_eq!(
+        probes(&suspected, &s),
+        [(id(3), true)],
+        "the probe skips a card suspected of failing by itself"
+    );
     assert_eq!(
         allowance(&busy, T, &s).0,
         Allowance::Nothing("provider breaker open; a decomposition is still in flight".into())
