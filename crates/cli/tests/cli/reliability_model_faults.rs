@@ -117,15 +117,8 @@ fn model_faults_are_billed_boundedly_and_write_nothing() {
         },
     );
     let parked_bills: BTreeMap<&str, usize> = cards.iter().map(|(t, c)| (*t, b.bills(c))).collect();
-    let ticks = || -> u64 {
-        std::fs::read_to_string(b.path().join("gateway.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .and_then(|status| status["ticks"].as_u64())
-            .unwrap_or(0)
-    };
-    let seen = ticks();
-    b.wait_for("three more ticks", || ticks() >= seen + 3);
+    let seen = b.ticks();
+    b.wait_for("three more ticks", || b.ticks() >= seen + 3);
     b.kill_gateway();
     let snapshot = b.snapshot();
     check_board(&snapshot).unwrap();
