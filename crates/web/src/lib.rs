@@ -50,6 +50,8 @@ pub struct Settings {
     pub terminator: Arc<dyn Terminator + Send + Sync>,
     /// Where the workers' logs are (`<home>/logs`), for a running card's log tail.
     pub logs_dir: Option<PathBuf>,
+    /// The decomposer's daily spend ceilings, shown on the stats page.
+    pub ceilings: board_core::Ceilings,
 }
 
 impl Default for Settings {
@@ -60,6 +62,7 @@ impl Default for Settings {
             poll_interval: Duration::from_millis(100),
             terminator: Arc::new(NoWorkers),
             logs_dir: None,
+            ceilings: board_core::Ceilings::default(),
         }
     }
 }

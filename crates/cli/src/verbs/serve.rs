@@ -23,6 +23,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
         logs_dir: Some(home.logs()),
+        ceilings: ctx.config.spend_ceilings(),
         ..defaults
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
