@@ -52,22 +52,7 @@ pub fn run(root: &Path) -> Result<(), String> {
     fake.args(["serve", "--port", "0", "--script"]).arg(&script);
     let (_fake, base_url) = start_announcing(fake, "fake-llm")?;
 
-    let worker = format!(
-        "sleep 1; {} complete --result \"finished by $KANBAN_PROFILE\" --summary done",
-        kanban.display()
-    );
-    let profile = |name: &str, what: &str| {
-        format!("  {name}:\n    description: {what}\n    command: [\"sh\", \"-c\", {worker:?}]\n")
-    };
-    let config = format!(
-        "model:\n  base_url: {base_url}\n  default: demo-model\n  api_key_env: KANBAN_DEMO_NO_KEY\n\
-         kanban:\n  dispatch_interval_seconds: 1\n  max_spawn: 4\n  orchestrator_profile: lead\n\
-         profiles:\n{}{}{}",
-        profile("coder", "Writes code"),
-        profile("writer", "Writes prose"),
-        profile("lead", "Checks that the parts add up"),
-    );
-    std::fs::write(home.join("config.yaml"), config).map_err(|e| e.to_string())?;
+    write_config(&home, &kanban, &base_url)?;
     let cli = |args: &[&str]| -> Result<String, String> {
         let out = Command::new(&kanban)
             .arg("--home")
@@ -119,6 +104,70 @@ pub fn run(root: &Path) -> Result<(), String> {
     cli(&["create", "Tell people about it", "--triage"])?;
 
     let started = Instant::now();
+    if !follow(&cli, started)? {
+        drop(gateway);
+        return Err(format!(
+            "the board did not finish within {} s; see {}",
+            LIMIT.as_secs(),
+            home.join("gateway.log").display()
+        ));
+    }
+    drop(gateway);
+    finish(&cli, &home, started, &board_url)?;
+    drop(web);
+    Ok(())
+}
+
+/// The finished board, where it lives, and (on a terminal) the web board kept up until
+/// Enter.
+fn finish(
+    cli: &dyn Fn(&[&str]) -> Result<String, String>,
+    home: &Path,
+    started: Instant,
+    board_url: &str,
+) -> Result<(), String> {
+    println!();
+    print!("{}", cli(&["list", "--archived"])?);
+    println!();
+    println!(
+        "kanban demo: every card is done in {:.1} s.",
+        started.elapsed().as_secs_f32()
+    );
+    println!("kanban demo: the board is in {}", home.display());
+    println!(
+        "  try: cargo run -q -p cli -- --home {} show <id>",
+        home.display()
+    );
+    if std::io::stdin().is_terminal() {
+        println!("kanban demo: the board stays at {board_url}; press Enter to stop it");
+        let _ = std::io::stdin().read_line(&mut String::new());
+    }
+    Ok(())
+}
+
+/// The demo's config: the fake model, and three profiles whose worker completes its card.
+fn write_config(home: &Path, kanban: &Path, base_url: &str) -> Result<(), String> {
+    let worker = format!(
+        "sleep 1; {} complete --result \"finished by $KANBAN_PROFILE\" --summary done",
+        kanban.display()
+    );
+    let profile = |name: &str, what: &str| {
+        format!("  {name}:\n    description: {what}\n    command: [\"sh\", \"-c\", {worker:?}]\n")
+    };
+    let config = format!(
+        "model:\n  base_url: {base_url}\n  default: demo-model\n  api_key_env: KANBAN_DEMO_NO_KEY\n\
+         kanban:\n  dispatch_interval_seconds: 1\n  max_spawn: 4\n  orchestrator_profile: lead\n\
+         profiles:\n{}{}{}",
+        profile("coder", "Writes code"),
+        profile("writer", "Writes prose"),
+        profile("lead", "Checks that the parts add up"),
+    );
+    std::fs::write(home.join("config.yaml"), config).map_err(|e| e.to_string())
+}
+
+/// Prints the board's events as they come; true when every card is done, false when
+/// `LIMIT` passed first.
+fn follow(cli: &dyn Fn(&[&str]) -> Result<String, String>, started: Instant) -> Result<bool, String> {
     let mut last_event = 0;
     let mut titles: BTreeMap<String, String> = BTreeMap::new();
     loop {
@@ -143,37 +192,13 @@ pub fn run(root: &Path) -> Result<(), String> {
         }
         let statuses: BTreeSet<String> = tasks.iter().map(|t| str_of(t, "status")).collect();
         if !tasks.is_empty() && statuses.iter().all(|s| s == "done") {
-            break;
+            return Ok(true);
         }
         if started.elapsed() > LIMIT {
-            drop(gateway);
-            return Err(format!(
-                "the board did not finish within {} s; see {}",
-                LIMIT.as_secs(),
-                home.join("gateway.log").display()
-            ));
+            return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(300));
     }
-    drop(gateway);
-    println!();
-    print!("{}", cli(&["list", "--archived"])?);
-    println!();
-    println!(
-        "kanban demo: every card is done in {:.1} s.",
-        started.elapsed().as_secs_f32()
-    );
-    println!("kanban demo: the board is in {}", home.display());
-    println!(
-        "  try: cargo run -q -p cli -- --home {} show <id>",
-        home.display()
-    );
-    if std::io::stdin().is_terminal() {
-        println!("kanban demo: the board stays at {board_url}; press Enter to stop it");
-        let _ = std::io::stdin().read_line(&mut String::new());
-    }
-    drop(web);
-    Ok(())
 }
 
 /// Starts a server that prints its address on its first line of stdout; returns it

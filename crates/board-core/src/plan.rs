@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::graph::{blank_task, check_title, Created};
 use crate::refusal::Refusal;
 use crate::transition::{Change, NewEvent, TaskFacts};
-use crate::types::{Link, Status, TaskId, Timestamp};
+use crate::types::{Link, Status, Task, TaskId, Timestamp};
 
 /// The default for `kanban.decompose_max_children`.
 pub const DEFAULT_MAX_CHILDREN: usize = 16;
@@ -243,129 +243,174 @@ pub fn commit_plan(
     if root.revision != basis.revision {
         return Err(Refusal::InputChanged(root.id.clone()));
     }
+    match plan {
+        Plan::Single {
+            title,
+            body,
+            assignee,
+        } => commit_single(facts, mode, title, body, assignee, now),
+        Plan::Fanout { rationale, tasks } => {
+            commit_fanout(root, mode, rationale, tasks, settings, child_ids, now)
+        }
+    }
+}
+
+/// The root as a plan leaves it: its automatic-decomposition failures forgotten.
+fn committed_root(root: &Task, now: Timestamp) -> Task {
     let mut next = root.clone();
     next.updated_at = now;
     next.decompose_failures = 0;
     next.decompose_parked = false;
     next.decompose_next_attempt_at = None;
     next.decompose_last_error = None;
-    match plan {
-        Plan::Single {
-            title,
-            body,
-            assignee,
-        } => {
-            if title.trim().is_empty() && body.trim().is_empty() {
-                return Err(Refusal::InvalidPlan(
-                    "a single task needs a title or a body".to_owned(),
-                ));
-            }
-            if !title.trim().is_empty() {
-                check_title(title)?;
-                next.title = title.clone();
-            }
-            if !body.trim().is_empty() {
-                next.body = body.clone();
-            }
-            if next.assignee.is_none() {
-                next.assignee = assignee.clone();
-            }
-            next.revision += 1;
-            let mut events = vec![NewEvent::new(
-                "specified",
-                None,
-                json!({ "mode": mode, "title": next.title, "assignee": next.assignee }),
-            )];
-            next.status = Status::Todo;
-            if facts.open_parents == 0 {
-                next.status = Status::Ready;
-                events.push(NewEvent::new("promoted", None, json!({})));
-            }
-            Ok(PlanCommit {
-                root: Change {
-                    task: next,
-                    runs: Vec::new(),
-                    events,
-                    wake_children: false,
-                },
-                children: Vec::new(),
-                links: Vec::new(),
-            })
-        }
-        Plan::Fanout { rationale, tasks } => {
-            validate_fanout(tasks, settings.max_children).map_err(Refusal::InvalidPlan)?;
-            if child_ids.len() != tasks.len() {
-                return Err(Refusal::Invalid(format!(
-                    "{} ids for {} children",
-                    child_ids.len(),
-                    tasks.len()
-                )));
-            }
-            let mut links = Vec::new();
-            let mut children = Vec::with_capacity(tasks.len());
-            for (i, planned) in tasks.iter().enumerate() {
-                let promote = settings.auto_promote_children && planned.parents.is_empty();
-                let status = if promote { Status::Ready } else { Status::Todo };
-                let title: String = planned.title.chars().take(CHILD_TITLE_MAX_CHARS).collect();
-                let mut task = blank_task(child_ids[i].clone(), title, status, now);
-                task.body = planned.body.clone();
-                task.assignee = Some(planned.assignee.clone());
-                task.priority = root.priority;
-                task.created_by = Some("decomposer".to_owned());
-                let parents: Vec<&TaskId> = planned.parents.iter().map(|&p| &child_ids[p]).collect();
-                let mut events = vec![NewEvent::new(
-                    "created",
-                    None,
-                    json!({ "status": Status::Todo, "parents": parents, "decomposed_from": root.id, "assignee": planned.assignee }),
-                )];
-                for parent in parents {
-                    events.push(NewEvent::new("linked", None, json!({ "parent": parent })));
-                    links.push(Link {
-                        parent_id: parent.clone(),
-                        child_id: task.id.clone(),
-                    });
-                }
-                if promote {
-                    events.push(NewEvent::new("promoted", None, json!({})));
-                }
-                children.push(Created {
-                    task,
-                    links: Vec::new(),
-                    events,
-                });
-            }
-            let mut root_events = Vec::new();
-            for id in child_ids {
-                links.push(Link {
-                    parent_id: id.clone(),
-                    child_id: root.id.clone(),
-                });
-                root_events.push(NewEvent::new("linked", None, json!({ "parent": id })));
-            }
-            next.status = Status::Todo;
-            next.assignee = Some(settings.orchestrator.clone());
-            root_events.push(NewEvent::new(
-                "decomposed",
-                None,
-                json!({
-                    "child_ids": child_ids,
-                    "root_assignee": settings.orchestrator,
-                    "mode": mode,
-                    "rationale": rationale,
-                }),
-            ));
-            Ok(PlanCommit {
-                root: Change {
-                    task: next,
-                    runs: Vec::new(),
-                    events: root_events,
-                    wake_children: false,
-                },
-                children,
-                links,
-            })
-        }
+    next
+}
+
+/// One child of a fan-out, with its events; its links to its siblings go to `links`.
+fn planned_child(
+    root: &Task,
+    planned: &PlannedTask,
+    id: &TaskId,
+    child_ids: &[TaskId],
+    settings: &PlanSettings,
+    now: Timestamp,
+    links: &mut Vec<Link>,
+) -> Created {
+    let promote = settings.auto_promote_children && planned.parents.is_empty();
+    let status = if promote { Status::Ready } else { Status::Todo };
+    let title: String = planned.title.chars().take(CHILD_TITLE_MAX_CHARS).collect();
+    let mut task = blank_task(id.clone(), title, status, now);
+    task.body = planned.body.clone();
+    task.assignee = Some(planned.assignee.clone());
+    task.priority = root.priority;
+    task.created_by = Some("decomposer".to_owned());
+    let parents: Vec<&TaskId> = planned.parents.iter().map(|&p| &child_ids[p]).collect();
+    let mut events = vec![NewEvent::new(
+        "created",
+        None,
+        json!({ "status": Status::Todo, "parents": parents, "decomposed_from": root.id, "assignee": planned.assignee }),
+    )];
+    for parent in parents {
+        events.push(NewEvent::new("linked", None, json!({ "parent": parent })));
+        links.push(Link {
+            parent_id: parent.clone(),
+            child_id: task.id.clone(),
+        });
     }
+    if promote {
+        events.push(NewEvent::new("promoted", None, json!({})));
+    }
+    Created {
+        task,
+        links: Vec::new(),
+        events,
+    }
+}
+
+/// The root of a single-task plan: specified in place, promoted when nothing holds it.
+fn commit_single(
+    facts: &TaskFacts,
+    mode: Mode,
+    title: &str,
+    body: &str,
+    assignee: &Option<String>,
+    now: Timestamp,
+) -> Result<PlanCommit, Refusal> {
+    let mut next = committed_root(&facts.task, now);
+    if title.trim().is_empty() && body.trim().is_empty() {
+        return Err(Refusal::InvalidPlan(
+            "a single task needs a title or a body".to_owned(),
+        ));
+    }
+    if !title.trim().is_empty() {
+        check_title(title)?;
+        next.title = title.to_owned();
+    }
+    if !body.trim().is_empty() {
+        next.body = body.to_owned();
+    }
+    if next.assignee.is_none() {
+        next.assignee = assignee.clone();
+    }
+    next.revision += 1;
+    let mut events = vec![NewEvent::new(
+        "specified",
+        None,
+        json!({ "mode": mode, "title": next.title, "assignee": next.assignee }),
+    )];
+    next.status = Status::Todo;
+    if facts.open_parents == 0 {
+        next.status = Status::Ready;
+        events.push(NewEvent::new("promoted", None, json!({})));
+    }
+    Ok(PlanCommit {
+        root: Change {
+            task: next,
+            runs: Vec::new(),
+            events,
+            wake_children: false,
+        },
+        children: Vec::new(),
+        links: Vec::new(),
+    })
+}
+
+/// A fan-out: the children with their links and events, and the root waiting on them.
+fn commit_fanout(
+    root: &Task,
+    mode: Mode,
+    rationale: &Option<String>,
+    tasks: &[PlannedTask],
+    settings: &PlanSettings,
+    child_ids: &[TaskId],
+    now: Timestamp,
+) -> Result<PlanCommit, Refusal> {
+    let mut next = committed_root(root, now);
+    validate_fanout(tasks, settings.max_children).map_err(Refusal::InvalidPlan)?;
+    if child_ids.len() != tasks.len() {
+        return Err(Refusal::Invalid(format!(
+            "{} ids for {} children",
+            child_ids.len(),
+            tasks.len()
+        )));
+    }
+    let mut links = Vec::new();
+    let mut children = Vec::with_capacity(tasks.len());
+    for (planned, id) in tasks.iter().zip(child_ids) {
+        children.push(planned_child(
+            root, planned, id, child_ids, settings, now, &mut links,
+        ));
+    }
+    let mut root_events = Vec::new();
+    for id in child_ids {
+        links.push(Link {
+            parent_id: id.clone(),
+            child_id: root.id.clone(),
+        });
+        root_events.push(NewEvent::new("linked", None, json!({ "parent": id })));
+    }
+    next.status = Status::Todo;
+    next.assignee = Some(settings.orchestrator.clone());
+    root_events.push(NewEvent::new(
+        "decomposed",
+        None,
+        json!({
+            "child_ids": child_ids,
+            "root_assignee": settings.orchestrator,
+            "mode": mode,
+            "rationale": rationale,
+        }),
+    ));
+    Ok(PlanCommit {
+        root: Change {
+            task: next,
+            runs: Vec::new(),
+            events: root_events,
+            wake_children: false,
+        },
+        children,
+        links,
+    })
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use board_core::TaskId;
 use board_sqlite::{Options, SqliteStore};
 
 use crate::config::{Config, ConfigError, Loaded};
@@ -153,6 +154,16 @@ impl Home {
 
     pub fn workspaces(&self) -> PathBuf {
         self.dir.join(WORKSPACES_DIR)
+    }
+
+    /// The working directory of `task`'s workers.
+    pub fn workspace(&self, task: &TaskId) -> PathBuf {
+        self.workspaces().join(task.as_str())
+    }
+
+    /// The log of `task`'s workers, every attempt appended.
+    pub fn log(&self, task: &TaskId) -> PathBuf {
+        self.logs().join(format!("{task}.log"))
     }
 
     /// Creates the home (and its parents) owner-only unless it exists; returns whether

@@ -1,28 +1,33 @@
 //! `Store` for `SqliteStore`: every operation as SQL, each write one `BEGIN IMMEDIATE`
 //! transaction that reads the facts, asks the core, and applies its answer.
 
-use std::collections::BTreeSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
-use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
+use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Event, Link, LlmCall, Refusal, Request, Run, Signal,
     Spend, Store, StoreError, Task, TaskId, Timestamp,
 };
-use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
 use crate::rows::{
-    comment_from_row, event_from_row, llm_call_from_row, run_from_row, task_from_row, with_llm_call_params,
-    with_run_params, with_task_params, Word, COMMENT_COLUMNS, EVENT_COLUMNS, INSERT_LLM_CALL, INSERT_TASK,
-    LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS, UPDATE_TASK, UPSERT_RUN,
+    comment_from_row, event_from_row, llm_call_from_row, run_from_row, with_llm_call_params, Word,
+    COMMENT_COLUMNS, EVENT_COLUMNS, INSERT_LLM_CALL, LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS,
 };
 use crate::SqliteStore;
 
+mod apply;
 mod cost;
+mod tasks;
+
+use apply::{
+    apply, facts, insert_created, insert_events, insert_links, new_claim_lock, next_run_id,
+    pause_before_commit, promote, query_ids, unused_task_id, PROMOTABLE,
+};
+use tasks::{get_task, query_tasks};
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
@@ -30,249 +35,6 @@ fn backend(e: rusqlite::Error) -> StoreError {
 
 fn no_such(id: &TaskId) -> StoreError {
     Refusal::NoSuchTask(id.clone()).into()
-}
-
-/// Random hex from the operating system, for task ids and claim locks.
-fn random_bytes<const N: usize>() -> StoreResult<[u8; N]> {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend(format!("no randomness: {e}")))?;
-    Ok(bytes)
-}
-
-fn new_claim_lock() -> StoreResult<String> {
-    Ok(random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn get_task(conn: &Connection, id: &TaskId) -> StoreResult<Task> {
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1");
-    conn.prepare_cached(&sql)
-        .and_then(|mut s| s.query_row([id.as_str()], task_from_row).optional())
-        .map_err(|e| match is_undecodable(&e) {
-            true => StoreError::Backend(format!(
-                "task {id} cannot be read ({e}); the row was written by hand?"
-            )),
-            false => backend(e),
-        })?
-        .ok_or_else(|| no_such(id))
-}
-
-/// Whether a row failed for what it holds (a value the board could never have written)
-/// rather than for the database.
-fn is_undecodable(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::FromSqlConversionFailure(..)
-            | rusqlite::Error::InvalidColumnType(..)
-            | rusqlite::Error::IntegralValueOutOfRange(..)
-    )
-}
-
-/// Says once per process, naming the row's id as stored, that a task row cannot be read
-/// and is skipped: one bad row must not stop the board.
-fn skip_unreadable(row: &Row<'_>, e: &rusqlite::Error) {
-    static REPORTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    let id = match row.get_ref(0) {
-        Ok(ValueRef::Text(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-        Ok(other) => format!("{other:?}"),
-        Err(_) => String::new(),
-    };
-    let mut reported = REPORTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if reported.insert(id.clone()) {
-        tracing::warn!("task row {id:?} cannot be read ({e}); skipped until it is fixed or deleted");
-    }
-}
-
-/// Every row that decodes, the others reported and skipped.
-fn decoded<T>(
-    mut rows: rusqlite::Rows<'_>,
-    decode: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
-) -> StoreResult<Vec<T>> {
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        match decode(row) {
-            Ok(value) => out.push(value),
-            Err(e) if is_undecodable(&e) => skip_unreadable(row, &e),
-            Err(e) => return Err(backend(e)),
-        }
-    }
-    Ok(out)
-}
-
-fn query_tasks(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<Task>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
-    let tasks = decoded(stmt.query(params).map_err(backend)?, task_from_row);
-    tasks
-}
-
-/// The task ids a query's first column names, unreadable ones reported and skipped.
-/// `todo` tasks none of whose parents is still open, in claim order: what a promotion
-/// sweep promotes (the core re-checks each one under the write lock).
-const PROMOTABLE: &str = "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
-    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
-    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
- ORDER BY t.priority DESC, t.created_at, t.rowid";
-
-fn query_ids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<TaskId>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
-    let ids = decoded(stmt.query(params).map_err(backend)?, |r| {
-        r.get::<_, Word<TaskId>>(0).map(|w| w.0)
-    });
-    ids
-}
-
-fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
-    let task = get_task(conn, id)?;
-    let newest_sql =
-        format!("SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1");
-    let newest_run = conn
-        .prepare_cached(&newest_sql)
-        .and_then(|mut s| s.query_row([id.as_str()], run_from_row).optional())
-        .map_err(backend)?;
-    let (run_count, open_parents, decomposed): (i64, i64, bool) = conn
-        .prepare_cached(
-            "SELECT (SELECT COUNT(*) FROM task_runs WHERE task_id = ?1),
-                    (SELECT COUNT(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                      WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived')),
-                    EXISTS (SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = 'decomposed')",
-        )
-        .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
-        .map_err(backend)?;
-    Ok(TaskFacts {
-        task,
-        newest_run,
-        run_count,
-        open_parents,
-        decomposed,
-    })
-}
-
-fn insert_events(tx: &Connection, task_id: &TaskId, events: &[NewEvent], now: Timestamp) -> StoreResult<()> {
-    let mut stmt = tx
-        .prepare_cached("INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-        .map_err(backend)?;
-    for e in events {
-        stmt.execute(params![
-            task_id.as_str(),
-            e.run_id,
-            e.kind,
-            e.payload.to_string(),
-            now
-        ])
-        .map_err(backend)?;
-    }
-    Ok(())
-}
-
-fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
-    tx.prepare_cached(&INSERT_TASK)
-        .and_then(|mut s| with_task_params(t, &[], |params| s.execute(params)))
-        .map_err(backend)?;
-    Ok(())
-}
-
-/// Writes the task's new row only if its claim is still the one the decision was
-/// based on (compare-and-set on status, current run and claim lock).
-fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
-    // Single winner: the row changes only if status, run and claim are as read.
-    let (status, run_id, claim_lock) = (
-        old.status.as_str(),
-        old.current_run_id(),
-        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
-    );
-    let changed = tx
-        .prepare_cached(&UPDATE_TASK)
-        .and_then(|mut s| with_task_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
-        .map_err(backend)?;
-    if changed == 1 {
-        Ok(())
-    } else {
-        Err(Refusal::ClaimChanged {
-            id: t.id.clone(),
-            run_id: run_id.unwrap_or_default(),
-        }
-        .into())
-    }
-}
-
-fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
-    tx.prepare_cached(&UPSERT_RUN)
-        .and_then(|mut s| with_run_params(r, |params| s.execute(params)))
-        .map_err(backend)?;
-    Ok(())
-}
-
-/// Applies a decided change, then promotes the children it released.
-fn apply(tx: &Connection, old: &Task, change: &Change, now: Timestamp) -> StoreResult<()> {
-    update_task(tx, old, &change.task)?;
-    for run in &change.runs {
-        upsert_run(tx, run)?;
-    }
-    insert_events(tx, &change.task.id, &change.events, now)?;
-    if change.wake_children {
-        let waiting = query_ids(
-            tx,
-            "SELECT l.child_id FROM task_links l JOIN tasks c ON c.id = l.child_id
-             WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY l.child_id",
-            [change.task.id.as_str()],
-        )?;
-        for child in waiting {
-            promote(tx, &child, now)?;
-        }
-    }
-    Ok(())
-}
-
-/// Promotes one task when the core agrees; returns whether it did.
-fn promote(tx: &Connection, id: &TaskId, now: Timestamp) -> StoreResult<bool> {
-    let f = facts(tx, id)?;
-    match decide(&f, &Request::Promote, &Fresh::default(), now) {
-        Ok(change) => {
-            apply(tx, &f.task, &change, now)?;
-            Ok(true)
-        }
-        Err(_) => Ok(false),
-    }
-}
-
-/// A task id not yet on the board (random; retried on collision).
-fn unused_task_id(tx: &Connection, also_taken: &[TaskId]) -> StoreResult<TaskId> {
-    let mut stmt = tx
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)")
-        .map_err(backend)?;
-    for _ in 0..64 {
-        let id = TaskId::from_random(random_bytes::<4>()?);
-        let taken: bool = stmt.query_row([id.as_str()], |r| r.get(0)).map_err(backend)?;
-        if !taken && !also_taken.contains(&id) {
-            return Ok(id);
-        }
-    }
-    Err(StoreError::Backend("could not draw an unused task id".into()))
-}
-
-/// The crash suite's way to land a SIGKILL inside a write: with
-/// `KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS` set, a debug build says so on stderr and then
-/// sleeps with every change of the transaction made and none committed. Random kill
-/// delays mostly hit a process that has already finished; this makes the worst point
-/// certain. Release builds have no such variable.
-#[cfg(debug_assertions)]
-fn pause_before_commit() {
-    let Some(ms) = std::env::var("KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS")
-        .ok()
-        .and_then(|ms| ms.parse::<u64>().ok())
-    else {
-        return;
-    };
-    eprintln!("kanban: pausing {ms} ms before a commit");
-    std::thread::sleep(std::time::Duration::from_millis(ms));
-}
-
-#[cfg(not(debug_assertions))]
-fn pause_before_commit() {}
-
-fn next_run_id(tx: &Connection) -> StoreResult<i64> {
-    tx.prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM task_runs")
-        .and_then(|mut s| s.query_row([], |r| r.get(0)))
-        .map_err(backend)
 }
 
 impl SqliteStore {
@@ -679,21 +441,4 @@ impl Store for SqliteStore {
             })
         })
     }
-}
-
-fn insert_links(tx: &Connection, links: &[Link]) -> StoreResult<()> {
-    let mut stmt = tx
-        .prepare_cached("INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)")
-        .map_err(backend)?;
-    for l in links {
-        stmt.execute([l.parent_id.as_str(), l.child_id.as_str()])
-            .map_err(backend)?;
-    }
-    Ok(())
-}
-
-fn insert_created(tx: &Connection, created: &graph::Created, now: Timestamp) -> StoreResult<()> {
-    insert_task(tx, &created.task)?;
-    insert_links(tx, &created.links)?;
-    insert_events(tx, &created.task.id, &created.events, now)
 }

@@ -139,23 +139,7 @@ async fn handle(
         return control(shared, &method, &path);
     }
 
-    let (bytes, body_problem) = match body {
-        Ok(collected) => (collected.to_bytes(), None),
-        Err(err) if err.is::<LengthLimitError>() => (
-            Bytes::new(),
-            Some((
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body is over {MAX_REQUEST_BYTES} bytes"),
-            )),
-        ),
-        Err(err) => (
-            Bytes::new(),
-            Some((
-                StatusCode::BAD_REQUEST,
-                format!("cannot read request body: {err}"),
-            )),
-        ),
-    };
+    let (bytes, body_problem) = read_body(body);
     let body = RecordedBody::from_bytes(&bytes);
     let task_id = match &body {
         RecordedBody::Json(value) => find_task_id(value),
@@ -203,6 +187,30 @@ async fn handle(
             None,
         ),
         _ => not_found(&path),
+    }
+}
+
+/// The request's body, or the error status and message that answer it when it is too
+/// large or unreadable (the request is still recorded).
+fn read_body(
+    body: Result<http_body_util::Collected<Bytes>, Box<dyn std::error::Error + Send + Sync>>,
+) -> (Bytes, Option<(StatusCode, String)>) {
+    match body {
+        Ok(collected) => (collected.to_bytes(), None),
+        Err(err) if err.is::<LengthLimitError>() => (
+            Bytes::new(),
+            Some((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body is over {MAX_REQUEST_BYTES} bytes"),
+            )),
+        ),
+        Err(err) => (
+            Bytes::new(),
+            Some((
+                StatusCode::BAD_REQUEST,
+                format!("cannot read request body: {err}"),
+            )),
+        ),
     }
 }
 

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use board_core::{Completion, NewTask, RetryPolicy, Store, TaskId};
+use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
-use gateway::supervisor::HomeLayout;
 use serde_json::{json, Value};
 use store_bench::{number, text, Flags, Workload};
 
@@ -103,11 +103,11 @@ fn build(f: &Flags) -> Result<Value, String> {
 fn tick(f: &Flags) -> Result<Value, String> {
     let home = path(f, "home")?;
     let ticks = number(f, "ticks")?;
-    let layout = HomeLayout::new(&home);
+    let home = Home::at(&home).map_err(|e| e.to_string())?;
     // The gateway's default durability (FULL), as `kanban-gateway` would open it.
-    let store = SqliteStore::open(&layout.db, &Options::default()).map_err(|e| e.to_string())?;
+    let store = SqliteStore::open(home.database(), &Options::default()).map_err(|e| e.to_string())?;
     let store: Arc<dyn Store> = Arc::new(store);
-    let mut dispatcher = Dispatcher::new(store, layout, Box::new(Idle));
+    let mut dispatcher = Dispatcher::new(store, home, Box::new(Idle));
     let settings = DispatchSettings {
         max_spawn: 0,
         auto_decompose: true,

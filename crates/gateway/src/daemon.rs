@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
-use crate::supervisor::HomeLayout;
+use crate::supervisor::OsProcesses;
 
 /// Why the gateway could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +179,7 @@ pub fn dispatch_once(
     keep_workers_out()?;
     let settings = DispatchSettings::from_config(config);
     if dry_run {
-        let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), Box::new(NoDecompositions));
+        let mut dispatcher = Dispatcher::new(store, home.clone(), Box::new(NoDecompositions));
         return dispatcher
             .take_hold()
             .and_then(|()| dispatcher.dry_run(&settings, now()))
@@ -193,7 +193,9 @@ pub fn dispatch_once(
         .build()
         .map_err(io("cannot start the runtime"))?;
     let pool = background(&runtime, &store, config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
+    // One pass exits before its workers do, so it serves no report channels.
+    let processes = Box::new(OsProcesses::without_channels(home.clone()));
+    let mut dispatcher = Dispatcher::with_processes(store, processes, pool);
     let started = now();
     dispatcher.adopt(started);
     let mut report = dispatcher.tick(&settings, started);
@@ -242,7 +244,7 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         .map_err(io("cannot start the runtime"))?;
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
-    let mut dispatcher = Dispatcher::new(store, HomeLayout::new(home.dir()), pool);
+    let mut dispatcher = Dispatcher::new(store, home.clone(), pool);
     dispatcher.adopt(started_at);
     tracing::info!(home = %home.dir().display(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
     let home = home.clone();

@@ -12,6 +12,7 @@ use board_core::{
     AttemptFloor, Breaker, BreakerSettings, Ceilings, Outcome, Refusal, Request, RetryPolicy, Spend, Status,
     Store, StoreError, Task, TaskId, Timestamp,
 };
+use board_home::Home;
 use serde::Serialize;
 use serde_json::json;
 
@@ -20,9 +21,7 @@ use crate::plan::{
     allowance, over_runtime, plan, preview, spawnable, Action, Allowance, RunRef, StopReason, Stopping, View,
     WorkerView,
 };
-use crate::supervisor::{
-    Assignment, Boundary, Ending, Exit, HomeLayout, Observed, OsProcesses, Processes, Signal,
-};
+use crate::supervisor::{Assignment, Boundary, Ending, Exit, Observed, OsProcesses, Processes, Signal};
 
 /// What the tick needs from the configuration, re-read every tick.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +32,8 @@ pub struct DispatchSettings {
     pub auto_decompose_concurrency: usize,
     pub failure_limit: i64,
     pub claim_ttl_seconds: i64,
+    /// `kanban.max_text_bytes`: the largest result or comment a worker may report.
+    pub max_text_bytes: usize,
     pub default_assignee: String,
     /// Profile name -> its worker command (`None`: the profile cannot be spawned).
     pub commands: BTreeMap<String, Option<Vec<String>>>,
@@ -165,13 +166,10 @@ pub struct Dispatcher {
 type ReadError = (String, StoreError);
 
 impl Dispatcher {
-    /// A dispatcher whose workers are real processes of `layout`'s home.
-    pub fn new(
-        store: Arc<dyn Store>,
-        layout: HomeLayout,
-        decompositions: Box<dyn Decompositions>,
-    ) -> Dispatcher {
-        Dispatcher::with_processes(store, Box::new(OsProcesses::new(layout)), decompositions)
+    /// A dispatcher whose workers are real processes of `home`, with report channels.
+    pub fn new(store: Arc<dyn Store>, home: Home, decompositions: Box<dyn Decompositions>) -> Dispatcher {
+        let processes = Box::new(OsProcesses::new(home, store.clone()));
+        Dispatcher::with_processes(store, processes, decompositions)
     }
 
     pub fn with_processes(

@@ -32,6 +32,23 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
         ));
         return Ok(());
     }
+    let samples = measure(paths, &server, results)?;
+    report(samples, results);
+    Ok(())
+}
+
+/// The figures of every run after the first (a warm-up), and the errors of all runs.
+struct Samples {
+    tps: Vec<f64>,
+    cycles: Vec<f64>,
+    /// Claim rates per entry of `CLAIMERS`.
+    claims: Vec<Vec<f64>>,
+    double: Vec<f64>,
+    errors: f64,
+}
+
+/// Runs pgbench, the store cycle and the claimers `RUNS + 1` times.
+fn measure(paths: &Paths, server: &Server, results: &mut Results) -> Result<Samples, String> {
     let workload = |args: &[&str]| -> Result<Value, String> {
         let mut cmd = Command::new(paths.examples.join(EXAMPLE));
         cmd.env(URL_VAR, server.url()).args(args);
@@ -84,6 +101,24 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
             double.push(doubles);
         }
     }
+    Ok(Samples {
+        tps,
+        cycles,
+        claims,
+        double,
+        errors,
+    })
+}
+
+/// The rows of the PostgreSQL figures, with their ratios and goals.
+fn report(samples: Samples, results: &mut Results) {
+    let Samples {
+        tps,
+        cycles,
+        claims,
+        double,
+        errors,
+    } = samples;
     if errors > 0.0 {
         results.note(format!("postgres: {errors} store errors surfaced"));
     }
@@ -132,7 +167,6 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
         )
         .goal("0", total == 0.0),
     );
-    Ok(())
 }
 
 /// The median of the run-by-run ratios of `figures` to `baselines`.

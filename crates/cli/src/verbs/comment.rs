@@ -1,13 +1,11 @@
 //! `comment`: notes on a card, from people or from its worker.
 
-use board_core::Store;
-
 use crate::args::CommentArgs;
 use crate::failure::Failure;
 use crate::output::{comment_json, print_json};
-use crate::verbs::{parse_id, target, within_cap, Ctx, Worker};
+use crate::verbs::{parse_id, target, Desk, Worker};
 
-pub fn comment(ctx: &Ctx, a: CommentArgs) -> Result<(), Failure> {
+pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let mut words = a.words.into_iter();
     let (id, text) = match (words.next(), words.next()) {
@@ -15,10 +13,10 @@ pub fn comment(ctx: &Ctx, a: CommentArgs) -> Result<(), Failure> {
         (Some(text), None) => (None, text),
         (None, _) => return Err(Failure::Usage("comment needs TEXT".to_owned())),
     };
-    within_cap(ctx, "the comment", &text)?;
+    desk.within_cap("the comment", &text)?;
     let (id, _) = target(id, None, worker.as_ref(), "comment")?;
-    let comment = ctx.store.comment(&id, a.author.as_deref(), &text, ctx.now)?;
-    if ctx.json {
+    let comment = desk.comment(&id, a.author.as_deref(), &text)?;
+    if desk.json {
         print_json(&comment_json(&comment));
     } else {
         println!("commented on {} (#{})", comment.task_id, comment.id);

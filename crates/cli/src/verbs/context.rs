@@ -11,12 +11,13 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use board_core::{Comment, Outcome, Run, Store, Task, TaskId, Timestamp};
+use board_core::{Comment, Outcome, Run, Task, TaskId, Timestamp};
 use serde_json::{json, Value};
 
 use crate::failure::{one_line, Failure};
 use crate::output::{age, print_json};
-use crate::verbs::{target, Ctx, Worker};
+use crate::verbs::desk::BoardReads;
+use crate::verbs::{target, Desk, Worker};
 
 /// The most Markdown a brief may take.
 const MAX_BYTES: usize = 16 * 1024;
@@ -105,15 +106,15 @@ impl Brief {
     }
 }
 
-pub fn context(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
+pub fn context(desk: &Desk, id: Option<TaskId>) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let (id, _) = target(id, None, worker.as_ref(), "context")?;
-    let material = gather(&ctx.store, &id)?;
-    let brief = fit(&material, ctx.now);
-    if ctx.json {
+    let material = gather(desk, &id)?;
+    let brief = fit(&material, desk.now);
+    if desk.json {
         print_json(&brief_json(&brief));
     } else {
-        write_stdout(&markdown(&brief, ctx.now))?;
+        write_stdout(&markdown(&brief, desk.now))?;
     }
     Ok(())
 }
@@ -130,8 +131,8 @@ fn write_stdout(text: &str) -> Result<(), Failure> {
     }
 }
 
-fn gather(store: &dyn Store, id: &TaskId) -> Result<Material, Failure> {
-    let task = store.get(id)?;
+fn gather(store: &(impl BoardReads + ?Sized), id: &TaskId) -> Result<Material, Failure> {
+    let task = store.task(id)?;
     let mut parents = Vec::new();
     for parent in store.parents(id)? {
         let summary = store
@@ -291,43 +292,8 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         let _ = writeln!(md, "{}", t.body.trim_end());
     }
 
-    if !b.parents.is_empty() {
-        md.push_str("\n## Parents\n");
-        for (p, summary) in &b.parents {
-            let _ = writeln!(md, "\n### {} (`{}`, {})\n", one_line(&p.title), p.id, p.status);
-            match p.result.as_deref() {
-                Some(result) if !result.trim().is_empty() => {
-                    let _ = writeln!(md, "Result:\n\n{}", result.trim_end());
-                }
-                _ => md.push_str("Result: _none_\n"),
-            }
-            if let Some(summary) = summary {
-                let _ = writeln!(md, "\nSummary: {}", indented(summary));
-            }
-        }
-    }
-
-    if !b.attempts.is_empty() {
-        md.push_str("\n## Earlier attempts\n\n");
-        for r in &b.attempts {
-            let outcome = r.outcome.map_or("ended", |o| o.as_str());
-            let mut line = format!(
-                "- Run {}: {outcome}, started {} ago",
-                r.id,
-                age(now, r.started_at)
-            );
-            if let Some(profile) = &r.profile {
-                let _ = write!(line, " by {profile}");
-            }
-            let _ = writeln!(md, "{line}");
-            if let Some(summary) = &r.summary {
-                let _ = writeln!(md, "  - Summary: {}", indented(summary));
-            }
-            if let Some(error) = &r.error {
-                let _ = writeln!(md, "  - Error: {}", indented(error));
-            }
-        }
-    }
+    push_parents(&mut md, b);
+    push_attempts(&mut md, b, now);
 
     if !b.comments.is_empty() {
         md.push_str("\n## Recent comments\n\n");
@@ -363,6 +329,50 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         md.push_str(&note);
     }
     md
+}
+
+/// The parents' results and summaries, for a worker that builds on them.
+fn push_parents(md: &mut String, b: &Brief) {
+    if !b.parents.is_empty() {
+        md.push_str("\n## Parents\n");
+        for (p, summary) in &b.parents {
+            let _ = writeln!(md, "\n### {} (`{}`, {})\n", one_line(&p.title), p.id, p.status);
+            match p.result.as_deref() {
+                Some(result) if !result.trim().is_empty() => {
+                    let _ = writeln!(md, "Result:\n\n{}", result.trim_end());
+                }
+                _ => md.push_str("Result: _none_\n"),
+            }
+            if let Some(summary) = summary {
+                let _ = writeln!(md, "\nSummary: {}", indented(summary));
+            }
+        }
+    }
+}
+
+/// The task's earlier runs: how each ended, with its summary or error.
+fn push_attempts(md: &mut String, b: &Brief, now: Timestamp) {
+    if !b.attempts.is_empty() {
+        md.push_str("\n## Earlier attempts\n\n");
+        for r in &b.attempts {
+            let outcome = r.outcome.map_or("ended", |o| o.as_str());
+            let mut line = format!(
+                "- Run {}: {outcome}, started {} ago",
+                r.id,
+                age(now, r.started_at)
+            );
+            if let Some(profile) = &r.profile {
+                let _ = write!(line, " by {profile}");
+            }
+            let _ = writeln!(md, "{line}");
+            if let Some(summary) = &r.summary {
+                let _ = writeln!(md, "  - Summary: {}", indented(summary));
+            }
+            if let Some(error) = &r.error {
+                let _ = writeln!(md, "  - Error: {}", indented(error));
+            }
+        }
+    }
 }
 
 /// Continuation lines indented under a list item.

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use board_core::shapes::{list_filter, list_json, Shown, SHOW_EVENTS};
-use board_core::{EventFilter, Store, Task, TaskId};
+use board_core::{Comment, EventFilter, Run, Store, Task, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::args::ListArgs;
@@ -47,6 +47,43 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         p.status(task.status),
         p.bold(&plain(&task.title, false))
     );
+    println!("  {}", facts(&task, now).join(" · "));
+    if !task.body.is_empty() {
+        section(ctx, "Body");
+        indented(&task.body);
+    }
+    if let Some(result) = &task.result {
+        section(ctx, "Result");
+        indented(result);
+    }
+    if let Some(error) = &task.last_failure_error {
+        section(ctx, "Last failure");
+        indented(error);
+    }
+    section(ctx, "Parents");
+    task_lines(ctx, &parents);
+    section(ctx, "Children");
+    task_lines(ctx, &children);
+    section(ctx, "Runs");
+    run_lines(ctx, &runs);
+    section(ctx, "Comments");
+    comment_lines(ctx, &comments);
+    if skipped > 0 {
+        section(
+            ctx,
+            &format!("Events (last {SHOW_EVENTS} of {})", skipped + events.len()),
+        );
+    } else {
+        section(ctx, "Events");
+    }
+    for e in &events {
+        println!("  {}", event_line(e, now, false));
+    }
+    Ok(())
+}
+
+/// The one-line facts under a task's title.
+fn facts(task: &Task, now: Timestamp) -> Vec<String> {
     let mut facts = vec![
         format!("priority {}", task.priority),
         format!(
@@ -75,28 +112,16 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     if task.decompose_parked {
         facts.push("decomposition parked".to_owned());
     }
-    println!("  {}", facts.join(" · "));
-    if !task.body.is_empty() {
-        section(ctx, "Body");
-        indented(&task.body);
-    }
-    if let Some(result) = &task.result {
-        section(ctx, "Result");
-        indented(result);
-    }
-    if let Some(error) = &task.last_failure_error {
-        section(ctx, "Last failure");
-        indented(error);
-    }
-    section(ctx, "Parents");
-    task_lines(ctx, &parents);
-    section(ctx, "Children");
-    task_lines(ctx, &children);
-    section(ctx, "Runs");
+    facts
+}
+
+/// The runs of `show`, newest last, with what each one ended with.
+fn run_lines(ctx: &Ctx, runs: &[Run]) {
+    let (p, now) = (ctx.paint, ctx.now);
     if runs.is_empty() {
         println!("  {}", p.dim("none"));
     }
-    for r in &runs {
+    for r in runs {
         let outcome = r.outcome.map_or("running", |o| o.as_str());
         let mut line = format!("  #{} {outcome}  started {} ago", r.id, age(now, r.started_at));
         if let Some(ended) = r.ended_at {
@@ -107,11 +132,15 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         }
         println!("{line}");
     }
-    section(ctx, "Comments");
+}
+
+/// The comments of `show`, oldest first.
+fn comment_lines(ctx: &Ctx, comments: &[Comment]) {
+    let (p, now) = (ctx.paint, ctx.now);
     if comments.is_empty() {
         println!("  {}", p.dim("none"));
     }
-    for c in &comments {
+    for c in comments {
         let author = plain(c.author.as_deref().unwrap_or("anonymous"), false);
         println!(
             "  {} ago  {author}: {}",
@@ -119,18 +148,6 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
             plain(&c.body, true)
         );
     }
-    if skipped > 0 {
-        section(
-            ctx,
-            &format!("Events (last {SHOW_EVENTS} of {})", skipped + events.len()),
-        );
-    } else {
-        section(ctx, "Events");
-    }
-    for e in &events {
-        println!("  {}", event_line(e, now, false));
-    }
-    Ok(())
 }
 
 /// Multi-line text from the board, each line indented, control characters blanked.

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 
 use board_core::spend::window_start;
-use board_core::{Ceilings, Spend, Status, Store, Task, TaskFilter};
+use board_core::{Breaker, Ceilings, Spend, Status, Store, Task, TaskFilter};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;
-use crate::output::{age, cell, print_json, status_label, width, Table};
+use crate::output::{age, cell, print_json, status_label, width, Paint, Table};
 use crate::verbs::Ctx;
 
 /// Tasks per status, every status present (zero included) in the board's order.
@@ -109,15 +109,101 @@ fn ceilings_line(ceilings: &Ceilings, day: &Spend) -> String {
     line
 }
 
+/// The `--json` document of `stats`.
+fn stats_json(
+    ctx: &Ctx,
+    by_status: &Counts,
+    assignees: &[(Option<String>, Counts)],
+    oldest_ready: Option<&Task>,
+    bill: &Bill,
+) -> Value {
+    json!({
+        "tasks": {
+            "total": by_status.total(),
+            "by_status": by_status.json(),
+            "by_assignee": assignees.iter().map(|(who, counts)| json!({
+                "assignee": who,
+                "total": counts.total(),
+                "by_status": counts.json(),
+            })).collect::<Vec<_>>(),
+        },
+        "oldest_ready": oldest_ready.map(|t| json!({
+            "task_id": t.id,
+            "created_at": t.created_at,
+            "age_seconds": (ctx.now - t.created_at).max(0),
+        })),
+        "llm": {
+            "all_time": spend_json(&bill.all_time),
+            "last_24h": spend_json(&bill.day),
+            "breaker": bill.breaker.json(),
+            "ceilings": bill.ceilings.json(&bill.day),
+        },
+    })
+}
+
+/// The table of tasks per assignee and status, the unassigned last.
+fn print_assignees(p: Paint, assignees: &[(Option<String>, Counts)]) {
+    if assignees.is_empty() {
+        println!("{}", p.dim("no tasks"));
+    } else {
+        let mut header = vec!["ASSIGNEE", "TOTAL"];
+        header.extend(Status::ALL.iter().map(|s| s.as_str()));
+        let header: Vec<String> = header.iter().map(|h| h.to_uppercase()).collect();
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut table = Table::new(&header);
+        for (who, counts) in assignees {
+            let mut row = vec![
+                cell(who.as_deref().unwrap_or("-")),
+                cell(counts.total().to_string()),
+            ];
+            row.extend(Status::ALL.iter().map(|s| cell(counts.get(*s).to_string())));
+            table.row(row);
+        }
+        table.print(p, width());
+    }
+}
+
+/// The model bill: all time and the last 24 hours, the breaker and the ceilings.
+struct Bill {
+    all_time: Spend,
+    day: Spend,
+    breaker: Breaker,
+    ceilings: Ceilings,
+}
+
+/// The bill's lines.
+fn print_llm(bill: &Bill, now: i64) {
+    let Bill {
+        all_time,
+        day,
+        breaker,
+        ceilings,
+    } = bill;
+    println!("llm requests  {}", requests_line(all_time));
+    println!("llm tokens    {}", tokens_line(all_time));
+    println!("last 24 h     {}; {}", requests_line(day), tokens_line(day));
+    let mut state = breaker.state().to_owned();
+    if let (true, Some(at)) = (breaker.open, breaker.probe_at) {
+        state.push_str(&format!(", next probe in {}", age(at, now)));
+    }
+    if let (true, Some(error)) = (breaker.open, &breaker.last_error) {
+        state.push_str(&format!(": {}", crate::output::cut(error, 80)));
+    }
+    println!("breaker       {state}");
+    println!("ceilings      {}", ceilings_line(ceilings, day));
+}
+
 pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     let tasks = ctx.store.list(&TaskFilter {
         include_archived: true,
         ..TaskFilter::default()
     })?;
-    let all_time = ctx.store.spend(i64::MIN)?;
-    let day = ctx.store.spend(window_start(ctx.now))?;
-    let breaker = ctx.store.breaker()?;
-    let ceilings = ctx.config.spend_ceilings();
+    let bill = Bill {
+        all_time: ctx.store.spend(i64::MIN)?,
+        day: ctx.store.spend(window_start(ctx.now))?,
+        breaker: ctx.store.breaker()?,
+        ceilings: ctx.config.spend_ceilings(),
+    };
 
     let mut by_status = Counts::new();
     // Named assignees in name order; the unassigned (`None`) sort first in a BTreeMap
@@ -140,28 +226,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         .min_by_key(|t| (t.created_at, t.id.clone()));
 
     if ctx.json {
-        print_json(&json!({
-            "tasks": {
-                "total": by_status.total(),
-                "by_status": by_status.json(),
-                "by_assignee": assignees.iter().map(|(who, counts)| json!({
-                    "assignee": who,
-                    "total": counts.total(),
-                    "by_status": counts.json(),
-                })).collect::<Vec<_>>(),
-            },
-            "oldest_ready": oldest_ready.map(|t| json!({
-                "task_id": t.id,
-                "created_at": t.created_at,
-                "age_seconds": (ctx.now - t.created_at).max(0),
-            })),
-            "llm": {
-                "all_time": spend_json(&all_time),
-                "last_24h": spend_json(&day),
-                "breaker": breaker.json(),
-                "ceilings": ceilings.json(&day),
-            },
-        }));
+        print_json(&stats_json(ctx, &by_status, &assignees, oldest_ready, &bill));
         return Ok(());
     }
 
@@ -178,24 +243,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     table.print(p, width());
 
     println!();
-    if assignees.is_empty() {
-        println!("{}", p.dim("no tasks"));
-    } else {
-        let mut header = vec!["ASSIGNEE", "TOTAL"];
-        header.extend(Status::ALL.iter().map(|s| s.as_str()));
-        let header: Vec<String> = header.iter().map(|h| h.to_uppercase()).collect();
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(&header);
-        for (who, counts) in &assignees {
-            let mut row = vec![
-                cell(who.as_deref().unwrap_or("-")),
-                cell(counts.total().to_string()),
-            ];
-            row.extend(Status::ALL.iter().map(|s| cell(counts.get(*s).to_string())));
-            table.row(row);
-        }
-        table.print(p, width());
-    }
+    print_assignees(p, &assignees);
 
     println!();
     match oldest_ready {
@@ -207,18 +255,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         ),
         None => println!("oldest ready  {}", p.dim("none")),
     }
-    println!("llm requests  {}", requests_line(&all_time));
-    println!("llm tokens    {}", tokens_line(&all_time));
-    println!("last 24 h     {}; {}", requests_line(&day), tokens_line(&day));
-    let mut state = breaker.state().to_owned();
-    if let (true, Some(at)) = (breaker.open, breaker.probe_at) {
-        state.push_str(&format!(", next probe in {}", age(at, ctx.now)));
-    }
-    if let (true, Some(error)) = (breaker.open, &breaker.last_error) {
-        state.push_str(&format!(": {}", crate::output::cut(error, 80)));
-    }
-    println!("breaker       {state}");
-    println!("ceilings      {}", ceilings_line(&ceilings, &day));
+    print_llm(&bill, ctx.now);
     Ok(())
 }
 

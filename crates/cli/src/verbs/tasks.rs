@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use board_core::{clean_title, NewTask, Store, TaskId};
+use board_home::config::text_within_cap;
 use serde_json::Value;
 
 use crate::args::{CreateArgs, EditArgs};
@@ -49,7 +50,7 @@ fn read_body(path: &Path, cap: usize) -> Result<String, Failure> {
         std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
     };
     read.map_err(|e| Failure::Usage(format!("--body-file {}: {e}", path.display())))?;
-    super::check_size(&format!("--body-file {}", path.display()), bytes.len(), cap)?;
+    text_within_cap(&format!("--body-file {}", path.display()), bytes.len(), cap).map_err(Failure::Usage)?;
     String::from_utf8(bytes)
         .map_err(|_| Failure::Usage(format!("--body-file {}: not UTF-8 text", path.display())))
 }

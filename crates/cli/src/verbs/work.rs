@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
-use crate::verbs::{parse_id, settle, target, within_cap, Ctx, Worker};
+use crate::verbs::desk::BoardReads;
+use crate::verbs::{parse_id, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
 /// `ttl` defaults to `kanban.claim_ttl_seconds`.
@@ -24,30 +25,19 @@ pub fn claim(ctx: &Ctx, id: &TaskId, ttl: Option<i64>) -> Result<(), Failure> {
 }
 
 pub fn heartbeat(
-    ctx: &Ctx,
+    desk: &Desk,
     id: Option<TaskId>,
     run: Option<RunId>,
     note: Option<String>,
 ) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let (id, guard) = target(id, run, worker.as_ref(), "heartbeat")?;
-    // A person beating by hand means the run that holds the task now.
-    let run = match guard {
-        Some(run) => run,
-        None => {
-            let task = ctx.store.get(&id)?;
-            task.current_run_id().ok_or_else(|| {
-                Failure::Refused(format!("task {id} is {}; heartbeat needs running", task.status))
-            })?
-        }
-    };
-    let ok = ctx
-        .store
-        .heartbeat(&id, run, ctx.config.kanban.claim_ttl_seconds, note, ctx.now)?;
-    finish(ctx, "heartbeat", &id, Some(run), ok)
+    // A person beating by hand (no guard) means the run that holds the task now.
+    let (run, ok) = desk.heartbeat(&id, guard, note)?;
+    finish(desk, "heartbeat", &id, run, ok)
 }
 
-pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
+pub fn complete(desk: &Desk, a: CompleteArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let ids: Vec<Option<TaskId>> = if a.ids.is_empty() {
         vec![None]
@@ -55,7 +45,7 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
         a.ids.into_iter().map(Some).collect()
     };
     if let Some(result) = &a.result {
-        within_cap(ctx, "the result", result)?;
+        desk.within_cap("the result", result)?;
     }
     let mut refused = Vec::new();
     for id in ids {
@@ -68,11 +58,9 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
             summary: a.summary.clone(),
             metadata: a.metadata.clone(),
         };
-        let outcome = ctx
-            .store
-            .complete(&id, &completion, ctx.now)
-            .map_err(Failure::from)
-            .and_then(|ok| finish(ctx, "complete", &id, a.replay_run.or(guard), ok));
+        let outcome = desk
+            .complete(&id, &completion)
+            .and_then(|ok| finish(desk, "complete", &id, a.replay_run.or(guard), ok));
         if let Err(failure) = outcome {
             refused.push(failure);
         }
@@ -80,7 +68,7 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
     settle(refused)
 }
 
-pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
+pub fn block(desk: &Desk, a: BlockArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let mut words = a.words.into_iter();
     let (id, reason) = match (words.next(), words.next()) {
@@ -94,8 +82,8 @@ pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
         },
     };
     let (id, guard) = target(id, a.run, worker.as_ref(), "block")?;
-    let ok = ctx.store.block(&id, a.kind, reason, guard, ctx.now)?;
-    finish(ctx, "block", &id, guard, ok)
+    let ok = desk.block(&id, a.kind, reason, guard)?;
+    finish(desk, "block", &id, guard, ok)
 }
 
 pub fn unblock(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(), Failure> {
@@ -134,14 +122,14 @@ pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String
         ReclaimOutcome::Deferred => Err(Failure::Refused(format!(
             "the worker of {id} survived SIGTERM and SIGKILL; the claim stands (extended briefly)"
         ))),
-        ReclaimOutcome::Lost => Err(lost(ctx, "reclaim", id, run)),
+        ReclaimOutcome::Lost => Err(lost(&ctx.store, "reclaim", id, run)),
     }
 }
 
 /// Prints a finaliser's `{"task_id", "ok"}` (or a line for people) and turns a loss into
 /// exit 1.
-fn finish(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> Result<(), Failure> {
-    if ctx.json {
+fn finish(desk: &Desk, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> Result<(), Failure> {
+    if desk.json {
         print_json_line(&json!({ "task_id": id, "ok": ok }));
     } else if ok {
         let done = match verb {
@@ -154,13 +142,13 @@ fn finish(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> R
     if ok {
         Ok(())
     } else {
-        Err(lost(ctx, verb, id, run))
+        Err(lost(desk, verb, id, run))
     }
 }
 
 /// Says which run took over, reading the task once more (after the fact, for the message only).
-fn lost(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
-    let current = match ctx.store.get(id) {
+fn lost(board: &impl BoardReads, verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
+    let current = match board.task(id) {
         Ok(task) => task
             .current_run_id()
             .map_or_else(|| "none".to_owned(), |r| r.to_string()),

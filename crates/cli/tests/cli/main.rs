@@ -24,6 +24,7 @@ mod reliability_crash;
 mod reliability_db_faults;
 mod reliability_model_faults;
 mod reliability_secrets;
+mod report_channel;
 mod size_caps;
 mod snapshots;
 mod verbs;

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId};
+
 use board_sqlite::{Options, SqliteStore};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
-use gateway::supervisor::HomeLayout;
 
 const T0: i64 = 1_800_000_000;
 
@@ -27,7 +27,7 @@ impl Home {
     fn dispatcher(&self) -> Dispatcher {
         Dispatcher::new(
             self.store.clone(),
-            HomeLayout::new(self.dir.path()),
+            board_home::Home::at(self.dir.path()).unwrap(),
             Box::new(NoDecompositions),
         )
     }
@@ -63,7 +63,7 @@ impl Home {
         let recorder = Recorder::default();
         let d = Dispatcher::new(
             self.store.clone(),
-            HomeLayout::new(self.dir.path()),
+            board_home::Home::at(self.dir.path()).unwrap(),
             Box::new(recorder.clone()),
         );
         (d, recorder)

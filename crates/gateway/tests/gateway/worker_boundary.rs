@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use board_core::{NewTask, Outcome, Request, Status, Store, Task, Termination, Terminator};
 use board_home::config::{Config, Warning};
+use board_home::Home;
 use board_sqlite::{Options, SqliteStore};
+use gateway::channel::Terms;
 use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
-use gateway::supervisor::{
-    worker_argv, worker_env, Assignment, Boundary, HomeLayout, ProcessGroupTerminator,
-};
+use gateway::supervisor::{worker_argv, worker_env, Assignment, Boundary, ProcessGroupTerminator};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -38,9 +38,18 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
         command: &[],
         secret_vars,
         boundary,
+        terms: Terms {
+            claim_ttl_seconds: 900,
+            max_text_bytes: 1024,
+        },
     };
     let inherited = inherited.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
-    worker_env(inherited, &HomeLayout::new(Path::new("/home/k")), &assignment)
+    worker_env(
+        inherited,
+        &Home::at(Path::new("/home/k")).unwrap(),
+        &assignment,
+        Some(5),
+    )
 }
 
 #[test]
@@ -85,7 +94,7 @@ fn secrets_never_reach_a_worker_whatever_their_case_or_suffix() {
 fn the_allow_list_passes_named_variables_but_never_the_model_key() {
     let boundary = Boundary {
         env_allow: vec!["GITHUB_TOKEN".to_owned(), "OPENAI_API_KEY".to_owned()],
-        dash_arguments: false,
+        ..Boundary::default()
     };
     let env = env_of(
         &[
@@ -308,7 +317,7 @@ fn an_expired_lease_stops_the_live_worker_before_its_run_is_released() {
     let (id, mut child) = hand_claimed(&store, "exec sleep 60", true);
     let mut d = Dispatcher::new(
         store.clone(),
-        HomeLayout::new(dir.path()),
+        Home::at(dir.path()).unwrap(),
         Box::new(NoDecompositions),
     );
     let settings = DispatchSettings {

@@ -1,0 +1,102 @@
+//! Scenarios of the reads: unknown ids, listings and the dispatcher's queues.
+
+use super::{ready_task, Board, T0};
+use crate::store::StoreError;
+use crate::types::{Status, Task, TaskId};
+use crate::{NewTask, Refusal};
+
+/// Comments, runs and events read back in order; unknown ids are refused.
+pub fn reads_and_unknown_ids(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "talked about");
+    s.comment(&t.id, Some("ana"), "looks good", T0).unwrap();
+    s.comment(&t.id, None, "second", T0 + 1).unwrap();
+    let comments = s.comments(&t.id).unwrap();
+    assert_eq!(
+        comments.iter().map(|c| c.body.as_str()).collect::<Vec<_>>(),
+        ["looks good", "second"]
+    );
+    let unknown = TaskId::from_random([1, 2, 3, 4]);
+    let missing = StoreError::Refused(Refusal::NoSuchTask(unknown.clone()));
+    assert_eq!(s.get(&unknown).unwrap_err(), missing);
+    assert_eq!(s.claim(&unknown, 900, T0).unwrap_err(), missing);
+    assert_eq!(s.runs(&unknown).unwrap_err(), missing);
+    assert_eq!(s.comment(&unknown, None, "x", T0).unwrap_err(), missing);
+    let all = s.events(&crate::EventFilter::default()).unwrap();
+    assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+    let tail = s
+        .events(&crate::EventFilter {
+            after_id: all[1].id,
+            limit: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(tail, vec![all[2].clone()]);
+}
+
+/// Listings filter and order as documented; the dispatcher's queues return what is due.
+pub fn listings_and_queues(board: &dyn Board) {
+    let s = board.connect();
+    let low = ready_task(&*s, "low");
+    let high = s
+        .create(
+            &NewTask {
+                priority: 5,
+                assignee: Some("coder".into()),
+                ..NewTask::titled("high")
+            },
+            T0 + 1,
+        )
+        .unwrap();
+    let triage = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("rough")
+            },
+            T0 + 2,
+        )
+        .unwrap();
+    let gone = ready_task(&*s, "gone");
+    s.archive(&gone.id, T0).unwrap();
+    let ids = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s.list(&crate::TaskFilter::default()).unwrap()),
+        vec![high.id.clone(), low.id.clone(), triage.id.clone()]
+    );
+    let archived = crate::TaskFilter {
+        include_archived: true,
+        ..Default::default()
+    };
+    assert_eq!(s.list(&archived).unwrap().len(), 4);
+    let by_status = crate::TaskFilter {
+        status: Some(Status::Archived),
+        ..Default::default()
+    };
+    assert_eq!(ids(s.list(&by_status).unwrap()), vec![gone.id.clone()]);
+    let by_assignee = crate::TaskFilter {
+        assignee: Some("coder".into()),
+        ..Default::default()
+    };
+    assert_eq!(ids(s.list(&by_assignee).unwrap()), vec![high.id.clone()]);
+    let limited = crate::TaskFilter {
+        limit: Some(1),
+        ..Default::default()
+    };
+    assert_eq!(ids(s.list(&limited).unwrap()), vec![high.id.clone()]);
+    assert_eq!(
+        ids(s.claimable(10).unwrap()),
+        vec![high.id.clone(), low.id.clone()]
+    );
+    assert_eq!(ids(s.claimable(1).unwrap()), vec![high.id.clone()]);
+    s.claim(&high.id, 100, T0).unwrap();
+    s.claim(&low.id, 10, T0).unwrap();
+    assert_eq!(ids(s.running().unwrap()), vec![high.id.clone(), low.id.clone()]);
+    assert!(s.expired_leases(T0 + 9, 10).unwrap().is_empty());
+    assert_eq!(ids(s.expired_leases(T0 + 10, 10).unwrap()), vec![low.id.clone()]);
+    assert_eq!(
+        ids(s.expired_leases(T0 + 100, 10).unwrap()),
+        vec![low.id, high.id]
+    );
+    assert_eq!(ids(s.due_triage(T0, 10).unwrap()), vec![triage.id]);
+}

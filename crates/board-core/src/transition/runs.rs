@@ -1,0 +1,328 @@
+//! The requests on a task's runs: claim, heartbeat, complete, block, reclaim and ending a run.
+
+use serde_json::{json, Value};
+
+use super::next::Next;
+use super::{Completion, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
+use crate::refusal::Refusal;
+use crate::types::{BlockKind, Lease, Outcome, Run, RunId, Status, Timestamp, RUN_ENDED, RUN_OPEN};
+
+impl Next<'_> {
+    pub(super) fn claim(&mut self, run_id: RunId, claim_lock: &str, ttl: i64) -> Result<(), Refusal> {
+        self.require(&[Status::Ready], "claim", "ready")?;
+        if self.task.lease.is_some() {
+            return Err(Refusal::AlreadyClaimed {
+                id: self.task.id.clone(),
+            });
+        }
+        if self.facts.open_parents > 0 {
+            return Err(Refusal::OpenParents {
+                id: self.task.id.clone(),
+                open: self.facts.open_parents,
+            });
+        }
+        if ttl <= 0 {
+            return Err(Refusal::Invalid(format!("claim ttl must be positive, got {ttl}")));
+        }
+        let expires = self.now.saturating_add(ttl);
+        self.runs.push(Run {
+            id: run_id,
+            task_id: self.task.id.clone(),
+            profile: self.task.assignee.clone(),
+            status: RUN_OPEN.to_owned(),
+            outcome: None,
+            claim_lock: Some(claim_lock.to_owned()),
+            claim_expires: Some(expires),
+            worker_pid: None,
+            last_heartbeat_at: None,
+            started_at: self.now,
+            ended_at: None,
+            summary: None,
+            error: None,
+            metadata: None,
+        });
+        self.task.status = Status::Running;
+        self.task.lease = Some(Lease {
+            run_id,
+            claim_lock: claim_lock.to_owned(),
+            expires,
+            worker_pid: None,
+            last_heartbeat_at: None,
+        });
+        self.task.started_at = Some(self.now);
+        self.event("claimed", Some(run_id), json!({ "claim_expires": expires }));
+        Ok(())
+    }
+
+    pub(super) fn heartbeat(
+        &mut self,
+        run_id: RunId,
+        ttl: i64,
+        note: &Option<String>,
+    ) -> Result<(), Refusal> {
+        self.require_current(run_id)?;
+        self.require(&[Status::Running], "heartbeat", "running")?;
+        let expires = self.now.saturating_add(ttl.max(1));
+        self.extend_lease(expires);
+        if let Some(lease) = self.task.lease.as_mut() {
+            lease.last_heartbeat_at = Some(self.now);
+        }
+        if let Some(run) = self.runs.last_mut() {
+            run.last_heartbeat_at = Some(self.now);
+        }
+        self.event(
+            "heartbeat",
+            Some(run_id),
+            json!({ "note": note, "claim_expires": expires }),
+        );
+        Ok(())
+    }
+
+    /// Sets the lease of the task and of its current run to `expires`.
+    pub(super) fn extend_lease(&mut self, expires: Timestamp) {
+        if let Some(lease) = self.task.lease.as_mut() {
+            lease.expires = expires;
+        }
+        if let Some(run) = self.facts.current_run() {
+            let mut run = run.clone();
+            run.claim_expires = Some(expires);
+            self.runs.push(run);
+        }
+    }
+
+    pub(super) fn complete(&mut self, c: &Completion, zero_run_id: RunId) -> Result<(), Refusal> {
+        if let Some(replayed) = c.replay_ended_run_id {
+            return self.complete_replay(replayed, c);
+        }
+        if let Some(expected) = c.expected_run_id {
+            self.require_current(expected)?;
+        }
+        self.require(
+            &[Status::Running, Status::Ready, Status::Blocked],
+            "complete",
+            "running, ready or blocked",
+        )?;
+        let mut run_id =
+            self.close_current_run(Outcome::Completed, c.summary.as_ref(), None, c.metadata.as_ref());
+        if run_id.is_none() && c.summary.is_some() {
+            self.runs.push(Run {
+                id: zero_run_id,
+                task_id: self.task.id.clone(),
+                profile: self.task.assignee.clone(),
+                status: RUN_ENDED.to_owned(),
+                outcome: Some(Outcome::Completed),
+                claim_lock: None,
+                claim_expires: None,
+                worker_pid: None,
+                last_heartbeat_at: None,
+                started_at: self.now,
+                ended_at: Some(self.now),
+                summary: c.summary.clone(),
+                error: None,
+                metadata: c.metadata.clone(),
+            });
+            run_id = Some(zero_run_id);
+        }
+        self.finish_done(c, run_id, false);
+        Ok(())
+    }
+
+    /// A journaled completion landing after its run already ended.
+    pub(super) fn complete_replay(&mut self, replayed: RunId, c: &Completion) -> Result<(), Refusal> {
+        let newest = self.facts.newest_run.as_ref();
+        let newest_id = newest.map(|r| r.id);
+        if self.task.lease.is_some() || newest_id != Some(replayed) {
+            return Err(Refusal::NotNewestRun {
+                id: self.task.id.clone(),
+                run_id: replayed,
+                newest: newest_id,
+            });
+        }
+        self.require(
+            &[Status::Blocked, Status::Triage, Status::Ready],
+            "a replayed completion",
+            "blocked, triage or ready",
+        )?;
+        let mut run = newest.cloned().expect("newest run checked above");
+        run.status = RUN_ENDED.to_owned();
+        run.outcome = Some(Outcome::Completed);
+        run.ended_at = run.ended_at.or(Some(self.now));
+        if c.summary.is_some() {
+            run.summary = c.summary.clone();
+        }
+        if c.metadata.is_some() {
+            run.metadata = c.metadata.clone();
+        }
+        self.runs.push(run);
+        self.finish_done(c, Some(replayed), true);
+        Ok(())
+    }
+
+    pub(super) fn finish_done(&mut self, c: &Completion, run_id: Option<RunId>, replay: bool) {
+        self.release_claim();
+        self.task.status = Status::Done;
+        self.task.completed_at = Some(self.now);
+        if c.result.is_some() {
+            self.task.result = c.result.clone();
+        }
+        self.task.consecutive_failures = 0;
+        self.task.last_failure_error = None;
+        self.task.block_kind = None;
+        self.task.block_recurrences = 0;
+        self.wake_children = true;
+        let mut payload = json!({ "summary": c.summary });
+        if replay {
+            payload["replay"] = Value::Bool(true);
+        }
+        self.event("completed", run_id, payload);
+    }
+
+    pub(super) fn block(
+        &mut self,
+        kind: Option<BlockKind>,
+        reason: &Option<String>,
+        expected_run_id: Option<RunId>,
+    ) -> Result<(), Refusal> {
+        if let Some(expected) = expected_run_id {
+            self.require_current(expected)?;
+        }
+        self.require(&[Status::Running, Status::Ready], "block", "running or ready")?;
+        let run_id = self.close_current_run(Outcome::Blocked, None, reason.as_ref(), None);
+        let kind_word = kind.map(BlockKind::as_str);
+        if kind == Some(BlockKind::Dependency) && self.facts.open_parents > 0 {
+            self.task.status = Status::Todo;
+            self.event(
+                "dependency_wait",
+                run_id,
+                json!({ "reason": reason, "open_parents": self.facts.open_parents }),
+            );
+            return Ok(());
+        }
+        let recurrences = if self.task.block_kind == kind {
+            self.task.block_recurrences + 1
+        } else {
+            1
+        };
+        self.task.block_kind = kind;
+        self.task.block_recurrences = recurrences;
+        let payload = json!({ "kind": kind_word, "reason": reason, "recurrences": recurrences });
+        if recurrences >= BLOCK_RECURRENCE_LIMIT {
+            self.task.status = Status::Triage;
+            self.event("block_loop_detected", run_id, payload);
+        } else {
+            self.task.status = Status::Blocked;
+            self.event("blocked", run_id, payload);
+        }
+        Ok(())
+    }
+
+    pub(super) fn unblock(&mut self, reason: &Option<String>) -> Result<(), Refusal> {
+        self.require(&[Status::Blocked], "unblock", "blocked")?;
+        self.task.status = self.workable_status();
+        self.event(
+            "unblocked",
+            None,
+            json!({ "reason": reason, "to": self.task.status }),
+        );
+        Ok(())
+    }
+
+    pub(super) fn reclaim(
+        &mut self,
+        run_id: RunId,
+        claim_lock: &str,
+        reason: &Option<String>,
+    ) -> Result<(), Refusal> {
+        self.require_claim(run_id, claim_lock)?;
+        self.close_current_run(Outcome::Reclaimed, None, reason.as_ref(), None);
+        self.task.status = self.workable_status();
+        self.event("reclaimed", Some(run_id), json!({ "reason": reason }));
+        Ok(())
+    }
+
+    pub(super) fn defer_reclaim(
+        &mut self,
+        run_id: RunId,
+        claim_lock: &str,
+        reason: &Option<String>,
+    ) -> Result<(), Refusal> {
+        self.require_claim(run_id, claim_lock)?;
+        let expires = self.now.saturating_add(RECLAIM_DEFER_SECONDS);
+        self.extend_lease(expires);
+        self.event(
+            "reclaim_deferred",
+            Some(run_id),
+            json!({ "reason": reason, "claim_expires": expires }),
+        );
+        Ok(())
+    }
+
+    pub(super) fn end_run(&mut self, end: &RunEnd) -> Result<(), Refusal> {
+        let RunEnd {
+            run_id,
+            claim_lock,
+            outcome,
+            error,
+            detail,
+            failure_limit,
+        } = end;
+        let (run_id, outcome) = (*run_id, *outcome);
+        if matches!(
+            outcome,
+            Outcome::Completed | Outcome::Blocked | Outcome::Reclaimed | Outcome::GaveUp
+        ) {
+            return Err(Refusal::Invalid(format!(
+                "a supervisor cannot end a run as {outcome}"
+            )));
+        }
+        self.require_claim(run_id, claim_lock)?;
+        self.close_current_run(outcome, None, error.as_ref(), None);
+        let mut payload = match detail {
+            Value::Object(map) => Value::Object(map.clone()),
+            _ => json!({}),
+        };
+        payload["error"] = json!(error);
+        let mut gave_up = false;
+        if outcome.counts_as_failure() {
+            self.task.consecutive_failures += 1;
+            self.task.last_failure_error = error.clone();
+            gave_up = self.task.consecutive_failures >= (*failure_limit).max(1);
+            payload["failures"] = json!(self.task.consecutive_failures);
+        }
+        self.event(outcome.as_str(), Some(run_id), payload);
+        if gave_up {
+            self.task.status = Status::Blocked;
+            self.event(
+                "gave_up",
+                Some(run_id),
+                json!({ "failures": self.task.consecutive_failures, "error": error }),
+            );
+        } else {
+            self.task.status = self.workable_status();
+        }
+        Ok(())
+    }
+
+    pub(super) fn extend_claim(&mut self, run_id: RunId, claim_lock: &str, ttl: i64) -> Result<(), Refusal> {
+        self.require_claim(run_id, claim_lock)?;
+        let expires = self.now.saturating_add(ttl.max(1));
+        self.extend_lease(expires);
+        self.event(
+            "claim_extended",
+            Some(run_id),
+            json!({ "claim_expires": expires }),
+        );
+        Ok(())
+    }
+
+    pub(super) fn set_worker(&mut self, run_id: RunId, claim_lock: &str, pid: i64) -> Result<(), Refusal> {
+        let mut run = self.require_claim(run_id, claim_lock)?.clone();
+        run.worker_pid = Some(pid);
+        self.runs.push(run);
+        if let Some(lease) = self.task.lease.as_mut() {
+            lease.worker_pid = Some(pid);
+        }
+        self.event("spawned", Some(run_id), json!({ "pid": pid }));
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! The pieces of a write: a task's facts, the compare-and-set row write, runs, events,
+//! promotion and fresh ids.
+
+use board_core::graph;
+use board_core::store::StoreResult;
+use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
+use board_core::{Link, Refusal, Request, Run, StoreError, Task, TaskId, Timestamp};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::backend;
+use super::tasks::{decoded, get_task};
+use crate::rows::{
+    run_from_row, with_run_params, with_task_params, Word, INSERT_TASK, RUN_COLUMNS, UPDATE_TASK, UPSERT_RUN,
+};
+
+/// Random hex from the operating system, for task ids and claim locks.
+fn random_bytes<const N: usize>() -> StoreResult<[u8; N]> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend(format!("no randomness: {e}")))?;
+    Ok(bytes)
+}
+
+pub(super) fn new_claim_lock() -> StoreResult<String> {
+    Ok(random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The task ids a query's first column names, unreadable ones reported and skipped.
+/// `todo` tasks none of whose parents is still open, in claim order: what a promotion
+/// sweep promotes (the core re-checks each one under the write lock).
+pub(super) const PROMOTABLE: &str = "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
+ ORDER BY t.priority DESC, t.created_at, t.rowid";
+
+pub(super) fn query_ids(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> StoreResult<Vec<TaskId>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let ids = decoded(stmt.query(params).map_err(backend)?, |r| {
+        r.get::<_, Word<TaskId>>(0).map(|w| w.0)
+    });
+    ids
+}
+
+pub(super) fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
+    let task = get_task(conn, id)?;
+    let newest_sql =
+        format!("SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1");
+    let newest_run = conn
+        .prepare_cached(&newest_sql)
+        .and_then(|mut s| s.query_row([id.as_str()], run_from_row).optional())
+        .map_err(backend)?;
+    let (run_count, open_parents, decomposed): (i64, i64, bool) = conn
+        .prepare_cached(
+            "SELECT (SELECT COUNT(*) FROM task_runs WHERE task_id = ?1),
+                    (SELECT COUNT(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
+                      WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived')),
+                    EXISTS (SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = 'decomposed')",
+        )
+        .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
+        .map_err(backend)?;
+    Ok(TaskFacts {
+        task,
+        newest_run,
+        run_count,
+        open_parents,
+        decomposed,
+    })
+}
+
+pub(super) fn insert_events(
+    tx: &Connection,
+    task_id: &TaskId,
+    events: &[NewEvent],
+    now: Timestamp,
+) -> StoreResult<()> {
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .map_err(backend)?;
+    for e in events {
+        stmt.execute(params![
+            task_id.as_str(),
+            e.run_id,
+            e.kind,
+            e.payload.to_string(),
+            now
+        ])
+        .map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
+    tx.prepare_cached(&INSERT_TASK)
+        .and_then(|mut s| with_task_params(t, &[], |params| s.execute(params)))
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Writes the task's new row only if its claim is still the one the decision was
+/// based on (compare-and-set on status, current run and claim lock).
+fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
+    // Single winner: the row changes only if status, run and claim are as read.
+    let (status, run_id, claim_lock) = (
+        old.status.as_str(),
+        old.current_run_id(),
+        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
+    );
+    let changed = tx
+        .prepare_cached(&UPDATE_TASK)
+        .and_then(|mut s| with_task_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
+        .map_err(backend)?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Refusal::ClaimChanged {
+            id: t.id.clone(),
+            run_id: run_id.unwrap_or_default(),
+        }
+        .into())
+    }
+}
+
+fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
+    tx.prepare_cached(&UPSERT_RUN)
+        .and_then(|mut s| with_run_params(r, |params| s.execute(params)))
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Applies a decided change, then promotes the children it released.
+pub(super) fn apply(tx: &Connection, old: &Task, change: &Change, now: Timestamp) -> StoreResult<()> {
+    update_task(tx, old, &change.task)?;
+    for run in &change.runs {
+        upsert_run(tx, run)?;
+    }
+    insert_events(tx, &change.task.id, &change.events, now)?;
+    if change.wake_children {
+        let waiting = query_ids(
+            tx,
+            "SELECT l.child_id FROM task_links l JOIN tasks c ON c.id = l.child_id
+             WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY l.child_id",
+            [change.task.id.as_str()],
+        )?;
+        for child in waiting {
+            promote(tx, &child, now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Promotes one task when the core agrees; returns whether it did.
+pub(super) fn promote(tx: &Connection, id: &TaskId, now: Timestamp) -> StoreResult<bool> {
+    let f = facts(tx, id)?;
+    match decide(&f, &Request::Promote, &Fresh::default(), now) {
+        Ok(change) => {
+            apply(tx, &f.task, &change, now)?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// A task id not yet on the board (random; retried on collision).
+pub(super) fn unused_task_id(tx: &Connection, also_taken: &[TaskId]) -> StoreResult<TaskId> {
+    let mut stmt = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)")
+        .map_err(backend)?;
+    for _ in 0..64 {
+        let id = TaskId::from_random(random_bytes::<4>()?);
+        let taken: bool = stmt.query_row([id.as_str()], |r| r.get(0)).map_err(backend)?;
+        if !taken && !also_taken.contains(&id) {
+            return Ok(id);
+        }
+    }
+    Err(StoreError::Backend("could not draw an unused task id".into()))
+}
+
+/// The crash suite's way to land a SIGKILL inside a write: with
+/// `KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS` set, a debug build says so on stderr and then
+/// sleeps with every change of the transaction made and none committed. Random kill
+/// delays mostly hit a process that has already finished; this makes the worst point
+/// certain. Release builds have no such variable.
+#[cfg(debug_assertions)]
+pub(super) fn pause_before_commit() {
+    let Some(ms) = std::env::var("KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    else {
+        return;
+    };
+    eprintln!("kanban: pausing {ms} ms before a commit");
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
+#[cfg(not(debug_assertions))]
+pub(super) fn pause_before_commit() {}
+
+pub(super) fn next_run_id(tx: &Connection) -> StoreResult<i64> {
+    tx.prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM task_runs")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(backend)
+}
+
+pub(super) fn insert_links(tx: &Connection, links: &[Link]) -> StoreResult<()> {
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)")
+        .map_err(backend)?;
+    for l in links {
+        stmt.execute([l.parent_id.as_str(), l.child_id.as_str()])
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+pub(super) fn insert_created(tx: &Connection, created: &graph::Created, now: Timestamp) -> StoreResult<()> {
+    insert_task(tx, &created.task)?;
+    insert_links(tx, &created.links)?;
+    insert_events(tx, &created.task.id, &created.events, now)
+}

@@ -1,0 +1,186 @@
+//! The workloads on prebuilt boards: the dispatcher tick and the CLI's latency.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::{
+    example, json_line, mkdir, number, output, path_str, Invocation, Paths, Results, Row, BOARD_READY,
+    BOARD_SIZES, BOARD_TRIAGE, CLI_RUNS, CLI_WARMUP, RUNS, TICKS_PER_RUN,
+};
+
+/// Builds (or reuses) the tick boards. A board is rebuilt only when the schema version
+/// or the board's shape changed, since the 100k one takes a while.
+fn boards(paths: &Paths) -> Result<(), String> {
+    mkdir(&paths.bench.join("boards"))?;
+    let shape = |size: usize| format!("tasks {size}, ready {BOARD_READY}, triage {BOARD_TRIAGE}, schema ");
+    for size in BOARD_SIZES {
+        let board = paths.board(size);
+        let stamp = board.with_extension("stamp");
+        let version = example(paths, "bench_tick", &["version"])?;
+        let wanted = format!("{}{}", shape(size), version["schema_version"]);
+        let current = std::fs::read_to_string(&stamp).unwrap_or_default();
+        if board.exists() && current.trim() == wanted {
+            continue;
+        }
+        for stale in [
+            board.clone(),
+            board.with_extension("db-wal"),
+            board.with_extension("db-shm"),
+        ] {
+            let _ = std::fs::remove_file(stale);
+        }
+        eprintln!("xtask: bench: building the {size}-task board (once; reused until the schema changes)");
+        let (size_s, ready_s, triage_s) = (
+            size.to_string(),
+            BOARD_READY.to_string(),
+            BOARD_TRIAGE.to_string(),
+        );
+        let built = example(
+            paths,
+            "bench_tick",
+            &[
+                "build",
+                "--db",
+                path_str(&board)?,
+                "--tasks",
+                &size_s,
+                "--ready",
+                &ready_s,
+                "--triage",
+                &triage_s,
+            ],
+        )?;
+        eprintln!("xtask: bench: built in {:.1} s", number(&built, "seconds")?);
+        std::fs::write(&stamp, wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    Ok(())
+}
+
+/// A fresh home holding a copy of a built board.
+fn home_with_board(paths: &Paths, size: usize, name: &str) -> Result<PathBuf, String> {
+    let home = paths.work.join(name);
+    if home.exists() {
+        std::fs::remove_dir_all(&home).map_err(|e| format!("cannot empty {}: {e}", home.display()))?;
+    }
+    mkdir(&home)?;
+    let board = paths.board(size);
+    std::fs::copy(&board, home.join("kanban.db"))
+        .map_err(|e| format!("cannot copy {}: {e}", board.display()))?;
+    Ok(home)
+}
+
+fn size_name(size: usize) -> String {
+    format!("{}k", size / 1000)
+}
+
+/// Workload 3: one dispatcher tick on boards of 1k, 10k and 100k tasks.
+pub(super) fn tick(paths: &Paths, results: &mut Results) -> Result<(), String> {
+    boards(paths)?;
+    let mut rows = Vec::new();
+    let ticks = TICKS_PER_RUN.to_string();
+    for size in BOARD_SIZES {
+        let mut samples = Vec::new();
+        for run in 0..=RUNS {
+            let home = home_with_board(paths, size, &format!("tick-{size}"))?;
+            let figures = example(
+                paths,
+                "bench_tick",
+                &["tick", "--home", path_str(&home)?, "--ticks", &ticks],
+            )?;
+            if run > 0 {
+                let ms = figures["ticks_ms"]
+                    .as_array()
+                    .ok_or("bench_tick printed no ticks_ms")?;
+                samples.extend(ms.iter().filter_map(Value::as_f64));
+            }
+        }
+        let name = size_name(size);
+        rows.push(Row::new(
+            &format!("tick.{name}"),
+            &format!("tick, {name} tasks"),
+            "ms",
+            samples,
+        ));
+    }
+    results.note(format!(
+        "tick: every board has {BOARD_READY} ready and {BOARD_TRIAGE} cooling triage cards, the rest done \
+         (so the 1k board holds {} tasks)",
+        BOARD_READY + BOARD_TRIAGE
+    ));
+    if let [small, _, large] = rows.as_mut_slice() {
+        let ratio = large.median() / small.median();
+        let pass = large.median() < 5.0;
+        *large = large
+            .clone()
+            .ratio(ratio, "tick, 1k tasks")
+            .goal("< 5 ms", pass)
+            .goal("100k/1k < 2", ratio < 2.0);
+    }
+    results.rows.extend(rows);
+    Ok(())
+}
+
+/// Times one whole `kanban` process, after checking it succeeded.
+fn timed(cmd: &mut Command) -> Result<f64, String> {
+    let started = Instant::now();
+    output(cmd)?;
+    Ok(started.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Workload 4: `kanban create`, `list --status ready` and `show ID` on the 100k board.
+pub(super) fn cli_latency(paths: &Paths, results: &mut Results) -> Result<(), String> {
+    boards(paths)?;
+    let home = home_with_board(paths, 100_000, "cli")?;
+    let kanban = paths.kanban();
+    let cli = |args: &[&str]| {
+        let mut cmd = Command::new(&kanban);
+        cmd.arg("--home").arg(&home).args(args);
+        cmd
+    };
+    // The first command on a home writes its config template: not what is timed.
+    let ready = json_line(&output(&mut cli(&["list", "--status", "ready", "--json"]))?)?;
+    let id = ready[0]["id"]
+        .as_str()
+        .ok_or("the 100k board has no ready task")?
+        .to_owned();
+    let mut n = 0;
+    let mut next_title = move || {
+        n += 1;
+        format!("bench create {n}")
+    };
+    let verbs: [(&str, &str, Invocation); 3] = [
+        (
+            "create",
+            "kanban create",
+            Box::new(move || vec!["create".to_owned(), next_title()]),
+        ),
+        (
+            "list",
+            "kanban list --status ready",
+            Box::new(|| ["list", "--status", "ready"].map(str::to_owned).to_vec()),
+        ),
+        (
+            "show",
+            "kanban show ID",
+            Box::new(move || vec!["show".to_owned(), id.clone()]),
+        ),
+    ];
+    for (key, label, mut args) in verbs {
+        let mut samples = Vec::new();
+        for i in 0..CLI_WARMUP + CLI_RUNS {
+            let args = args();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let ms = timed(&mut cli(&args))?;
+            if i >= CLI_WARMUP {
+                samples.push(ms);
+            }
+        }
+        let row = Row::new(&format!("cli.{key}"), &format!("{label} (100k)"), "ms", samples);
+        let pass = row.median() < 10.0;
+        results.rows.push(row.goal("< 10 ms", pass));
+    }
+    Ok(())
+}
