@@ -2,10 +2,9 @@
 //! card or on every one. The decomposer crate does the work; this file picks the cards,
 //! runs the calls on a small runtime of its own and prints one line per card.
 
-use std::sync::Arc;
-
 use board_core::{Mode, Status, Store, TaskFilter, TaskId};
-use decompose::{Ask, HttpModel, Outcome};
+use decompose::{Ask, DecomposerSettings, HttpModel, Outcome};
+use serde_json::Value;
 
 use crate::args::ModelCallArgs;
 use crate::failure::Failure;
@@ -24,31 +23,15 @@ pub enum Call {
 /// decomposed (or there was none), 1 when any was not.
 pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     let settings = ctx.config.decomposer_settings();
-    let store: Arc<dyn Store> = Arc::new(ctx.store);
     let cards = match (args.id, args.all) {
         (Some(id), _) => vec![id],
-        (None, _) => triage_cards(store.as_ref())?,
+        (None, _) => triage_cards(ctx.store.as_ref())?,
     };
     let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Refused(format!("cannot start the async runtime: {e}")))?;
-    let clock = super::now;
-    let ask = Ask {
-        mode: Mode::Manual,
-        probe: false,
-        over_budget: args.over_budget,
-    };
+    let runtime = runtime()?;
     let mut all_ok = true;
     for id in &cards {
-        let store = Arc::clone(&store);
-        let outcome = runtime.block_on(async {
-            match call {
-                Call::Decompose => decompose::decompose(store, &client, id, ask, &settings, &clock).await,
-                Call::Specify => decompose::specify(store, &client, id, ask, &settings, &clock).await,
-            }
-        });
+        let outcome = call_card(&runtime, &ctx, &client, &settings, id, call, args.over_budget);
         all_ok &= outcome.ok;
         print(&outcome, ctx.json);
     }
@@ -60,6 +43,55 @@ pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     } else {
         Err(Failure::Reported)
     }
+}
+
+/// `kanban decompose ID --json` as a value: the outcome when the card was decomposed, else
+/// the refusal with its reason.
+pub fn decompose_json(ctx: &Ctx, id: &TaskId) -> Result<Value, Failure> {
+    let settings = ctx.config.decomposer_settings();
+    let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
+    let outcome = call_card(&runtime()?, ctx, &client, &settings, id, Call::Decompose, false);
+    if !outcome.ok {
+        let reason = outcome.reason.as_deref().unwrap_or("failed");
+        return Err(Failure::Refused(format!(
+            "{id}: {}",
+            crate::failure::one_line(reason)
+        )));
+    }
+    serde_json::to_value(&outcome).map_err(|e| Failure::Refused(format!("cannot write the outcome: {e}")))
+}
+
+/// The model calls run on a small runtime of their own.
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Refused(format!("cannot start the async runtime: {e}")))
+}
+
+/// One manual model call on one card.
+fn call_card(
+    runtime: &tokio::runtime::Runtime,
+    ctx: &Ctx,
+    client: &HttpModel,
+    settings: &DecomposerSettings,
+    id: &TaskId,
+    call: Call,
+    over_budget: bool,
+) -> Outcome {
+    let store = ctx.store.clone();
+    let clock = super::now;
+    let ask = Ask {
+        mode: Mode::Manual,
+        probe: false,
+        over_budget,
+    };
+    runtime.block_on(async {
+        match call {
+            Call::Decompose => decompose::decompose(store, client, id, ask, settings, &clock).await,
+            Call::Specify => decompose::specify(store, client, id, ask, settings, &clock).await,
+        }
+    })
 }
 
 /// Every triage card, in `list` order.

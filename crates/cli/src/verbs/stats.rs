@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use board_core::spend::window_start;
-use board_core::{Breaker, Ceilings, Spend, Status, Store, Task, TaskFilter};
+use board_core::{Breaker, Ceilings, Spend, Status, Task, TaskFilter};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;
