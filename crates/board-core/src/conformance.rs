@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod cost_safety;
 mod decomposition;
 mod decomposition_lease;
 mod fanout_cap;
@@ -18,6 +19,9 @@ mod reads;
 mod reclaim;
 mod runs;
 
+pub use cost_safety::{
+    breaker_opens_and_closes_durably, racing_faults_open_the_breaker_once, spend_sums_the_window,
+};
 pub use decomposition::{decomposition_commits_and_guards, history_blocks_automatic_decomposition};
 pub use decomposition_lease::{claim_ready_takes_what_is_still_ready, decomposition_lease_holds_a_card};
 pub use fanout_cap::fanout_cap_is_one_rule;
@@ -129,6 +133,9 @@ macro_rules! store_conformance_tests {
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,
+            breaker_opens_and_closes_durably,
+            racing_faults_open_the_breaker_once,
+            spend_sums_the_window,
         );
 
         #[test]

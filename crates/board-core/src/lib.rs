@@ -17,12 +17,14 @@
 
 pub mod backoff;
 mod decomposition_lease;
+pub mod breaker;
 pub mod graph;
 pub mod invariants;
 pub mod memory;
 pub mod plan;
 pub mod refusal;
 pub mod shapes;
+pub mod spend;
 pub mod store;
 pub mod transition;
 pub mod types;
@@ -32,10 +34,12 @@ pub mod conformance;
 
 pub use backoff::AttemptFloor;
 pub use decomposition_lease::{decide_lease, lease_expiry};
+pub use breaker::{Breaker, BreakerChange, BreakerSettings, Fault, Signal};
 pub use graph::{clean_title, NewTask};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
+pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
     Claim, Committed, Completion, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy,
     RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,

@@ -9,10 +9,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::json;
 
+use crate::breaker::{observe, Breaker, BreakerSettings, Signal};
 use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
+use crate::spend::Spend;
 use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Task, TaskId, Timestamp};
@@ -33,6 +35,7 @@ struct Board {
     llm_calls: Vec<LlmCall>,
     /// Decomposition leases: card -> (holder, expiry).
     decomposition_leases: BTreeMap<TaskId, (String, Timestamp)>,
+    breaker: Breaker,
     next_task: u32,
 }
 
@@ -472,6 +475,44 @@ impl Store for MemStore {
             .filter(|c| task_id.is_none_or(|t| c.task_id.as_ref() == Some(t)))
             .cloned()
             .collect())
+    }
+
+    fn spend(&self, since: Timestamp) -> StoreResult<Spend> {
+        let b = self.board();
+        let mut sum = Spend::default();
+        for call in b.llm_calls.iter().filter(|c| c.started_at >= since) {
+            let one = Spend {
+                requests: 1,
+                prompt_tokens: call.prompt_tokens.unwrap_or(0),
+                completion_tokens: call.completion_tokens.unwrap_or(0),
+                cost: call.cost,
+                over_budget: i64::from(call.over_budget),
+                ..Spend::default()
+            };
+            sum.add(call.outcome.clone(), &one);
+        }
+        Ok(sum)
+    }
+
+    fn breaker(&self) -> StoreResult<Breaker> {
+        Ok(self.board().breaker.clone())
+    }
+
+    fn signal_breaker(
+        &self,
+        signal: &Signal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+        let mut b = self.board();
+        let Some(change) = observe(&b.breaker, signal, settings, now) else {
+            return Ok((b.breaker.clone(), None));
+        };
+        b.task(&change.card)?;
+        let kind = change.event.as_ref().map(|e| e.kind);
+        b.push_events(&change.card, change.event.into_iter().collect(), now);
+        b.breaker = change.breaker.clone();
+        Ok((change.breaker, kind))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

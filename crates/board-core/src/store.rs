@@ -3,9 +3,11 @@
 //! the verbs built from them (claim, complete, reclaim, ...) are provided here once, so
 //! every backend follows the same protocol.
 
+use crate::breaker::{Breaker, BreakerSettings, Signal};
 use crate::graph::NewTask;
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
+use crate::spend::Spend;
 pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
@@ -193,6 +195,20 @@ pub trait Store: Send + Sync {
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64>;
     /// The billed model requests (of one task, when given), in the order they were billed.
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>>;
+    /// The ledger summed over the calls started at or after `since`, in one aggregate
+    /// read (never row by row).
+    fn spend(&self, since: Timestamp) -> StoreResult<Spend>;
+    /// The provider breaker as last written; the default when never written.
+    fn breaker(&self) -> StoreResult<Breaker>;
+    /// Applies `signal` to the breaker in one transaction: reads it, asks
+    /// `breaker::observe`, writes the new state and appends its event on the card the
+    /// change names. Returns the state after, and the kind of the event appended.
+    fn signal_breaker(
+        &self,
+        signal: &Signal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> StoreResult<(Breaker, Option<&'static str>)>;
     /// The whole board, read in one consistent view.
     fn snapshot(&self) -> StoreResult<BoardSnapshot>;
 

@@ -383,7 +383,7 @@ pub struct Link {
 
 /// One HTTP request to a model, as billed: a row of `llm_calls` but its id, which the
 /// store assigns (and which only orders the rows). This is the bill.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmCall {
     pub task_id: Option<TaskId>,
     pub purpose: String,
@@ -395,6 +395,12 @@ pub struct LlmCall {
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub error: Option<String>,
+    /// What the call cost at the configured prices; `None` without prices.
+    #[serde(default)]
+    pub cost: Option<f64>,
+    /// Sent past a spend ceiling by a person (`kanban decompose --over-budget`).
+    #[serde(default)]
+    pub over_budget: bool,
 }
 
 /// Everything on a board at one moment: what the invariants are checked against.

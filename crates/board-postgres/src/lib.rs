@@ -20,6 +20,7 @@
 
 mod apply;
 mod leases;
+mod cost;
 mod pool;
 mod rows;
 mod schema;

@@ -51,7 +51,7 @@ macro_rules! comment_columns {
 macro_rules! llm_call_columns {
     () => {
         "task_id, purpose, model, started_at, duration_ms, outcome, http_status, prompt_tokens, \
-         completion_tokens, error"
+         completion_tokens, error, cost, over_budget"
     };
 }
 
@@ -189,6 +189,8 @@ pub(crate) fn llm_call(r: &Row) -> StoreResult<LlmCall> {
         prompt_tokens: get(r, "prompt_tokens")?,
         completion_tokens: get(r, "completion_tokens")?,
         error: get(r, "error")?,
+        cost: get(r, "cost")?,
+        over_budget: get(r, "over_budget")?,
     })
 }
 

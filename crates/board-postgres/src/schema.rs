@@ -146,6 +146,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         expires BIGINT NOT NULL
     );
     "#,
+    // 3: cost safety. Each ledger row carries its cost and whether a person sent it past
+    // a spend ceiling; the ceilings sum the last 24 hours through the time index; the
+    // provider breaker is one row of JSON (board_core::Breaker), present from the start
+    // so a writer can lock it.
+    r#"
+    ALTER TABLE llm_calls ADD COLUMN cost DOUBLE PRECISION;
+    ALTER TABLE llm_calls ADD COLUMN over_budget BOOLEAN NOT NULL DEFAULT FALSE;
+    CREATE INDEX llm_calls_by_time ON llm_calls (started_at);
+    CREATE TABLE provider_breaker (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    INSERT INTO provider_breaker (id, state, updated_at) VALUES (1, '{}', 0);
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -42,8 +42,8 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, DecompositionLease, Event, Link, LlmCall, Refusal, Request, Run, Store, Task,
-    TaskId, Timestamp,
+    BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
+    Request, Run, Signal, Spend, Store, Task, TaskId, Timestamp,
 };
 
 use crate::apply::{
@@ -447,7 +447,7 @@ impl Store for PgStore {
                 concat!(
                     "INSERT INTO llm_calls (",
                     llm_call_columns!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id"
                 ),
                 &[
                     &c.task_id.as_ref().map(TaskId::as_str),
@@ -460,6 +460,8 @@ impl Store for PgStore {
                     &c.prompt_tokens,
                     &c.completion_tokens,
                     &c.error,
+                    &c.cost,
+                    &c.over_budget,
                 ],
             )?;
             row.try_get(0).map_err(crate::backend)
@@ -484,6 +486,23 @@ impl Store for PgStore {
             };
             all(found, rows::llm_call)
         })
+    }
+
+    fn spend(&self, since: Timestamp) -> StoreResult<Spend> {
+        self.read_one(|tx| crate::cost::spend(tx, since))
+    }
+
+    fn breaker(&self) -> StoreResult<Breaker> {
+        self.read_one(crate::cost::breaker)
+    }
+
+    fn signal_breaker(
+        &self,
+        signal: &Signal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+        self.write(|tx| crate::cost::signal_breaker(tx, signal, settings, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

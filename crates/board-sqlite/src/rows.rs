@@ -30,7 +30,7 @@ pub const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at"
 pub const COMMENT_COLUMNS: &str = "id, task_id, author, body, created_at";
 
 pub const LLM_CALL_COLUMNS: &str = "task_id, purpose, model, started_at, duration_ms, outcome, \
-    http_status, prompt_tokens, completion_tokens, error";
+    http_status, prompt_tokens, completion_tokens, error, cost, over_budget";
 
 fn names(columns: &'static str) -> impl Iterator<Item = &'static str> {
     columns.split(',').map(str::trim)
@@ -303,6 +303,8 @@ pub fn llm_call_from_row(r: &Row<'_>) -> rusqlite::Result<LlmCall> {
         prompt_tokens: c.next()?,
         completion_tokens: c.next()?,
         error: c.next()?,
+        cost: c.next()?,
+        over_budget: c.next()?,
     })
 }
 
@@ -320,6 +322,8 @@ pub fn with_llm_call_params<T>(c: &LlmCall, f: impl FnOnce(&[&dyn ToSql]) -> T) 
         &c.prompt_tokens,
         &c.completion_tokens,
         &c.error,
+        &c.cost,
+        &c.over_budget,
     ])
 }
 
@@ -347,6 +351,6 @@ mod tests {
             .ends_with("WHERE id = ?1 AND status = ?30 AND current_run_id IS ?31 AND claim_lock IS ?32"));
         assert!(UPSERT_RUN.contains("metadata = excluded.metadata"));
         assert!(!UPSERT_RUN.contains("started_at = excluded"), "{}", *UPSERT_RUN);
-        assert!(INSERT_LLM_CALL.ends_with("?10)"));
+        assert!(INSERT_LLM_CALL.ends_with("?12)"));
     }
 }

@@ -160,6 +160,19 @@ pub const MIGRATIONS: &[&str] = &[
         expires INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 5: cost safety. Each ledger row carries its cost and whether a person sent it past
+    // a spend ceiling; the ceilings sum the last 24 hours through the time index; the
+    // provider breaker is one row of JSON (board_core::Breaker).
+    r#"
+    ALTER TABLE llm_calls ADD COLUMN cost REAL;
+    ALTER TABLE llm_calls ADD COLUMN over_budget INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX llm_calls_by_time ON llm_calls(started_at);
+    CREATE TABLE provider_breaker (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

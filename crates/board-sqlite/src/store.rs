@@ -8,8 +8,8 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, DecompositionLease, Event, Link, LlmCall, Refusal, Request, Run, Store,
-    StoreError, Task, TaskId, Timestamp,
+    BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
+    Request, Run, Signal, Spend, Store, StoreError, Task, TaskId, Timestamp,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -21,6 +21,7 @@ use crate::SqliteStore;
 
 mod apply;
 mod leases;
+mod cost;
 mod tasks;
 
 use apply::{
@@ -400,6 +401,23 @@ impl Store for SqliteStore {
             .query_map([task_id.map(TaskId::as_str)], llm_call_from_row)
             .map_err(backend)?;
         rows.collect::<Result<_, _>>().map_err(backend)
+    }
+
+    fn spend(&self, since: Timestamp) -> StoreResult<Spend> {
+        self.read(|tx| cost::spend(tx, since))
+    }
+
+    fn breaker(&self) -> StoreResult<Breaker> {
+        self.read(|tx| cost::breaker(tx))
+    }
+
+    fn signal_breaker(
+        &self,
+        signal: &Signal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+        self.write(|tx| cost::signal_breaker(tx, signal, settings, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

@@ -237,6 +237,9 @@ pub struct ModelCallArgs {
     /// Every triage card, in list order
     #[arg(long)]
     pub all: bool,
+    /// Send even though a daily spend ceiling is reached (the ledger records it)
+    #[arg(long)]
+    pub over_budget: bool,
 }
 
 #[derive(Debug, Args)]

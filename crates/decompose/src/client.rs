@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{LlmCall, Store, TaskId, Timestamp};
+use board_core::{Breaker, BreakerSettings, Fault, LlmCall, Signal, Store, TaskId, Timestamp};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
@@ -113,6 +113,25 @@ impl CallFailure {
             retry_after: None,
             message: message.into(),
         }
+    }
+
+    /// Whether the provider, not the card, is at fault: no answer (a connection error or
+    /// a timeout), 5xx, 408, 429, or 401/403/404 (the key or the model is wrong). A reply
+    /// that arrives but is malformed or too large is the card's.
+    pub fn is_provider_fault(&self) -> bool {
+        match self.kind {
+            FailureKind::ConnectionError | FailureKind::Timeout => true,
+            FailureKind::HttpError => matches!(
+                self.http_status,
+                Some(status) if status >= 500 || matches!(status, 401 | 403 | 404 | 408 | 429)
+            ),
+            FailureKind::TooLarge | FailureKind::BadResponse => false,
+        }
+    }
+
+    /// A 401 or 403: the key or the account is refused.
+    pub fn is_auth(&self) -> bool {
+        self.kind == FailureKind::HttpError && matches!(self.http_status, Some(401 | 403))
     }
 
     /// Whether another attempt may succeed: 5xx, 408, 429 and connection errors. A
@@ -329,9 +348,68 @@ impl ModelClient for HttpModel {
     }
 }
 
+/// One decomposition attempt as the provider breaker sees it: the card, a fresh id
+/// shared by its transient retries, and how it was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    pub card: TaskId,
+    /// Random, so the breaker tells a retry from a new attempt on the same card.
+    pub id: String,
+    /// The gateway's (automatic) attempts retry only while the provider is known up.
+    pub automatic: bool,
+    /// The breaker's one probe: never retried.
+    pub probe: bool,
+    /// Sent past a spend ceiling by a person: its rows say so.
+    pub over_budget: bool,
+}
+
+impl Attempt {
+    /// A manual attempt on `card`, as `kanban decompose` makes.
+    pub fn manual(card: &TaskId) -> Attempt {
+        Attempt {
+            card: card.clone(),
+            id: attempt_id(),
+            automatic: false,
+            probe: false,
+            over_budget: false,
+        }
+    }
+}
+
+/// A fresh attempt id; without randomness, the time in nanoseconds.
+pub(crate) fn attempt_id() -> String {
+    let mut bytes = [0u8; 8];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(_) => format!("{:?}", std::time::SystemTime::now()),
+    }
+}
+
+/// A jitter factor drawn uniformly from [-0.1, 0.1]; without randomness, none.
+pub(crate) fn jitter() -> f64 {
+    match getrandom::u32() {
+        Ok(n) => (f64::from(n) / f64::from(u32::MAX)) * 0.2 - 0.1,
+        Err(_) => 0.0,
+    }
+}
+
+/// The breaker's settings for a signal sent now.
+pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings {
+    BreakerSettings {
+        base_seconds: settings.retry_policy.base_seconds,
+        jitter: jitter(),
+        config_stamp: settings.config_stamp.clone(),
+    }
+}
+
 /// Sends `body` through `client`, retrying transient failures
 /// `settings.transient_retries` times, and records every attempt as one `llm_calls`
-/// row of `purpose` for `task_id`, whatever its result.
+/// row of `purpose` for the attempt's card, whatever its result, with its cost at the
+/// configured prices.
+///
+/// Every answer (any reply at all) and every provider fault is a signal to the provider
+/// breaker; a retry is skipped when the attempt is the breaker's probe, or when it is
+/// automatic and the breaker no longer says the provider is up.
 ///
 /// The n-th retry waits `n * settings.retry_backoff`, or the server's `Retry-After`
 /// when it sent one, never more than [`MAX_RETRY_WAIT`]. A row that cannot be written
@@ -339,41 +417,119 @@ impl ModelClient for HttpModel {
 pub async fn call_model<C: ModelClient>(
     client: &C,
     store: &Arc<dyn Store>,
-    task_id: &TaskId,
+    attempt: &Attempt,
     purpose: Purpose,
     body: &Value,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> Result<ModelReply, CallFailure> {
-    let mut attempt: u32 = 0;
+    let mut retries: u32 = 0;
     loop {
         let started_at = clock();
         let started = Instant::now();
         let result = client.send(body).await;
         let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        let row = bill(
-            task_id,
+        let mut row = bill(
+            &attempt.card,
             purpose,
             &settings.model,
             started_at,
             duration_ms,
             &result,
         );
+        row.cost = settings.prices.cost(row.prompt_tokens, row.completion_tokens);
+        row.over_budget = attempt.over_budget;
         record(store, row).await;
+        let breaker = signal(store, attempt, &result, settings, clock()).await;
         let failure = match result {
             Ok(completion) => return Ok(completion),
             Err(failure) => failure,
         };
-        if !failure.is_transient() || attempt >= settings.transient_retries {
+        let breaker_says_stop =
+            attempt.automatic && !breaker.as_ref().is_some_and(|b| b.retry_allowed(&attempt.id));
+        if !failure.is_transient()
+            || retries >= settings.transient_retries
+            || attempt.probe
+            || breaker_says_stop
+        {
             return Err(failure);
         }
-        attempt += 1;
+        retries += 1;
         let wait = failure
             .retry_after
-            .unwrap_or_else(|| settings.retry_backoff.saturating_mul(attempt))
+            .unwrap_or_else(|| settings.retry_backoff.saturating_mul(retries))
             .min(MAX_RETRY_WAIT);
-        tracing::debug!(card = %task_id, attempt, wait_ms = wait.as_millis() as u64, error = %failure, "retrying model call");
+        tracing::debug!(card = %attempt.card, attempt = retries, wait_ms = wait.as_millis() as u64, error = %failure, "retrying model call");
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// Tells the provider breaker how a request went, logging the one line of an open or a
+/// close; the breaker's state after, or `None` when it could not be written.
+async fn signal(
+    store: &Arc<dyn Store>,
+    attempt: &Attempt,
+    result: &Result<ModelReply, CallFailure>,
+    settings: &DecomposerSettings,
+    now: Timestamp,
+) -> Option<Breaker> {
+    let signal = match result {
+        Err(failure) if failure.is_provider_fault() => Signal::Down(Fault {
+            card: attempt.card.clone(),
+            attempt: attempt.id.clone(),
+            error: failure.message.clone(),
+            auth: failure.is_auth(),
+            retry_after: failure
+                .retry_after
+                .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        }),
+        _ => Signal::Up {
+            card: attempt.card.clone(),
+        },
+    };
+    signal_breaker(store, signal, breaker_settings(settings), now).await
+}
+
+/// Applies one signal to the breaker off the async threads, with the log line of the
+/// open or the close it caused.
+pub(crate) async fn signal_breaker(
+    store: &Arc<dyn Store>,
+    signal: Signal,
+    settings: BreakerSettings,
+    now: Timestamp,
+) -> Option<Breaker> {
+    let store = Arc::clone(store);
+    let card = match &signal {
+        Signal::Up { card } | Signal::ProbeTaken { card } | Signal::Ceiling { card, .. } => card.clone(),
+        Signal::Down(fault) => fault.card.clone(),
+    };
+    let written = tokio::task::spawn_blocking(move || store.signal_breaker(&signal, &settings, now)).await;
+    match written {
+        Ok(Ok((breaker, event))) => {
+            match event {
+                Some("breaker_opened") => tracing::warn!(
+                    card = %card,
+                    error = breaker.last_error.as_deref().unwrap_or(""),
+                    probe_at = breaker.probe_at,
+                    auth = breaker.auth,
+                    "the model provider is failing: automatic decomposition paused for every card"
+                ),
+                Some("breaker_closed") => tracing::info!(
+                    card = %card,
+                    "the model provider answers again: automatic decomposition resumes"
+                ),
+                _ => {}
+            }
+            Some(breaker)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not update the provider breaker");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not update the provider breaker");
+            None
+        }
     }
 }
 

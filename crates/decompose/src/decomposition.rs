@@ -7,10 +7,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use board_core::plan::automatic_guard;
-use board_core::{Mode, Plan, PlanBasis, Refusal, Status, Store, StoreError, TaskFacts, TaskId};
+use board_core::spend::window_start;
+use board_core::{Mode, Plan, PlanBasis, Refusal, Signal, Status, Store, StoreError, TaskFacts, TaskId};
 use serde::Serialize;
 
-use crate::client::{call_model, Clock, ModelClient, Purpose};
+use crate::client::{
+    attempt_id, breaker_settings, call_model, jitter, signal_breaker, Attempt, Clock, ModelClient, Purpose,
+};
 use crate::prompt::{build_request, build_specify_request};
 use crate::reply::parse_reply;
 use crate::settings::DecomposerSettings;
@@ -57,6 +60,28 @@ impl Outcome {
     }
 }
 
+/// How a decomposition is asked for: by the gateway or a person, as the provider
+/// breaker's one probe, and whether a person sends it past a spend ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ask {
+    pub mode: Mode,
+    /// The one request of a breaker expiry (automatic): sent while the breaker is open,
+    /// never retried.
+    pub probe: bool,
+    /// `kanban decompose --over-budget`: go past a reached spend ceiling.
+    pub over_budget: bool,
+}
+
+impl From<Mode> for Ask {
+    fn from(mode: Mode) -> Ask {
+        Ask {
+            mode,
+            probe: false,
+            over_budget: false,
+        }
+    }
+}
+
 /// Decomposes one triage card: asks the model to split it or tighten it, and commits
 /// the answer (docs/decomposer.md).
 ///
@@ -72,11 +97,11 @@ pub async fn decompose<C: ModelClient>(
     store: Arc<dyn Store>,
     client: &C,
     id: &TaskId,
-    mode: Mode,
+    ask: impl Into<Ask>,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> Outcome {
-    run(store, client, id, mode, Purpose::Decompose, settings, clock).await
+    run(store, client, id, ask.into(), Purpose::Decompose, settings, clock).await
 }
 
 /// Rewrites one triage card as a single, clearer task (`kanban specify`): the same path
@@ -86,11 +111,11 @@ pub async fn specify<C: ModelClient>(
     store: Arc<dyn Store>,
     client: &C,
     id: &TaskId,
-    mode: Mode,
+    ask: impl Into<Ask>,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> Outcome {
-    run(store, client, id, mode, Purpose::Specify, settings, clock).await
+    run(store, client, id, ask.into(), Purpose::Specify, settings, clock).await
 }
 
 /// Why an attempt ended without a commit, and whether it counts against the card.
@@ -99,6 +124,9 @@ struct Failed {
     /// `false` when the card moved on (left triage, gained history, vanished) rather
     /// than failed, or when nothing was attempted.
     counts: bool,
+    /// A provider fault: it counts only if the breaker says the provider is up for
+    /// the other cards.
+    provider: bool,
 }
 
 impl Failed {
@@ -106,6 +134,7 @@ impl Failed {
         Failed {
             reason: reason.into(),
             counts: true,
+            provider: false,
         }
     }
 
@@ -113,6 +142,7 @@ impl Failed {
         Failed {
             reason: reason.into(),
             counts: false,
+            provider: false,
         }
     }
 }
@@ -121,13 +151,14 @@ async fn run<C: ModelClient>(
     store: Arc<dyn Store>,
     client: &C,
     id: &TaskId,
-    mode: Mode,
+    ask: Ask,
     purpose: Purpose,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> Outcome {
+    let mode = ask.mode;
     let started = Instant::now();
-    let result = attempt(&store, client, id, mode, purpose, settings, clock).await;
+    let result = attempt(&store, client, id, ask, purpose, settings, clock).await;
     let duration_ms = started.elapsed().as_millis() as u64;
     match result {
         Ok(outcome) => {
@@ -154,7 +185,8 @@ async fn run<C: ModelClient>(
                 reason = %failed.reason,
                 "decomposition failed"
             );
-            if failed.counts && mode == Mode::Automatic {
+            let counts = failed.counts && (!failed.provider || charged(&store, ask).await);
+            if counts && mode == Mode::Automatic {
                 record_failure(&store, id, &failed.reason, settings, clock).await;
             }
             Outcome::refused(id.clone(), failed.reason)
@@ -166,11 +198,12 @@ async fn attempt<C: ModelClient>(
     store: &Arc<dyn Store>,
     client: &C,
     id: &TaskId,
-    mode: Mode,
+    ask: Ask,
     purpose: Purpose,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> Result<Outcome, Failed> {
+    let mode = ask.mode;
     let facts = read_facts(store, id).await?;
     let facts = match mode {
         Mode::Automatic => {
@@ -194,9 +227,23 @@ async fn attempt<C: ModelClient>(
         Purpose::Decompose => build_request(&facts.task, roster, model, max_tokens),
         Purpose::Specify => build_specify_request(&facts.task, roster, model, max_tokens),
     };
-    let completion = call_model(client, store, id, purpose, &body, settings, clock)
+    let over_budget = spend_guard(store, ask, settings, clock()).await?;
+    if mode == Mode::Automatic {
+        breaker_guard(store, id, ask, settings, clock()).await?;
+    }
+    let attempt = Attempt {
+        card: id.clone(),
+        id: attempt_id(),
+        automatic: mode == Mode::Automatic,
+        probe: ask.probe,
+        over_budget,
+    };
+    let completion = call_model(client, store, &attempt, purpose, &body, settings, clock)
         .await
-        .map_err(|failure| Failed::counted(failure.message))?;
+        .map_err(|failure| Failed {
+            provider: failure.is_provider_fault(),
+            ..Failed::counted(failure.message)
+        })?;
     let plan = parse_reply(&completion.content, roster).map_err(|r| Failed::counted(r.to_string()))?;
     if let (Purpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
         return Err(Failed::counted(format!(
@@ -218,6 +265,76 @@ async fn attempt<C: ModelClient>(
         new_title: (!fanout).then(|| committed.root.title.clone()),
         child_ids: committed.child_ids,
     })
+}
+
+/// Refuses a call at a reached spend ceiling, unless a person passed `--over-budget`;
+/// says whether the call goes past one (its ledger rows then say so).
+async fn spend_guard(
+    store: &Arc<dyn Store>,
+    ask: Ask,
+    settings: &DecomposerSettings,
+    now: i64,
+) -> Result<bool, Failed> {
+    if settings.ceilings == Default::default() {
+        return Ok(false);
+    }
+    let reader = Arc::clone(store);
+    let spend = blocking(move || reader.spend(window_start(now)))
+        .await
+        .map_err(|e| Failed::uncounted(e.to_string()))?;
+    let Some(reached) = settings.ceilings.reached(&spend) else {
+        return Ok(false);
+    };
+    match ask {
+        Ask {
+            mode: Mode::Manual,
+            over_budget: true,
+            ..
+        } => Ok(true),
+        Ask { mode: Mode::Manual, .. } => Err(Failed::uncounted(format!(
+            "the spend ceiling is reached: {reached}; nothing was sent. Pass --over-budget to send it anyway (the ledger records it)"
+        ))),
+        Ask { .. } => Err(Failed::uncounted(format!("the spend ceiling is reached: {reached}"))),
+    }
+}
+
+/// An automatic call while the provider breaker is open is refused unless it is the
+/// probe, which first moves the breaker's next probe time on (so a restart cannot send
+/// a second one).
+async fn breaker_guard(
+    store: &Arc<dyn Store>,
+    id: &TaskId,
+    ask: Ask,
+    settings: &DecomposerSettings,
+    now: i64,
+) -> Result<(), Failed> {
+    if ask.probe {
+        let taken = Signal::ProbeTaken { card: id.clone() };
+        signal_breaker(store, taken, breaker_settings(settings), now).await;
+        return Ok(());
+    }
+    let reader = Arc::clone(store);
+    let breaker = blocking(move || reader.breaker())
+        .await
+        .map_err(|e| Failed::uncounted(e.to_string()))?;
+    if breaker.open {
+        return Err(Failed::uncounted(
+            "the provider breaker is open: automatic decomposition is paused",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a provider fault of this call is charged to its card: an automatic call,
+/// not the probe, and the breaker stayed closed with the provider seen up.
+async fn charged(store: &Arc<dyn Store>, ask: Ask) -> bool {
+    if ask.mode != Mode::Automatic || ask.probe {
+        return false;
+    }
+    let reader = Arc::clone(store);
+    blocking(move || reader.breaker())
+        .await
+        .is_ok_and(|b| b.charges())
 }
 
 /// A manual call needs what the commit needs: a triage card not yet decomposed.
@@ -289,14 +406,6 @@ async fn record_failure(
         }
         // The card left triage meanwhile: it is no longer failing.
         Err(e) => tracing::debug!(card = %id, error = %e, "decomposition failure not recorded"),
-    }
-}
-
-/// A jitter factor drawn uniformly from [-0.1, 0.1]; without randomness, none.
-fn jitter() -> f64 {
-    match getrandom::u32() {
-        Ok(n) => (f64::from(n) / f64::from(u32::MAX)) * 0.2 - 0.1,
-        Err(_) => 0.0,
     }
 }
 

@@ -17,8 +17,10 @@ pub mod reply;
 mod roster;
 mod settings;
 
-pub use client::{call_model, CallFailure, Clock, FailureKind, HttpModel, ModelClient, ModelReply, Purpose};
-pub use decomposition::{decompose, specify, Outcome};
+pub use client::{
+    call_model, Attempt, CallFailure, Clock, FailureKind, HttpModel, ModelClient, ModelReply, Purpose,
+};
+pub use decomposition::{decompose, specify, Ask, Outcome};
 pub use prompt::{build_request, build_specify_request};
 pub use reply::{parse_reply, Rejection};
 pub use roster::{Profile, Roster, DEFAULT_ASSIGNEE};

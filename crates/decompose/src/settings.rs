@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use board_core::plan::DEFAULT_MAX_CHILDREN;
-use board_core::{PlanSettings, RetryPolicy};
+use board_core::{Ceilings, PlanSettings, Prices, RetryPolicy};
 
 use crate::roster::Roster;
 
@@ -135,6 +135,13 @@ pub struct DecomposerSettings {
     pub plan: PlanSettings,
     /// The automatic failure policy: backoff base and the parking limit.
     pub retry_policy: RetryPolicy,
+    /// The daily spend ceilings (none by default).
+    pub ceilings: Ceilings,
+    /// The model's prices, for each ledger row's cost (none by default).
+    pub prices: Prices,
+    /// A fingerprint of the config in force: an authentication fault holds the provider
+    /// breaker open until it changes.
+    pub config_stamp: Option<String>,
 }
 
 impl DecomposerSettings {
@@ -167,7 +174,9 @@ impl fmt::Debug for DecomposerSettings {
             .field("roster", &self.roster)
             .field("plan", &self.plan)
             .field("retry_policy", &self.retry_policy)
-            .finish()
+            .field("ceilings", &self.ceilings)
+            .field("prices", &self.prices)
+            .finish_non_exhaustive()
     }
 }
 
@@ -186,6 +195,9 @@ impl Default for DecomposerSettings {
             roster: Roster::default().with_max_children(Some(DEFAULT_MAX_CHILDREN)),
             plan: PlanSettings::default(),
             retry_policy: RetryPolicy::default(),
+            ceilings: Ceilings::default(),
+            prices: Prices::default(),
+            config_stamp: None,
         }
     }
 }

@@ -59,6 +59,16 @@ impl Board {
         self.store.create(&task, self.now()).unwrap().id
     }
 
+    /// Records that the provider answered a call about another card, as the breaker
+    /// sees it: a provider fault after it is charged to its card.
+    fn provider_up(&self) {
+        let other = self.triage("answered");
+        let up = board_core::Signal::Up { card: other };
+        self.store
+            .signal_breaker(&up, &Default::default(), self.now())
+            .unwrap();
+    }
+
     fn now(&self) -> i64 {
         self.now.load(Ordering::SeqCst)
     }
@@ -416,6 +426,7 @@ async fn every_bad_answer_fails_alone_and_is_recorded() {
     for (name, reply, expected) in cases {
         let card = board.triage(name);
         board.llm.script_task(card.as_str(), vec![reply]);
+        board.provider_up();
         let tasks_before = board.task_count();
         let outcome = board.decompose_with(&card, Mode::Automatic, &settings).await;
         assert_reason(&outcome, expected);
@@ -446,6 +457,7 @@ async fn an_http_500_is_retried_and_every_request_billed() {
     board
         .llm
         .script_task(card.as_str(), vec![Reply::error(500, "internal error")]);
+    board.provider_up();
     let outcome = board.decompose(&card, Mode::Automatic).await;
     assert_reason(&outcome, "HTTP 500");
     assert_eq!(board.requests_for(&card).len(), 3, "one request and two retries");
@@ -598,6 +610,7 @@ async fn the_api_key_never_leaks() {
     for (name, reply) in replies {
         let card = board.triage(name);
         board.llm.script_task(card.as_str(), vec![reply]);
+        board.provider_up();
         outcomes.push(board.decompose_with(&card, Mode::Automatic, &settings).await);
     }
     // An edit during the call: a refusal at commit.
@@ -611,6 +624,7 @@ async fn the_api_key_never_leaks() {
                 .unwrap();
         }
     });
+    board.provider_up();
     outcomes.push(board.decompose_with(&edited, Mode::Automatic, &settings).await);
     // A closed port: a connection error.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -623,6 +637,7 @@ async fn the_api_key_never_leaks() {
         ..settings.clone()
     };
     let card = board.triage("unreachable");
+    board.provider_up();
     outcomes.push(board.decompose_with(&card, Mode::Automatic, &unreachable).await);
 
     let failed = outcomes.iter().filter(|o| !o.ok).count();
@@ -682,4 +697,112 @@ async fn the_api_key_never_leaks() {
         );
     }
     assert!(!format!("{settings:?}").contains(CANARY));
+}
+
+/// A provider fault on a board that never saw the provider up is nobody's fault: it is
+/// not retried and not charged; a second card's fault opens the breaker (one event);
+/// then an automatic call sends nothing, the probe sends one request, and its success
+/// closes the breaker.
+#[tokio::test]
+async fn an_outage_opens_the_breaker_and_charges_no_card() {
+    let board = Board::new().await;
+    let (first, second, third) = (board.triage("one"), board.triage("two"), board.triage("three"));
+    for card in [&first, &second, &third] {
+        board
+            .llm
+            .script_task(card.as_str(), vec![Reply::error(503, "overloaded")]);
+    }
+    let outcome = board.decompose(&first, Mode::Automatic).await;
+    assert_reason(&outcome, "HTTP 503");
+    assert_eq!(board.requests_for(&first).len(), 1, "never seen up: no retries");
+    assert_eq!(board.task(&first).decompose_failures, 0, "not charged");
+    assert!(!board.store.breaker().unwrap().open);
+    board.decompose(&second, Mode::Automatic).await;
+    let breaker = board.store.breaker().unwrap();
+    assert!(breaker.open, "two cards failed with no success between");
+    assert_eq!(board.task(&second).decompose_failures, 0);
+    assert_eq!(board.events_of(&second, "breaker_opened").len(), 1);
+    let refused = board.decompose(&third, Mode::Automatic).await;
+    assert_reason(&refused, "breaker is open");
+    assert!(board.requests_for(&third).is_empty(), "nothing sent while open");
+    board
+        .llm
+        .script_task(third.as_str(), vec![single("Third, clearer")]);
+    let probe = decompose::Ask {
+        mode: Mode::Automatic,
+        probe: true,
+        over_budget: false,
+    };
+    let settings = board.settings();
+    let client = HttpModel::new(&settings).unwrap();
+    let now = Arc::clone(&board.now);
+    let clock = move || now.load(Ordering::SeqCst);
+    let outcome = decompose::decompose(
+        Arc::clone(&board.store),
+        &client,
+        &third,
+        probe,
+        &settings,
+        &clock,
+    )
+    .await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(board.requests_for(&third).len(), 1);
+    assert!(
+        !board.store.breaker().unwrap().open,
+        "the probe's success closes it"
+    );
+    assert_eq!(board.events_of(&third, "breaker_closed").len(), 1);
+    let rows = board.store.llm_calls(None).unwrap();
+    assert_eq!(rows.len(), 3, "every request is one ledger row");
+}
+
+/// At a reached ceiling a manual call is refused before sending, says how to go past
+/// it, and with `over_budget` it is sent and its row says so; prices give every row
+/// its cost.
+#[tokio::test]
+async fn a_reached_ceiling_refuses_until_over_budget_and_rows_carry_their_cost() {
+    let board = Board::new().await;
+    let settings = DecomposerSettings {
+        ceilings: board_core::Ceilings {
+            max_requests_per_day: Some(1),
+            ..Default::default()
+        },
+        prices: board_core::Prices {
+            per_million_input: Some(1.0),
+            per_million_output: Some(2.0),
+        },
+        ..board.settings()
+    };
+    let (first, second) = (board.triage("first"), board.triage("second"));
+    board.llm.script_task(first.as_str(), vec![single("First")]);
+    board.llm.script_task(second.as_str(), vec![single("Second")]);
+    assert!(board.decompose_with(&first, Mode::Manual, &settings).await.ok);
+    let refused = board.decompose_with(&second, Mode::Manual, &settings).await;
+    assert_reason(&refused, "--over-budget");
+    assert!(board.requests_for(&second).is_empty());
+    let past = decompose::Ask {
+        mode: Mode::Manual,
+        probe: false,
+        over_budget: true,
+    };
+    let client = HttpModel::new(&settings).unwrap();
+    let now = Arc::clone(&board.now);
+    let clock = move || now.load(Ordering::SeqCst);
+    let outcome = decompose::decompose(
+        Arc::clone(&board.store),
+        &client,
+        &second,
+        past,
+        &settings,
+        &clock,
+    )
+    .await;
+    assert!(outcome.ok, "{outcome:?}");
+    let rows = board.store.llm_calls(None).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.over_budget).collect::<Vec<_>>(),
+        [false, true]
+    );
+    assert!(rows.iter().all(|r| r.cost.is_some_and(|c| c > 0.0)), "{rows:?}");
 }

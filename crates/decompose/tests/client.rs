@@ -64,7 +64,7 @@ async fn call(board: &Board, settings: &DecomposerSettings) -> Result<ModelReply
     call_model(
         &client,
         &board.store,
-        &board.card,
+        &decompose::Attempt::manual(&board.card),
         Purpose::Decompose,
         &body,
         settings,

@@ -39,7 +39,7 @@ async fn failed_call(settings: &DecomposerSettings) -> (CallFailure, Vec<(String
     let failure = call_model(
         &client,
         &store,
-        &card,
+        &decompose::Attempt::manual(&card),
         Purpose::Decompose,
         &body,
         settings,

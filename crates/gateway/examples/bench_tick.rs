@@ -27,7 +27,7 @@ impl Decompositions for Idle {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId) {}
+    fn start(&mut self, _id: TaskId, _probe: bool) {}
     fn cancel_all(&mut self) {}
 }
 

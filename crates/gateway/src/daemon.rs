@@ -101,7 +101,13 @@ pub fn lock_home(home: &Home, replace: bool) -> Result<HomeLock, GatewayError> {
 }
 
 /// The running gateway's status, rewritten after every tick.
-fn write_status(home: &Home, started_at: Timestamp, dispatcher: &Dispatcher, last: &TickReport) {
+fn write_status(
+    home: &Home,
+    started_at: Timestamp,
+    dispatcher: &Dispatcher,
+    last: &TickReport,
+    cost_safety: serde_json::Value,
+) {
     let status = json!({
         "pid": std::process::id(),
         "started_at": started_at,
@@ -111,6 +117,7 @@ fn write_status(home: &Home, started_at: Timestamp, dispatcher: &Dispatcher, las
         "decompositions_in_flight": last.decompositions_in_flight,
         "counters": dispatcher.counters,
         "last_tick": last,
+        "cost_safety": cost_safety,
     });
     if let Err(e) = write_private(&home.status_file(), format!("{status:#}\n").as_bytes()) {
         tracing::warn!(error = %e, "could not write {STATUS_FILE}");
@@ -274,15 +281,17 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
                 // A panic in a tick is a bug, but it must not take the gateway down: the
                 // next tick runs with the same dispatcher.
                 let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    dispatcher.tick(&settings, now())
+                    let report = dispatcher.tick(&settings, now());
+                    let cost_safety = dispatcher.cost_safety(&settings, now());
+                    (report, cost_safety)
                 }));
                 (dispatcher, report)
             })
             .await;
             match joined {
-                Ok((d, Ok(report))) => {
+                Ok((d, Ok((report, cost_safety)))) => {
                     dispatcher = d;
-                    write_status(&status_home, started_at, &dispatcher, &report);
+                    write_status(&status_home, started_at, &dispatcher, &report, cost_safety);
                 }
                 Ok((d, Err(_))) => {
                     dispatcher = d;

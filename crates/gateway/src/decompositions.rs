@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use board_core::{Mode, Store, TaskId};
 use board_home::now;
-use decompose::{DecomposerSettings, HttpModel};
+use decompose::{Ask, DecomposerSettings, HttpModel};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
@@ -46,14 +46,19 @@ impl Decompositions for BackgroundDecompositions {
         self.running.keys().cloned().collect()
     }
 
-    fn start(&mut self, id: TaskId) {
+    fn start(&mut self, id: TaskId, probe: bool) {
         if self.running.get(&id).is_some_and(|h| !h.is_finished()) {
             return;
         }
         let (store, client, settings) = (self.store.clone(), self.client.clone(), self.settings.clone());
         let card = id.clone();
         let handle = self.runtime.spawn(async move {
-            let outcome = decompose::decompose(store, &*client, &card, Mode::Automatic, &settings, &now).await;
+            let ask = Ask {
+                mode: Mode::Automatic,
+                probe,
+                over_budget: false,
+            };
+            let outcome = decompose::decompose(store, &*client, &card, ask, &settings, &now).await;
             if !outcome.ok {
                 tracing::info!(task = %card, reason = outcome.reason.as_deref().unwrap_or(""), "automatic decomposition failed");
             }

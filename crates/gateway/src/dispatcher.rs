@@ -7,8 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use board_core::spend::window_start;
 use board_core::{
-    AttemptFloor, Outcome, Refusal, Request, RetryPolicy, Status, Store, StoreError, Task, TaskId, Timestamp,
+    AttemptFloor, Breaker, BreakerSettings, Ceilings, Outcome, Refusal, Request, RetryPolicy, Spend, Status,
+    Store, StoreError, Task, TaskId, Timestamp,
 };
 use board_home::{DatabaseUrl, Home};
 use serde::Serialize;
@@ -16,7 +18,8 @@ use serde_json::json;
 
 pub use crate::plan::RATE_LIMIT_COOLDOWN_SECONDS;
 use crate::plan::{
-    over_runtime, plan, preview, spawnable, Action, RunRef, StopReason, Stopping, View, WorkerView,
+    allowance, over_runtime, plan, preview, spawnable, Action, Allowance, RunRef, StopReason, Stopping, View,
+    WorkerView,
 };
 use crate::supervisor::{Assignment, Boundary, Ending, Exit, Observed, OsProcesses, Processes, Signal};
 
@@ -44,6 +47,11 @@ pub struct DispatchSettings {
     pub decomposition_lease_seconds: i64,
     /// The PostgreSQL board (`database_url`) its workers report to, when there is one.
     pub database_url: Option<DatabaseUrl>,
+    /// The daily spend ceilings of the decomposer.
+    pub ceilings: Ceilings,
+    /// The stamp of the config in force (a changed config lets a probe through a breaker
+    /// an authentication fault holds open).
+    pub config_stamp: Option<String>,
 }
 
 impl DispatchSettings {
@@ -53,9 +61,7 @@ impl DispatchSettings {
     pub fn lease_margin(&self) -> i64 {
         self.claim_ttl_seconds / 2
     }
-}
 
-impl DispatchSettings {
     /// The profile a task's worker runs as, and its command; `None` for a profile that
     /// cannot be spawned.
     pub fn worker_for(&self, task: &Task) -> (String, Option<Vec<String>>) {
@@ -72,8 +78,9 @@ impl DispatchSettings {
 pub trait Decompositions: Send {
     /// Forgets the finished ones and returns the ids still in flight.
     fn in_flight(&mut self) -> BTreeSet<TaskId>;
-    /// Starts an automatic decomposition of `id`; it commits on its own.
-    fn start(&mut self, id: TaskId);
+    /// Starts an automatic decomposition of `id` (as the provider breaker's probe, when
+    /// `probe`); it commits on its own.
+    fn start(&mut self, id: TaskId, probe: bool);
     /// Cancels every decomposition in flight; a cancelled one commits nothing.
     fn cancel_all(&mut self);
 }
@@ -85,7 +92,7 @@ impl Decompositions for NoDecompositions {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId) {}
+    fn start(&mut self, _id: TaskId, _probe: bool) {}
     fn cancel_all(&mut self) {}
 }
 
@@ -102,6 +109,9 @@ pub struct TickReport {
     pub promoted: Vec<TaskId>,
     pub spawned: Vec<TaskId>,
     pub errors: Vec<String>,
+    /// A dry run's view of the cost safety (`Dispatcher::cost_safety`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_safety: Option<serde_json::Value>,
 }
 
 impl TickReport {
@@ -165,6 +175,8 @@ pub struct Dispatcher {
     floors: BTreeMap<TaskId, AttemptFloor>,
     /// The actions of the last tick.
     last_plan: Vec<Action>,
+    /// The provider breaker and the last 24 hours' spend, as the last tick read them.
+    safety: Option<(Breaker, Spend, BTreeSet<TaskId>)>,
     pub counters: Counters,
 }
 
@@ -196,6 +208,7 @@ impl Dispatcher {
             skipped: BTreeSet::new(),
             floors: BTreeMap::new(),
             last_plan: Vec::new(),
+            safety: None,
             counters: Counters::default(),
         }
     }
@@ -228,6 +241,32 @@ impl Dispatcher {
     /// Whether a held worker is still being stopped.
     pub fn stopping(&self) -> bool {
         self.workers.values().any(|w| w.stopping.is_some())
+    }
+
+    /// The cost safety as the last tick saw it, for `gateway.json` and a dry run: the
+    /// breaker, the spend ceilings and the last 24 hours' spend, and what the
+    /// decomposition step was allowed.
+    pub fn cost_safety(&self, settings: &DispatchSettings, now: Timestamp) -> serde_json::Value {
+        let Some((breaker, spend, in_flight)) = &self.safety else {
+            return json!(null);
+        };
+        let view = View {
+            breaker: breaker.clone(),
+            spend: spend.clone(),
+            in_flight: in_flight.clone(),
+            ..View::default()
+        };
+        let (allowed, _) = allowance(&view, now, settings);
+        json!({
+            "breaker": breaker.json(),
+            "ceilings": settings.ceilings.json(spend),
+            "spend_24h": spend,
+            "decompositions": match allowed {
+                Allowance::Cards(n) => format!("up to {n} may start"),
+                Allowance::Probe => "one probe may start".to_owned(),
+                Allowance::Nothing(why) => why,
+            },
+        })
     }
 
     /// The actions the last tick performed.
@@ -343,7 +382,11 @@ impl Dispatcher {
         } else {
             0
         };
-        Ok(preview(&actions, in_flight))
+        let mut report = preview(&actions, in_flight);
+        if settings.auto_decompose {
+            report.cost_safety = Some(self.cost_safety(settings, now));
+        }
+        Ok(report)
     }
 
     /// Whether no decomposition is in flight any more.
@@ -459,6 +502,18 @@ impl Dispatcher {
         }
         view.in_flight = self.decompositions.in_flight();
         self.release_decomposition_leases(&view.in_flight);
+        match (self.store.breaker(), self.store.spend(window_start(now))) {
+            (Ok(breaker), Ok(spend)) => {
+                view.breaker = breaker;
+                view.spend = spend;
+                let in_flight = view.in_flight.clone();
+                self.safety = Some((view.breaker.clone(), view.spend.clone(), in_flight));
+            }
+            // Without the breaker and the spend nothing may be sent.
+            (Err(e), _) | (_, Err(e)) => {
+                return failed.push(("reading the provider breaker and spend".to_owned(), e))
+            }
+        }
         let room = settings
             .auto_decompose_concurrency
             .saturating_sub(view.in_flight.len())
@@ -468,7 +523,9 @@ impl Dispatcher {
         }
         let policy: RetryPolicy = settings.decompose_retry;
         let held = self.floors.values().filter(|f| f.blocks(&policy, now)).count();
-        let due = match self.store.due_triage(now, room + view.in_flight.len() + held) {
+        // A probe passes over the breaker's suspects, so the window widens past them.
+        let window = room + view.in_flight.len() + held + view.breaker.suspects.len();
+        let due = match self.store.due_triage(now, window) {
             Ok(d) => d,
             Err(e) => return failed.push(("listing due triage cards".to_owned(), e)),
         };

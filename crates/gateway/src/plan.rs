@@ -8,7 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use board_core::{AttemptFloor, Outcome, RunId, Task, TaskFacts, TaskId, Timestamp};
+use board_core::plan::automatic_guard;
+use board_core::{AttemptFloor, Breaker, Outcome, RunId, Spend, Task, TaskFacts, TaskId, Timestamp};
 use serde_json::json;
 
 use crate::dispatcher::{DispatchSettings, TickReport};
@@ -133,6 +134,10 @@ pub struct View {
     pub in_flight: BTreeSet<TaskId>,
     /// What this process remembers of the decompositions it started.
     pub floors: BTreeMap<TaskId, AttemptFloor>,
+    /// The provider breaker, as the store holds it.
+    pub breaker: Breaker,
+    /// The ledger's last 24 hours.
+    pub spend: Spend,
     /// Tasks a promotion sweep would promote.
     pub promotable: Vec<TaskId>,
     /// Ready tasks in claim order (a window of them).
@@ -171,8 +176,17 @@ pub enum Action {
     },
     /// The lease of a held live worker expired: extend it.
     ExtendLease { task: TaskId, run: RunRef },
-    /// Hand a due triage card to the background decomposer, remembering the attempt.
-    StartDecomposition { card: TaskId, floor: AttemptFloor },
+    /// Hand a due triage card to the background decomposer, remembering the attempt;
+    /// as the provider breaker's one probe, nothing is remembered (an outage is not the
+    /// card's failure).
+    StartDecomposition {
+        card: TaskId,
+        floor: AttemptFloor,
+        probe: bool,
+    },
+    /// The spend ceiling in force changed: note it once (an event on `card`, the card
+    /// it holds back or the first it lets through, and one log line).
+    NoteCeiling { card: TaskId, reached: Option<String> },
     /// Promote the `todo` tasks whose parents are all finished.
     Promote { tasks: Vec<TaskId> },
     /// A ready task whose profile has no command: noted once, left ready.
@@ -195,6 +209,7 @@ impl Action {
             | Action::EndRun { task, .. }
             | Action::ExtendLease { task, .. }
             | Action::SkipNonspawnable { task, .. } => vec![task],
+            Action::NoteCeiling { card, .. } => vec![card],
             Action::Stop { task, .. } | Action::Spawn { task, .. } => vec![&task.id],
             Action::StartDecomposition { card, .. } => vec![card],
             Action::Promote { tasks } => tasks.iter().collect(),
@@ -232,7 +247,7 @@ pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
             }
             Action::Promote { .. } => report.promoted.extend(id()),
             Action::Spawn { .. } => report.spawned.extend(id()),
-            Action::Kill { .. } | Action::SkipNonspawnable { .. } => {}
+            Action::Kill { .. } | Action::SkipNonspawnable { .. } | Action::NoteCeiling { .. } => {}
         }
     }
     report
@@ -251,6 +266,59 @@ pub fn spawnable(
 
 fn cooling(cooldown: &BTreeMap<TaskId, Timestamp>, id: &TaskId, now: Timestamp) -> bool {
     cooldown.get(id).is_some_and(|until| *until > now)
+}
+
+/// What the provider breaker and the spend ceilings let a tick's decomposition step
+/// start (docs/decomposer.md#cost-safety).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Allowance {
+    /// Up to this many new decompositions: the per-tick and in-flight limits, one in
+    /// flight while the provider is in doubt, and no more than the request ceiling has
+    /// room for.
+    Cards(usize),
+    /// The breaker is open and its probe is due: one decomposition, as its probe.
+    Probe,
+    /// None at all, and why.
+    Nothing(String),
+}
+
+/// The cost safety's step of the plan: what may start now, and the spend ceiling the
+/// last 24 hours have reached (`None`: none).
+pub fn allowance(view: &View, now: Timestamp, settings: &DispatchSettings) -> (Allowance, Option<String>) {
+    let ceiling = settings.ceilings.reached(&view.spend);
+    if let Some(reached) = &ceiling {
+        return (
+            Allowance::Nothing(format!("spend ceiling reached: {reached}")),
+            ceiling,
+        );
+    }
+    let breaker = &view.breaker;
+    let in_flight = view.in_flight.len();
+    if breaker.open {
+        let allowed = if !breaker.probe_due(now, settings.config_stamp.as_deref()) {
+            Allowance::Nothing(format!(
+                "provider breaker open until {}",
+                breaker.probe_at.unwrap_or(now)
+            ))
+        } else if in_flight > 0 {
+            Allowance::Nothing("provider breaker open; a decomposition is still in flight".into())
+        } else {
+            Allowance::Probe
+        };
+        return (allowed, None);
+    }
+    let concurrency = if breaker.in_doubt() {
+        1
+    } else {
+        settings.auto_decompose_concurrency
+    };
+    let mut room = concurrency
+        .saturating_sub(in_flight)
+        .min(settings.auto_decompose_per_tick);
+    if let Some(left) = settings.ceilings.request_room(&view.spend, in_flight) {
+        room = room.min(left);
+    }
+    (Allowance::Cards(room), None)
 }
 
 /// The tick's actions, in the order of docs/gateway.md: held workers (reap, kill, end stopped runs),
@@ -387,28 +455,54 @@ impl Planner<'_> {
         }
     }
 
-    /// Step 3: due triage cards to the background decomposer, within the per-tick and
-    /// in-flight limits, never a card already in flight, and never one the backoff
-    /// policy holds back.
+    /// Step 3: due triage cards to the background decomposer, within what the cost
+    /// safety allows ([`allowance`]) and the per-tick and in-flight limits, never a card
+    /// already in flight, and never one the backoff policy holds back.
     fn decompositions(&mut self) {
         let s = self.settings;
         if !s.auto_decompose {
             return;
         }
         let in_flight = &self.view.in_flight;
-        let room = s
-            .auto_decompose_concurrency
-            .saturating_sub(in_flight.len())
-            .min(s.auto_decompose_per_tick);
         let policy = s.decompose_retry;
-        let due = self.view.triage.iter().filter(|facts| {
-            let id = &facts.task.id;
-            !in_flight.contains(id) && policy.allows(facts, self.view.floors.get(id), self.now)
-        });
-        for facts in due.take(room) {
+        let (allowed, ceiling) = allowance(self.view, self.now, s);
+        if ceiling != self.view.breaker.ceiling {
+            if let Some(first) = self.view.triage.first() {
+                self.actions.push(Action::NoteCeiling {
+                    card: first.task.id.clone(),
+                    reached: ceiling,
+                });
+            }
+        }
+        let (room, probe) = match allowed {
+            Allowance::Cards(room) => (room, false),
+            Allowance::Probe => (1, true),
+            Allowance::Nothing(_) => return,
+        };
+        let mut due: Vec<&TaskFacts> = self
+            .view
+            .triage
+            .iter()
+            .filter(|facts| {
+                let id = &facts.task.id;
+                let ready = if probe {
+                    automatic_guard(facts, self.now).is_ok()
+                } else {
+                    policy.allows(facts, self.view.floors.get(id), self.now)
+                };
+                !in_flight.contains(id) && ready
+            })
+            .collect();
+        if probe {
+            // The probe asks about the provider, so it goes to a card not suspected of
+            // failing by itself when there is one (a stable sort keeps the due order).
+            due.sort_by_key(|facts| self.view.breaker.suspects.contains(&facts.task.id));
+        }
+        for facts in due.into_iter().take(room) {
             let card = facts.task.id.clone();
             let floor = policy.floor_after_start(&facts.task, self.view.floors.get(&card), self.now);
-            self.actions.push(Action::StartDecomposition { card, floor });
+            self.actions
+                .push(Action::StartDecomposition { card, floor, probe });
         }
     }
 

@@ -40,6 +40,8 @@ impl DispatchSettings {
             decompose_retry: config.decompose_retry(),
             decomposition_lease_seconds: decomposition_lease_seconds(config),
             database_url: config.database_url.clone(),
+            ceilings: config.spend_ceilings(),
+            config_stamp: Some(config.stamp()),
         }
     }
 }

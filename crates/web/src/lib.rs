@@ -50,6 +50,8 @@ pub struct Settings {
     pub terminator: Arc<dyn Terminator + Send + Sync>,
     /// Where the workers' logs are (`<home>/logs`), for a running card's log tail.
     pub logs_dir: Option<PathBuf>,
+    /// The decomposer's daily spend ceilings, shown on the stats page.
+    pub ceilings: board_core::Ceilings,
     /// The verbs behind the MCP tools served at `/mcp` (streamable HTTP); none, no `/mcp`.
     pub mcp: Option<Arc<dyn mcp::Verbs>>,
 }
@@ -62,6 +64,7 @@ impl Default for Settings {
             poll_interval: Duration::from_millis(100),
             terminator: Arc::new(NoWorkers),
             logs_dir: None,
+            ceilings: board_core::Ceilings::default(),
             mcp: None,
         }
     }

@@ -9,7 +9,8 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use board_core::shapes::list_filter;
-use board_core::{EventFilter, LlmCall, Store, StoreResult, Task, Timestamp};
+use board_core::spend::window_start;
+use board_core::{Ceilings, EventFilter, LlmCall, Store, StoreResult, Task, Timestamp};
 
 use crate::html::escape;
 use crate::pages::{page, shell};
@@ -36,10 +37,43 @@ pub fn routes() -> Router<App> {
 }
 
 async fn stats(State(app): State<App>) -> Result<Response, ApiError> {
-    blocking(&app, |s| Ok(page(render(s, now())?))).await
+    let ceilings = app.settings.ceilings;
+    blocking(&app, move |s| Ok(page(render(s, &ceilings, now())?))).await
 }
 
-fn render(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
+/// The provider breaker and the last 24 hours' spend against the ceilings, in words.
+fn cost_safety(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
+    let breaker = store.breaker()?;
+    let day = store.spend(window_start(now))?;
+    let mut out = String::from("<section class=\"cost-safety\"><h2>Model provider and spend</h2><ul>");
+    let mut state = breaker.state().to_owned();
+    if let (true, Some(at)) = (breaker.open, breaker.probe_at) {
+        let _ = write!(state, ", next probe in {} s", (at - now).max(0));
+    }
+    if let (true, Some(error)) = (breaker.open, &breaker.last_error) {
+        let _ = write!(state, ": {error}");
+    }
+    let _ = write!(out, "<li>Breaker: {}</li>", escape(&state));
+    let cost = day.cost.map(|c| format!(", cost {c:.4}")).unwrap_or_default();
+    let _ = write!(
+        out,
+        "<li>Last 24 h: {} requests, {} prompt and {} completion tokens{}</li>",
+        day.requests, day.prompt_tokens, day.completion_tokens, cost
+    );
+    let ceiling = match ceilings.reached(&day) {
+        Some(reached) => format!("reached: {reached}; automatic decomposition stopped"),
+        None if *ceilings == Ceilings::default() => "none set".to_owned(),
+        None => "not reached".to_owned(),
+    };
+    let _ = write!(
+        out,
+        "<li>Spend ceilings: {}</li></ul></section>",
+        escape(&ceiling)
+    );
+    Ok(out)
+}
+
+fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
     let finished: Vec<Task> = store
         .list(&list_filter(None, None, true))?
         .into_iter()
@@ -64,7 +98,9 @@ fn render(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
     let day_labels: Vec<String> = (0..DAYS).map(|i| format!("-{}d", DAYS - 1 - i)).collect();
 
     let mut out = shell("kanban stats", None);
-    out.push_str("<h1>Stats</h1><div class=\"charts\">");
+    out.push_str("<h1>Stats</h1>");
+    out.push_str(&cost_safety(store, ceilings, now)?);
+    out.push_str("<div class=\"charts\">");
     out.push_str(&bar_chart(
         "Tasks finished per hour (last 24 h)",
         &hour_labels,

@@ -328,6 +328,20 @@ async fn pages_escape_card_text() {
         let r = s.client.get(s.url(path)).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 200, "{path}");
     }
+    let stats = s
+        .client
+        .get(s.url("/stats"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        stats.contains("Breaker: closed"),
+        "the stats page shows the breaker"
+    );
+    assert!(stats.contains("Spend ceilings: none set"), "and the ceilings");
     let r = s.client.get(s.url("/tasks/t_00000000")).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }

@@ -1,7 +1,9 @@
 //! The decomposer's settings as the config gives them, for `kanban decompose` and the
 //! gateway's automatic decompositions alike.
 
-use board_core::{PlanSettings, RetryPolicy};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use board_core::{Ceilings, PlanSettings, Prices, RetryPolicy};
 use decompose::{DecomposerSettings, Profile, Roster};
 
 use super::Config;
@@ -34,8 +36,51 @@ impl Config {
                 auto_promote_children: k.auto_promote_children,
             },
             retry_policy: self.decompose_retry(),
+            ceilings: self.spend_ceilings(),
+            prices: self.decomposer_prices(),
+            config_stamp: Some(self.stamp()),
             ..DecomposerSettings::default()
         }
+    }
+
+    /// The daily ceilings on the decomposer's spend.
+    pub fn spend_ceilings(&self) -> Ceilings {
+        let d = &self.auxiliary.kanban_decomposer;
+        Ceilings {
+            max_requests_per_day: d.max_requests_per_day,
+            max_tokens_per_day: d.max_tokens_per_day,
+            max_cost_per_day: d.max_cost_per_day,
+        }
+    }
+
+    /// The decomposer model's prices.
+    pub fn decomposer_prices(&self) -> Prices {
+        let d = &self.auxiliary.kanban_decomposer;
+        Prices {
+            per_million_input: d.price_per_million_input,
+            per_million_output: d.price_per_million_output,
+        }
+    }
+
+    /// A fingerprint of these values and of the key they resolve to (never the key
+    /// itself): it changes when the file is edited in any way that matters, and an
+    /// authentication fault holds the provider breaker open until it does.
+    pub fn stamp(&self) -> String {
+        let mut hasher = DefaultHasher::new();
+        self.effective_yaml().hash(&mut hasher);
+        if let Some(key) = self.decomposer_settings_key() {
+            key.expose().hash(&mut hasher);
+        }
+        format!("{:016x}", hasher.finish())
+    }
+
+    fn decomposer_settings_key(&self) -> Option<decompose::ApiKey> {
+        let settings = DecomposerSettings {
+            api_key: self.model.api_key.clone(),
+            api_key_env: Some(self.model.api_key_env.clone()),
+            ..DecomposerSettings::default()
+        };
+        settings.resolved_api_key()
     }
 
     /// The backoff and parking of failed automatic decompositions.

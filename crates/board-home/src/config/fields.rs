@@ -69,6 +69,41 @@ impl Visitor<'_> for Bounded {
     }
 }
 
+/// An optional integer in `0..=MAX` (absent: no limit).
+pub fn optional_count<'de, D: Deserializer<'de>, const MAX: i64>(d: D) -> Result<Option<i64>, D::Error> {
+    bounded(d, 0, MAX).map(Some)
+}
+
+/// An optional amount of money: a finite number, 0 or more (absent: none).
+pub fn optional_amount<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    d.deserialize_any(Amount).map(Some)
+}
+
+struct Amount;
+
+impl Visitor<'_> for Amount {
+    type Value = f64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a non-negative amount")
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<f64, E> {
+        self.visit_f64(n as f64)
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<f64, E> {
+        self.visit_f64(n as f64)
+    }
+
+    fn visit_f64<E: de::Error>(self, amount: f64) -> Result<f64, E> {
+        if !amount.is_finite() || amount < 0.0 {
+            return Err(E::invalid_value(Unexpected::Float(amount), &self));
+        }
+        Ok(amount)
+    }
+}
+
 /// A number of seconds, fractional allowed, greater than 0 and at most a day.
 pub fn seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     d.deserialize_any(Seconds)

@@ -46,6 +46,7 @@ const MAX_ALIASES: usize = 16;
 const MAX_RETRIES: i64 = 10;
 const MAX_TIMEOUT_SECONDS: i64 = 24 * 3600;
 const MAX_TOKENS: i64 = 1_000_000;
+const MAX_DAILY_COUNT: i64 = 1_000_000_000_000;
 const MAX_SPAWN: i64 = 1024;
 const MAX_PER_TICK: i64 = 64;
 const MAX_FAILURE_LIMIT: i64 = 100;
@@ -144,6 +145,21 @@ pub struct DecomposerConfig {
     #[default = 4000]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TOKENS>")]
     pub max_tokens: u32,
+    /// Requests in a rolling 24 h past which automatic decomposition stops.
+    #[serde(deserialize_with = "fields::optional_count::<_, MAX_DAILY_COUNT>")]
+    pub max_requests_per_day: Option<i64>,
+    /// Tokens (in and out) in a rolling 24 h past which automatic decomposition stops.
+    #[serde(deserialize_with = "fields::optional_count::<_, MAX_DAILY_COUNT>")]
+    pub max_tokens_per_day: Option<i64>,
+    /// Cost in a rolling 24 h past which automatic decomposition stops (needs prices).
+    #[serde(deserialize_with = "fields::optional_amount")]
+    pub max_cost_per_day: Option<f64>,
+    /// The model's price per million input (prompt) tokens.
+    #[serde(deserialize_with = "fields::optional_amount")]
+    pub price_per_million_input: Option<f64>,
+    /// The model's price per million output (completion) tokens.
+    #[serde(deserialize_with = "fields::optional_amount")]
+    pub price_per_million_output: Option<f64>,
 }
 
 /// `kanban.*`.

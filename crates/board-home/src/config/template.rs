@@ -44,6 +44,22 @@ pub const NOTES: &[(&str, &str)] = &[
         "auxiliary.kanban_decomposer",
         "each key overrides model.* for the decomposer",
     ),
+    (
+        "auxiliary.kanban_decomposer.max_requests_per_day",
+        "rolling 24 h ceiling; ~ is none",
+    ),
+    (
+        "auxiliary.kanban_decomposer.max_tokens_per_day",
+        "tokens in and out",
+    ),
+    (
+        "auxiliary.kanban_decomposer.max_cost_per_day",
+        "needs the prices below",
+    ),
+    (
+        "auxiliary.kanban_decomposer.price_per_million_input",
+        "for each call's cost",
+    ),
     ("kanban.dispatch_interval_seconds", "the tick; fractions allowed"),
     ("kanban.max_spawn", "workers running at once; 0 never spawns"),
     ("kanban.sqlite_synchronous", "or normal"),

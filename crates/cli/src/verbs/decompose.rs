@@ -3,7 +3,7 @@
 //! runs the calls on a small runtime of its own and prints one line per card.
 
 use board_core::{Mode, Status, Store, TaskFilter, TaskId};
-use decompose::{DecomposerSettings, HttpModel, Outcome};
+use decompose::{Ask, DecomposerSettings, HttpModel, Outcome};
 use serde_json::Value;
 
 use crate::args::ModelCallArgs;
@@ -31,7 +31,7 @@ pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     let runtime = runtime()?;
     let mut all_ok = true;
     for id in &cards {
-        let outcome = call_card(&runtime, &ctx, &client, &settings, id, call);
+        let outcome = call_card(&runtime, &ctx, &client, &settings, id, call, args.over_budget);
         all_ok &= outcome.ok;
         print(&outcome, ctx.json);
     }
@@ -50,7 +50,7 @@ pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
 pub fn decompose_json(ctx: &Ctx, id: &TaskId) -> Result<Value, Failure> {
     let settings = ctx.config.decomposer_settings();
     let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
-    let outcome = call_card(&runtime()?, ctx, &client, &settings, id, Call::Decompose);
+    let outcome = call_card(&runtime()?, ctx, &client, &settings, id, Call::Decompose, false);
     if !outcome.ok {
         let reason = outcome.reason.as_deref().unwrap_or("failed");
         return Err(Failure::Refused(format!(
@@ -77,13 +77,19 @@ fn call_card(
     settings: &DecomposerSettings,
     id: &TaskId,
     call: Call,
+    over_budget: bool,
 ) -> Outcome {
     let store = ctx.store.clone();
     let clock = super::now;
+    let ask = Ask {
+        mode: Mode::Manual,
+        probe: false,
+        over_budget,
+    };
     runtime.block_on(async {
         match call {
-            Call::Decompose => decompose::decompose(store, client, id, Mode::Manual, settings, &clock).await,
-            Call::Specify => decompose::specify(store, client, id, Mode::Manual, settings, &clock).await,
+            Call::Decompose => decompose::decompose(store, client, id, ask, settings, &clock).await,
+            Call::Specify => decompose::specify(store, client, id, ask, settings, &clock).await,
         }
     })
 }

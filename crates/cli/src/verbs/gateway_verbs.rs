@@ -10,6 +10,21 @@ use crate::output::print_json;
 
 use super::Ctx;
 
+/// The breaker and the ceilings in two lines, for a dry run.
+fn print_cost_safety(safety: &serde_json::Value) {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_owned();
+    let breaker = &safety["breaker"];
+    let mut state = text(&breaker["state"]);
+    if let Some(at) = breaker["probe_at"].as_i64() {
+        state.push_str(&format!(", next probe at {at}"));
+    }
+    if breaker["in_doubt"].as_bool() == Some(true) {
+        state.push_str(", provider in doubt");
+    }
+    println!("{:<14} {state}", "breaker");
+    println!("{:<14} {}", "decomposition", text(&safety["decompositions"]));
+}
+
 fn gateway_failure(e: gateway::daemon::GatewayError) -> Failure {
     Failure::Refused(one_line(&e.to_string()))
 }
@@ -48,6 +63,9 @@ pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool) -> Result<(), Failure> {
         line("decomposed", &report.decompositions_started);
         line("promoted", &report.promoted);
         line("spawned", &report.spawned);
+        if let Some(safety) = &report.cost_safety {
+            print_cost_safety(safety);
+        }
     }
     for error in &report.errors {
         eprintln!("kanban: {}", one_line(error));

@@ -23,6 +23,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
         logs_dir: Some(home.logs()),
+        ceilings: ctx.config.spend_ceilings(),
         mcp: Some(Arc::new(super::mcp::Tools::served(
             ctx.store.clone(),
             ctx.config.clone(),

@@ -1,9 +1,12 @@
 //! `stats`: the board at a glance. Tasks by status and by assignee, the oldest ready
-//! task, and what the model calls cost (requests by outcome, token sums).
+//! task, and what the model calls cost, all time and over the last 24 hours (requests
+//! by outcome, token sums, cost at the configured prices), with the provider breaker
+//! and the spend ceilings.
 
 use std::collections::BTreeMap;
 
-use board_core::{LlmCall, Status, Task, TaskFilter};
+use board_core::spend::window_start;
+use board_core::{Breaker, Ceilings, Spend, Status, Task, TaskFilter};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;
@@ -44,27 +47,66 @@ impl Counts {
     }
 }
 
-/// The model calls summed up.
-struct Llm {
-    requests: usize,
-    by_outcome: BTreeMap<String, usize>,
-    prompt_tokens: i64,
-    completion_tokens: i64,
+/// The spend of a window as JSON: requests, tokens, cost, failures by kind.
+fn spend_json(spend: &Spend) -> Value {
+    json!({
+        "requests": spend.requests,
+        "by_outcome": spend.by_outcome,
+        "prompt_tokens": spend.prompt_tokens,
+        "completion_tokens": spend.completion_tokens,
+        "cost": spend.cost,
+        "over_budget": spend.over_budget,
+    })
 }
 
-fn llm_totals(calls: &[LlmCall]) -> Llm {
-    let mut llm = Llm {
-        requests: calls.len(),
-        by_outcome: BTreeMap::new(),
-        prompt_tokens: 0,
-        completion_tokens: 0,
-    };
-    for call in calls {
-        *llm.by_outcome.entry(call.outcome.clone()).or_default() += 1;
-        llm.prompt_tokens += call.prompt_tokens.unwrap_or(0);
-        llm.completion_tokens += call.completion_tokens.unwrap_or(0);
+/// One window's bill on one line: `2 (1 http_error, 1 ok)`.
+fn requests_line(spend: &Spend) -> String {
+    let outcomes: Vec<String> = spend
+        .by_outcome
+        .iter()
+        .map(|(outcome, n)| format!("{n} {outcome}"))
+        .collect();
+    if outcomes.is_empty() {
+        spend.requests.to_string()
+    } else {
+        format!("{} ({})", spend.requests, outcomes.join(", "))
     }
-    llm
+}
+
+fn tokens_line(spend: &Spend) -> String {
+    let mut line = format!(
+        "{} prompt, {} completion",
+        spend.prompt_tokens, spend.completion_tokens
+    );
+    if let Some(cost) = spend.cost {
+        line.push_str(&format!(", cost {cost:.4}"));
+    }
+    if spend.over_budget > 0 {
+        line.push_str(&format!(", {} past a ceiling", spend.over_budget));
+    }
+    line
+}
+
+/// The ceilings set, and which one is reached, on one line.
+fn ceilings_line(ceilings: &Ceilings, day: &Spend) -> String {
+    let mut set = Vec::new();
+    if let Some(max) = ceilings.max_requests_per_day {
+        set.push(format!("{} of {max} requests", day.requests));
+    }
+    if let Some(max) = ceilings.max_tokens_per_day {
+        set.push(format!("{} of {max} tokens", day.tokens()));
+    }
+    if let Some(max) = ceilings.max_cost_per_day {
+        set.push(format!("{:.4} of {max} cost", day.cost.unwrap_or(0.0)));
+    }
+    if set.is_empty() {
+        return "none".to_owned();
+    }
+    let mut line = format!("{} in the last 24 h", set.join(", "));
+    if ceilings.reached(day).is_some() {
+        line.push_str(": reached, automatic decomposition stopped");
+    }
+    line
 }
 
 /// The `--json` document of `stats`.
@@ -73,7 +115,7 @@ fn stats_json(
     by_status: &Counts,
     assignees: &[(Option<String>, Counts)],
     oldest_ready: Option<&Task>,
-    llm: &Llm,
+    bill: &Bill,
 ) -> Value {
     json!({
         "tasks": {
@@ -91,10 +133,10 @@ fn stats_json(
             "age_seconds": (ctx.now - t.created_at).max(0),
         })),
         "llm": {
-            "requests": llm.requests,
-            "by_outcome": llm.by_outcome,
-            "prompt_tokens": llm.prompt_tokens,
-            "completion_tokens": llm.completion_tokens,
+            "all_time": spend_json(&bill.all_time),
+            "last_24h": spend_json(&bill.day),
+            "breaker": bill.breaker.json(),
+            "ceilings": bill.ceilings.json(&bill.day),
         },
     })
 }
@@ -121,23 +163,34 @@ fn print_assignees(p: Paint, assignees: &[(Option<String>, Counts)]) {
     }
 }
 
-/// The model calls' outcomes and tokens.
-fn print_llm(llm: &Llm) {
-    let outcomes: Vec<String> = llm
-        .by_outcome
-        .iter()
-        .map(|(outcome, n)| format!("{n} {outcome}"))
-        .collect();
-    let outcomes = if outcomes.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", outcomes.join(", "))
-    };
-    println!("llm requests  {}{outcomes}", llm.requests);
-    println!(
-        "llm tokens    {} prompt, {} completion",
-        llm.prompt_tokens, llm.completion_tokens
-    );
+/// The model bill: all time and the last 24 hours, the breaker and the ceilings.
+struct Bill {
+    all_time: Spend,
+    day: Spend,
+    breaker: Breaker,
+    ceilings: Ceilings,
+}
+
+/// The bill's lines.
+fn print_llm(bill: &Bill, now: i64) {
+    let Bill {
+        all_time,
+        day,
+        breaker,
+        ceilings,
+    } = bill;
+    println!("llm requests  {}", requests_line(all_time));
+    println!("llm tokens    {}", tokens_line(all_time));
+    println!("last 24 h     {}; {}", requests_line(day), tokens_line(day));
+    let mut state = breaker.state().to_owned();
+    if let (true, Some(at)) = (breaker.open, breaker.probe_at) {
+        state.push_str(&format!(", next probe in {}", age(at, now)));
+    }
+    if let (true, Some(error)) = (breaker.open, &breaker.last_error) {
+        state.push_str(&format!(": {}", crate::output::cut(error, 80)));
+    }
+    println!("breaker       {state}");
+    println!("ceilings      {}", ceilings_line(ceilings, day));
 }
 
 pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
@@ -145,7 +198,12 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         include_archived: true,
         ..TaskFilter::default()
     })?;
-    let calls = ctx.store.llm_calls(None)?;
+    let bill = Bill {
+        all_time: ctx.store.spend(i64::MIN)?,
+        day: ctx.store.spend(window_start(ctx.now))?,
+        breaker: ctx.store.breaker()?,
+        ceilings: ctx.config.spend_ceilings(),
+    };
 
     let mut by_status = Counts::new();
     // Named assignees in name order; the unassigned (`None`) sort first in a BTreeMap
@@ -166,10 +224,9 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         .iter()
         .filter(|t| t.status == Status::Ready)
         .min_by_key(|t| (t.created_at, t.id.clone()));
-    let llm = llm_totals(&calls);
 
     if ctx.json {
-        print_json(&stats_json(ctx, &by_status, &assignees, oldest_ready, &llm));
+        print_json(&stats_json(ctx, &by_status, &assignees, oldest_ready, &bill));
         return Ok(());
     }
 
@@ -198,7 +255,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         ),
         None => println!("oldest ready  {}", p.dim("none")),
     }
-    print_llm(&llm);
+    print_llm(&bill, ctx.now);
     Ok(())
 }
 

@@ -12,6 +12,7 @@ mod gateway_board;
 mod bad_input;
 mod bad_rows;
 mod config;
+mod cost_safety;
 mod decompose;
 mod dispatch;
 mod e2e;

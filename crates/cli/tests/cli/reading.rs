@@ -175,15 +175,18 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
     board.ok(&["claim", &a]);
     board.ok(&["complete", &d]);
     let s = store(&board);
-    for (outcome, prompt, completion) in [
-        ("ok", Some(100), Some(20)),
-        ("ok", Some(50), Some(5)),
-        ("http_error", None, None),
+    let now = board_home::now();
+    // The last row is two days old: all time counts it, the last 24 h do not.
+    for (outcome, prompt, completion, started_at) in [
+        ("ok", Some(100), Some(20), now),
+        ("ok", Some(50), Some(5), now - 10),
+        ("http_error", None, None, now - 2 * 86_400),
     ] {
         s.record_llm_call(&LlmCall {
             purpose: "decompose".into(),
             model: "m".into(),
             outcome: outcome.into(),
+            started_at,
             prompt_tokens: prompt,
             completion_tokens: completion,
             ..LlmCall::default()
@@ -213,9 +216,13 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
     );
     assert!(stats["oldest_ready"]["age_seconds"].as_i64().expect("age") >= 0);
     assert_eq!(
-        stats["llm"],
-        json!({"requests": 3, "by_outcome": {"http_error": 1, "ok": 2}, "prompt_tokens": 150, "completion_tokens": 25})
+        stats["llm"]["all_time"],
+        json!({"requests": 3, "by_outcome": {"http_error": 1, "ok": 2}, "prompt_tokens": 150,
+               "completion_tokens": 25, "cost": null, "over_budget": 0})
     );
+    assert_eq!(stats["llm"]["last_24h"]["requests"], 2);
+    assert_eq!(stats["llm"]["breaker"]["state"], "closed");
+    assert_eq!(stats["llm"]["ceilings"]["reached"], json!(null));
     let keys: Vec<&str> = stats
         .as_object()
         .expect("object")
@@ -227,6 +234,11 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
     let text = board.ok(&["stats"]);
     assert!(text.contains("llm requests  3 (1 http_error, 2 ok)"), "{text}");
     assert!(text.contains("llm tokens    150 prompt, 25 completion"), "{text}");
+    assert!(
+        text.contains("last 24 h     2 (2 ok); 150 prompt, 25 completion"),
+        "{text}"
+    );
+    assert!(text.contains("ceilings      none"), "{text}");
 }
 
 /// `kanban ARGS...` as a child process whose stdout lines arrive on a channel.

@@ -129,8 +129,10 @@ fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: boo
     b.wait_for("both dumpers to complete", || {
         children.iter().all(|c| b.task(c).status == Status::Done)
     });
-    b.wait_for("every failing card to fail once", || {
-        failing.iter().all(|c| b.task(c).decompose_failures >= 1)
+    // A 401 opens the provider breaker at once (until the config changes), so a
+    // failure is not always charged to its card: what matters is that each was sent.
+    b.wait_for("every failing card to be sent once", || {
+        failing.iter().all(|c| b.bills(c) >= 1)
     });
     for card in &failing {
         assert!(b.bills(card) >= 1);

@@ -53,14 +53,17 @@ impl Dispatcher {
                 self.end_stopped(task, run, ending, pass);
             }
             Action::ExtendLease { task, run } => self.extend(task, run, pass),
-            Action::StartDecomposition { card, floor } => {
+            Action::StartDecomposition { card, floor, probe } => {
                 if self.lease_for_decomposition(card, pass) {
-                    self.floors.insert(card.clone(), *floor);
-                    self.decompositions.start(card.clone());
+                    if !probe {
+                        self.floors.insert(card.clone(), *floor);
+                    }
+                    self.decompositions.start(card.clone(), *probe);
                     pass.report.decompositions_in_flight += 1;
                     pass.report.decompositions_started.push(card.clone());
                 }
             }
+            Action::NoteCeiling { card, reached } => self.note_ceiling(card, reached, pass),
             Action::Promote { .. } => match self.store.promote_ready(pass.now) {
                 Ok(promoted) => pass.report.promoted = promoted,
                 Err(e) => pass.report.errors.push(format!("promoting: {e}")),
@@ -193,6 +196,29 @@ impl Dispatcher {
                 }
                 Err(e) => tracing::warn!(card = %card, error = %e, "releasing a decomposition lease failed"),
             }
+        }
+    }
+
+    /// Notes a change of the spend ceiling in force: one event and one log line.
+    fn note_ceiling(&self, card: &TaskId, reached: &Option<String>, pass: &mut Pass<'_>) {
+        let signal = board_core::Signal::Ceiling {
+            card: card.clone(),
+            reached: reached.clone(),
+        };
+        let settings = BreakerSettings {
+            base_seconds: pass.settings.decompose_retry.base_seconds,
+            jitter: 0.0,
+            config_stamp: pass.settings.config_stamp.clone(),
+        };
+        match self.store.signal_breaker(&signal, &settings, pass.now) {
+            Ok((_, Some(_))) => match reached {
+                Some(ceiling) => {
+                    tracing::warn!(%ceiling, "spend ceiling reached: automatic decomposition stops until the 24 h window allows")
+                }
+                None => tracing::info!("the spend window allows again: automatic decomposition resumes"),
+            },
+            Ok((_, None)) => {}
+            Err(e) => pass.report.errors.push(format!("noting the spend ceiling: {e}")),
         }
     }
 

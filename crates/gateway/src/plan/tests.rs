@@ -1,7 +1,7 @@
 //! The planner with plain values: one table row per action kind and per budget.
 
 use board_core::graph::blank_task;
-use board_core::{Lease, RetryPolicy, Status};
+use board_core::{Ceilings, Lease, RetryPolicy, Spend, Status};
 
 use super::*;
 use crate::supervisor::Exit;
@@ -86,6 +86,14 @@ fn card(n: u8) -> TaskFacts {
     }
 }
 
+/// A closed breaker that has seen the provider answer.
+fn up() -> Breaker {
+    Breaker {
+        last_success_at: Some(T - 60),
+        ..Breaker::default()
+    }
+}
+
 fn settings() -> DispatchSettings {
     DispatchSettings {
         max_spawn: 2,
@@ -124,6 +132,7 @@ fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
                 Action::Promote { .. } => "promote",
                 Action::SkipNonspawnable { .. } => "skip",
                 Action::Spawn { .. } => "spawn",
+                Action::NoteCeiling { .. } => "ceiling",
             };
             (kind, a.tasks()[0].clone())
         })
@@ -317,6 +326,7 @@ fn started(view: &View, s: &DispatchSettings) -> Vec<TaskId> {
 fn decompositions_keep_the_per_tick_and_in_flight_limits() {
     let view = View {
         triage: (1..=5).map(card).collect(),
+        breaker: up(),
         ..View::default()
     };
     assert_eq!(started(&view, &decomposing(2, 10)), [id(1), id(2)], "per tick");
@@ -349,11 +359,17 @@ fn the_backoff_skips_parked_cooling_and_run_cards_and_remembers_an_attempt() {
     let floor = policy.floor_after_start(&card(4).task, None, T - 1);
     let view = View {
         triage: vec![parked, cooling, history, card(4), card(5)],
+        breaker: up(),
         floors: BTreeMap::from([(id(4), floor)]),
         ..View::default()
     };
     let actions = plan(&view, T, &decomposing(5, 5));
-    let [Action::StartDecomposition { card: c, floor }] = &actions[..] else {
+    let [Action::StartDecomposition {
+        card: c,
+        floor,
+        probe: false,
+    }] = &actions[..]
+    else {
         panic!("{actions:?}")
     };
     assert_eq!(c, &id(5));
@@ -434,6 +450,7 @@ fn the_preview_reports_a_plan_in_the_ticks_shape() {
         running: vec![late],
         expired: vec![expired(running(3))],
         triage: vec![card(4)],
+        breaker: up(),
         promotable: vec![id(5)],
         claimable: vec![ready(6)],
         ..View::default()
@@ -446,4 +463,167 @@ fn the_preview_reports_a_plan_in_the_ticks_shape() {
     assert_eq!(report.decompositions_in_flight, 1);
     assert_eq!(report.promoted, [id(5)]);
     assert_eq!(report.spawned, [id(6)]);
+}
+
+fn probes(view: &View, s: &DispatchSettings) -> Vec<(TaskId, bool)> {
+    plan(view, T, s)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::StartDecomposition { card, probe, .. } => Some((card, probe)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_open_breaker_starts_nothing_until_its_probe_then_exactly_one() {
+    let open = Breaker {
+        open: true,
+        probe_at: Some(T + 1),
+        opens: 1,
+        ..up()
+    };
+    let mut cooling = card(1);
+    cooling.task.decompose_next_attempt_at = Some(T + 5);
+    let floor = RetryPolicy::default().floor_after_start(&card(2).task, None, T - 1);
+    let view = View {
+        triage: vec![cooling, card(2), card(3)],
+        floors: BTreeMap::from([(id(2), floor)]),
+        breaker: open.clone(),
+        ..View::default()
+    };
+    let s = decomposing(5, 5);
+    assert_eq!(probes(&view, &s), [], "before the probe time");
+    let due = View {
+        breaker: Breaker {
+            probe_at: Some(T),
+            ..open
+        },
+        ..view
+    };
+    assert_eq!(
+        probes(&due, &s),
+        [(id(2), true)],
+        "one probe, past this process's floor, never a cooling card"
+    );
+    let busy = View {
+        in_flight: BTreeSet::from([id(9)]),
+        ..due.clone()
+    };
+    assert_eq!(probes(&busy, &s), [], "never while a call is in flight");
+    let suspected = View {
+        breaker: Breaker {
+            suspects: vec![id(2)],
+            ..due.breaker.clone()
+        },
+        ..due.clone()
+    };
+    assert_eq!(
+        probes(&suspected, &s),
+        [(id(3), true)],
+        "the probe skips a card suspected of failing by itself"
+    );
+    assert_eq!(
+        allowance(&busy, T, &s).0,
+        Allowance::Nothing("provider breaker open; a decomposition is still in flight".into())
+    );
+}
+
+#[test]
+fn an_auth_fault_lets_a_probe_through_only_once_the_config_changed() {
+    let view = View {
+        triage: vec![card(1)],
+        breaker: Breaker {
+            open: true,
+            auth: true,
+            probe_at: Some(T + 3000),
+            config_stamp: Some("before".into()),
+            ..up()
+        },
+        ..View::default()
+    };
+    let before = DispatchSettings {
+        config_stamp: Some("before".into()),
+        ..decomposing(5, 5)
+    };
+    assert_eq!(probes(&view, &before), []);
+    let edited = DispatchSettings {
+        config_stamp: Some("after".into()),
+        ..before
+    };
+    assert_eq!(probes(&view, &edited), [(id(1), true)]);
+}
+
+#[test]
+fn a_provider_in_doubt_gets_one_decomposition_at_a_time() {
+    let view = View {
+        triage: (1..=5).map(card).collect(),
+        breaker: Breaker::default(),
+        ..View::default()
+    };
+    let s = decomposing(5, 5);
+    assert_eq!(started(&view, &s), [id(1)], "never seen up");
+    let fault = View {
+        breaker: Breaker {
+            fault_card: Some(id(7)),
+            ..up()
+        },
+        in_flight: BTreeSet::from([id(8)]),
+        ..view.clone()
+    };
+    assert_eq!(started(&fault, &s), [], "an unexplained fault, one in flight");
+}
+
+#[test]
+fn the_request_ceiling_bounds_what_starts_and_is_noted_once() {
+    let ceilings = Ceilings {
+        max_requests_per_day: Some(5),
+        ..Ceilings::default()
+    };
+    let s = DispatchSettings {
+        ceilings,
+        ..decomposing(5, 5)
+    };
+    let spend = |requests| Spend {
+        requests,
+        ..Spend::default()
+    };
+    let view = View {
+        triage: (1..=5).map(card).collect(),
+        breaker: up(),
+        spend: spend(3),
+        in_flight: BTreeSet::from([id(9)]),
+        ..View::default()
+    };
+    assert_eq!(started(&view, &s), [id(1)], "5 - 3 spent - 1 in flight");
+    let full = View {
+        spend: spend(5),
+        in_flight: BTreeSet::new(),
+        ..view.clone()
+    };
+    let reached = ceilings.reached(&spend(5));
+    assert!(reached.is_some());
+    assert_eq!(
+        plan(&full, T, &s),
+        [Action::NoteCeiling {
+            card: id(1),
+            reached: reached.clone()
+        }]
+    );
+    let noted = View {
+        breaker: Breaker {
+            ceiling: reached,
+            ..up()
+        },
+        ..full
+    };
+    assert_eq!(plan(&noted, T, &s), [], "noted once");
+    let lifted = View {
+        spend: spend(0),
+        ..noted
+    };
+    assert_eq!(
+        kinds(&plan(&lifted, T, &s))[..2],
+        [("ceiling", id(1)), ("decompose", id(1))]
+    );
 }

@@ -52,6 +52,13 @@ impl Home {
     }
 
     /// A dispatcher whose decompositions a test drives through the returned recorder.
+    /// Marks the provider as seen up, as a successful call would: decompositions then
+    /// run at the configured rate.
+    fn provider_up(&self, card: &TaskId) {
+        let up = board_core::Signal::Up { card: card.clone() };
+        self.store.signal_breaker(&up, &Default::default(), T0).unwrap();
+    }
+
     fn recording_dispatcher(&self) -> (Dispatcher, Recorder) {
         let recorder = Recorder::default();
         let d = Dispatcher::new(
@@ -332,7 +339,7 @@ impl Decompositions for Recorder {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.in_flight.lock().unwrap().clone()
     }
-    fn start(&mut self, id: TaskId) {
+    fn start(&mut self, id: TaskId, _probe: bool) {
         self.started.lock().unwrap().push(id.clone());
         self.in_flight.lock().unwrap().insert(id);
     }
@@ -345,6 +352,7 @@ impl Decompositions for Recorder {
 fn decompositions_respect_the_per_tick_and_in_flight_limits() {
     let h = home();
     let cards: Vec<TaskId> = (0..5).map(|i| h.triage(&format!("idea {i}"), T0 + i)).collect();
+    h.provider_up(&cards[4]);
     let (mut d, recorder) = h.recording_dispatcher();
     let s = DispatchSettings {
         auto_decompose: true,

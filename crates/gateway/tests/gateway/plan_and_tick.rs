@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use board_core::memory::MemStore;
 use board_core::{NewTask, Outcome, Status, Store, Task, TaskId};
-use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
+use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, TickReport};
 use gateway::plan::{preview, Action, STOP_GRACE_SECONDS};
 use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
 
@@ -78,7 +78,7 @@ impl Decompositions for InFlight {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.0.clone()
     }
-    fn start(&mut self, id: TaskId) {
+    fn start(&mut self, id: TaskId, _probe: bool) {
         self.0.insert(id);
     }
     fn cancel_all(&mut self) {
@@ -131,6 +131,14 @@ fn a_dry_run_plans_exactly_what_the_tick_then_performs() {
     let report = d.tick(&settings(), now);
     assert_eq!(d.last_plan(), &planned[..]);
     assert!(report.errors.is_empty(), "{report:?}");
+    assert!(
+        dry.cost_safety.is_some(),
+        "a dry run shows the breaker and the ceilings"
+    );
+    let dry = TickReport {
+        cost_safety: None,
+        ..dry
+    };
     assert_eq!(dry, preview(&planned, view.in_flight.len()));
     let about = |pick: fn(&Action) -> bool| -> Vec<TaskId> {
         planned

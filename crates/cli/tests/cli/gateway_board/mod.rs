@@ -74,6 +74,11 @@ pub struct Setup<'a> {
     pub timeout_secs: u32,
     /// `kanban.dispatch_interval_seconds`.
     pub interval_seconds: f64,
+    /// `kanban.auto_decompose_per_tick` and `auto_decompose_concurrency`.
+    pub per_tick: usize,
+    pub concurrency: usize,
+    /// Extra lines of `auxiliary.kanban_decomposer` (four spaces in).
+    pub decomposer_extra: &'a str,
 }
 
 impl Default for Setup<'_> {
@@ -89,6 +94,9 @@ impl Default for Setup<'_> {
             transient_retries: 0,
             timeout_secs: 5,
             interval_seconds: 0.2,
+            per_tick: 10,
+            concurrency: 4,
+            decomposer_extra: "",
         }
     }
 }
@@ -101,7 +109,8 @@ impl Board {
         let routes = replies.clone();
         fake.respond_with(move |request| {
             let title = title_of(request).unwrap_or_default();
-            if let Some(reply) = routes.lock().unwrap().get(&title) {
+            let routes = routes.lock().unwrap();
+            if let Some(reply) = routes.get(&title).or_else(|| routes.get("")) {
                 return reply.clone();
             }
             Reply::text(SINGLE)
@@ -131,9 +140,9 @@ impl Board {
         assert!(init.status.success(), "{init:?}");
         let config = format!(
             "model:\n  base_url: {url}\n  default: fake\n{model_extra}\
-             auxiliary:\n  transient_retries: {retries}\n  kanban_decomposer:\n    timeout: {timeout}\n\
+             auxiliary:\n  transient_retries: {retries}\n  kanban_decomposer:\n    timeout: {timeout}\n{decomposer_extra}\
              kanban:\n  dispatch_interval_seconds: {interval}\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
-             auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: idle\n{kanban_extra}\
+             auto_decompose_per_tick: {per_tick}\n  auto_decompose_concurrency: {concurrency}\n  default_assignee: idle\n{kanban_extra}\
              profiles:\n  idle:\n    description: never spawned\n{profiles}",
             url = board.fake.base_url(),
             model_extra = setup.model_extra,
@@ -143,6 +152,9 @@ impl Board {
             retries = setup.transient_retries,
             timeout = setup.timeout_secs,
             interval = setup.interval_seconds,
+            per_tick = setup.per_tick,
+            concurrency = setup.concurrency,
+            decomposer_extra = setup.decomposer_extra,
         );
         std::fs::write(board.path().join("config.yaml"), config).unwrap();
         board
@@ -158,6 +170,25 @@ impl Board {
 
     pub fn reply(&self, title: &str, reply: Reply) {
         self.replies.lock().unwrap().insert(title.to_owned(), reply);
+    }
+
+    /// Every card without a scripted reply gets `reply` (`None`: the single-task reply
+    /// again), as a model that is down, then healthy.
+    pub fn default_reply(&self, reply: Option<Reply>) {
+        let mut replies = self.replies.lock().unwrap();
+        match reply {
+            Some(reply) => replies.insert(String::new(), reply),
+            None => replies.remove(""),
+        };
+    }
+
+    /// The gateway's tick count, from `gateway.json` (0 before its first tick).
+    pub fn ticks(&self) -> u64 {
+        std::fs::read_to_string(self.path().join("gateway.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|status| status["ticks"].as_u64())
+            .unwrap_or(0)
     }
 
     pub fn command(&self, args: &[&str]) -> Command {

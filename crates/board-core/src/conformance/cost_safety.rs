@@ -1,0 +1,152 @@
+//! Cost safety as every store keeps it: the provider breaker is one durable value that
+//! signals change atomically with their event (one event per open or close, however many
+//! signals race), and the ledger's sums count the calls of a window.
+
+use std::sync::{Arc, Barrier};
+
+use super::{event_kinds, Board, T0};
+use crate::breaker::{BreakerSettings, Fault, Signal};
+use crate::store::Store;
+use crate::types::{LlmCall, Status, TaskId};
+use crate::NewTask;
+
+fn triage_card(s: &dyn Store, title: &str) -> TaskId {
+    let card = NewTask {
+        triage: true,
+        ..NewTask::titled(title)
+    };
+    s.create(&card, T0).expect("create").id
+}
+
+fn settings() -> BreakerSettings {
+    BreakerSettings {
+        base_seconds: 30,
+        jitter: 0.0,
+        config_stamp: Some("one".into()),
+    }
+}
+
+fn down(card: &TaskId, attempt: &str) -> Signal {
+    Signal::Down(Fault {
+        card: card.clone(),
+        attempt: attempt.into(),
+        error: "model answered HTTP 500".into(),
+        auth: false,
+        retry_after: None,
+    })
+}
+
+/// Two cards failing with no success between open the breaker, once, durably; a success
+/// closes it, once. A signal about a card that does not exist changes nothing.
+pub fn breaker_opens_and_closes_durably(board: &dyn Board) {
+    let s = board.connect();
+    let (a, b) = (triage_card(&*s, "a"), triage_card(&*s, "b"));
+    assert_eq!(s.breaker().expect("read"), Default::default());
+    let (state, event) = s.signal_breaker(&down(&a, "1"), &settings(), T0).expect("signal");
+    assert!(!state.open && event.is_none());
+    let (state, event) = s
+        .signal_breaker(&down(&b, "2"), &settings(), T0 + 1)
+        .expect("signal");
+    assert!(state.open);
+    assert_eq!(event, Some("breaker_opened"));
+    assert_eq!(state.probe_at, Some(T0 + 31));
+    let reread = board.connect().breaker().expect("read");
+    assert_eq!(reread, state, "durable, and seen by another connection");
+    let (_, event) = s
+        .signal_breaker(&down(&a, "3"), &settings(), T0 + 2)
+        .expect("signal");
+    assert_eq!(event, None, "an open breaker opens no more");
+    let ghost = TaskId::from_random([0xde, 0xad, 0xbe, 0xef]);
+    assert!(s
+        .signal_breaker(&Signal::Up { card: ghost }, &settings(), T0 + 3)
+        .is_err());
+    assert!(
+        s.breaker().expect("read").open,
+        "a refused signal changes nothing"
+    );
+    let (state, event) = s
+        .signal_breaker(&Signal::Up { card: a.clone() }, &settings(), T0 + 4)
+        .expect("signal");
+    assert!(!state.open && event == Some("breaker_closed"));
+    assert_eq!(state.last_success_at, Some(T0 + 4));
+    assert_eq!(event_kinds(&*s, &b), vec!["created", "breaker_opened"]);
+    assert_eq!(event_kinds(&*s, &a), vec!["created", "breaker_closed"]);
+    assert_eq!(s.get(&a).expect("get").status, Status::Triage);
+}
+
+/// Faults of many cards racing on separate connections open the breaker exactly once.
+pub fn racing_faults_open_the_breaker_once(board: &dyn Board) {
+    const THREADS: usize = 8;
+    let s = board.connect();
+    let cards: Vec<TaskId> = (0..THREADS)
+        .map(|i| triage_card(&*s, &format!("card {i}")))
+        .collect();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = cards
+        .iter()
+        .cloned()
+        .map(|card| {
+            let (store, barrier) = (board.connect(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                store
+                    .signal_breaker(&down(&card, card.as_str()), &settings(), T0)
+                    .expect("signal")
+                    .1
+            })
+        })
+        .collect();
+    let events: Vec<_> = handles
+        .into_iter()
+        .filter_map(|h| h.join().expect("thread"))
+        .collect();
+    assert_eq!(events, vec!["breaker_opened"]);
+    assert!(s.breaker().expect("read").open);
+}
+
+/// The spend of a window counts the rows started in it, by outcome, with their tokens,
+/// costs and the requests sent past a ceiling.
+pub fn spend_sums_the_window(board: &dyn Board) {
+    let s = board.connect();
+    let card = triage_card(&*s, "billed");
+    let call =
+        |started_at: i64, outcome: &str, tokens: Option<i64>, cost: Option<f64>, over_budget: bool| LlmCall {
+            task_id: Some(card.clone()),
+            purpose: "decompose".into(),
+            model: "m".into(),
+            started_at,
+            duration_ms: 5,
+            outcome: outcome.into(),
+            http_status: Some(200),
+            prompt_tokens: tokens,
+            completion_tokens: tokens.map(|t| t / 2),
+            error: None,
+            cost,
+            over_budget,
+        };
+    for row in [
+        call(T0 - 100_000, "ok", Some(1000), Some(1.0), false),
+        call(T0, "ok", Some(100), Some(0.25), false),
+        call(T0 + 1, "http_error", None, None, false),
+        call(T0 + 2, "ok", Some(10), Some(0.5), true),
+    ] {
+        s.record_llm_call(&row).expect("record");
+    }
+    let window = s.spend(T0).expect("spend");
+    assert_eq!(
+        (window.requests, window.prompt_tokens, window.completion_tokens),
+        (3, 110, 55)
+    );
+    assert_eq!(window.cost, Some(0.75));
+    assert_eq!(window.over_budget, 1);
+    assert_eq!(window.by_outcome.get("http_error"), Some(&1));
+    assert_eq!(window.by_outcome.get("ok"), Some(&2));
+    let all = s.spend(i64::MIN).expect("spend");
+    assert_eq!((all.requests, all.cost), (4, Some(1.75)));
+    assert_eq!(s.spend(T0 + 3).expect("spend"), Default::default());
+    let rows = s.llm_calls(Some(&card)).expect("rows");
+    assert_eq!(
+        rows.last().map(|r| (r.cost, r.over_budget)),
+        Some((Some(0.5), true))
+    );
+}

@@ -1,0 +1,258 @@
+//! Cost safety through a running gateway and the fake model (docs/decomposer.md#cost-safety):
+//! an outage costs a logarithmic number of requests in total, parks nobody and ends by
+//! itself (also across a gateway restart); one card that makes the provider fail among
+//! healthy ones is parked without stalling the rest; a 401 holds everything until the
+//! config changes; a spend ceiling stops automatic decomposition and a person can go
+//! past it on the record. Time is compressed through `decompose_retry_base_seconds`.
+
+use crate::gateway_board;
+
+use board_core::{Status, Store, TaskId};
+use fake_llm::Reply;
+use gateway_board::{Board, Setup};
+
+/// `log2(outage / base)` rounded up, plus the two faults that show the outage.
+fn outage_bound(outage_seconds: u64, base_seconds: u64) -> usize {
+    (outage_seconds as f64 / base_seconds as f64).log2().ceil() as usize + 2
+}
+
+fn triage_cards(b: &Board, n: usize, prefix: &str) -> Vec<TaskId> {
+    (0..n)
+        .map(|i| b.create(&[&format!("{prefix} {i}"), "--triage"]))
+        .collect()
+}
+
+fn in_triage(b: &Board, cards: &[TaskId]) -> usize {
+    cards
+        .iter()
+        .filter(|c| b.task(c).status == Status::Triage)
+        .count()
+}
+
+/// Fifty cards, a model that fails with `fault` for ten base periods, a gateway killed
+/// and restarted mid-outage, then a healthy model.
+fn outage(fault: Reply, timeout_secs: u32) {
+    const BASE: u64 = 1;
+    const OUTAGE: u64 = 10;
+    let mut b = Board::new(Setup {
+        kanban_extra: "  decompose_retry_base_seconds: 1\n",
+        transient_retries: 2,
+        timeout_secs,
+        per_tick: 50,
+        concurrency: 50,
+        ..Setup::default()
+    });
+    b.default_reply(Some(fault));
+    let cards = triage_cards(&b, 50, "card");
+    let started = std::time::Instant::now();
+    b.start_gateway();
+    b.wait_for("the breaker to open", || b.db().breaker().unwrap().open);
+    // A restart mid-outage sends nothing before the breaker's next probe time.
+    b.kill_gateway();
+    let probe_at = b.db().breaker().unwrap().probe_at.expect("a probe time");
+    let before = b.fake.requests().len();
+    b.start_gateway();
+    let restarted = b.ticks();
+    b.wait_for("two ticks of the restarted gateway", || {
+        b.ticks() >= restarted + 2
+    });
+    if board_home::now() < probe_at {
+        assert_eq!(b.fake.requests().len(), before, "a request before the probe time");
+    }
+    let left = OUTAGE.saturating_sub(started.elapsed().as_secs());
+    std::thread::sleep(std::time::Duration::from_secs(left));
+    let during = b.fake.requests().len();
+    let bound = outage_bound(OUTAGE, BASE);
+    assert!(
+        during <= bound,
+        "{during} requests during the outage, bound {bound}"
+    );
+    for card in &cards {
+        let task = b.task(card);
+        assert!(
+            !task.decompose_parked && task.decompose_failures == 0,
+            "{card} was charged"
+        );
+    }
+    let healed = b.fake.requests().len();
+    b.default_reply(None);
+    b.wait_for("the breaker to close", || !b.db().breaker().unwrap().open);
+    let closed = b.ticks();
+    // Every card is sent within two ticks of the recovery; the commits follow.
+    let sent_since = || -> std::collections::BTreeSet<String> {
+        b.fake.requests()[healed..]
+            .iter()
+            .filter_map(|r| r.task_id.clone())
+            .collect()
+    };
+    b.wait_for("every card sent", || {
+        cards.iter().all(|c| sent_since().contains(c.as_str()))
+    });
+    let sent_at = b.ticks();
+    assert!(
+        sent_at <= closed + 2,
+        "sent {} ticks after recovery",
+        sent_at - closed
+    );
+    b.wait_for("every card decomposed", || in_triage(&b, &cards) == 0);
+    let rows = b.db().llm_calls(None).unwrap().len();
+    assert_eq!(
+        rows,
+        b.fake.requests().len(),
+        "every request, probes included, is one row"
+    );
+    let log = b.gateway_log();
+    assert_eq!(log.matches("the model provider is failing").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("the model provider answers again").count(),
+        1,
+        "{log}"
+    );
+    let events = b.snapshot().events;
+    assert_eq!(events.iter().filter(|e| e.kind == "breaker_opened").count(), 1);
+    assert_eq!(events.iter().filter(|e| e.kind == "breaker_closed").count(), 1);
+    b.kill_gateway();
+}
+
+#[test]
+fn an_outage_of_http_500_costs_a_logarithmic_number_of_requests_and_parks_nobody() {
+    outage(Reply::error(500, "upstream down"), 5);
+}
+
+#[test]
+fn an_outage_of_hangs_and_of_429_with_retry_after_behaves_the_same() {
+    outage(Reply::Hang, 1);
+    outage(
+        Reply::Error {
+            status: 429,
+            message: "slow down".into(),
+            retry_after: Some(1),
+        },
+        5,
+    );
+}
+
+#[test]
+fn one_card_that_always_fails_is_parked_without_stalling_the_healthy_ones() {
+    let mut b = Board::new(Setup {
+        kanban_extra: "  decompose_retry_base_seconds: 1\n  decompose_failure_limit: 3\n",
+        per_tick: 30,
+        concurrency: 30,
+        ..Setup::default()
+    });
+    let healthy = triage_cards(&b, 20, "healthy");
+    let mut bad = Vec::new();
+    for i in 0..3 {
+        let title = format!("malformed {i}");
+        b.reply(&title, Reply::text("no JSON here"));
+        bad.push(b.create(&[&title, "--triage"]));
+    }
+    b.reply("always 500", Reply::error(500, "this card breaks the provider"));
+    bad.push(b.create(&["always 500", "--triage"]));
+    b.start_gateway();
+    // Every healthy card is sent within two ticks of its creation (the gateway's first
+    // tick); the commits follow.
+    b.wait_for("every healthy card sent", || {
+        healthy.iter().all(|c| b.bills(c) >= 1)
+    });
+    assert!(
+        b.ticks() <= 2,
+        "the healthy cards were sent over {} ticks",
+        b.ticks()
+    );
+    b.wait_for("every healthy card decomposed", || in_triage(&b, &healthy) == 0);
+    b.wait_for("the four bad cards parked", || {
+        bad.iter().all(|c| b.task(c).decompose_parked)
+    });
+    for card in &bad {
+        let bills = b.bills(card);
+        assert!(bills <= 3, "{card}: {bills} requests");
+    }
+    let events = b.snapshot().events;
+    assert!(
+        !events.iter().any(|e| e.kind == "breaker_opened"),
+        "the breaker opened"
+    );
+    b.kill_gateway();
+}
+
+#[test]
+fn a_401_holds_every_request_until_the_config_changes() {
+    let mut b = Board::new(Setup {
+        kanban_extra: "  decompose_retry_base_seconds: 1\n",
+        ..Setup::default()
+    });
+    b.default_reply(Some(Reply::error(401, "invalid key")));
+    let cards = triage_cards(&b, 3, "card");
+    b.start_gateway();
+    b.wait_for("the breaker to open", || b.db().breaker().unwrap().open);
+    let sent = b.fake.requests().len();
+    assert_eq!(sent, 1, "one 401 is enough");
+    b.default_reply(None);
+    let seen = b.ticks();
+    b.wait_for("ten more ticks", || b.ticks() >= seen + 10);
+    assert_eq!(
+        b.fake.requests().len(),
+        sent,
+        "a request before the config changed"
+    );
+    let config = b.path().join("config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("timeout: 5", "timeout: 6")).unwrap();
+    b.wait_for("every card decomposed", || in_triage(&b, &cards) == 0);
+    assert!(!b.db().breaker().unwrap().open);
+    b.kill_gateway();
+}
+
+#[test]
+fn a_request_ceiling_stops_automatic_decomposition_and_over_budget_is_on_record() {
+    let mut b = Board::new(Setup {
+        decomposer_extra: "    max_requests_per_day: 5\n",
+        per_tick: 20,
+        concurrency: 20,
+        ..Setup::default()
+    });
+    let cards = triage_cards(&b, 20, "card");
+    b.start_gateway();
+    b.wait_for("five cards decomposed", || in_triage(&b, &cards) == 15);
+    let seen = b.ticks();
+    b.wait_for("five more ticks", || b.ticks() >= seen + 5);
+    b.kill_gateway();
+    assert_eq!(b.fake.requests().len(), 5, "exactly the ceiling");
+    let log = b.gateway_log();
+    assert_eq!(log.matches("spend ceiling reached").count(), 1, "{log}");
+    let events = b.snapshot().events;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.kind == "spend_ceiling_reached")
+            .count(),
+        1
+    );
+
+    let waiting = cards
+        .iter()
+        .find(|c| b.task(c).status == Status::Triage)
+        .unwrap()
+        .clone();
+    let refused = b.kanban(&["decompose", waiting.as_str()]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--over-budget"), "{stderr}");
+    assert_eq!(b.fake.requests().len(), 5, "a refused call sends nothing");
+    b.kanban_ok(&["decompose", waiting.as_str(), "--over-budget"]);
+    let rows = b.db().llm_calls(Some(&waiting)).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].over_budget, "the ledger records going past the ceiling");
+    let stats: serde_json::Value = serde_json::from_str(&b.kanban_ok(&["stats", "--json"])).unwrap();
+    assert_eq!(stats["llm"]["last_24h"]["requests"], 6);
+    assert_eq!(stats["llm"]["last_24h"]["over_budget"], 1);
+    assert!(stats["llm"]["ceilings"]["reached"]
+        .as_str()
+        .is_some_and(|r| r.starts_with("max_requests_per_day")));
+    let text = b.kanban_ok(&["stats"]);
+    assert!(
+        text.contains("6 of 5 requests in the last 24 h: reached"),
+        "{text}"
+    );
+}
