@@ -208,6 +208,8 @@ fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: 
             cap("the result", &result)?;
             let completion = Completion {
                 expected_run_id: guard,
+                // The guard is always the worker's own run here.
+                refuse_running: false,
                 replay_ended_run_id: None,
                 result,
                 summary,

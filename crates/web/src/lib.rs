@@ -1,8 +1,8 @@
 //! `kanban serve`: the board over HTTP. A JSON API with the command line's `--json`
-//! shapes, a Server-Sent Events stream of the board's events, and the pages (board, card
-//! detail, stats) embedded in the binary. The store and settings (the model of the
-//! decompose action among them) are given; this crate never reads a home or a config
-//! file itself.
+//! shapes, a Server-Sent Events stream of the board's events, the pages (board, card
+//! detail, stats) embedded in the binary, and the MCP tools at `/mcp` when given. The
+//! store and settings (the model of the decompose action among them) are given; this
+//! crate never reads a home or a config file itself.
 //!
 //! ```no_run
 //! # async fn run(store: std::sync::Arc<dyn board_core::Store>) -> Result<(), web::ServeError> {
@@ -57,6 +57,8 @@ pub struct Settings {
     /// Secrets the server knows of (the model key, the token): masked out of what it
     /// shows from outside the board, a worker's log.
     pub secrets: Vec<String>,
+    /// The verbs behind the MCP tools served at `/mcp` (streamable HTTP); none, no `/mcp`.
+    pub mcp: Option<Arc<dyn mcp::Verbs>>,
 }
 
 /// The refusal of the decompose action on a server given no model.
@@ -87,6 +89,7 @@ impl Default for Settings {
             logs_dir: None,
             decomposer: Err(NO_MODEL.to_owned()),
             secrets: Vec::new(),
+            mcp: None,
         }
     }
 }
@@ -165,7 +168,12 @@ fn router(store: Arc<dyn Store>, settings: Settings, bound: IpAddr, token: Optio
         newest_event,
     };
     let access = guard::Access::new(token, bound);
-    Router::new()
+    let mcp = app.settings.mcp.clone();
+    let routes = match mcp {
+        Some(verbs) => Router::new().nest_service("/mcp", mcp::http_service(verbs)),
+        None => Router::new(),
+    };
+    routes
         .merge(api::routes())
         .merge(cards::routes())
         .merge(pages::routes())

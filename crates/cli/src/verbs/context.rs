@@ -108,15 +108,24 @@ impl Brief {
 
 pub fn context(desk: &Desk, id: Option<TaskId>) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let (id, _) = target(id, None, worker.as_ref(), "context")?;
-    let material = gather(desk, &id)?;
-    let brief = fit(&material, desk.now);
+    let brief = brief(desk, id, worker.as_ref())?;
     if desk.json {
         print_json(&brief_json(&brief));
     } else {
         write_stdout(&markdown(&brief, desk.now))?;
     }
     Ok(())
+}
+
+/// The `--json` form of the brief of a task (a worker's own by default).
+pub fn context_json(desk: &Desk, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Value, Failure> {
+    Ok(brief_json(&brief(desk, id, worker)?))
+}
+
+fn brief(desk: &Desk, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Brief, Failure> {
+    let (id, _) = target(id, None, worker, "context")?;
+    let material = gather(desk, &id)?;
+    Ok(fit(&material, desk.now))
 }
 
 /// Writes the brief; a reader that stopped early (`kanban context | head`) is not a

@@ -8,6 +8,7 @@ mod decompose;
 mod desk;
 mod gateway_verbs;
 mod graph;
+mod mcp;
 mod read;
 mod serve;
 mod setup;
@@ -15,7 +16,9 @@ mod stats;
 mod tasks;
 mod work;
 
-use board_core::{RunId, TaskId, Timestamp};
+use std::sync::Arc;
+
+use board_core::{RunId, Store, TaskId, Timestamp};
 use board_home::config::text_within_cap;
 use board_home::{now, Config, Home, Loaded};
 use board_sqlite::SqliteStore;
@@ -29,7 +32,7 @@ pub use setup::completions;
 
 /// What every verb runs with.
 pub struct Ctx {
-    pub store: SqliteStore,
+    pub store: Arc<dyn Store>,
     /// The home's config.yaml, every default filled in.
     pub config: Config,
     /// The system clock in Unix seconds, read once per command.
@@ -98,7 +101,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
     };
     let (store, Loaded { config, warnings }, created) = open_board(&home)?;
     let ctx = Ctx {
-        store,
+        store: Arc::new(store),
         config,
         now: now(),
         json,
@@ -126,6 +129,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Dispatch { dry_run } => gateway_verbs::dispatch(ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
+        Verb::Mcp => mcp::serve(ctx, home),
         Verb::Config(command) => config::run(&home, json, command),
         verb @ (Verb::Context { .. }
         | Verb::Heartbeat { .. }

@@ -17,6 +17,7 @@ mod dispatch;
 mod e2e;
 mod home_safety;
 mod http_endpoint;
+mod mcp;
 mod output_escapes;
 mod reading;
 mod reliability_crash;
