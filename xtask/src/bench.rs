@@ -8,10 +8,10 @@
 //!
 //! The workloads live next to the code they exercise (`crates/board-sqlite/examples/
 //! bench_store.rs`, `crates/board-postgres/examples/bench_store.rs`,
-//! `crates/gateway/examples/bench_tick.rs`) and print one JSON line of figures each; xtask
+//! `crates/gateway/examples/bench_tick.rs`, `crates/web/examples/bench_web.rs`) and print one JSON line of figures each; xtask
 //! only starts processes and reads what they print, so it depends on none of our crates.
 //! `--only` runs some of them (`--only postgres`: the PostgreSQL rows, see
-//! `postgres.rs`); `--peer` adds the same store and CLI workloads run against the
+//! `postgres.rs`; `--only web`: the web board in headless Chromium, see `web.rs`); `--peer` adds the same store and CLI workloads run against the
 //! Python Hermes kanban (see `peer.rs`).
 
 mod board;
@@ -19,6 +19,7 @@ mod gateway;
 mod peer;
 mod postgres;
 mod store;
+mod web;
 
 use board::{cli_latency, tick};
 use gateway::{decomposition, gateway_footprint};
@@ -200,7 +201,7 @@ type Workload = fn(&Paths, &mut Results) -> Result<(), String>;
 type Invocation = Box<dyn FnMut() -> Vec<String>>;
 
 /// The workloads, by the name `--only` selects them with.
-const WORKLOADS: [(&str, &str, Workload); 7] = [
+const WORKLOADS: [(&str, &str, Workload); 8] = [
     ("store", "store cycle", store_cycle),
     ("contention", "contention", contention),
     ("tick", "dispatcher tick", tick),
@@ -208,6 +209,7 @@ const WORKLOADS: [(&str, &str, Workload); 7] = [
     ("footprint", "gateway footprint", gateway_footprint),
     ("decomposition", "decomposition turnaround", decomposition),
     ("postgres", "PostgreSQL store", postgres::run),
+    ("web", "web board (headless Chromium)", web::web),
 ];
 
 /// `--peer` and the keys of `--only`, when given.
@@ -256,6 +258,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             "-p",
             "fake-llm",
         ]);
+    }
+    if selected.iter().any(|(key, _, _)| *key == "web") {
+        build.extend(["-p", "web"]);
     }
     if selected.iter().any(|(key, _, _)| *key == "postgres") {
         build.extend(["-p", "board-postgres"]);

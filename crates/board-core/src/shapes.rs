@@ -1,4 +1,5 @@
-//! The board's JSON shapes (and the one way an age is written): a task, a run, a comment, an event, and the `list` and
+//! The board's JSON shapes (and the one way an age is written, and the one filter of
+//! untrusted text shown as text): a task, a run, a comment, an event, and the `list` and
 //! `show` documents built from them. The command line's `--json` and the web API both
 //! print these, so a script reads the same keys from either.
 //!
@@ -95,6 +96,29 @@ pub fn age(now: Timestamp, then: Timestamp) -> String {
         s if s < 86_400 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
     }
+}
+
+/// Text from the board as it may be shown. Card text, results, comments, authors and
+/// worker logs are untrusted: an escape sequence in them could retitle a terminal, clear
+/// it or fake output. Every control character (ESC, and so every CSI and OSC sequence;
+/// BEL; CR; the rest of C0, DEL and C1) becomes a space; with `lines`, line feeds and
+/// tabs are kept for text meant to span lines (a body, a result, a log). JSON output
+/// never goes through here: its encoder escapes control characters itself.
+///
+/// ```
+/// use board_core::shapes::plain;
+///
+/// assert_eq!(plain("a\x1b]0;owned\x07b\r\nc", true), "a ]0;owned b \nc");
+/// assert_eq!(plain("a\tb\nc", false), "a b c");
+/// ```
+pub fn plain(text: &str, lines: bool) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' if lines => c,
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
 }
 
 /// The `list` document: the tasks in the order given.

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use board_core::{Event, Run, Status, Task, Timestamp};
 use serde_json::{json, Value};
 
-pub use board_core::shapes::{age, comment_json, event_json, run_json, task_json};
+pub use board_core::shapes::{age, comment_json, event_json, plain, run_json, task_json};
 
 /// Prints one JSON document on its own line.
 pub fn print_json(value: &Value) {
@@ -105,22 +105,6 @@ fn terminal_width() -> Option<usize> {
     // SAFETY: TIOCGWINSZ writes one `winsize` into the pointer we own.
     let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
     (rc == 0 && size.ws_col > 0).then_some(size.ws_col as usize)
-}
-
-/// Text from the board as it may reach a terminal. Card text, results, comments,
-/// authors and worker logs are untrusted: an escape sequence in them could retitle the
-/// terminal, clear it or fake output. Every control character (ESC, and so every CSI and
-/// OSC sequence; BEL; CR; the rest of C0, DEL and C1) becomes a space; with `lines`, line
-/// feeds and tabs are kept for text meant to span lines (a body, a result). JSON output
-/// never goes through here: its encoder escapes control characters itself.
-pub fn plain(text: &str, lines: bool) -> String {
-    text.chars()
-        .map(|c| match c {
-            '\n' | '\t' if lines => c,
-            c if c.is_control() => ' ',
-            c => c,
-        })
-        .collect()
 }
 
 /// Cuts `text` to at most `max` characters (ending in `…` when cut), on one line.

@@ -192,7 +192,11 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("show-archived").addEventListener("change", load);
   $("create").addEventListener("submit", create);
   try {
-    listen(await load());
+    const after = await load();
+    // When the first full board is on screen: after the frame that paints it.
+    performance.mark("kanban:board-drawn");
+    requestAnimationFrame(() => setTimeout(() => performance.mark("kanban:board-painted"), 0));
+    listen(after);
   } catch (e) {
     say(e.message, true);
   }

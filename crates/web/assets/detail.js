@@ -14,6 +14,10 @@ document.addEventListener("DOMContentLoaded", () => {
       if (action === "comment") body.body = form.body.value;
       if (action === "assign") body.assignee = form.assignee.value.trim() || null;
       if (action === "edit") body.title = form.title.value;
+      if (action === "decompose") {
+        message.textContent = "asking the model…";
+        message.className = "message";
+      }
       const response = await fetch("/api/tasks/" + id + "/" + action, {
         method: "POST",
         headers: { "Content-Type": "application/json" },

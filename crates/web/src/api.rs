@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use board_core::shapes::{comment_json, list_filter, list_json, task_json, Shown};
-use board_core::{clean_title, NewTask, ReclaimOutcome, Status, Store, Task, TaskId};
+use board_core::{clean_title, Mode, NewTask, ReclaimOutcome, Status, Store, Task, TaskId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -26,6 +26,7 @@ pub fn routes() -> Router<App> {
         .route("/api/tasks/{id}/unblock", post(unblock))
         .route("/api/tasks/{id}/reclaim", post(reclaim))
         .route("/api/tasks/{id}/archive", post(archive))
+        .route("/api/tasks/{id}/decompose", post(decompose_card))
         .route("/api/tasks/{id}/move", post(move_to))
 }
 
@@ -203,6 +204,37 @@ async fn do_reclaim(app: &App, id: TaskId, reason: Option<String>) -> Reply {
             "reclaim of {shown} lost: another run took over meanwhile; nothing changed"
         ))),
     }
+}
+
+/// `kanban decompose ID`: the same function, in the same (manual) mode, with the same
+/// model settings and key, so the same ledger row and the same refusals. The outcome is
+/// the line `kanban decompose --json` prints; one that committed nothing is 409 with
+/// its reason, a server without a model 503.
+async fn decompose_card(State(app): State<App>, Path(id): Path<String>) -> Reply {
+    let id = task_id(&id)?;
+    let model = app
+        .settings
+        .decomposer
+        .clone()
+        .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why))?;
+    let read = id.clone();
+    blocking(&app, move |s| Ok(s.get(&read).map(drop)?)).await?;
+    let outcome = decompose::decompose(
+        app.store.clone(),
+        &model.client,
+        &id,
+        Mode::Manual,
+        &model.settings,
+        &now,
+    )
+    .await;
+    if !outcome.ok {
+        let reason = outcome.reason.unwrap_or_else(|| "failed".to_owned());
+        return Err(ApiError::conflict(format!("{id}: {reason}")));
+    }
+    serde_json::to_value(&outcome)
+        .map(Json)
+        .map_err(|e| ApiError::internal(format!("cannot encode the outcome: {e}")))
 }
 
 #[derive(Deserialize)]

@@ -1,7 +1,8 @@
 //! `kanban serve`: the board over HTTP. A JSON API with the command line's `--json`
 //! shapes, a Server-Sent Events stream of the board's events, the pages (board, card
-//! detail, stats) embedded in the binary, and the MCP tools at `/mcp` when given. The store and settings are given; this crate
-//! never reads a home or a config file itself.
+//! detail, stats) embedded in the binary, and the MCP tools at `/mcp` when given. The
+//! store and settings (the model of the decompose action among them) are given; this
+//! crate never reads a home or a config file itself.
 //!
 //! ```no_run
 //! # async fn run(store: std::sync::Arc<dyn board_core::Store>) -> Result<(), web::ServeError> {
@@ -27,6 +28,7 @@ use std::time::Duration;
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use board_core::{NoWorkers, Store, Terminator, Timestamp};
+use decompose::{DecomposerSettings, HttpModel};
 use tokio::net::TcpListener;
 
 pub use error::ApiError;
@@ -52,8 +54,31 @@ pub struct Settings {
     pub logs_dir: Option<PathBuf>,
     /// The decomposer's daily spend ceilings, shown on the stats page.
     pub ceilings: board_core::Ceilings,
+    /// The model the decompose action calls, or why there is none (the refusal shown).
+    pub decomposer: Result<Arc<Decomposer>, String>,
+    /// Secrets the server knows of (the model key, the token): masked out of what it
+    /// shows from outside the board, a worker's log.
+    pub secrets: Vec<String>,
     /// The verbs behind the MCP tools served at `/mcp` (streamable HTTP); none, no `/mcp`.
     pub mcp: Option<Arc<dyn mcp::Verbs>>,
+}
+
+/// The refusal of the decompose action on a server given no model.
+pub const NO_MODEL: &str =
+    "this server has no model to decompose with; use `kanban decompose`, which reads the home's config";
+
+/// The decompose action's model: the settings and client `kanban decompose` builds.
+pub struct Decomposer {
+    pub settings: DecomposerSettings,
+    pub client: HttpModel,
+}
+
+impl Decomposer {
+    /// The client for `settings`, or the refusal `kanban decompose` gives for them.
+    pub fn new(settings: DecomposerSettings) -> Result<Decomposer, String> {
+        let client = HttpModel::new(&settings).map_err(|e| e.to_string())?;
+        Ok(Decomposer { settings, client })
+    }
 }
 
 impl Default for Settings {
@@ -65,6 +90,8 @@ impl Default for Settings {
             terminator: Arc::new(NoWorkers),
             logs_dir: None,
             ceilings: board_core::Ceilings::default(),
+            decomposer: Err(NO_MODEL.to_owned()),
+            secrets: Vec::new(),
             mcp: None,
         }
     }

@@ -12,8 +12,10 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use board_core::shapes::{age, Shown};
+use board_core::shapes::{age, plain, Shown};
 use board_core::{LlmCall, Status, Timestamp};
+
+use decompose::mask_secret;
 
 use crate::api::task_id;
 use crate::html::{element, escape, markdown};
@@ -87,11 +89,14 @@ pub fn shell(title: &str, script: Option<&str>) -> String {
 async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = task_id(&id)?;
     let logs = app.settings.logs_dir.clone();
+    let secrets = app.settings.secrets.clone();
     blocking(&app, move |s| {
         let shown = Shown::read(s, &id)?;
         let bill = s.llm_calls(Some(&id))?;
         let log = match (&logs, shown.task.status) {
-            (Some(dir), Status::Running) => log_tail(&dir.join(format!("{id}.log"))),
+            (Some(dir), Status::Running) => {
+                log_tail(&dir.join(format!("{id}.log"))).map(|tail| shown_log(&tail, &secrets))
+            }
             _ => None,
         };
         Ok(page(render_detail(&shown, &bill, log.as_deref(), now())))
@@ -171,6 +176,7 @@ const ACTIONS: &str = "<section class=\"actions\"><h2>Actions</h2>\
     <form data-action=\"comment\"><textarea name=\"body\" placeholder=\"Comment\" required></textarea><button>Comment</button></form>\
     <form data-action=\"assign\"><input name=\"assignee\" placeholder=\"profile (empty clears)\"><button>Assign</button></form>\
     <form data-action=\"edit\"><input name=\"title\" placeholder=\"new title\"><button>Retitle</button></form>\
+    <form data-action=\"decompose\"><button>Decompose</button></form>\
     <form data-action=\"unblock\"><button>Unblock</button></form>\
     <form data-action=\"reclaim\"><button>Reclaim</button></form>\
     <form data-action=\"archive\"><button>Archive</button></form></section>";
@@ -228,6 +234,15 @@ fn bill_section(out: &mut String, bill: &[LlmCall]) {
         "<section><h2>LLM bill</h2><p class=\"bill\">{} requests · {tokens} tokens · {failed} failed</p></section>",
         bill.len()
     );
+}
+
+/// A worker's log as the page shows it: what a worker prints is untrusted, so every
+/// control character is blanked as the command line blanks it, and every secret the
+/// server knows (or a piece of one) is masked.
+fn shown_log(tail: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
+        .fold(plain(tail, true), |text, secret| mask_secret(&text, secret))
 }
 
 /// The end of a worker's log, cut at a line start; `None` when there is no log.

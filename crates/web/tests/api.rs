@@ -345,3 +345,147 @@ async fn pages_escape_card_text() {
     let r = s.client.get(s.url("/tasks/t_00000000")).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
+
+const KEY: &str = "sk-webcanary-4e1f9a7c03b2d865";
+
+/// A server whose decompose action calls `fake` with `KEY`, as `kanban serve` builds it
+/// from a home's config.
+async fn serve_with_model(fake: &fake_llm::FakeLlm) -> common::Served {
+    let model = decompose::DecomposerSettings {
+        base_url: fake.base_url(),
+        model: "fake".into(),
+        api_key: Some(decompose::ApiKey::new(KEY)),
+        api_key_env: None,
+        transient_retries: 0,
+        retry_backoff: std::time::Duration::ZERO,
+        ..decompose::DecomposerSettings::default()
+    };
+    let settings = web::Settings {
+        decomposer: web::Decomposer::new(model).map(std::sync::Arc::new),
+        ..common::settings()
+    };
+    common::serve_at("127.0.0.1", settings, None).await
+}
+
+const FANOUT: &str = r#"{"fanout": true, "rationale": "two parts", "tasks": [
+    {"title": "first part", "body": "a", "parents": []},
+    {"title": "second part", "body": "b", "parents": [0]}]}"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn decompose_is_kanban_decompose_over_http() {
+    let fake = fake_llm::FakeLlm::start(fake_llm::Settings {
+        api_key: Some(KEY.to_owned()),
+        ..fake_llm::Settings::default()
+    })
+    .await
+    .unwrap();
+    let s = serve_with_model(&fake).await;
+    let card = s
+        .store
+        .create(
+            &board_core::NewTask {
+                triage: true,
+                ..board_core::NewTask::titled("rough idea")
+            },
+            NOW,
+        )
+        .unwrap();
+    fake.push_reply(fake_llm::Reply::text(FANOUT));
+    let path = format!("/api/tasks/{}/decompose", card.id);
+    let (status, outcome) = s.post(&path, json!({})).await;
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["ok"], json!(true));
+    assert_eq!(outcome["fanout"], json!(true));
+    let children: Vec<String> = outcome["child_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(children.len(), 2, "{outcome}");
+    for child in &children {
+        let task = s.store.get(&child.parse().unwrap()).unwrap();
+        assert!(task.title.ends_with("part"), "{task:?}");
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str()),
+        "the configured key was sent"
+    );
+    // The ledger row `kanban decompose` writes.
+    let bill = s.store.llm_calls(Some(&card.id)).unwrap();
+    assert_eq!(bill.len(), 1, "{bill:?}");
+    assert_eq!(
+        (bill[0].purpose.as_str(), bill[0].outcome.as_str()),
+        ("decompose", "ok")
+    );
+    assert_eq!(bill[0].model, "fake");
+
+    // The same refusals: a card that left triage, an unknown card, a bad id, and a
+    // provider that rejects the key quoting it.
+    let (status, body) = s.post(&path, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(error(&body).contains("triage"), "{body}");
+    assert_eq!(fake.requests().len(), 1, "a refusal calls no model");
+    let (status, _) = s.post("/api/tasks/t_00000000/decompose", json!({})).await;
+    assert_eq!(status, 404);
+    let (status, _) = s.post("/api/tasks/nope/decompose", json!({})).await;
+    assert_eq!(status, 400);
+    let echo = s
+        .store
+        .create(
+            &board_core::NewTask {
+                triage: true,
+                ..board_core::NewTask::titled("echoes the key")
+            },
+            NOW,
+        )
+        .unwrap();
+    fake.push_reply(fake_llm::Reply::error(
+        401,
+        format!("Incorrect API key provided: {KEY}"),
+    ));
+    let r = s
+        .client
+        .post(s.url(&format!("/api/tasks/{}/decompose", echo.id)))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 409);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("401"), "{text}");
+    for piece in KEY.as_bytes().windows(8) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(!text.contains(piece), "{piece:?} of the key in {text}");
+    }
+    let bill = s.store.llm_calls(Some(&echo.id)).unwrap();
+    assert_eq!(bill.len(), 1);
+    assert_eq!(bill[0].http_status, Some(401));
+    assert_eq!(s.store.get(&echo.id).unwrap().status, Status::Triage);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn decompose_without_a_model_is_refused() {
+    let s = serve().await;
+    let card = s
+        .store
+        .create(
+            &board_core::NewTask {
+                triage: true,
+                ..board_core::NewTask::titled("rough idea")
+            },
+            NOW,
+        )
+        .unwrap();
+    let before = s.store.snapshot().unwrap();
+    let (status, body) = s
+        .post(&format!("/api/tasks/{}/decompose", card.id), json!({}))
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(error(&body), web::NO_MODEL);
+    assert_eq!(s.store.snapshot().unwrap(), before, "nothing changed");
+    assert!(s.store.llm_calls(None).unwrap().is_empty());
+}

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use board_core::memory::MemStore;
+use board_core::Store;
 use common::{error, serve, serve_at, settings, Served};
 use serde_json::json;
 
@@ -197,5 +198,49 @@ async fn no_response_or_stream_carries_a_secret_of_the_environment() {
             let piece = std::str::from_utf8(piece).unwrap();
             assert!(!seen.contains(piece), "{piece:?} of a secret was served:\n{seen}");
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workers_log_is_shown_without_secrets_or_control_characters() {
+    const KEY: &str = "sk-logcanary-93b7e1d0c4a6f258";
+    let logs = tempfile::tempdir().unwrap();
+    let s = serve_at(
+        "127.0.0.1",
+        web::Settings {
+            logs_dir: Some(logs.path().to_owned()),
+            secrets: vec![KEY.to_owned()],
+            ..settings()
+        },
+        None,
+    )
+    .await;
+    let t = s.task("prints things");
+    s.store.claim(&t.id, 900, common::NOW).unwrap();
+    let printed = format!(
+        "step one\n\x1b]0;owned\x07\x1b[2Jstep two\r\nmy key is {KEY}, or ...{}\n\u{9b}31mred\n",
+        &KEY[KEY.len() - 10..]
+    );
+    std::fs::write(logs.path().join(format!("{}.log", t.id)), printed).unwrap();
+    let html = s
+        .client
+        .get(s.url(&format!("/tasks/{}", t.id)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Worker log"), "{html}");
+    assert!(
+        html.contains("step one\n ]0;owned  [2Jstep two \nmy key is [redacted]"),
+        "{html}"
+    );
+    for c in html.chars() {
+        assert!(!c.is_control() || c == '\n', "{c:?} served in {html}");
+    }
+    for piece in KEY.as_bytes().windows(8) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(!html.contains(piece), "{piece:?} of the key served:\n{html}");
     }
 }

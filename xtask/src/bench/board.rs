@@ -13,7 +13,7 @@ use super::{
 
 /// Builds (or reuses) the tick boards. A board is rebuilt only when the schema version
 /// or the board's shape changed, since the 100k one takes a while.
-fn boards(paths: &Paths) -> Result<(), String> {
+pub(super) fn boards(paths: &Paths) -> Result<(), String> {
     mkdir(&paths.bench.join("boards"))?;
     let shape = |size: usize| format!("tasks {size}, ready {BOARD_READY}, triage {BOARD_TRIAGE}, schema ");
     for size in BOARD_SIZES {
@@ -60,7 +60,7 @@ fn boards(paths: &Paths) -> Result<(), String> {
 }
 
 /// A fresh home holding a copy of a built board.
-fn home_with_board(paths: &Paths, size: usize, name: &str) -> Result<PathBuf, String> {
+pub(super) fn home_with_board(paths: &Paths, size: usize, name: &str) -> Result<PathBuf, String> {
     let home = paths.work.join(name);
     if home.exists() {
         std::fs::remove_dir_all(&home).map_err(|e| format!("cannot empty {}: {e}", home.display()))?;

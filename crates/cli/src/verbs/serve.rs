@@ -16,6 +16,15 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
     let token = token.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
     web::check_bind(bind, token.as_deref()).map_err(|e| Failure::Usage(e.to_string()))?;
     let max_text_bytes = ctx.config.kanban.max_text_bytes;
+    // The model as `kanban decompose` loads it; a client that cannot be built is the
+    // decompose action's refusal, not a server that does not start.
+    let model = ctx.config.decomposer_settings();
+    let secrets = model
+        .resolved_api_key()
+        .map(|key| key.expose().to_owned())
+        .into_iter()
+        .chain(token.clone())
+        .collect();
     let defaults = web::Settings::default();
     let settings = web::Settings {
         max_text_bytes,
@@ -24,6 +33,8 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         terminator: Arc::new(ProcessGroupTerminator),
         logs_dir: Some(home.logs()),
         ceilings: ctx.config.spend_ceilings(),
+        decomposer: web::Decomposer::new(model).map(Arc::new),
+        secrets,
         mcp: Some(Arc::new(super::mcp::Tools::served(
             ctx.store.clone(),
             ctx.config.clone(),

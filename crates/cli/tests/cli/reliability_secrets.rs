@@ -2,7 +2,9 @@
 //! through `api_key_env`, is sent to the model but never lands in the gateway's stdout or
 //! log, events, `llm_calls`, `gateway.json`, what the CLI prints, error messages or a
 //! worker's environment, whether calls fail or succeed; not even a piece of it, so a
-//! truncated or partly masked key is caught too. The home is owner-only. Every listening
+//! truncated or partly masked key is caught too. No response of `kanban serve` (pages,
+//! API, event stream, errors, the decompose action, a worker's log tail) holds a piece
+//! of the key or of a database password in its environment. The home is owner-only. Every listening
 //! socket of our processes is on loopback.
 
 use crate::gateway_board;
@@ -359,4 +361,202 @@ fn every_listening_socket_of_ours_is_on_loopback() {
         "the fake model's listener was seen: {ours:?}"
     );
     assert!(b.fake.addr().ip().is_loopback());
+}
+
+const DB_PASSWORD: &str = "pw-dbsecret-2c8e5a1f9d73b604";
+
+/// Every window of `FRAGMENT` characters of the key or of the database password that
+/// `bytes` holds.
+fn any_secret(bytes: &[u8]) -> Option<String> {
+    leaked(bytes).or_else(|| {
+        let pieces: HashSet<&[u8]> = DB_PASSWORD.as_bytes().windows(FRAGMENT).collect();
+        bytes
+            .windows(FRAGMENT)
+            .find(|w| pieces.contains(w))
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+    })
+}
+
+/// One HTTP/1.1 exchange with `kanban serve`, the whole response (status line, headers,
+/// body) as received. An event stream never ends, so reading stops after `quiet` of
+/// silence once something arrived.
+fn exchange(addr: &str, method: &str, path: &str, body: Option<&str>) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let mut out = Vec::new();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) if !out.is_empty() => break,
+            Err(_) => assert!(
+                started.elapsed() < gateway_board::WAIT,
+                "{method} {path}: no answer"
+            ),
+        }
+    }
+    out
+}
+
+#[test]
+fn kanban_serve_serves_no_secret() {
+    let env = vec![
+        ("PGPASSWORD".to_owned(), DB_PASSWORD.to_owned()),
+        (
+            "DATABASE_URL".to_owned(),
+            format!("postgres://kanban:{DB_PASSWORD}@127.0.0.1/kanban"),
+        ),
+        ("REL_EXTRA_API_KEY".to_owned(), CANARY.to_owned()),
+    ];
+    let b = Board::new(Setup {
+        fake: Settings {
+            api_key: Some(CANARY.to_owned()),
+            ..Settings::default()
+        },
+        model_extra: &format!("  api_key: {CANARY}\n  api_key_env: KANBAN_REL_NO_KEY\n"),
+        env,
+        ..Setup::default()
+    });
+    b.reply(
+        "fans out",
+        Reply::text(
+            r#"{"fanout": true, "rationale": "two", "tasks": [
+                {"title": "first part", "body": "a", "parents": []},
+                {"title": "second part", "body": "b", "parents": []}]}"#,
+        ),
+    );
+    b.reply("always 500", Reply::error(500, "upstream exploded"));
+    b.reply(
+        "echoes the key",
+        Reply::error(401, format!("Incorrect API key provided: {CANARY}")),
+    );
+    b.reply(
+        "key in prose",
+        Reply::text(format!("Sure! By the way your key is {CANARY}.")),
+    );
+    let cards: Vec<TaskId> = ["fans out", "always 500", "echoes the key", "key in prose"]
+        .iter()
+        .map(|t| b.create(&[t, "--triage"]))
+        .collect();
+    // A running card whose worker printed the key (the server knows it and masks it).
+    let running = b.create(&["prints secrets"]);
+    b.kanban_ok(&["claim", running.as_str()]);
+    let logs = b.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(logs.join(format!("{running}.log")), format!("key {CANARY}\n")).unwrap();
+
+    let mut serve = b
+        .command(&["serve", "--bind", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("serving the board at http://")
+        .and_then(|a| a.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("kanban serve printed {line:?}"))
+        .to_owned();
+
+    let mut seen: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut fetch = |method: &str, path: &str, body: Option<&str>| {
+        let response = exchange(&addr, method, path, body);
+        seen.push((format!("{method} {path}"), response.clone()));
+        String::from_utf8_lossy(&response).into_owned()
+    };
+    for card in &cards {
+        let answer = fetch("POST", &format!("/api/tasks/{card}/decompose"), Some("{}"));
+        assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
+    }
+    assert_eq!(b.fake.requests().len(), cards.len(), "every card asked the model");
+    assert!(
+        b.fake
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization") == Some(&format!("Bearer {CANARY}"))),
+        "the decompose action sent the configured key"
+    );
+    assert_ne!(b.task(&cards[0]).status, Status::Triage, "the fan-out committed");
+    let again = fetch("POST", &format!("/api/tasks/{}/decompose", cards[0]), Some("{}"));
+    assert!(again.starts_with("HTTP/1.1 409"), "{again}");
+    let detail = fetch("GET", &format!("/tasks/{running}"), None);
+    assert!(detail.contains("[redacted]"), "the log tail was served: {detail}");
+    let mut ids: Vec<TaskId> = b
+        .db()
+        .list(&Default::default())
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    ids.push(running.clone());
+    for id in &ids {
+        for path in [
+            format!("/tasks/{id}"),
+            format!("/api/tasks/{id}"),
+            format!("/api/cards/{id}"),
+        ] {
+            fetch("GET", &path, None);
+        }
+    }
+    for path in [
+        "/",
+        "/stats",
+        "/assets/board.js",
+        "/assets/detail.js",
+        "/assets/kanban.css",
+        "/api/tasks",
+        "/api/tasks?archived=true",
+        "/api/cards",
+        "/api/tasks/nope",
+        "/api/tasks?bogus=1",
+        "/no/such/page",
+    ] {
+        fetch("GET", path, None);
+    }
+    fetch("POST", "/api/tasks", Some("{not json"));
+    fetch(
+        "POST",
+        &format!("/api/tasks/{}/edit", cards[1]),
+        Some(r#"{"bogus": 1}"#),
+    );
+    fetch("POST", "/api/tasks/t_00000000/decompose", Some("{}"));
+    let stream = fetch("GET", "/api/events?after=0", None);
+    assert!(stream.contains("text/event-stream"), "{stream}");
+    assert!(
+        stream.contains("decompos"),
+        "the stream carried the decompositions: {stream}"
+    );
+
+    let _ = serve.kill();
+    let out = serve.wait_with_output().unwrap();
+    seen.push(("serve's stderr".to_owned(), out.stderr));
+    for (what, bytes) in &seen {
+        if let Some(piece) = any_secret(bytes) {
+            panic!(
+                "{what} served {piece:?} of a secret:\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+    eprintln!("scanned {} responses of kanban serve", seen.len());
 }
