@@ -86,6 +86,17 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Config(command) => return config::run(&home, json, command),
         verb => verb,
     };
+    // A read never creates a board: a mistyped home would show an empty one.
+    let reads = matches!(
+        verb,
+        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events { .. } | Verb::Stats
+    );
+    if reads && !home.dir().exists() {
+        return Err(Failure::Refused(format!(
+            "no board at {} (kanban init creates one)",
+            home.dir().display()
+        )));
+    }
     // The database is opened before the template is written, so a home whose
     // `kanban.db` is refused (not SQLite, another application's, newer) is left
     // untouched. Config warnings are left to `config check` and the gateway, so that a
