@@ -404,12 +404,12 @@ fn error_messages() {
         "kanban: {auto_promote_children: 1}\n",
         "kanban: {sqlite_synchronous: fast}\n",
         "kanban: {sqlite_synchronous: 1}\n",
-        "kanban: {default_assignee: \"\"}\n",
         "kanban: {orchestrator_profile: [a]}\n",
         "model: {default: 3}\n",
         "model: {base_url: localhost:11434}\n",
         "model: {base_url: \"http://\"}\n",
-        "model: {provider: \"  \"}\n",
+        "model: {provider: [a]}\n",
+        "auxiliary: {kanban_decomposer: {api_key: [a]}}\n",
         "auxiliary: {kanban_decomposer: {base_url: ftp://x}}\n",
         "model: {base_url: \"http://api.example.com/v1\"}\n",
         "auxiliary: {kanban_decomposer: {base_url: \"http://10.0.0.1/v1\"}}\n",
@@ -684,4 +684,99 @@ fn a_hand_built_interval_never_gives_a_zero_or_panicking_duration() {
         c.kanban.dispatch_interval_seconds = bad;
         assert!(c.kanban.dispatch_interval() > Duration::ZERO, "{bad}");
     }
+}
+
+/// The virtualenv's interpreter (`cargo xtask venv` makes it, with hermes-agent in it).
+fn venv_python() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `cargo xtask venv`",
+        python.display()
+    );
+    python
+}
+
+/// The config hermes-agent writes, every one of its defaults spelled out, is read: each
+/// key is honoured or named once in the one warning about Hermes settings.
+#[test]
+fn the_config_hermes_agent_writes_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hermes/write_config.py");
+    let out = std::process::Command::new(venv_python())
+        .arg(&script)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(dir.path().join("config.yaml")).unwrap();
+    assert!(text.starts_with("model: ''\n"), "{}", &text[..80]);
+    let loaded = Config::parse(&text, &no_env).unwrap_or_else(|e| panic!("refused: {e}"));
+    let [Warning::HermesKeys(keys)] = loaded.warnings.as_slice() else {
+        panic!("expected one warning, got {:?}", loaded.warnings);
+    };
+    let mut unique = keys.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), keys.len(), "a key named twice: {keys:?}");
+    for named in [
+        "agent",
+        "gateway",
+        "auxiliary.vision",
+        "kanban.dispatch_in_gateway",
+        "_config_version",
+    ] {
+        assert!(keys.iter().any(|k| k == named), "{named} not named: {keys:?}");
+    }
+    // What Hermes sets that the board shares is honoured; its blanks are the defaults.
+    let c = loaded.config;
+    let defaults = Config::default();
+    assert_eq!(c.model, defaults.model);
+    assert_eq!(c.kanban.default_assignee, "default");
+    assert_eq!(c.kanban.orchestrator_profile, "default");
+    assert_eq!(c.kanban.dispatch_interval_seconds, 60.0);
+    assert_eq!(c.auxiliary.kanban_decomposer.provider, "auto");
+    assert_eq!(c.decomposer_timeout(), Duration::from_secs(180));
+}
+
+#[test]
+fn hermes_forms_of_the_default() {
+    let c = config("model: \"\"\nkanban: {orchestrator_profile: \"\", default_assignee: \" \"}");
+    assert_eq!(c, Config::default());
+    let c = config("model: qwen2.5\n");
+    assert_eq!(c.model.default, "qwen2.5");
+    assert_eq!(c.model.base_url, Config::default().model.base_url);
+    let c = config("model: {default: \"\", provider: \"\", base_url: \"\"}\n");
+    assert_eq!(c.model, Config::default().model);
+}
+
+#[test]
+fn the_decomposers_own_endpoint_key_and_provider() {
+    let env = |name: &str| (name == "OPENROUTER_API_KEY").then(|| CANARY.to_owned());
+    let text = "auxiliary: {kanban_decomposer: {provider: openrouter, model: m, timeout: 7}}";
+    let c = Config::parse(text, &env).unwrap().config;
+    assert_eq!(c.decomposer_base_url(), "https://openrouter.ai/api/v1");
+    assert_eq!(c.decomposer_api_key().map(|k| k.expose()), Some(CANARY));
+    let settings = c.decomposer_settings();
+    assert_eq!(settings.model, "m");
+    assert_eq!(settings.timeout, Duration::from_secs(7));
+    assert_eq!(settings.api_key_env.as_deref(), Some("OPENROUTER_API_KEY"));
+
+    // A key in the file wins, and is never shown.
+    let text = format!("auxiliary: {{kanban_decomposer: {{api_key: {CANARY}, base_url: \"https://d/v1\"}}}}");
+    let c = config(&text);
+    assert_eq!(c.decomposer_api_key().map(|k| k.expose()), Some(CANARY));
+    assert_eq!(c.decomposer_base_url(), "https://d/v1");
+    assert!(!c.effective_yaml().contains(CANARY));
+    assert_eq!(c.model.api_key, None);
+
+    // A provider the board cannot call is said, once.
+    let loaded = parse("auxiliary: {kanban_decomposer: {provider: anthropic}}");
+    let shown: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        ["config.yaml: auxiliary.kanban_decomposer.provider: kanban cannot call provider \"anthropic\" \
+          (it speaks the OpenAI chat-completions API: auto, custom, openai, openrouter); the endpoint is base_url"]
+    );
 }

@@ -37,6 +37,31 @@ impl Paint {
         }
     }
 
+    fn attribute(self, cell: comfy_table::Cell, attribute: comfy_table::Attribute) -> comfy_table::Cell {
+        if self.on {
+            cell.add_attribute(attribute)
+        } else {
+            cell
+        }
+    }
+
+    /// A status as a table cell, in its colour.
+    pub fn status_cell(self, status: Status) -> comfy_table::Cell {
+        use comfy_table::{Attribute, Color};
+        let cell = comfy_table::Cell::new(status_label(status));
+        if !self.on {
+            return cell;
+        }
+        match status {
+            Status::Triage => cell.fg(Color::Magenta),
+            Status::Todo => cell.fg(Color::Grey),
+            Status::Ready => cell.fg(Color::Green),
+            Status::Running => cell.fg(Color::Cyan),
+            Status::Blocked => cell.fg(Color::Red),
+            Status::Done | Status::Archived => cell.add_attribute(Attribute::Dim),
+        }
+    }
+
     fn wrap(self, code: &str, text: &str) -> String {
         if self.on {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -118,73 +143,105 @@ pub fn cut(text: &str, max: usize) -> String {
     out
 }
 
-/// A table whose columns are padded to their widest cell; the last column is cut to
-/// whatever width is left.
+/// The narrowest the last column of a table is cut to.
+const MIN_LAST_COLUMN: u16 = 10;
+
+/// A table through `comfy_table`, which measures cells by their display width (a CJK
+/// character is two columns) and styles a cell after laying it out, so colours never
+/// count towards a width nor get cut. Every column is as wide as its widest cell but the
+/// last, which is cut (ending in `…`) to the width left.
 pub struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-    /// Cells already coloured carry escape codes; their visible widths are kept here.
-    visible: Vec<Vec<usize>>,
+    grid: comfy_table::Table,
 }
 
 impl Table {
-    pub fn new(header: &[&str]) -> Table {
-        Table {
-            header: header.iter().map(|h| (*h).to_owned()).collect(),
-            rows: Vec::new(),
-            visible: Vec::new(),
-        }
-    }
-
-    /// Adds a row of `(text as printed, visible width)` cells.
-    pub fn row(&mut self, cells: Vec<(String, usize)>) {
-        let (text, widths) = cells.into_iter().unzip();
-        self.rows.push(text);
-        self.visible.push(widths);
-    }
-
-    pub fn print(&self, paint: Paint, total_width: usize) {
-        let n = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for row in &self.visible {
-            for (i, w) in row.iter().enumerate().take(n.saturating_sub(1)) {
-                widths[i] = widths[i].max(*w);
-            }
-        }
-        let used: usize = widths.iter().take(n.saturating_sub(1)).map(|w| w + 2).sum();
-        let last = total_width.saturating_sub(used).max(10);
-        let header: Vec<String> = self.header.iter().map(|h| paint.bold(h)).collect();
-        let header_visible: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        // One write for the whole table: a thousand rows are one syscall, not a thousand.
-        let mut out = format_line(&header, &header_visible, &widths, last);
-        for (row, vis) in self.rows.iter().zip(&self.visible) {
-            out.push_str(&format_line(row, vis, &widths, last));
-        }
-        print!("{out}");
-    }
-}
-
-fn format_line(cells: &[String], visible: &[usize], widths: &[usize], last: usize) -> String {
-    let mut line = String::new();
-    for (i, cell) in cells.iter().enumerate() {
-        if i + 1 == cells.len() {
-            line.push_str(&cut(cell, last));
+    pub fn new(header: &[&str], paint: Paint) -> Table {
+        let mut grid = comfy_table::Table::new();
+        grid.load_preset(comfy_table::presets::NOTHING)
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_truncation_indicator("…");
+        if paint.on {
+            grid.enforce_styling();
         } else {
-            line.push_str(cell);
-            let pad = widths[i].saturating_sub(visible[i]) + 2;
-            line.push_str(&" ".repeat(pad));
+            grid.force_no_tty();
         }
+        let mut header = comfy_table::Row::from(
+            header
+                .iter()
+                .map(|h| paint.attribute(comfy_table::Cell::new(h), comfy_table::Attribute::Bold)),
+        );
+        header.max_height(1);
+        grid.set_header(header);
+        Table { grid }
     }
-    let mut line = line.trim_end().to_owned();
-    line.push('\n');
-    line
+
+    /// Adds a row of cells made by [`cell`] or [`Paint::status_cell`].
+    pub fn row(&mut self, cells: Vec<comfy_table::Cell>) {
+        let mut row = comfy_table::Row::from(cells);
+        row.max_height(1);
+        self.grid.add_row(row);
+    }
+
+    /// The table as lines of at most `total_width` columns, without trailing blanks.
+    pub fn render(mut self, total_width: usize) -> String {
+        let columns = self.grid.column_count();
+        for (i, column) in self.grid.column_iter_mut().enumerate() {
+            column.set_padding((0, if i + 1 == columns { 0 } else { 2 }));
+            column.set_constraint(if i + 1 < columns {
+                comfy_table::ColumnConstraint::ContentWidth
+            } else {
+                // A title cut below ten columns says nothing; the line overflows instead.
+                comfy_table::ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(MIN_LAST_COLUMN))
+            });
+        }
+        self.grid
+            .set_width(u16::try_from(total_width).unwrap_or(u16::MAX));
+        let mut out = String::new();
+        for line in self.grid.lines() {
+            out.push_str(&without_trailing_blanks(&line));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Prints the table in one write (a thousand rows are one syscall, not a thousand).
+    pub fn print(self, total_width: usize) {
+        print!("{}", self.render(total_width));
+    }
 }
 
-/// A plain cell: its text (control characters blanked) and its visible width.
-pub fn cell(text: impl Into<String>) -> (String, usize) {
-    let text = plain(&text.into(), false);
-    let width = text.chars().count();
-    (text, width)
+/// A line without the blanks at its end, also those a styled last cell pads with
+/// before its closing escape sequences.
+fn without_trailing_blanks(line: &str) -> String {
+    let mut rest = line.trim_end();
+    let mut closing = Vec::new();
+    // Peel the trailing `ESC [ ... m` sequences, trim, and put them back.
+    while let Some(at) = rest.rfind('\x1b') {
+        let sequence = &rest[at..];
+        if !(sequence.starts_with("\x1b[") && sequence.ends_with('m')) {
+            break;
+        }
+        closing.push(sequence);
+        rest = rest[..at].trim_end();
+    }
+    closing.reverse();
+    format!("{rest}{}", closing.concat())
+}
+
+/// A plain cell: its text, control characters blanked, on one line.
+pub fn cell(text: impl Into<String>) -> comfy_table::Cell {
+    comfy_table::Cell::new(plain(&text.into(), false))
+}
+
+/// A moment as local wall-clock time, `2026-11-30 23:04` (the system's time zone, or `$TZ`).
+pub fn local_time(at: Timestamp) -> String {
+    match jiff::Timestamp::from_second(at) {
+        Ok(moment) => moment
+            .to_zoned(jiff::tz::TimeZone::system())
+            .strftime("%Y-%m-%d %H:%M")
+            .to_string(),
+        Err(_) => at.to_string(),
+    }
 }
 
 /// The tasks as a table: id, status, priority, assignee, age, title.
@@ -193,19 +250,22 @@ pub fn task_table(tasks: &[Task], now: Timestamp, paint: Paint) {
         println!("{}", paint.dim("no tasks"));
         return;
     }
-    let mut table = Table::new(&["ID", "STATUS", "PRI", "ASSIGNEE", "AGE", "TITLE"]);
+    let mut table = Table::new(
+        &["ID", "STATUS", "PRI", "ASSIGNEE", "CREATED", "AGE", "TITLE"],
+        paint,
+    );
     for t in tasks {
-        let label = status_label(t.status);
         table.row(vec![
             cell(t.id.as_str()),
-            (paint.status(t.status), label.chars().count()),
+            paint.status_cell(t.status),
             cell(t.priority.to_string()),
             cell(t.assignee.as_deref().unwrap_or("-")),
+            cell(local_time(t.created_at)),
             cell(age(now, t.created_at)),
             cell(t.title.clone()),
         ]);
     }
-    table.print(paint, width());
+    table.print(width());
 }
 
 /// The runs as a table: id, outcome, profile, started, duration, summary or error.
@@ -214,7 +274,10 @@ pub fn run_table(runs: &[Run], now: Timestamp, paint: Paint) {
         println!("{}", paint.dim("no runs"));
         return;
     }
-    let mut table = Table::new(&["RUN", "OUTCOME", "PROFILE", "STARTED", "TOOK", "SUMMARY"]);
+    let mut table = Table::new(
+        &["RUN", "OUTCOME", "PROFILE", "STARTED", "AGO", "TOOK", "SUMMARY"],
+        paint,
+    );
     for r in runs {
         let outcome = match r.outcome {
             Some(o) => o.as_str().to_owned(),
@@ -226,17 +289,24 @@ pub fn run_table(runs: &[Run], now: Timestamp, paint: Paint) {
             cell(r.id.to_string()),
             cell(outcome),
             cell(r.profile.as_deref().unwrap_or("-")),
+            cell(local_time(r.started_at)),
             cell(format!("{} ago", age(now, r.started_at))),
             cell(took),
             cell(note),
         ]);
     }
-    table.print(paint, width());
+    table.print(width());
 }
 
 /// One event as a line: id, age, task, kind, run, payload.
-pub fn event_line(e: &Event, now: Timestamp, with_task: bool) -> String {
-    let mut line = format!("#{:<5} {:>4} ago  ", e.id, age(now, e.created_at));
+pub fn event_line(e: &Event, now: Timestamp, with_task: bool, paint: Paint) -> String {
+    let when = format!(
+        "#{:<5} {}  {:>4} ago",
+        e.id,
+        local_time(e.created_at),
+        age(now, e.created_at)
+    );
+    let mut line = format!("{}  ", paint.dim(&when));
     if with_task {
         line.push_str(e.task_id.as_str());
         line.push_str("  ");
@@ -321,38 +391,60 @@ mod tests {
     }
 
     #[test]
-    fn a_cell_is_blanked_and_measured_in_characters() {
-        assert_eq!(cell("a\x1bb"), ("a b".to_owned(), 3));
-        assert_eq!(cell("▶ é"), ("▶ é".to_owned(), 3));
+    fn a_cell_is_blanked() {
+        assert_eq!(cell("a\x1bb").content(), "a b");
     }
 
     #[test]
-    fn a_line_pads_by_visible_width_so_coloured_cells_line_up() {
-        let coloured = "\x1b[36m▶ running\x1b[0m".to_owned();
-        let line = format_line(
-            &["t_1".to_owned(), coloured.clone(), "x".to_owned()],
-            &[3, 9, 1],
-            &[5, 9, 0],
-            10,
+    fn columns_line_up_by_display_width_and_the_last_is_cut() {
+        let mut table = Table::new(&["ID", "WHO", "TITLE"], Paint { on: false });
+        table.row(vec![
+            cell("t_1"),
+            cell("山田太郎"),
+            cell("a title long enough to be cut here"),
+        ]);
+        table.row(vec![cell("t_2"), cell("bob"), cell("short")]);
+        let text = table.render(30);
+        assert_eq!(
+            text,
+            "ID   WHO       TITLE\nt_1  山田太郎  a title lon…\nt_2  bob       short\n"
         );
-        assert_eq!(line, format!("t_1    {coloured}  x\n"));
     }
 
     #[test]
-    fn a_line_cuts_its_last_cell_to_the_width_left() {
-        let line = format_line(
-            &["t_1".to_owned(), "a long title to cut".to_owned()],
-            &[3, 19],
-            &[3, 0],
-            8,
-        );
-        assert_eq!(line, "t_1  a long …\n");
+    fn coloured_cells_keep_their_escapes_whole_and_their_columns_aligned() {
+        let mut table = Table::new(&["ID", "STATUS", "TITLE"], Paint { on: true });
+        table.row(vec![
+            cell("t_1"),
+            Paint { on: true }.status_cell(Status::Running),
+            cell("x"),
+        ]);
+        let text = table.render(40);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("\x1b["), "{text:?}");
+        assert!(lines[1].contains("\x1b["), "{text:?}");
+        assert!(!text.contains("[1m") || text.contains("\x1b[1m"), "{text:?}");
+        // Without its escapes every line is plain text, aligned.
+        let bare: String = strip(&text);
+        assert_eq!(bare, "ID   STATUS     TITLE\nt_1  ▶ running  x\n");
     }
 
-    #[test]
-    fn a_line_has_no_trailing_blanks() {
-        let line = format_line(&["a".to_owned(), String::new()], &[1, 0], &[4, 0], 10);
-        assert_eq!(line, "a\n");
+    /// Text without its CSI sequences.
+    fn strip(text: &str) -> String {
+        let mut out = String::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
     }
 
     #[test]
@@ -384,12 +476,23 @@ mod tests {
     #[test]
     fn an_event_line_shows_a_payload_only_when_it_has_one() {
         assert_eq!(
-            event_line(&event("claimed", json!({})), 1_090, false),
-            "#7       1m ago  claimed              run 3"
+            event_line(&event("claimed", json!({})), 1_090, false, Paint { on: false }),
+            format!(
+                "#7     {}    1m ago  claimed              run 3",
+                local_time(1_000)
+            )
         );
         assert_eq!(
-            event_line(&event("blocked", json!({"kind": "transient"})), 1_090, true),
-            "#7       1m ago  t_1a2b3c4d  blocked              run 3    {\"kind\":\"transient\"}"
+            event_line(
+                &event("blocked", json!({"kind": "transient"})),
+                1_090,
+                true,
+                Paint { on: false }
+            ),
+            format!(
+                "#7     {}    1m ago  t_1a2b3c4d  blocked              run 3    {{\"kind\":\"transient\"}}",
+                local_time(1_000)
+            )
         );
     }
 
@@ -399,6 +502,7 @@ mod tests {
             &event("odd\x1b[2J", json!({"note": "x".repeat(500)})),
             1_000,
             false,
+            Paint { on: false },
         );
         assert!(line.contains("odd [2J"), "{line}");
         assert!(line.ends_with('…'), "{line}");

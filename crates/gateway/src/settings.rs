@@ -24,7 +24,10 @@ impl DispatchSettings {
                 .iter()
                 .map(|(name, p)| (name.clone(), p.command.clone()))
                 .collect(),
-            secret_vars: vec![config.model.api_key_env.clone()],
+            secret_vars: vec![
+                config.model.api_key_env.clone(),
+                config.decomposer_api_key_env().to_owned(),
+            ],
             boundaries: config
                 .profiles
                 .iter()

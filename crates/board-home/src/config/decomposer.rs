@@ -22,8 +22,8 @@ impl Config {
             base_url: self.decomposer_base_url().to_owned(),
             model: self.decomposer_model().to_owned(),
             allow_insecure_http: self.model.allow_insecure_http,
-            api_key: self.model.api_key.clone(),
-            api_key_env: Some(self.model.api_key_env.clone()),
+            api_key: self.decomposer_api_key().cloned(),
+            api_key_env: Some(self.decomposer_api_key_env().to_owned()),
             timeout: self.decomposer_timeout(),
             max_tokens: self.decomposer_max_tokens(),
             transient_retries: self.auxiliary.transient_retries,
@@ -75,12 +75,15 @@ impl Config {
     }
 
     fn decomposer_settings_key(&self) -> Option<decompose::ApiKey> {
-        let settings = DecomposerSettings {
-            api_key: self.model.api_key.clone(),
-            api_key_env: Some(self.model.api_key_env.clone()),
-            ..DecomposerSettings::default()
-        };
-        settings.resolved_api_key()
+        self.decomposer_settings().resolved_api_key()
+    }
+
+    /// The variable the decomposer's key comes from (for messages): its provider's, else
+    /// `model.api_key_env`.
+    pub fn decomposer_api_key_env(&self) -> &str {
+        super::hermes::provider(&self.auxiliary.kanban_decomposer.provider)
+            .and_then(|p| p.api_key_env)
+            .unwrap_or(&self.model.api_key_env)
     }
 
     /// The backoff and parking of failed automatic decompositions.

@@ -28,6 +28,7 @@ use crate::CONFIG_FILE;
 
 mod decomposer;
 mod fields;
+pub mod hermes;
 mod template;
 mod yaml;
 
@@ -129,6 +130,10 @@ pub struct AuxiliaryConfig {
 #[derive(Clone, Debug, PartialEq, SmartDefault, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DecomposerConfig {
+    /// Who serves the decomposer: `auto` (the model's endpoint), `custom`, or a hosted
+    /// provider whose endpoint and key variable the name implies (`hermes::PROVIDERS`).
+    #[default = "auto"]
+    pub provider: String,
     /// The decomposer's model; empty means `model.default`.
     pub model: String,
     /// The decomposer's endpoint; empty means `model.base_url`.
@@ -137,6 +142,9 @@ pub struct DecomposerConfig {
         serialize_with = "fields::redacted_url"
     )]
     pub base_url: String,
+    /// The decomposer's key: this, else the provider's variable, else the model's key.
+    #[serde(deserialize_with = "fields::api_key", serialize_with = "fields::redacted_key")]
+    pub api_key: Option<ApiKey>,
     /// Seconds one call may take.
     #[default = 180]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TIMEOUT_SECONDS>")]
@@ -333,6 +341,15 @@ pub enum Warning {
     UnknownKey(String),
     /// `model.api_key` is in a file that other users can read.
     KeyReadable(PathBuf),
+    /// Keys a Hermes config holds that the board does not use, by their full paths.
+    HermesKeys(Vec<String>),
+    /// A `provider` (by its key's path) that names one the board cannot call.
+    Provider {
+        /// `model.provider` or `auxiliary.kanban_decomposer.provider`.
+        key: &'static str,
+        /// The name given.
+        name: String,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -344,6 +361,17 @@ impl fmt::Display for Warning {
                 "{CONFIG_FILE}: model.api_key is readable by other users: run chmod 600 {}, \
                  or better move the key to the variable named by model.api_key_env",
                 path.display()
+            ),
+            Warning::HermesKeys(paths) => write!(
+                f,
+                "{CONFIG_FILE}: Hermes settings not used by kanban (ignored): {}",
+                paths.join(", ")
+            ),
+            Warning::Provider { key, name } => write!(
+                f,
+                "{CONFIG_FILE}: {key}: kanban cannot call provider {name:?} (it speaks the \
+                 OpenAI chat-completions API: {}); the endpoint is base_url",
+                hermes::provider_names()
             ),
         }
     }
@@ -502,14 +530,14 @@ impl Config {
 
     /// [`Config::parse`], and whether the text itself holds the API key.
     fn parse_text(text: &str, env: EnvLookup<'_>) -> Result<(Loaded, bool), ConfigError> {
-        let root = yaml_root(text)?;
-        let mut warnings = Vec::new();
+        let mut root = yaml_root(text)?;
+        hermes::normalize(&mut root);
+        let mut unknown_paths = Vec::new();
         let node = yaml::Node {
             value: &root,
             root: true,
         };
-        let mut unknown =
-            |path: serde_ignored::Path<'_>| warnings.push(Warning::UnknownKey(path.to_string()));
+        let mut unknown = |path: serde_ignored::Path<'_>| unknown_paths.push(path.to_string());
         let mut config: Config =
             serde_path_to_error::deserialize(serde_ignored::Deserializer::new(node, &mut unknown)).map_err(
                 |e| {
@@ -528,8 +556,36 @@ impl Config {
                 .map_err(|problem| ConfigError::invalid(DATABASE_URL_VARIABLE, problem))?;
             config.database_url = Some(DatabaseUrl::new(url));
         }
-        let key_in_file = config.model.api_key.is_some();
-        if !key_in_file {
+        let (hermes_keys, unknown_keys): (Vec<_>, Vec<_>) = unknown_paths
+            .into_iter()
+            .partition(|path| hermes::is_hermes_key(path));
+        let mut warnings: Vec<Warning> = unknown_keys.into_iter().map(Warning::UnknownKey).collect();
+        if !hermes_keys.is_empty() {
+            warnings.push(Warning::HermesKeys(hermes_keys));
+        }
+        let providers = [
+            ("model.provider", &config.model.provider),
+            (
+                "auxiliary.kanban_decomposer.provider",
+                &config.auxiliary.kanban_decomposer.provider,
+            ),
+        ];
+        for (key, name) in providers {
+            if hermes::provider(name).is_none() {
+                warnings.push(Warning::Provider {
+                    key,
+                    name: name.clone(),
+                });
+            }
+        }
+        let key_in_file =
+            config.model.api_key.is_some() || config.auxiliary.kanban_decomposer.api_key.is_some();
+        let decomposer = &mut config.auxiliary.kanban_decomposer;
+        if decomposer.api_key.is_none() {
+            let var = hermes::provider(&decomposer.provider).and_then(|p| p.api_key_env);
+            decomposer.api_key = var.and_then(env).filter(|v| !v.is_empty()).map(ApiKey::new);
+        }
+        if config.model.api_key.is_none() {
             let var = config.model.api_key_env.as_str();
             config.model.api_key = (!var.is_empty())
                 .then(|| env(var))
@@ -545,9 +601,19 @@ impl Config {
         or_fallback(&self.auxiliary.kanban_decomposer.model, &self.model.default)
     }
 
-    /// The decomposer's endpoint: `auxiliary.kanban_decomposer.base_url`, else `model.base_url`.
+    /// The decomposer's endpoint: `auxiliary.kanban_decomposer.base_url`, else its
+    /// provider's, else `model.base_url`.
     pub fn decomposer_base_url(&self) -> &str {
-        or_fallback(&self.auxiliary.kanban_decomposer.base_url, &self.model.base_url)
+        let decomposer = &self.auxiliary.kanban_decomposer;
+        let provider_url = hermes::provider(&decomposer.provider).and_then(|p| p.base_url);
+        or_fallback(&decomposer.base_url, provider_url.unwrap_or(&self.model.base_url))
+    }
+
+    /// The decomposer's key: `auxiliary.kanban_decomposer.api_key`, else its provider's
+    /// variable, else the model's key.
+    pub fn decomposer_api_key(&self) -> Option<&ApiKey> {
+        let decomposer = &self.auxiliary.kanban_decomposer;
+        decomposer.api_key.as_ref().or(self.model.api_key.as_ref())
     }
 
     /// How long one decomposer call may take.

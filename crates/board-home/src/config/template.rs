@@ -45,6 +45,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "each key overrides model.* for the decomposer",
     ),
     (
+        "auxiliary.kanban_decomposer.provider",
+        "auto (the model's), custom, openai or openrouter",
+    ),
+    (
         "auxiliary.kanban_decomposer.max_requests_per_day",
         "rolling 24 h ceiling; ~ is none",
     ),
@@ -73,8 +77,10 @@ const NOTE_COLUMN: usize = 32;
 /// written: a key belongs in the variable `model.api_key_env` names.
 pub fn render(defaults: &Value) -> String {
     let mut defaults = defaults.clone();
-    if let Some(model) = defaults.get_mut("model").and_then(Value::as_object_mut) {
-        model.retain(|_, value| !value.is_null());
+    for section in ["/model", "/auxiliary/kanban_decomposer"] {
+        if let Some(keys) = defaults.pointer_mut(section).and_then(Value::as_object_mut) {
+            keys.retain(|_, value| !value.is_null());
+        }
     }
     let mut out = String::from(HEADER);
     let mut path: Vec<String> = Vec::new();

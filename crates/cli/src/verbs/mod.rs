@@ -98,6 +98,17 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         | Verb::Comment(_)) => return at_desk(Desk::new(home, json, now()), verb),
         verb => verb,
     };
+    // A read never creates a board: a mistyped home would show an empty one.
+    let reads = matches!(
+        verb,
+        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events { .. } | Verb::Stats
+    );
+    if reads && !home.dir().exists() {
+        return Err(Failure::Refused(format!(
+            "no board at {} (kanban init creates one)",
+            home.dir().display()
+        )));
+    }
     let (store, Loaded { config, warnings }, created) = open_board(&home)?;
     let ctx = Ctx {
         store,

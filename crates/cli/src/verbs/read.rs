@@ -82,7 +82,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         section(ctx, "Events");
     }
     for e in &events {
-        println!("  {}", event_line(e, now, false));
+        println!("  {}", event_line(e, now, false, ctx.paint));
     }
     Ok(())
 }
@@ -217,7 +217,7 @@ pub fn events(ctx: &Ctx, id: Option<TaskId>, follow: bool) -> Result<(), Failure
         println!("{}", ctx.paint.dim("no events"));
     } else {
         for e in &events {
-            println!("{}", event_line(e, ctx.now, with_task));
+            println!("{}", event_line(e, ctx.now, with_task, ctx.paint));
         }
     }
     Ok(())
@@ -236,7 +236,7 @@ fn follow_events(ctx: &Ctx, mut filter: EventFilter, with_task: bool) -> Result<
             let line = if ctx.json {
                 event_json(e).to_string()
             } else {
-                event_line(e, now, with_task)
+                event_line(e, now, with_task, ctx.paint)
             };
             if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
                 return Ok(());

@@ -10,7 +10,7 @@ use board_core::{Breaker, Ceilings, Spend, Status, Task, TaskFilter};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;
-use crate::output::{age, cell, print_json, status_label, width, Paint, Table};
+use crate::output::{age, cell, print_json, width, Paint, Table};
 use crate::verbs::Ctx;
 
 /// Tasks per status, every status present (zero included) in the board's order.
@@ -150,7 +150,7 @@ fn print_assignees(p: Paint, assignees: &[(Option<String>, Counts)]) {
         header.extend(Status::ALL.iter().map(|s| s.as_str()));
         let header: Vec<String> = header.iter().map(|h| h.to_uppercase()).collect();
         let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(&header);
+        let mut table = Table::new(&header, p);
         for (who, counts) in assignees {
             let mut row = vec![
                 cell(who.as_deref().unwrap_or("-")),
@@ -159,7 +159,7 @@ fn print_assignees(p: Paint, assignees: &[(Option<String>, Counts)]) {
             row.extend(Status::ALL.iter().map(|s| cell(counts.get(*s).to_string())));
             table.row(row);
         }
-        table.print(p, width());
+        table.print(width());
     }
 }
 
@@ -231,16 +231,15 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     }
 
     let p = ctx.paint;
-    let mut table = Table::new(&["STATUS", "TASKS"]);
+    let mut table = Table::new(&["STATUS", "TASKS"], p);
     for status in Status::ALL {
-        let label = status_label(*status);
         table.row(vec![
-            (p.status(*status), label.chars().count()),
+            p.status_cell(*status),
             cell(by_status.get(*status).to_string()),
         ]);
     }
     table.row(vec![cell("total"), cell(by_status.total().to_string())]);
-    table.print(p, width());
+    table.print(width());
 
     println!();
     print_assignees(p, &assignees);

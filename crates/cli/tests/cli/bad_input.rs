@@ -544,7 +544,7 @@ fn a_home_that_cannot_be_created_is_refused() {
     let parent = dir.path().join("parent");
     std::fs::create_dir(&parent).expect("mkdir");
     set_mode(&parent, 0o500);
-    let out = kanban_unprivileged(dir.path(), &parent.join("new"), &["ls"]);
+    let out = kanban_unprivileged(dir.path(), &parent.join("new"), &["init"]);
     set_mode(&parent, 0o700);
     assert_eq!(out.status.code(), Some(1));
     assert_one_line_failure(
@@ -557,7 +557,7 @@ fn a_home_that_cannot_be_created_is_refused() {
     // Under a regular file, which no user can make a directory in.
     let file = dir.path().join("file");
     std::fs::write(&file, "a file").expect("write");
-    let out = kanban_unprivileged(dir.path(), &file.join("new"), &["ls"]);
+    let out = kanban_unprivileged(dir.path(), &file.join("new"), &["init"]);
     assert_eq!(out.status.code(), Some(1));
     assert_one_line_failure(&out.stderr, "home under a file", "Not a directory");
     assert_eq!(std::fs::read(&file).expect("read"), b"a file");

@@ -230,3 +230,35 @@ fn claim_and_heartbeat_lease_for_claim_ttl_seconds() {
         Some(3600)
     );
 }
+
+/// Hermes' own forms of "the default" work for every verb; its other settings are named
+/// once by `config check`.
+#[test]
+fn a_hermes_config_is_used_as_it_is() {
+    let board = Board::init();
+    write_config(
+        &board,
+        b"model: ''\nkanban:\n  orchestrator_profile: ''\n  default_assignee: ''\n  dispatch_in_gateway: true\nagent:\n  max_turns: 90\n",
+    );
+    board.ok(&["list"]);
+    let out = board.kanban(&["config", "check"]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr,
+        "kanban: warning: config.yaml: Hermes settings not used by kanban (ignored): kanban.dispatch_in_gateway, agent\n"
+    );
+    board.create(&["first"]);
+    let json = stdout_json(
+        &board
+            .kanban(&["--json", "config", "check"])
+            .output()
+            .expect("run"),
+    );
+    assert_eq!(json["kanban"]["default_assignee"], "default");
+    assert_eq!(json["kanban"]["orchestrator_profile"], "default");
+
+    write_config(&board, b"model: qwen2.5\n");
+    let json = board.json(&["config", "check"]);
+    assert_eq!(json["model"]["default"], "qwen2.5");
+}

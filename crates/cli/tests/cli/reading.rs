@@ -342,3 +342,45 @@ fn events_follow_of_one_task_stops_on_sigterm() {
     );
     assert_eq!(stop(child, libc::SIGTERM), Some(0));
 }
+
+/// A read verb on a home that does not exist says so and creates nothing.
+#[test]
+fn a_read_on_a_missing_home_creates_no_board() {
+    let board = Board::new();
+    let home = board.home();
+    for args in [
+        &["list"][..],
+        &["show", "t_00000001"],
+        &["runs", "t_00000001"],
+        &["events"],
+        &["stats"],
+        &["--json", "list"],
+    ] {
+        let out = board.kanban(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "kanban: no board at {} (kanban init creates one)\n",
+                home.display()
+            ),
+            "{args:?}"
+        );
+        assert!(!home.exists(), "{args:?} created the home");
+    }
+    // A relative home is named as the absolute path it means.
+    let dir = tempfile::tempdir().expect("dir");
+    let out = common::bare()
+        .current_dir(dir.path())
+        .args(["--home", "rel", "list"])
+        .output()
+        .expect("run");
+    let absolute = std::fs::canonicalize(dir.path()).expect("dir").join("rel");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "kanban: no board at {} (kanban init creates one)\n",
+            absolute.display()
+        )
+    );
+}

@@ -131,6 +131,7 @@ fn check(name: &str, text: &str) {
             (r"t_[0-9a-f]{8,}", "t_[unknown]"),
             (r"\b1[0-9]{9}\b", "[ts]"),
             // Column padding after an age varies with its width; fold it to two spaces.
+            (r"\b\d{4}-\d\d-\d\d \d\d:\d\d\b", "[time]"),
             (r"\b\d+[smhd]( ago)? {2,}", "[age]${1}  "),
             (r"\b\d+[smhd]( ago)?\b", "[age]${1}"),
             (r#""age_seconds": \d+"#, r#""age_seconds": "[age]""#),
@@ -568,4 +569,113 @@ fn decompose_and_specify_outcome_lines() {
         json.push_str(&stdout);
     }
     check("decompose_json", &json);
+}
+
+/// Runs `kanban args` with its output on a real pseudo-terminal 100 columns wide (so it
+/// colours) and returns what the terminal received, line feeds as `\n`.
+fn on_terminal(board: &common::Board, args: &[&str]) -> String {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors we then own; the size is read only.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are open and owned by nothing else.
+    let (mut master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut child = std::process::Command::new(common::KANBAN)
+        .arg("--home")
+        .arg(board.home())
+        .args(args)
+        .env_remove("KANBAN_HOME")
+        .env_remove("NO_COLOR")
+        .env_remove("COLUMNS")
+        .env("TZ", "UTC")
+        .stdout(slave.try_clone().expect("slave"))
+        .spawn()
+        .expect("spawn");
+    drop(slave);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{args:?}");
+    let mut bytes = Vec::new();
+    // Once every copy of the slave is closed the master reads EIO: the end.
+    let mut buf = [0; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8(bytes).expect("utf-8").replace("\r\n", "\n")
+}
+
+/// The text without its colour sequences (`ESC [ digits ; ... m`); any other escape byte
+/// is left for the caller to find.
+fn without_colours(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("\x1b[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let params = after.len()
+            - after
+                .trim_start_matches(|c: char| c.is_ascii_digit() || c == ';')
+                .len();
+        if after[params..].starts_with('m') {
+            rest = &after[params + 1..];
+        } else {
+            out.push('\x1b');
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What a person sees in a terminal: coloured, the escape sequences whole, the columns
+/// aligned by display width (a CJK assignee included), cut at the terminal's width.
+#[test]
+fn verbs_on_a_real_terminal() {
+    let s = scene();
+    s.create(&["レビュー the plan", "--assignee", "山田"]);
+    let root = s.root();
+    for (name, args) in [
+        ("terminal_list", vec!["list"]),
+        ("terminal_show", vec!["show", root.as_str()]),
+        ("terminal_runs", vec!["runs", root.as_str()]),
+        ("terminal_stats", vec!["stats"]),
+        ("terminal_events", vec!["events"]),
+    ] {
+        let raw = on_terminal(&s.board, &args);
+        assert!(raw.contains("\x1b["), "{name}: no colour on a terminal: {raw:?}");
+        let seen = without_colours(&raw);
+        assert!(!seen.contains('\x1b'), "{name}: a stray escape byte: {seen:?}");
+        for line in seen.lines() {
+            assert!(
+                unicode_width::UnicodeWidthStr::width(line) <= 100
+                    || name == "terminal_show"
+                    || name == "terminal_events",
+                "{name}: wider than the terminal: {line}"
+            );
+        }
+        check(name, &s.name(&seen));
+    }
 }

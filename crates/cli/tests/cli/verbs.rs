@@ -11,7 +11,7 @@ use serde_json::json;
 #[test]
 fn first_command_creates_the_home_and_init_is_idempotent() {
     let board = Board::new();
-    board.ok(&["ls"]);
+    board.create(&["first"]);
     let mode = |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
     assert_eq!(mode(&board.home()), 0o700);
     assert_eq!(mode(&board.home().join("config.yaml")), 0o600);

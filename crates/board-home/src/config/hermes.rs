@@ -1,0 +1,210 @@
+//! A Hermes `config.yaml` read as ours: Hermes' forms of a value that mean "the default"
+//! (`model: ""`, `model: some-name`, a blank `kanban.default_assignee`), the keys Hermes
+//! writes that the board has no use for (named in one warning instead of one warning
+//! each), and the providers the decomposer can call.
+
+use yaml_rust2::yaml::Hash;
+use yaml_rust2::Yaml;
+
+/// Keys whose blank string means "the default" (Hermes writes `''` for "not chosen").
+const BLANK_IS_DEFAULT: &[(&str, &str)] = &[
+    ("model", "default"),
+    ("model", "provider"),
+    ("model", "base_url"),
+    ("kanban", "default_assignee"),
+    ("kanban", "orchestrator_profile"),
+];
+
+/// The top-level sections of a Hermes config (hermes-agent's `DEFAULT_CONFIG`) that the
+/// board has no use for. `model`, `auxiliary` and `kanban` are shared, so their own
+/// Hermes-only keys are listed below instead.
+const HERMES_SECTIONS: &[&str] = &[
+    "providers",
+    "fallback_providers",
+    "credential_pool_strategies",
+    "toolsets",
+    "max_concurrent_sessions",
+    "max_live_sessions",
+    "agent",
+    "terminal",
+    "web",
+    "browser",
+    "checkpoints",
+    "context_file_max_chars",
+    "file_read_max_chars",
+    "mcp_discovery_timeout",
+    "mcp",
+    "tool_output",
+    "tool_loop_guardrails",
+    "compression",
+    "prompt_caching",
+    "openrouter",
+    "bedrock",
+    "display",
+    "dashboard",
+    "privacy",
+    "tts",
+    "stt",
+    "voice",
+    "human_delay",
+    "context",
+    "memory",
+    "delegation",
+    "prefill_messages_file",
+    "goals",
+    "moa",
+    "skills",
+    "curator",
+    "honcho",
+    "timezone",
+    "slack",
+    "discord",
+    "whatsapp",
+    "telegram",
+    "mattermost",
+    "matrix",
+    "approvals",
+    "command_allowlist",
+    "quick_commands",
+    "platform_hints",
+    "hooks",
+    "hooks_auto_accept",
+    "personalities",
+    "security",
+    "cron",
+    "code_execution",
+    "tools",
+    "logging",
+    "model_catalog",
+    "network",
+    "gateway",
+    "streaming",
+    "sessions",
+    "onboarding",
+    "updates",
+    "lsp",
+    "x_search",
+    "secrets",
+    "paste_collapse_threshold",
+    "paste_collapse_threshold_fallback",
+    "paste_collapse_char_threshold",
+    "computer_use",
+    "desktop",
+    "vertex",
+    "_config_version",
+    "mcp_servers",
+    "custom_providers",
+    "platforms",
+];
+
+/// Hermes keys inside the sections the board shares with it.
+const HERMES_KEYS: &[&str] = &[
+    "model.context_length",
+    "kanban.dispatch_in_gateway",
+    "kanban.worker_log_rotate_bytes",
+    "kanban.worker_log_backup_count",
+    "kanban.max_in_progress_per_profile",
+    "kanban.dispatch_stale_timeout_seconds",
+    "auxiliary.kanban_decomposer.extra_body",
+    "auxiliary.kanban_decomposer.reasoning_effort",
+];
+
+/// Hermes' other side calls (`auxiliary.<task>`): none of them is the board's.
+const HERMES_AUXILIARY_TASKS: &[&str] = &[
+    "vision",
+    "web_extract",
+    "compression",
+    "skills_hub",
+    "approval",
+    "mcp",
+    "title_generation",
+    "memory_query_rewrite",
+    "tts_audio_tags",
+    "triage_specifier",
+    "profile_describer",
+    "goal_judge",
+    "curator",
+    "monitor",
+    "background_review",
+    "moa_reference",
+    "moa_aggregator",
+];
+
+/// A provider the decomposer can call: each speaks the OpenAI chat-completions API.
+pub struct Provider {
+    /// Its name in `provider:`.
+    pub name: &'static str,
+    /// Its endpoint, when the name implies one.
+    pub base_url: Option<&'static str>,
+    /// The variable holding its key, when the name implies one.
+    pub api_key_env: Option<&'static str>,
+}
+
+/// `auto` and `custom` are the model's endpoint (or the `base_url` given beside them).
+pub const PROVIDERS: &[Provider] = &[
+    Provider {
+        name: "auto",
+        base_url: None,
+        api_key_env: None,
+    },
+    Provider {
+        name: "custom",
+        base_url: None,
+        api_key_env: None,
+    },
+    Provider {
+        name: "openai",
+        base_url: Some("https://api.openai.com/v1"),
+        api_key_env: Some("OPENAI_API_KEY"),
+    },
+    Provider {
+        name: "openrouter",
+        base_url: Some("https://openrouter.ai/api/v1"),
+        api_key_env: Some("OPENROUTER_API_KEY"),
+    },
+];
+
+/// The provider of that name, if the board can call it.
+pub fn provider(name: &str) -> Option<&'static Provider> {
+    PROVIDERS.iter().find(|p| p.name == name.trim())
+}
+
+/// The names the board can call, for a message.
+pub fn provider_names() -> String {
+    PROVIDERS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Rewrites Hermes' forms into ours before the tree is read: `model: name` is
+/// `model: {default: name}`, `model: ""` is no `model`, and a blank value of a key in
+/// [`BLANK_IS_DEFAULT`] is no value.
+pub fn normalize(root: &mut Yaml) {
+    let Yaml::Hash(sections) = root else { return };
+    let model = Yaml::String("model".to_owned());
+    if let Some(Yaml::String(name)) = sections.get(&model) {
+        let replacement = if name.trim().is_empty() {
+            Yaml::Null
+        } else {
+            let mut hash = Hash::new();
+            hash.insert(Yaml::String("default".to_owned()), Yaml::String(name.clone()));
+            Yaml::Hash(hash)
+        };
+        sections.insert(model, replacement);
+    }
+    for (section, key) in BLANK_IS_DEFAULT {
+        if let Some(Yaml::Hash(entries)) = sections.get_mut(&Yaml::String((*section).to_owned())) {
+            let key = Yaml::String((*key).to_owned());
+            if matches!(entries.get(&key), Some(Yaml::String(s)) if s.trim().is_empty()) {
+                entries.remove(&key);
+            }
+        }
+    }
+}
+
+/// Whether an unknown key (by its full path) is one Hermes writes.
+pub fn is_hermes_key(path: &str) -> bool {
+    if HERMES_SECTIONS.contains(&path) || HERMES_KEYS.contains(&path) {
+        return true;
+    }
+    path.strip_prefix("auxiliary.")
+        .is_some_and(|task| HERMES_AUXILIARY_TASKS.contains(&task))
+}
