@@ -211,7 +211,24 @@ pub enum GatewayCommand {
         /// Stop the gateway already running on this home first
         #[arg(long)]
         replace: bool,
+        #[command(flatten)]
+        log: LogArgs,
     },
+}
+
+/// How the gateway logs.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// One line per event for people, or one JSON object per line for a log shipper
+    /// [default: $KANBAN_LOG_FORMAT, else human]
+    #[arg(long, value_name = "FORMAT", value_parser = ["human", "json"])]
+    pub log_format: Option<String>,
+    /// Log more: debug, then trace (wins over RUST_LOG)
+    #[arg(short, long, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Log less: warnings, then errors, then nothing (wins over RUST_LOG)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub quiet: u8,
 }
 
 /// `kanban config ...`.

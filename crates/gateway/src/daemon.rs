@@ -116,20 +116,6 @@ fn write_status(home: &Home, started_at: Timestamp, dispatcher: &Dispatcher, las
     }
 }
 
-/// Logs to stderr, one line per event, at INFO (or `KANBAN_LOG=debug|warn|...`).
-pub fn init_logging() {
-    let level = std::env::var("KANBAN_LOG")
-        .ok()
-        .and_then(|l| l.parse::<tracing::Level>().ok())
-        .unwrap_or(tracing::Level::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(level)
-        .with_target(false)
-        .with_ansi(false)
-        .try_init();
-}
-
 fn background(
     runtime: &tokio::runtime::Runtime,
     store: &Arc<dyn Store>,

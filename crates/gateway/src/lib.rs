@@ -5,6 +5,7 @@
 pub mod daemon;
 pub mod decompositions;
 pub mod dispatcher;
+pub mod logging;
 pub mod plan;
 pub mod process;
 mod settings;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use board_home::{Home, Loaded, Warning};
 use serde_json::json;
 
-use crate::args::GatewayCommand;
+use gateway::logging::LogOptions;
+
+use crate::args::{GatewayCommand, LogArgs};
 use crate::failure::{one_line, Failure};
 use crate::output::print_json;
 
@@ -19,13 +21,24 @@ fn gateway_failure(e: gateway::daemon::GatewayError) -> Failure {
 /// Runs the gateway in this process until SIGINT or SIGTERM, on the board and config
 /// the verb opened and loaded.
 pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayCommand) -> Result<(), Failure> {
-    let GatewayCommand::Run { replace } = command;
-    gateway::daemon::init_logging();
+    let GatewayCommand::Run { replace, log } = command;
+    gateway::logging::init(log_options(&log)?).map_err(|e| Failure::Usage(e.to_string()))?;
     let loaded = Loaded {
         config: ctx.config,
         warnings,
     };
     gateway::daemon::run(home, Arc::new(ctx.store), loaded, replace).map_err(gateway_failure)
+}
+
+fn log_options(log: &LogArgs) -> Result<LogOptions, Failure> {
+    let format = log
+        .log_format
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(|e: gateway::logging::LogError| Failure::Usage(e.to_string()))?;
+    let verbosity = i8::try_from(i16::from(log.verbose) - i16::from(log.quiet)).unwrap_or(0);
+    Ok(LogOptions { format, verbosity })
 }
 
 /// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do).
