@@ -24,7 +24,7 @@ pub use graph::{
 };
 pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
-pub use reads::{listings_and_queues, reads_and_unknown_ids};
+pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
 pub use reclaim::{
     completion_in_terminate_window_wins, reclaim_clears_the_lease, reclaim_current_run,
     reclaim_defers_while_worker_survives, reclaim_loses_to_replacement_installed_meanwhile,
@@ -123,6 +123,7 @@ macro_rules! store_conformance_tests {
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,
+            tally_counts_the_board,
         );
 
         #[test]

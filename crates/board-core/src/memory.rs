@@ -14,7 +14,9 @@ use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::store::{Committed, EventFilter, Store, StoreResult, TaskFilter};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
-use crate::types::{BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Task, TaskId, Timestamp};
+use crate::types::{
+    BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Tally, Task, TaskId, Timestamp,
+};
 
 /// An in-memory board.
 #[derive(Default)]
@@ -439,6 +441,23 @@ impl Store for MemStore {
             .filter(|c| task_id.is_none_or(|t| c.task_id.as_ref() == Some(t)))
             .cloned()
             .collect())
+    }
+
+    fn tally(&self) -> StoreResult<Tally> {
+        let b = self.board();
+        let mut tally = Tally::default();
+        for task in b.tasks.values() {
+            *tally.tasks.entry(task.status.as_str().to_owned()).or_default() += 1;
+        }
+        for outcome in b.runs.values().filter_map(|r| r.outcome) {
+            *tally.runs.entry(outcome.as_str().to_owned()).or_default() += 1;
+        }
+        for call in &b.llm_calls {
+            *tally.llm_calls.entry(call.outcome.clone()).or_default() += 1;
+            tally.prompt_tokens += call.prompt_tokens.unwrap_or(0).max(0) as u64;
+            tally.completion_tokens += call.completion_tokens.unwrap_or(0).max(0) as u64;
+        }
+        Ok(tally)
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {
