@@ -8,8 +8,8 @@ mod home;
 pub mod safety;
 
 pub use config::{
-    ApiKey, AuxiliaryConfig, Config, ConfigError, DecomposerConfig, KanbanConfig, Loaded, ModelConfig,
-    ProfileConfig, Warning,
+    ApiKey, AuxiliaryConfig, Config, ConfigError, DecomposerConfig, GatewayConfig, KanbanConfig, Loaded,
+    ModelConfig, ProfileConfig, Warning,
 };
 pub use home::{Home, HomeError, Opened, HOME_VARIABLE};
 

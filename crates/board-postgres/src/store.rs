@@ -42,8 +42,8 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, StoreError, Tally, Task, TaskId,
-    Timestamp,
+    BoardSnapshot, Comment, Event, Link, LlmCall, Refusal, Request, Run, Store, StoreError, Tally, Task,
+    TaskId, Timestamp,
 };
 
 use crate::apply::{

@@ -214,6 +214,17 @@ pub enum GatewayCommand {
         #[command(flatten)]
         log: LogArgs,
     },
+    /// Make the running gateway re-read config.yaml (SIGHUP): a valid file takes effect at
+    /// the next tick, an invalid one is refused in its log and the running config kept
+    #[command(after_help = "Examples:\n  kanban gateway reload")]
+    Reload,
+    /// Stop the running gateway (SIGTERM) and wait for it to exit; its workers keep running
+    #[command(after_help = "Examples:\n  kanban gateway stop")]
+    Stop,
+    /// Whether a gateway runs on this home (running, stopped or crashed), its pid, uptime,
+    /// last tick age, tick count and workers, from gateway.pid and gateway.json
+    #[command(after_help = "Examples:\n  kanban gateway status\n  kanban gateway status --json")]
+    Status,
 }
 
 /// How the gateway logs.

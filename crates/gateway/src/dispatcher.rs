@@ -61,6 +61,12 @@ pub trait Decompositions: Send {
     fn start(&mut self, id: TaskId);
     /// Cancels every decomposition in flight; a cancelled one commits nothing.
     fn cancel_all(&mut self);
+    /// Uses these model settings for the decompositions started from now on; those in
+    /// flight finish with the settings they started with. A pool that calls no model
+    /// has nothing to change.
+    fn reconfigure(&mut self, _settings: decompose::DecomposerSettings) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A dispatcher with no decomposer (`kanban dispatch --dry-run`, tests).
@@ -295,6 +301,14 @@ impl Dispatcher {
             0
         };
         Ok(preview(&actions, in_flight))
+    }
+
+    /// The model settings of the decompositions started from now on.
+    pub fn reconfigure_decompositions(
+        &mut self,
+        settings: decompose::DecomposerSettings,
+    ) -> Result<(), String> {
+        self.decompositions.reconfigure(settings)
     }
 
     /// Whether no decomposition is in flight any more.

@@ -2,11 +2,14 @@
 //! dispatcher's tick, background decompositions and the worker supervisor. Its home and
 //! configuration are `board_home`'s.
 
+pub mod control;
 pub mod daemon;
 pub mod decompositions;
 pub mod dispatcher;
 pub mod logging;
+pub mod metrics;
 pub mod plan;
 pub mod process;
+pub mod reload;
 mod settings;
 pub mod supervisor;

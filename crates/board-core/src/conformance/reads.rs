@@ -132,7 +132,11 @@ pub fn tally_counts_the_board(board: &dyn Board) {
         completion_tokens: tokens.map(|t| t.1),
         error: None,
     };
-    for c in [call("ok", Some((100, 20))), call("ok", Some((7, 3))), call("http_error", None)] {
+    for c in [
+        call("ok", Some((100, 20))),
+        call("ok", Some((7, 3))),
+        call("http_error", None),
+    ] {
         s.record_llm_call(&c).unwrap();
     }
     let tally = s.tally().unwrap();

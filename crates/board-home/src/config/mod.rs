@@ -64,10 +64,28 @@ pub struct Config {
     pub auxiliary: AuxiliaryConfig,
     /// `kanban.*`: the board and its dispatcher.
     pub kanban: KanbanConfig,
+    /// `gateway.*`: how the gateway process is run and watched.
+    pub gateway: GatewayConfig,
     /// `profiles.*`: the kinds of worker; always holds [`DEFAULT_PROFILE`].
     #[default(fields::implied_profiles())]
     #[serde(deserialize_with = "fields::profiles")]
     pub profiles: BTreeMap<String, ProfileConfig>,
+}
+
+/// `gateway.*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayConfig {
+    /// `gateway.metrics_bind`: the address of `/healthz` and `/metrics`; empty: off.
+    #[serde(deserialize_with = "fields::bind")]
+    pub metrics_bind: String,
+}
+
+impl GatewayConfig {
+    /// The metrics address, when there is one (the value was checked when read).
+    pub fn metrics_bind(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_bind.parse().ok()
+    }
 }
 
 /// `model.*`.

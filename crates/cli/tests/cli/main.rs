@@ -13,6 +13,7 @@ mod bad_input;
 mod bad_rows;
 mod config;
 mod decompose;
+mod deploy;
 mod dispatch;
 mod e2e;
 mod home_safety;
