@@ -26,9 +26,10 @@ pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
 pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
 pub use reclaim::{
-    completion_in_terminate_window_wins, reclaim_clears_the_lease, reclaim_current_run,
-    reclaim_defers_while_worker_survives, reclaim_loses_to_replacement_installed_meanwhile,
-    reclaim_of_older_run_is_refused, stale_guards_change_nothing,
+    completion_in_terminate_window_wins, completion_refusing_running_leaves_the_worker_alone,
+    reclaim_clears_the_lease, reclaim_current_run, reclaim_defers_while_worker_survives,
+    reclaim_loses_to_replacement_installed_meanwhile, reclaim_of_older_run_is_refused,
+    stale_guards_change_nothing,
 };
 pub use runs::{
     block_loop_sends_task_to_triage, block_recurrence_counts_same_kind_only, failures_count_to_give_up,
@@ -112,6 +113,7 @@ macro_rules! store_conformance_tests {
             completion_in_terminate_window_wins,
             reclaim_defers_while_worker_survives,
             stale_guards_change_nothing,
+            completion_refusing_running_leaves_the_worker_alone,
             reclaim_clears_the_lease,
             dependencies_hold_and_release,
             links_refuse_cycles,

@@ -160,6 +160,9 @@ pub enum Request {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Completion {
     pub expected_run_id: Option<RunId>,
+    /// The caller holds no run: a running task is refused rather than completed under
+    /// its worker (an agent finishing a task nobody works on; a person may override).
+    pub refuse_running: bool,
     pub replay_ended_run_id: Option<RunId>,
     pub result: Option<String>,
     pub summary: Option<String>,

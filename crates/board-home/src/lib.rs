@@ -3,10 +3,12 @@
 //! is ours alone, its `config.yaml`, and opening its store with the configured settings.
 //! The CLI and the gateway both stand on this crate; neither spells a file name.
 
+mod account;
 pub mod config;
 mod home;
 pub mod safety;
 
+pub use account::Account;
 pub use config::{
     ApiKey, AuxiliaryConfig, Config, ConfigError, DecomposerConfig, GatewayConfig, KanbanConfig, Loaded,
     ModelConfig, ProfileConfig, Warning,

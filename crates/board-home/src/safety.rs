@@ -115,6 +115,35 @@ pub fn private_dir(dir: &Path) -> std::io::Result<bool> {
     Ok(created)
 }
 
+/// Creates `dir` (its parent must exist) for a worker that runs as `uid`: like
+/// [`private_dir`], but the directory is handed to `uid:gid` (mode 0700), and one that
+/// `uid` already owns is accepted. The ownership changes through a descriptor opened
+/// without following a link, so a link swapped in is never followed.
+pub fn worker_dir(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let handle = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(naming(dir))?;
+    let meta = handle.metadata()?;
+    if meta.uid() != uid {
+        check_owned(dir, &meta)?;
+    } else if meta.permissions().mode() & 0o022 != 0 {
+        return Err(UnsafeHome::Writable {
+            path: dir.to_path_buf(),
+            fix: "700",
+        }
+        .into());
+    }
+    std::os::unix::fs::fchown(&handle, Some(uid), Some(gid))?;
+    Ok(())
+}
+
 /// Options that never follow a symlink at the last component and create owner-only.
 fn no_follow() -> OpenOptions {
     let mut options = OpenOptions::new();

@@ -233,6 +233,7 @@ profiles:
   coder:
     description: Writes code
     command: [coder, --task, \"{task_id}\", --in, \"{workspace}\"]
+    user: nobody
   planner: {description: Plans}
 ",
     );
@@ -271,6 +272,7 @@ profiles:
         coder.command.as_deref(),
         Some(&["coder", "--task", "{task_id}", "--in", "{workspace}"].map(String::from)[..])
     );
+    assert_eq!(coder.user.as_deref(), Some("nobody"));
     let planner = c.profile("planner").expect("planner");
     assert_eq!(
         (planner.description.as_str(), planner.command.as_ref()),
@@ -423,6 +425,9 @@ fn error_messages() {
         "profiles: {coder: {command: [agent, [nested]]}}\n",
         "profiles: {coder: {command: [\"\", x]}}\n",
         "profiles: {coder: {description: [a]}}\n",
+        "profiles: {coder: {command: [x], user: no-such-user-kanban}}\n",
+        "profiles: {coder: {command: [x], user: \"\"}}\n",
+        "profiles: {coder: {command: [x], user: 0}}\n",
     ];
     let table: String = cases
         .iter()

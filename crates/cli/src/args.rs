@@ -192,6 +192,11 @@ pub enum Verb {
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
     },
+    /// Serve the board's verbs as Model Context Protocol tools on stdin and stdout
+    #[command(
+        after_help = "Examples:\n  kanban mcp\n  claude mcp add kanban -- kanban --home ~/.kanban mcp\n\nThe tools: list_tasks, show_task, task_context, create_task, comment, heartbeat,\ncomplete_task, block_task, decompose_task, link_tasks; each answers with the --json\nshape of its verb. Inside a worker (KANBAN_TASK and KANBAN_RUN_ID set) the worker's own\ntask is the default, and complete_task, block_task and heartbeat are guarded by its run."
+    )]
+    Mcp,
     /// Print a shell completion script
     Completions {
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]

@@ -18,6 +18,7 @@ use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
 use crate::metrics::{self, Monitor};
 use crate::reload;
+use crate::supervisor::OsProcesses;
 
 /// Why the gateway could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +176,9 @@ pub fn dispatch_once(
         .build()
         .map_err(io("cannot start the runtime"))?;
     let pool = background(&runtime, &store, config)?;
-    let mut dispatcher = Dispatcher::new(store, home.clone(), pool);
+    // One pass exits before its workers do, so it serves no report channels.
+    let processes = Box::new(OsProcesses::without_channels(home.clone()));
+    let mut dispatcher = Dispatcher::with_processes(store, processes, pool);
     let started = now();
     dispatcher.adopt(started);
     let mut report = dispatcher.tick(&settings, started);

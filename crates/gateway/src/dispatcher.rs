@@ -29,6 +29,8 @@ pub struct DispatchSettings {
     pub auto_decompose_concurrency: usize,
     pub failure_limit: i64,
     pub claim_ttl_seconds: i64,
+    /// `kanban.max_text_bytes`: the largest result or comment a worker may report.
+    pub max_text_bytes: usize,
     pub default_assignee: String,
     /// Profile name -> its worker command (`None`: the profile cannot be spawned).
     pub commands: BTreeMap<String, Option<Vec<String>>>,
@@ -156,9 +158,10 @@ pub struct Dispatcher {
 type ReadError = (String, StoreError);
 
 impl Dispatcher {
-    /// A dispatcher whose workers are real processes of `home`.
+    /// A dispatcher whose workers are real processes of `home`, with report channels.
     pub fn new(store: Arc<dyn Store>, home: Home, decompositions: Box<dyn Decompositions>) -> Dispatcher {
-        Dispatcher::with_processes(store, Box::new(OsProcesses::new(home)), decompositions)
+        let processes = Box::new(OsProcesses::new(home, store.clone()));
+        Dispatcher::with_processes(store, processes, decompositions)
     }
 
     pub fn with_processes(

@@ -2,6 +2,7 @@
 //! dispatcher's tick, background decompositions and the worker supervisor. Its home and
 //! configuration are `board_home`'s.
 
+pub mod channel;
 pub mod control;
 pub mod daemon;
 pub mod decompositions;

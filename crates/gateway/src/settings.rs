@@ -17,6 +17,7 @@ impl DispatchSettings {
             auto_decompose_concurrency: k.auto_decompose_concurrency,
             failure_limit: k.failure_limit,
             claim_ttl_seconds: k.claim_ttl_seconds,
+            max_text_bytes: k.max_text_bytes,
             default_assignee: k.default_assignee.clone(),
             commands: config
                 .profiles
@@ -31,6 +32,7 @@ impl DispatchSettings {
                     let boundary = Boundary {
                         env_allow: p.env_allow.clone(),
                         dash_arguments: p.allow_dash_arguments,
+                        user: p.user.clone(),
                     };
                     (name.clone(), boundary)
                 })

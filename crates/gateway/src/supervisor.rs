@@ -6,14 +6,18 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
-use board_core::{Outcome, RunId, Task, TaskId, Termination, Terminator};
-use board_home::safety::{open_append, open_read, private_dir};
-use board_home::Home;
+use board_core::{Outcome, RunId, Store, Task, TaskId, Termination, Terminator};
+use board_home::safety::{open_append, open_read, private_dir, worker_dir};
+use board_home::{Account, Home};
 use serde_json::{json, Value};
+
+use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
 
 pub use crate::process::{Exit, Signal};
 use crate::process::{Leader, Pidfd};
@@ -30,6 +34,8 @@ pub struct Boundary {
     pub env_allow: Vec<String>,
     /// Card text may start an argument with `-` (`allow_dash_arguments`).
     pub dash_arguments: bool,
+    /// The system user the workers run as (`user`); `None`: the gateway's own.
+    pub user: Option<String>,
 }
 
 /// What a worker is started for.
@@ -43,6 +49,8 @@ pub struct Assignment<'a> {
     /// configured key's variable).
     pub secret_vars: &'a [String],
     pub boundary: &'a Boundary,
+    /// What the worker's reports through its channel are applied with.
+    pub terms: Terms,
 }
 
 /// A worker the gateway supervises: its own child, or one adopted after a restart.
@@ -73,12 +81,14 @@ fn withheld(name: &str, a: &Assignment<'_>) -> bool {
 }
 
 /// The environment of a worker: the gateway's own minus secrets, plus the `KANBAN_*`
-/// variables that tie it to its run and the card's title (`KANBAN_TITLE`), which is
-/// safer to read from a variable than from a command line.
+/// variables that tie it to its run, the card's title (`KANBAN_TITLE`), which is safer
+/// to read from a variable than from a command line, and the descriptor of its report
+/// channel (`KANBAN_CHANNEL`) when it has one.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
     home: &Home,
     a: &Assignment<'_>,
+    channel: Option<RawFd>,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
     let workspace = home.workspace(&a.task.id);
@@ -92,6 +102,9 @@ pub fn worker_env(
         ("KANBAN_WORKSPACE".to_owned(), workspace.display().to_string()),
         ("KANBAN_TITLE".to_owned(), a.task.title.clone()),
     ]);
+    if let Some(fd) = channel {
+        env.push((CHANNEL_VARIABLE.to_owned(), fd.to_string()));
+    }
     env
 }
 
@@ -152,11 +165,31 @@ fn substitute<'v>(template: &str, value: &impl Fn(&str) -> Option<&'v str>) -> S
 }
 
 /// Starts a worker: cwd its workspace, stdin null, output appended to its log, in its
-/// own process group so it can be stopped with everything it started.
-pub fn spawn(home: &Home, a: &Assignment<'_>) -> std::io::Result<Worker> {
+/// own process group so it can be stopped with everything it started, holding `channel`
+/// (its end of the report channel), and as the profile's user when it names one.
+pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::io::Result<Worker> {
+    let account = match &a.boundary.user {
+        Some(name) => Some(switchable(name, a.profile)?),
+        None => None,
+    };
+    if let (Some(user), None) = (&account, &channel) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!(
+                "profile {} runs its workers as user {}, who can report only through a running \
+                 gateway's channel; start the gateway (kanban gateway run) rather than a single pass",
+                a.profile, user.name
+            ),
+        ));
+    }
     let workspace = home.workspace(&a.task.id);
     private_dir(&home.workspaces())?;
-    private_dir(&workspace)?;
+    match &account {
+        Some(user) => worker_dir(&workspace, user.uid, user.gid)?,
+        None => {
+            private_dir(&workspace)?;
+        }
+    }
     let log_path = home.log(&a.task.id);
     private_dir(&home.logs())?;
     let log = open_append(&log_path)?;
@@ -169,17 +202,38 @@ pub fn spawn(home: &Home, a: &Assignment<'_>) -> std::io::Result<Worker> {
             format!("profile {} has an empty command", a.profile),
         ));
     };
-    let child = Command::new(program)
+    let channel_fd = channel.as_ref().map(AsRawFd::as_raw_fd);
+    let mut command = Command::new(program);
+    command
         .args(args)
         .current_dir(&workspace)
         .env_clear()
-        .envs(worker_env(std::env::vars(), home, a))
+        .envs(worker_env(std::env::vars(), home, a, channel_fd))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        .process_group(0)
+        .process_group(0);
+    let ids = account.map(|user| (user.uid, user.gid, user.groups));
+    if channel_fd.is_some() || ids.is_some() {
+        // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
+        // calls (fcntl, setgroups, setgid, setuid) on values prepared before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                if let Some(fd) = channel_fd {
+                    channel::inherit_in_child(fd)?;
+                }
+                if let Some((uid, gid, groups)) = &ids {
+                    become_user(*uid, *gid, groups)?;
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = command
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {program:?}: {e}")))?;
+    // The worker holds its end now; ours closes, so the channel ends with the worker.
+    drop(channel);
     Ok(Worker {
         task_id: a.task.id.clone(),
         run_id: a.run_id,
@@ -189,6 +243,54 @@ pub fn spawn(home: &Home, a: &Assignment<'_>) -> std::io::Result<Worker> {
         log: log_path,
         log_offset,
     })
+}
+
+/// The account a profile's workers run as, when this process may switch to it.
+fn switchable(name: &str, profile: &str) -> std::io::Result<Account> {
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    if !may_switch_users() {
+        return Err(refused(format!(
+            "profile {profile} runs its workers as user {name}, which needs a gateway running as root \
+             (or with CAP_SETUID and CAP_SETGID); this one runs as uid {}",
+            // SAFETY: geteuid has no preconditions.
+            unsafe { libc::geteuid() }
+        )));
+    }
+    Account::lookup(name).map_err(|e| refused(format!("profile {profile}: {e}")))
+}
+
+/// Whether this process holds CAP_SETUID and CAP_SETGID (root does).
+fn may_switch_users() -> bool {
+    const CAP_SETGID: u32 = 6;
+    const CAP_SETUID: u32 = 7;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    [CAP_SETGID, CAP_SETUID]
+        .iter()
+        .all(|bit| effective & (1 << bit) != 0)
+}
+
+/// Drops to `uid` with its groups, for good (real, effective and saved ids).
+fn become_user(uid: u32, gid: u32, groups: &[u32]) -> std::io::Result<()> {
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: each call changes this (forked) process's credentials and reads `groups`
+    // for its length.
+    unsafe {
+        check(libc::setgroups(groups.len(), groups.as_ptr()))?;
+        check(libc::setgid(gid))?;
+        check(libc::setuid(uid))?;
+    }
+    Ok(())
 }
 
 impl Worker {
@@ -359,16 +461,32 @@ pub trait Processes: Send {
     fn release(&mut self, task: &TaskId);
 }
 
-/// The real process control: own children and adopted workers, each behind a pidfd.
+/// The real process control: own children and adopted workers, each behind a pidfd,
+/// and, for a process that outlives its workers, their report channels, served with
+/// the store.
 pub struct OsProcesses {
     home: Home,
+    channels: Option<Arc<dyn Store>>,
     workers: BTreeMap<TaskId, Worker>,
 }
 
 impl OsProcesses {
-    pub fn new(home: Home) -> OsProcesses {
+    /// Process control that gives every worker a report channel served with `store`
+    /// (the gateway).
+    pub fn new(home: Home, store: Arc<dyn Store>) -> OsProcesses {
         OsProcesses {
             home,
+            channels: Some(store),
+            workers: BTreeMap::new(),
+        }
+    }
+
+    /// Process control whose workers get no channel and report through the home: a
+    /// process that exits after one pass (`kanban dispatch`) could not serve one.
+    pub fn without_channels(home: Home) -> OsProcesses {
+        OsProcesses {
+            home,
+            channels: None,
             workers: BTreeMap::new(),
         }
     }
@@ -376,7 +494,17 @@ impl OsProcesses {
 
 impl Processes for OsProcesses {
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
-        let worker = spawn(&self.home, assignment)?;
+        let channel = match &self.channels {
+            Some(store) => {
+                let bound = Bound {
+                    task: assignment.task.id.clone(),
+                    run: assignment.run_id,
+                };
+                Some(channel::open(store.clone(), bound, assignment.terms)?)
+            }
+            None => None,
+        };
+        let worker = spawn(&self.home, assignment, channel)?;
         let pid = worker.pid;
         self.workers.insert(assignment.task.id.clone(), worker);
         Ok(pid)

@@ -1,6 +1,6 @@
 //! `kanban serve`: the board over HTTP. A JSON API with the command line's `--json`
-//! shapes, a Server-Sent Events stream of the board's events, and the pages (board, card
-//! detail, stats) embedded in the binary. The store and settings are given; this crate
+//! shapes, a Server-Sent Events stream of the board's events, the pages (board, card
+//! detail, stats) embedded in the binary, and the MCP tools at `/mcp` when given. The store and settings are given; this crate
 //! never reads a home or a config file itself.
 //!
 //! ```no_run
@@ -53,6 +53,8 @@ pub struct Settings {
     pub terminator: Arc<dyn Terminator + Send + Sync>,
     /// Where the workers' logs are (`<home>/logs`), for a running card's log tail.
     pub logs_dir: Option<PathBuf>,
+    /// The verbs behind the MCP tools served at `/mcp` (streamable HTTP); none, no `/mcp`.
+    pub mcp: Option<Arc<dyn mcp::Verbs>>,
 }
 
 impl Default for Settings {
@@ -63,6 +65,7 @@ impl Default for Settings {
             poll_interval: Duration::from_millis(100),
             terminator: Arc::new(NoWorkers),
             logs_dir: None,
+            mcp: None,
         }
     }
 }
@@ -141,7 +144,12 @@ fn router(store: Arc<dyn Store>, settings: Settings, bound: IpAddr, token: Optio
         newest_event,
     };
     let access = guard::Access::new(token, bound);
-    Router::new()
+    let mcp = app.settings.mcp.clone();
+    let routes = match mcp {
+        Some(verbs) => Router::new().nest_service("/mcp", mcp::http_service(verbs)),
+        None => Router::new(),
+    };
+    routes
         .merge(api::routes())
         .merge(cards::routes())
         .merge(pages::routes())

@@ -32,7 +32,7 @@ impl StartLine {
             assert!(Instant::now() < deadline, "a racer never reached the start line");
             spins += 1;
             // Yield now and then, so a racer not yet scheduled on a busy machine gets a core.
-            if spins % 256 == 0 {
+            if spins.is_multiple_of(256) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();

@@ -2,9 +2,9 @@
 //! stale guards.
 
 use super::{assert_board_ok, counting, event_kinds, ready_task, Board, T0};
-use crate::store::{Completion, ReclaimOutcome, Termination, Terminator};
+use crate::store::{Completion, ReclaimOutcome, StoreError, Termination, Terminator};
 use crate::types::{Outcome, Status, Task};
-use crate::{check_step, NoWorkers, Request};
+use crate::{check_step, NoWorkers, Refusal, Request};
 use std::sync::atomic::Ordering;
 
 /// reclaim(expected = current): ready, no current run, the run closed as reclaimed.
@@ -225,4 +225,26 @@ pub fn reclaim_clears_the_lease(board: &dyn Board) {
         (c2.run_id, None, None, Some(T0 + 80))
     );
     assert_board_ok(&*s);
+}
+
+/// A completion that refuses running leaves a claimed task to its worker, and completes
+/// a task nobody runs.
+pub fn completion_refusing_running_leaves_the_worker_alone(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "claimed");
+    s.claim(&t.id, 900, T0).unwrap();
+    let before = s.snapshot().unwrap();
+    let unclaimed = Completion {
+        refuse_running: true,
+        result: Some("not mine".into()),
+        ..Completion::default()
+    };
+    match s.complete(&t.id, &unclaimed, T0) {
+        Err(StoreError::Refused(Refusal::Running { id, op: "complete" })) => assert_eq!(id, t.id),
+        other => panic!("expected a running refusal, got {other:?}"),
+    }
+    assert_eq!(s.snapshot().unwrap(), before);
+    let free = ready_task(&*s, "free");
+    assert!(s.complete(&free.id, &unclaimed, T0).unwrap());
+    assert_eq!(s.get(&free.id).unwrap().status, Status::Done);
 }

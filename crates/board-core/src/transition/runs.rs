@@ -97,6 +97,12 @@ impl Next<'_> {
         if let Some(expected) = c.expected_run_id {
             self.require_current(expected)?;
         }
+        if c.refuse_running && self.task.status == Status::Running {
+            return Err(Refusal::Running {
+                id: self.task.id.clone(),
+                op: "complete",
+            });
+        }
         self.require(
             &[Status::Running, Status::Ready, Status::Blocked],
             "complete",

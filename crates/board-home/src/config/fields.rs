@@ -152,6 +152,13 @@ pub fn bind<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(s)
 }
 
+/// A user of this machine (`profiles.<p>.user`).
+pub fn user<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let name = non_empty(d)?;
+    crate::Account::lookup(&name).map_err(de::Error::custom)?;
+    Ok(Some(name))
+}
+
 /// An http(s) URL; whether plain HTTP may go to it is decided once the whole file is
 /// read, since `model.allow_insecure_http` may stand anywhere in it.
 pub fn url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

@@ -244,6 +244,10 @@ pub struct ProfileConfig {
     /// refused). Shown only when set.
     #[serde(deserialize_with = "fields::flag", skip_serializing_if = "std::ops::Not::not")]
     pub allow_dash_arguments: bool,
+    /// The system user its workers run as (with that user's groups); `None` runs them as
+    /// the gateway's user. Needs a gateway running as root. Shown only when set.
+    #[serde(deserialize_with = "fields::user", skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// The model API key: the decomposer's type, which never prints itself.
@@ -345,6 +349,17 @@ impl ConfigError {
             problem: problem.into(),
         }
     }
+}
+
+/// Refuses a body, result or comment of more than `cap` bytes (`kanban.max_text_bytes`),
+/// with the message every reader of the cap shows.
+pub fn text_within_cap(what: &str, bytes: usize, cap: usize) -> Result<(), String> {
+    if bytes <= cap {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} is over the {cap}-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
+    ))
 }
 
 /// How an environment variable is read; tests pass their own instead of touching the process's.

@@ -18,6 +18,7 @@ const FOOTER: &str = "
 #   coder:
 #     description: Writes code
 #     command: [\"my-agent\", \"--task\", \"{task_id}\"]
+#     user: kanban-worker   # optional: its workers run as this user (a root gateway)
 ";
 
 /// A note for the key at a path; a test checks every path is a key of the config.

@@ -11,12 +11,13 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use board_core::{Comment, Outcome, Run, Store, Task, TaskId, Timestamp};
+use board_core::{Comment, Outcome, Run, Task, TaskId, Timestamp};
 use serde_json::{json, Value};
 
 use crate::failure::{one_line, Failure};
 use crate::output::{age, print_json};
-use crate::verbs::{target, Ctx, Worker};
+use crate::verbs::desk::BoardReads;
+use crate::verbs::{target, Desk, Worker};
 
 /// The most Markdown a brief may take.
 const MAX_BYTES: usize = 16 * 1024;
@@ -105,17 +106,26 @@ impl Brief {
     }
 }
 
-pub fn context(ctx: &Ctx, id: Option<TaskId>) -> Result<(), Failure> {
+pub fn context(desk: &Desk, id: Option<TaskId>) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let (id, _) = target(id, None, worker.as_ref(), "context")?;
-    let material = gather(&ctx.store, &id)?;
-    let brief = fit(&material, ctx.now);
-    if ctx.json {
+    let brief = brief(desk, id, worker.as_ref())?;
+    if desk.json {
         print_json(&brief_json(&brief));
     } else {
-        write_stdout(&markdown(&brief, ctx.now))?;
+        write_stdout(&markdown(&brief, desk.now))?;
     }
     Ok(())
+}
+
+/// The `--json` form of the brief of a task (a worker's own by default).
+pub fn context_json(desk: &Desk, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Value, Failure> {
+    Ok(brief_json(&brief(desk, id, worker)?))
+}
+
+fn brief(desk: &Desk, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Brief, Failure> {
+    let (id, _) = target(id, None, worker, "context")?;
+    let material = gather(desk, &id)?;
+    Ok(fit(&material, desk.now))
 }
 
 /// Writes the brief; a reader that stopped early (`kanban context | head`) is not a
@@ -130,8 +140,8 @@ fn write_stdout(text: &str) -> Result<(), Failure> {
     }
 }
 
-fn gather(store: &dyn Store, id: &TaskId) -> Result<Material, Failure> {
-    let task = store.get(id)?;
+fn gather(store: &(impl BoardReads + ?Sized), id: &TaskId) -> Result<Material, Failure> {
+    let task = store.task(id)?;
     let mut parents = Vec::new();
     for parent in store.parents(id)? {
         let summary = store

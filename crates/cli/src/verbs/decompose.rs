@@ -2,10 +2,9 @@
 //! card or on every one. The decomposer crate does the work; this file picks the cards,
 //! runs the calls on a small runtime of its own and prints one line per card.
 
-use std::sync::Arc;
-
 use board_core::{Mode, Status, Store, TaskFilter, TaskId};
-use decompose::{HttpModel, Outcome};
+use decompose::{DecomposerSettings, HttpModel, Outcome};
+use serde_json::Value;
 
 use crate::args::ModelCallArgs;
 use crate::failure::Failure;
@@ -24,30 +23,15 @@ pub enum Call {
 /// decomposed (or there was none), 1 when any was not.
 pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     let settings = ctx.config.decomposer_settings();
-    let store: Arc<dyn Store> = Arc::new(ctx.store);
     let cards = match (args.id, args.all) {
         (Some(id), _) => vec![id],
-        (None, _) => triage_cards(store.as_ref())?,
+        (None, _) => triage_cards(ctx.store.as_ref())?,
     };
     let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Refused(format!("cannot start the async runtime: {e}")))?;
-    let clock = super::now;
+    let runtime = runtime()?;
     let mut all_ok = true;
     for id in &cards {
-        let store = Arc::clone(&store);
-        let outcome = runtime.block_on(async {
-            match call {
-                Call::Decompose => {
-                    decompose::decompose(store, &client, id, Mode::Manual, &settings, &clock).await
-                }
-                Call::Specify => {
-                    decompose::specify(store, &client, id, Mode::Manual, &settings, &clock).await
-                }
-            }
-        });
+        let outcome = call_card(&runtime, &ctx, &client, &settings, id, call);
         all_ok &= outcome.ok;
         print(&outcome, ctx.json);
     }
@@ -59,6 +43,49 @@ pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     } else {
         Err(Failure::Reported)
     }
+}
+
+/// `kanban decompose ID --json` as a value: the outcome when the card was decomposed, else
+/// the refusal with its reason.
+pub fn decompose_json(ctx: &Ctx, id: &TaskId) -> Result<Value, Failure> {
+    let settings = ctx.config.decomposer_settings();
+    let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
+    let outcome = call_card(&runtime()?, ctx, &client, &settings, id, Call::Decompose);
+    if !outcome.ok {
+        let reason = outcome.reason.as_deref().unwrap_or("failed");
+        return Err(Failure::Refused(format!(
+            "{id}: {}",
+            crate::failure::one_line(reason)
+        )));
+    }
+    serde_json::to_value(&outcome).map_err(|e| Failure::Refused(format!("cannot write the outcome: {e}")))
+}
+
+/// The model calls run on a small runtime of their own.
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Refused(format!("cannot start the async runtime: {e}")))
+}
+
+/// One manual model call on one card.
+fn call_card(
+    runtime: &tokio::runtime::Runtime,
+    ctx: &Ctx,
+    client: &HttpModel,
+    settings: &DecomposerSettings,
+    id: &TaskId,
+    call: Call,
+) -> Outcome {
+    let store = ctx.store.clone();
+    let clock = super::now;
+    runtime.block_on(async {
+        match call {
+            Call::Decompose => decompose::decompose(store, client, id, Mode::Manual, settings, &clock).await,
+            Call::Specify => decompose::specify(store, client, id, Mode::Manual, settings, &clock).await,
+        }
+    })
 }
 
 /// Every triage card, in `list` order.

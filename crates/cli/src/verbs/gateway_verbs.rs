@@ -1,8 +1,6 @@
 //! `kanban gateway run` and `kanban dispatch`: the gateway library's daemon and one
 //! dispatcher pass, on the home the CLI prepared.
 
-use std::sync::Arc;
-
 use board_home::{Home, Loaded, Warning};
 use serde_json::json;
 
@@ -43,7 +41,7 @@ pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayComman
         config: ctx.config,
         warnings,
     };
-    gateway::daemon::run(home, Arc::new(ctx.store), loaded, replace).map_err(gateway_failure)
+    gateway::daemon::run(home, ctx.store, loaded, replace).map_err(gateway_failure)
 }
 
 /// How long `gateway stop` waits: the gateway's own shutdown is quick (it cancels model
@@ -97,8 +95,7 @@ pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool) -> Result<(), Failure> {
     let Ctx {
         store, config, json, ..
     } = ctx;
-    let report =
-        gateway::daemon::dispatch_once(home, Arc::new(store), &config, dry_run).map_err(gateway_failure)?;
+    let report = gateway::daemon::dispatch_once(home, store, &config, dry_run).map_err(gateway_failure)?;
     if json {
         print_json(&json!(report));
     } else {

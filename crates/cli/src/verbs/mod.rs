@@ -5,8 +5,10 @@ mod comment;
 mod config;
 mod context;
 mod decompose;
+mod desk;
 mod gateway_verbs;
 mod graph;
+mod mcp;
 mod read;
 mod serve;
 mod setup;
@@ -14,7 +16,10 @@ mod stats;
 mod tasks;
 mod work;
 
-use board_core::{RunId, TaskId, Timestamp};
+use std::sync::Arc;
+
+use board_core::{RunId, Store, TaskId, Timestamp};
+use board_home::config::text_within_cap;
 use board_home::{now, Config, Home, Loaded};
 use board_sqlite::SqliteStore;
 
@@ -22,11 +27,12 @@ use crate::args::Verb;
 use crate::failure::Failure;
 use crate::output::Paint;
 
+pub use desk::Desk;
 pub use setup::completions;
 
 /// What every verb runs with.
 pub struct Ctx {
-    pub store: SqliteStore,
+    pub store: Arc<dyn Store>,
     /// The home's config.yaml, every default filled in.
     pub config: Config,
     /// The system clock in Unix seconds, read once per command.
@@ -81,23 +87,21 @@ pub fn target(
 
 /// Opens (creating when new) the board and runs the verb.
 pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
-    // Checking the config opens no board: it must report a config that stops the others.
     let verb = match verb {
+        // Checking the config opens no board: it must report a config that stops the others.
         Verb::Config(command) => return config::run(&home, json, command),
+        // The worker verbs go through a desk: the board, or the worker's report channel,
+        // which a worker that cannot read the home reports through.
+        verb @ (Verb::Context { .. }
+        | Verb::Heartbeat { .. }
+        | Verb::Complete(_)
+        | Verb::Block(_)
+        | Verb::Comment(_)) => return at_desk(Desk::new(home, json, now()), verb),
         verb => verb,
     };
-    // The database is opened before the template is written, so a home whose
-    // `kanban.db` is refused (not SQLite, another application's, newer) is left
-    // untouched. Config warnings are left to `config check` and the gateway, so that a
-    // worker's every `kanban` call does not repeat them.
-    let opened = home.open()?;
-    let created = setup::Created {
-        home: opened.created_home,
-        config: home.write_template()?,
-    };
-    let Loaded { config, warnings } = opened.loaded;
+    let (store, Loaded { config, warnings }, created) = open_board(&home)?;
     let ctx = Ctx {
-        store: opened.store,
+        store: Arc::new(store),
         config,
         now: now(),
         json,
@@ -114,39 +118,56 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Show { id } => read::show(&ctx, &id),
         Verb::Runs { id } => read::runs(&ctx, &id),
         Verb::Events { id, follow } => read::events(&ctx, id, follow),
-        Verb::Context { id } => context::context(&ctx, id),
         Verb::Stats => stats::stats(&ctx),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
         Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),
         Verb::Claim { id, ttl } => work::claim(&ctx, &id, ttl),
-        Verb::Heartbeat { id, run, note } => work::heartbeat(&ctx, id, run, note),
-        Verb::Complete(a) => work::complete(&ctx, a),
-        Verb::Block(a) => work::block(&ctx, a),
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
-        Verb::Comment(a) => comment::comment(&ctx, a),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
         Verb::Dispatch { dry_run } => gateway_verbs::dispatch(ctx, &home, dry_run),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
+        Verb::Mcp => mcp::serve(ctx, home),
         Verb::Config(command) => config::run(&home, json, command),
+        verb @ (Verb::Context { .. }
+        | Verb::Heartbeat { .. }
+        | Verb::Complete(_)
+        | Verb::Block(_)
+        | Verb::Comment(_)) => at_desk(Desk::new(home, json, ctx.now), verb),
     }
+}
+
+/// Runs a worker verb (`context`, `heartbeat`, `complete`, `block`, `comment`) at `desk`.
+fn at_desk(desk: Desk, verb: Verb) -> Result<(), Failure> {
+    match verb {
+        Verb::Context { id } => context::context(&desk, id),
+        Verb::Heartbeat { id, run, note } => work::heartbeat(&desk, id, run, note),
+        Verb::Complete(a) => work::complete(&desk, a),
+        Verb::Block(a) => work::block(&desk, a),
+        Verb::Comment(a) => comment::comment(&desk, a),
+        other => Err(Failure::Usage(format!("{other:?} is not a worker verb"))),
+    }
+}
+
+/// Opens the home's board. The database is opened before the template is written, so a
+/// home whose `kanban.db` is refused (not SQLite, another application's, newer) is left
+/// untouched. Config warnings are left to `config check` and the gateway, so that a
+/// worker's every `kanban` call does not repeat them.
+pub fn open_board(home: &Home) -> Result<(SqliteStore, Loaded, setup::Created), Failure> {
+    let opened = home.open()?;
+    let created = setup::Created {
+        home: opened.created_home,
+        config: home.write_template()?,
+    };
+    Ok((opened.store, opened.loaded, created))
 }
 
 /// Refuses a body, result or comment over `kanban.max_text_bytes` before the board is
 /// touched: a card is read whole by every `list` and every worker's brief.
 pub fn within_cap(ctx: &Ctx, what: &str, text: &str) -> Result<(), Failure> {
-    check_size(what, text.len(), ctx.config.kanban.max_text_bytes)
-}
-
-fn check_size(what: &str, bytes: usize, cap: usize) -> Result<(), Failure> {
-    if bytes <= cap {
-        return Ok(());
-    }
-    Err(Failure::Usage(format!(
-        "{what} is over the {cap}-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
-    )))
+    text_within_cap(what, text.len(), ctx.config.kanban.max_text_bytes).map_err(Failure::Usage)
 }
 
 /// A task id given as a free word (where a positional may be an id or text).
@@ -223,14 +244,11 @@ mod tests {
 
     #[test]
     fn text_at_the_cap_passes_and_one_byte_more_is_refused() {
-        assert!(check_size("the body", 1024, 1024).is_ok());
-        let failure = check_size("the body", 1025, 1024).expect_err("over");
-        assert_eq!(failure.exit_code(), 2);
+        assert!(text_within_cap("the body", 1024, 1024).is_ok());
+        let message = text_within_cap("the body", 1025, 1024).expect_err("over");
         assert_eq!(
-            failure.message(),
-            Some(
-                "the body is over the 1024-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
-            )
+            message,
+            "the body is over the 1024-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
         );
     }
 

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use board_core::shapes::{list_filter, list_json, Shown, SHOW_EVENTS};
-use board_core::{Comment, EventFilter, Run, Store, Task, TaskId, Timestamp};
+use board_core::{Comment, EventFilter, Run, Task, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::args::ListArgs;
@@ -14,7 +14,7 @@ use crate::stop;
 use crate::verbs::Ctx;
 
 pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
-    let tasks = ctx.store.list(&list_filter(a.status, a.assignee, a.archived))?;
+    let tasks = listed(ctx, a)?;
     if ctx.json {
         print_json(&list_json(&tasks));
     } else {
@@ -23,8 +23,13 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The tasks `list` shows.
+pub fn listed(ctx: &Ctx, a: ListArgs) -> Result<Vec<Task>, Failure> {
+    Ok(ctx.store.list(&list_filter(a.status, a.assignee, a.archived))?)
+}
+
 pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
-    let shown = Shown::read(&ctx.store, id)?;
+    let shown = Shown::read(ctx.store.as_ref(), id)?;
     if ctx.json {
         print_json(&shown.to_json());
         return Ok(());

@@ -23,13 +23,18 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
         logs_dir: Some(home.logs()),
+        mcp: Some(Arc::new(super::mcp::Tools::served(
+            ctx.store.clone(),
+            ctx.config.clone(),
+            home.clone(),
+        ))),
         ..defaults
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::Refused(format!("cannot start the server: {e}")))?;
-    let store: Arc<dyn board_core::Store> = Arc::new(ctx.store);
+    let store = ctx.store;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(bind)
             .await

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use board_core::{LlmCall, Status, Store, Task, TaskFilter};
+use board_core::{LlmCall, Status, Task, TaskFilter};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;

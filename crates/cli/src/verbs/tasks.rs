@@ -3,7 +3,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use board_core::{clean_title, NewTask, Store, TaskId};
+use board_core::{clean_title, NewTask, Task, TaskId};
+use board_home::config::text_within_cap;
 use serde_json::Value;
 
 use crate::args::{CreateArgs, EditArgs};
@@ -12,6 +13,17 @@ use crate::output::{plain, print_json, status_label, task_json};
 use crate::verbs::{within_cap, Ctx};
 
 pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
+    let task = create_task(ctx, a)?;
+    if ctx.json {
+        print_json(&task_json(&task));
+    } else {
+        println!("created {}  {}", task.id, ctx.paint.status(task.status));
+    }
+    Ok(())
+}
+
+/// Creates the task `kanban create` would.
+pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Task, Failure> {
     let body = match (a.body, a.body_file) {
         (Some(body), _) => body,
         (None, Some(path)) => read_body(&path, ctx.config.kanban.max_text_bytes)?,
@@ -29,13 +41,7 @@ pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
         idempotency_key: a.idempotency_key,
         max_runtime_seconds: a.max_runtime,
     };
-    let task = ctx.store.create(&request, ctx.now)?;
-    if ctx.json {
-        print_json(&task_json(&task));
-    } else {
-        println!("created {}  {}", task.id, ctx.paint.status(task.status));
-    }
-    Ok(())
+    Ok(ctx.store.create(&request, ctx.now)?)
 }
 
 /// Reads a body from a file, or from stdin for `-`; it must be UTF-8 text. No more than
@@ -49,7 +55,7 @@ fn read_body(path: &Path, cap: usize) -> Result<String, Failure> {
         std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
     };
     read.map_err(|e| Failure::Usage(format!("--body-file {}: {e}", path.display())))?;
-    super::check_size(&format!("--body-file {}", path.display()), bytes.len(), cap)?;
+    text_within_cap(&format!("--body-file {}", path.display()), bytes.len(), cap).map_err(Failure::Usage)?;
     String::from_utf8(bytes)
         .map_err(|_| Failure::Usage(format!("--body-file {}: not UTF-8 text", path.display())))
 }

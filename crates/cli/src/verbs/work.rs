@@ -2,13 +2,14 @@
 //! `reclaim`. Workers call the guarded ones with their run id; a guard that names a run
 //! which is no longer current loses (`ok: false`, exit 1) and changes nothing.
 
-use board_core::{Completion, ReclaimOutcome, RunId, Store, TaskId};
+use board_core::{BlockKind, Completion, ReclaimOutcome, RunId, TaskId};
 use serde_json::{json, Value};
 
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
-use crate::verbs::{parse_id, settle, target, within_cap, Ctx, Worker};
+use crate::verbs::desk::BoardReads;
+use crate::verbs::{parse_id, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
 /// `ttl` defaults to `kanban.claim_ttl_seconds`.
@@ -24,55 +25,45 @@ pub fn claim(ctx: &Ctx, id: &TaskId, ttl: Option<i64>) -> Result<(), Failure> {
 }
 
 pub fn heartbeat(
-    ctx: &Ctx,
+    desk: &Desk,
     id: Option<TaskId>,
     run: Option<RunId>,
     note: Option<String>,
 ) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let (id, guard) = target(id, run, worker.as_ref(), "heartbeat")?;
-    // A person beating by hand means the run that holds the task now.
-    let run = match guard {
-        Some(run) => run,
-        None => {
-            let task = ctx.store.get(&id)?;
-            task.current_run_id().ok_or_else(|| {
-                Failure::Refused(format!("task {id} is {}; heartbeat needs running", task.status))
-            })?
-        }
-    };
-    let ok = ctx
-        .store
-        .heartbeat(&id, run, ctx.config.kanban.claim_ttl_seconds, note, ctx.now)?;
-    finish(ctx, "heartbeat", &id, Some(run), ok)
+    let beat = beat(desk, id, run, note, worker.as_ref())?;
+    finish(desk, "heartbeat", &beat)
 }
 
-pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
+/// Extends the lease of a task's run: the given run, else a worker's own, else (a person
+/// beating by hand) the run that holds the task now.
+pub fn beat(
+    desk: &Desk,
+    id: Option<TaskId>,
+    run: Option<RunId>,
+    note: Option<String>,
+    worker: Option<&Worker>,
+) -> Result<Finished, Failure> {
+    let (id, guard) = target(id, run, worker, "heartbeat")?;
+    let (run, ok) = desk.heartbeat(&id, guard, note)?;
+    Ok(Finished { id, run, ok })
+}
+
+pub fn complete(desk: &Desk, a: CompleteArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let ids: Vec<Option<TaskId>> = if a.ids.is_empty() {
         vec![None]
     } else {
-        a.ids.into_iter().map(Some).collect()
+        a.ids.iter().cloned().map(Some).collect()
     };
     if let Some(result) = &a.result {
-        within_cap(ctx, "the result", result)?;
+        desk.within_cap("the result", result)?;
     }
     let mut refused = Vec::new();
     for id in ids {
         let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;
-        let completion = Completion {
-            // A replay names an ended run; the guard on the current run does not apply.
-            expected_run_id: if a.replay_run.is_some() { None } else { guard },
-            replay_ended_run_id: a.replay_run,
-            result: a.result.clone(),
-            summary: a.summary.clone(),
-            metadata: a.metadata.clone(),
-        };
-        let outcome = ctx
-            .store
-            .complete(&id, &completion, ctx.now)
-            .map_err(Failure::from)
-            .and_then(|ok| finish(ctx, "complete", &id, a.replay_run.or(guard), ok));
+        let outcome =
+            complete_one(desk, id, guard, false, &a).and_then(|done| finish(desk, "complete", &done));
         if let Err(failure) = outcome {
             refused.push(failure);
         }
@@ -80,7 +71,34 @@ pub fn complete(ctx: &Ctx, a: CompleteArgs) -> Result<(), Failure> {
     settle(refused)
 }
 
-pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
+/// Completes one task, `guard` the run it must still be running under (the target a
+/// worker's `complete` resolves to); with `refuse_running`, a caller holding no run is
+/// refused a running task. The result's size is checked by the caller.
+pub fn complete_one(
+    desk: &Desk,
+    id: TaskId,
+    guard: Option<RunId>,
+    refuse_running: bool,
+    a: &CompleteArgs,
+) -> Result<Finished, Failure> {
+    let completion = Completion {
+        // A replay names an ended run; the guard on the current run does not apply.
+        expected_run_id: if a.replay_run.is_some() { None } else { guard },
+        refuse_running,
+        replay_ended_run_id: a.replay_run,
+        result: a.result.clone(),
+        summary: a.summary.clone(),
+        metadata: a.metadata.clone(),
+    };
+    let ok = desk.complete(&id, &completion)?;
+    Ok(Finished {
+        id,
+        run: a.replay_run.or(guard),
+        ok,
+    })
+}
+
+pub fn block(desk: &Desk, a: BlockArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let mut words = a.words.into_iter();
     let (id, reason) = match (words.next(), words.next()) {
@@ -93,9 +111,22 @@ pub fn block(ctx: &Ctx, a: BlockArgs) -> Result<(), Failure> {
             (Err(e), None) => return Err(e),
         },
     };
-    let (id, guard) = target(id, a.run, worker.as_ref(), "block")?;
-    let ok = ctx.store.block(&id, a.kind, reason, guard, ctx.now)?;
-    finish(ctx, "block", &id, guard, ok)
+    let blocked = block_one(desk, id, reason, a.kind, a.run, worker.as_ref())?;
+    finish(desk, "block", &blocked)
+}
+
+/// Blocks a task (a worker's own by default, guarded by its run).
+pub fn block_one(
+    desk: &Desk,
+    id: Option<TaskId>,
+    reason: Option<String>,
+    kind: Option<BlockKind>,
+    run: Option<RunId>,
+    worker: Option<&Worker>,
+) -> Result<Finished, Failure> {
+    let (id, guard) = target(id, run, worker, "block")?;
+    let ok = desk.block(&id, kind, reason, guard)?;
+    Ok(Finished { id, run: guard, ok })
 }
 
 pub fn unblock(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(), Failure> {
@@ -134,33 +165,54 @@ pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String
         ReclaimOutcome::Deferred => Err(Failure::Refused(format!(
             "the worker of {id} survived SIGTERM and SIGKILL; the claim stands (extended briefly)"
         ))),
-        ReclaimOutcome::Lost => Err(lost(ctx, "reclaim", id, run)),
+        ReclaimOutcome::Lost => Err(lost(ctx.store.as_ref(), "reclaim", id, run)),
+    }
+}
+
+/// What a guarded finaliser (heartbeat, complete, block) did to one task: `ok` false
+/// when its guard named a run that is no longer current, and nothing changed.
+pub struct Finished {
+    pub id: TaskId,
+    /// The run the guard named, for the message of a loss.
+    pub run: Option<RunId>,
+    pub ok: bool,
+}
+
+impl Finished {
+    /// The `--json` line: `{"task_id", "ok"}`.
+    pub fn to_json(&self) -> Value {
+        json!({ "task_id": self.id, "ok": self.ok })
+    }
+
+    /// A loss as the refusal `kanban` exits 1 with.
+    pub fn won(&self, board: &(impl BoardReads + ?Sized), verb: &str) -> Result<(), Failure> {
+        if self.ok {
+            Ok(())
+        } else {
+            Err(lost(board, verb, &self.id, self.run))
+        }
     }
 }
 
 /// Prints a finaliser's `{"task_id", "ok"}` (or a line for people) and turns a loss into
 /// exit 1.
-fn finish(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>, ok: bool) -> Result<(), Failure> {
-    if ctx.json {
-        print_json_line(&json!({ "task_id": id, "ok": ok }));
-    } else if ok {
+fn finish(desk: &Desk, verb: &str, f: &Finished) -> Result<(), Failure> {
+    if desk.json {
+        print_json_line(&f.to_json());
+    } else if f.ok {
         let done = match verb {
             "complete" => "completed",
             "block" => "blocked",
             other => other,
         };
-        println!("{done} {id}");
+        println!("{done} {}", f.id);
     }
-    if ok {
-        Ok(())
-    } else {
-        Err(lost(ctx, verb, id, run))
-    }
+    f.won(desk, verb)
 }
 
 /// Says which run took over, reading the task once more (after the fact, for the message only).
-fn lost(ctx: &Ctx, verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
-    let current = match ctx.store.get(id) {
+fn lost(board: &(impl BoardReads + ?Sized), verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
+    let current = match board.task(id) {
         Ok(task) => task
             .current_run_id()
             .map_or_else(|| "none".to_owned(), |r| r.to_string()),

@@ -47,6 +47,26 @@ fn a_worker_completes_its_own_task() {
 }
 
 #[test]
+fn a_worker_whose_channel_descriptor_was_closed_reports_through_the_home() {
+    // A process between the worker and `kanban` (Python's subprocess, by default) may
+    // close the inherited descriptor: `KANBAN_CHANNEL` then names nothing open.
+    let board = Board::init();
+    let id = board.create(&["work"]);
+    let run = board.ok(&["claim", &id]).trim().to_owned();
+    for args in [&["context"][..], &["heartbeat"], &["comment", "still here"]] {
+        as_worker(&board, &id, &run, args)
+            .env("KANBAN_CHANNEL", "987")
+            .assert()
+            .success();
+    }
+    as_worker(&board, &id, &run, &["complete", "--result", "through the home"])
+        .env("KANBAN_CHANNEL", "987")
+        .assert()
+        .success();
+    assert_eq!(get(&board, &id).result.as_deref(), Some("through the home"));
+}
+
+#[test]
 fn a_stale_worker_changes_nothing() {
     let board = Board::init();
     let id = board.create(&["work"]);

@@ -6,6 +6,8 @@
 use super::*;
 use board_core::RunEnd;
 
+use crate::channel::Terms;
+
 /// One tick being performed: its settings, its time, and what it has done so far.
 pub(super) struct Pass<'a> {
     pub settings: &'a DispatchSettings,
@@ -229,6 +231,10 @@ impl Dispatcher {
             command,
             secret_vars: &pass.settings.secret_vars,
             boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
+            terms: Terms {
+                claim_ttl_seconds: pass.settings.claim_ttl_seconds,
+                max_text_bytes: pass.settings.max_text_bytes,
+            },
         };
         let run = RunRef {
             run_id: claim.run_id,

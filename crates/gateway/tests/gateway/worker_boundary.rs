@@ -15,6 +15,7 @@ use board_core::{NewTask, Outcome, Request, Status, Store, Task, Termination, Te
 use board_home::config::{Config, Warning};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore};
+use gateway::channel::Terms;
 use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
 use gateway::supervisor::{worker_argv, worker_env, Assignment, Boundary, ProcessGroupTerminator};
 
@@ -37,9 +38,18 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
         command: &[],
         secret_vars,
         boundary,
+        terms: Terms {
+            claim_ttl_seconds: 900,
+            max_text_bytes: 1024,
+        },
     };
     let inherited = inherited.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
-    worker_env(inherited, &Home::at(Path::new("/home/k")).unwrap(), &assignment)
+    worker_env(
+        inherited,
+        &Home::at(Path::new("/home/k")).unwrap(),
+        &assignment,
+        Some(5),
+    )
 }
 
 #[test]
@@ -84,7 +94,7 @@ fn secrets_never_reach_a_worker_whatever_their_case_or_suffix() {
 fn the_allow_list_passes_named_variables_but_never_the_model_key() {
     let boundary = Boundary {
         env_allow: vec!["GITHUB_TOKEN".to_owned(), "OPENAI_API_KEY".to_owned()],
-        dash_arguments: false,
+        ..Boundary::default()
     };
     let env = env_of(
         &[

@@ -3,7 +3,7 @@
 //! every omission said).
 
 use board_core::memory::MemStore;
-use board_core::{NewTask, NoWorkers};
+use board_core::{NewTask, NoWorkers, Store};
 
 use super::*;
 

@@ -1,0 +1,183 @@
+//! `kanban mcp`: the verbs as Model Context Protocol tools (the `mcp` crate) on stdin and
+//! stdout. Each tool is the verb's own function on the board this command opened, so its
+//! answer is the verb's `--json` shape and a refusal is the verb's one-line message.
+//! `kanban serve` offers the same tools at `/mcp`.
+
+use std::sync::{Arc, Mutex};
+
+use board_core::shapes::{comment_json, list_json, task_json, Shown};
+use board_core::{BlockKind, Status, Store, TaskId};
+use board_home::{now, Config, Home};
+use mcp::Call;
+use serde_json::Value;
+
+use crate::args::{parse_duration, CompleteArgs, CreateArgs, ListArgs};
+use crate::failure::{one_line, Failure};
+use crate::output::Paint;
+use crate::verbs::work::Finished;
+use crate::verbs::{
+    comment, context, decompose, graph, parse_id, read, target, tasks, work, Ctx, Desk, Worker,
+};
+
+/// Serves the tools on stdio until the client closes them. Inside a worker the worker's
+/// task and run are the default target and guard, as for the verbs themselves, and its
+/// reports go the way the verbs' do (the report channel, else the home).
+pub fn serve(ctx: Ctx, home: Home) -> Result<(), Failure> {
+    let worker = Worker::from_env()?;
+    let tools: Arc<dyn mcp::Verbs> = Arc::new(Tools::new(ctx.store, ctx.config, worker, home));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Refused(format!("cannot start the MCP server: {e}")))?;
+    runtime
+        .block_on(mcp::serve_stdio(tools))
+        .map_err(|e| Failure::Refused(one_line(&e.to_string())))
+}
+
+/// The verbs the tools call, on one board; the clock is read at each call.
+pub struct Tools {
+    store: Arc<dyn Store>,
+    config: Config,
+    worker: Option<Worker>,
+    /// Where the worker verbs report, as `kanban complete` and the others do; one for the
+    /// server's life, since it holds the inherited report channel.
+    desk: Mutex<Desk>,
+    /// Whether `decompose_task` may call the model (not on a shared server).
+    model_calls: bool,
+}
+
+impl Tools {
+    /// The tools of `kanban mcp`: `worker` is the identity of the worker the server runs
+    /// inside, if any.
+    pub fn new(store: Arc<dyn Store>, config: Config, worker: Option<Worker>, home: Home) -> Tools {
+        Tools {
+            store,
+            config,
+            worker,
+            desk: Mutex::new(Desk::new(home, true, now())),
+            model_calls: true,
+        }
+    }
+
+    /// The tools of `kanban serve`: nobody's worker, and no model calls, which need the
+    /// model key a served board never uses on a caller's behalf (docs/web.md).
+    pub fn served(store: Arc<dyn Store>, config: Config, home: Home) -> Tools {
+        Tools {
+            worker: None,
+            model_calls: false,
+            ..Tools::new(store, config, None, home)
+        }
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            store: self.store.clone(),
+            config: self.config.clone(),
+            now: now(),
+            json: true,
+            paint: Paint::for_stdout(),
+        }
+    }
+
+    fn answer(&self, call: Call) -> Result<Value, Failure> {
+        let ctx = self.ctx();
+        let worker = self.worker.as_ref();
+        // A poisoned lock only means another call panicked; the desk itself is intact.
+        let mut desk = self.desk.lock().unwrap_or_else(|e| e.into_inner());
+        desk.now = ctx.now;
+        let desk = &*desk;
+        match call {
+            Call::ListTasks(a) => {
+                let args = ListArgs {
+                    status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
+                    assignee: a.assignee,
+                    archived: a.archived,
+                };
+                Ok(list_json(&read::listed(&ctx, args)?))
+            }
+            Call::ShowTask(a) => Ok(Shown::read(ctx.store.as_ref(), &parse_id(&a.task_id)?)?.to_json()),
+            Call::TaskContext(a) => context::context_json(desk, optional_id(a.task_id)?, worker),
+            Call::CreateTask(a) => {
+                let args = CreateArgs {
+                    title: a.title,
+                    body: Some(a.body),
+                    body_file: None,
+                    assignee: a.assignee,
+                    parents: a.parents.iter().map(|p| parse_id(p)).collect::<Result<_, _>>()?,
+                    priority: a.priority,
+                    triage: a.triage,
+                    idempotency_key: a.idempotency_key,
+                    max_runtime: a
+                        .max_runtime
+                        .as_deref()
+                        .map(parse_duration)
+                        .transpose()
+                        .map_err(Failure::Usage)?,
+                };
+                Ok(task_json(&tasks::create_task(&ctx, args)?))
+            }
+            Call::Comment(a) => {
+                let id = optional_id(a.task_id)?;
+                let c = comment::add_comment(desk, id, &a.text, a.author.as_deref(), worker)?;
+                Ok(comment_json(&c))
+            }
+            Call::Heartbeat(a) => {
+                let id = optional_id(a.task_id)?;
+                answered(desk, "heartbeat", work::beat(desk, id, a.run_id, a.note, worker)?)
+            }
+            Call::CompleteTask(a) => {
+                let args = CompleteArgs {
+                    ids: Vec::new(),
+                    run: a.run_id,
+                    replay_run: None,
+                    result: a.result,
+                    summary: a.summary,
+                    metadata: a.metadata,
+                };
+                if let Some(result) = &args.result {
+                    desk.within_cap("the result", result)?;
+                }
+                let (id, guard) = target(optional_id(a.task_id)?, a.run_id, worker, "complete")?;
+                // Holding no run, the caller may not finish another worker's.
+                let done = work::complete_one(desk, id, guard, guard.is_none(), &args)?;
+                answered(desk, "complete", done)
+            }
+            Call::BlockTask(a) => {
+                let kind = a.kind.as_deref().map(parse_word::<BlockKind>).transpose()?;
+                let id = optional_id(a.task_id)?;
+                answered(desk, "block", work::block_one(desk, id, a.reason, kind, a.run_id, worker)?)
+            }
+            Call::DecomposeTask(_) if !self.model_calls => Err(Failure::Refused(
+                "kanban serve makes no model calls: decompose with `kanban decompose ID` or through `kanban mcp`".to_owned(),
+            )),
+            Call::DecomposeTask(a) => decompose::decompose_json(&ctx, &parse_id(&a.task_id)?),
+            Call::LinkTasks(a) => graph::linked(&ctx, &parse_id(&a.parent_id)?, &parse_id(&a.child_id)?),
+        }
+    }
+}
+
+impl mcp::Verbs for Tools {
+    fn call(&self, call: Call) -> Result<Value, String> {
+        self.answer(call)
+            .map_err(|failure| one_line(failure.message().unwrap_or("refused")))
+    }
+}
+
+/// A guarded finaliser's `{"task_id", "ok": true}`, or its loss as the verb's refusal.
+fn answered(desk: &Desk, verb: &str, finished: Finished) -> Result<Value, Failure> {
+    finished.won(desk, verb)?;
+    Ok(finished.to_json())
+}
+
+fn optional_id(id: Option<String>) -> Result<Option<TaskId>, Failure> {
+    id.as_deref().map(parse_id).transpose()
+}
+
+/// A word of the board's vocabulary (a status, a block kind), with its own message.
+fn parse_word<T: std::str::FromStr>(word: &str) -> Result<T, Failure>
+where
+    T::Err: std::fmt::Display,
+{
+    word.parse::<T>().map_err(|e| Failure::Usage(e.to_string()))
+}

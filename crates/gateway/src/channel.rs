@@ -1,0 +1,632 @@
+//! The report channel (docs/gateway.md#the-report-channel): how a worker reports to the
+//! gateway that started it without being able to read the home, the config or the
+//! database.
+//!
+//! At spawn the gateway makes a connected `SOCK_SEQPACKET` pair per worker and the worker
+//! inherits one end as the descriptor named by `KANBAN_CHANNEL`. The pair is the
+//! capability: it has no name to guess and no secret to copy, and the gateway knows which
+//! run speaks by the end it reads from, never by what the worker claims. Each `kanban`
+//! call inside the worker opens a conversation of its own: it makes a private stream
+//! pair and passes one end over the channel (`SCM_RIGHTS`, one packet, so concurrent
+//! calls never interleave), then sends JSON lines ([`Report`]) and reads one [`Answer`]
+//! line for each. The gateway applies every report through the same `Store` call the CLI
+//! makes, guarded by the worker's own run, and refuses one that names another task or run.
+//!
+//! The channel lives as long as the process that started the worker: a worker of a
+//! restarted gateway, or of `kanban dispatch`, finds it closed ([`CallError::Closed`],
+//! nothing was sent) and may report through the home instead when it can read it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use board_core::{BlockKind, Comment, Completion, Run, RunId, Store, StoreError, Task, TaskId};
+use board_home::config::text_within_cap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The variable naming the descriptor of a worker's channel.
+pub const CHANNEL_VARIABLE: &str = "KANBAN_CHANNEL";
+
+/// How long the gateway waits on a quiet conversation before it hangs up.
+const CONVERSATION_IDLE: Duration = Duration::from_secs(30);
+
+/// A channel's thread parses JSON (nested 128 deep at most) and calls the store; a
+/// gateway may hold hundreds of them.
+const CHANNEL_STACK_BYTES: usize = 512 * 1024;
+
+/// The longest report line beyond the text it carries (ids, flags, JSON quoting).
+const LINE_OVERHEAD: usize = 64 * 1024;
+
+/// What a worker says: a write for its own task, or a read its brief needs. `task` and
+/// `run` are what the worker's command line named; the gateway checks them against the
+/// run the channel belongs to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Report {
+    Heartbeat {
+        task: TaskId,
+        run: Option<RunId>,
+        note: Option<String>,
+    },
+    Complete {
+        task: TaskId,
+        run: Option<RunId>,
+        replay_run: Option<RunId>,
+        result: Option<String>,
+        summary: Option<String>,
+        metadata: Option<Value>,
+    },
+    Block {
+        task: TaskId,
+        run: Option<RunId>,
+        kind: Option<BlockKind>,
+        reason: Option<String>,
+    },
+    Comment {
+        task: TaskId,
+        author: Option<String>,
+        text: String,
+    },
+    /// The worker's task, or one of its parents.
+    Task {
+        task: TaskId,
+    },
+    Parents {
+        task: TaskId,
+    },
+    /// The runs of the worker's task or of one of its parents.
+    Runs {
+        task: TaskId,
+    },
+    Comments {
+        task: TaskId,
+    },
+}
+
+/// What the gateway answers: the store's answer, or a refusal worded as the CLI words it
+/// (`usage` for what would have been exit 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum Answer {
+    /// A guarded write: whether it won (`false`: its run is not the current one).
+    Won {
+        ok: bool,
+    },
+    Comment {
+        comment: Comment,
+    },
+    Task {
+        task: Box<Task>,
+    },
+    Tasks {
+        tasks: Vec<Task>,
+    },
+    Runs {
+        runs: Vec<Run>,
+    },
+    Comments {
+        comments: Vec<Comment>,
+    },
+    Refused {
+        message: String,
+    },
+    Usage {
+        message: String,
+    },
+}
+
+/// The run a channel belongs to: every write through it is guarded by this run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bound {
+    pub task: TaskId,
+    pub run: RunId,
+}
+
+/// The config values a report is applied with, as they were when the worker started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Terms {
+    /// `kanban.claim_ttl_seconds`: what a heartbeat extends the lease by.
+    pub claim_ttl_seconds: i64,
+    /// `kanban.max_text_bytes`: the largest result or comment.
+    pub max_text_bytes: usize,
+}
+
+/// Applies one report of the worker bound to `bound`: the same store calls as the CLI's,
+/// with the bound run as the guard; a report naming another task or run, or a replay, is
+/// refused without touching the board.
+pub fn apply(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Answer {
+    match answer(store, bound, terms, report, now) {
+        Ok(answer) => answer,
+        Err(No::Refused(message)) => Answer::Refused { message },
+        Err(No::Usage(message)) => Answer::Usage { message },
+    }
+}
+
+/// A report refused before or by the store.
+enum No {
+    Refused(String),
+    Usage(String),
+}
+
+fn refused(message: String) -> No {
+    No::Refused(message)
+}
+
+fn store_error(e: StoreError) -> No {
+    refused(e.to_string())
+}
+
+fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Result<Answer, No> {
+    let own = |task: &TaskId, run: Option<RunId>| -> Result<(), No> {
+        if *task != bound.task {
+            return Err(refused(format!(
+                "this worker's report channel speaks for task {} only; {task} was refused",
+                bound.task
+            )));
+        }
+        match run {
+            Some(run) if run != bound.run => Err(refused(format!(
+                "this worker's report channel speaks for run {} of {task} only; run {run} was refused",
+                bound.run
+            ))),
+            _ => Ok(()),
+        }
+    };
+    let cap = |what: &str, text: &Option<String>| -> Result<(), No> {
+        match text {
+            Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes).map_err(No::Usage),
+            None => Ok(()),
+        }
+    };
+    let guard = Some(bound.run);
+    match report {
+        Report::Heartbeat { task, run, note } => {
+            own(&task, run)?;
+            let ok = store
+                .heartbeat(&task, bound.run, terms.claim_ttl_seconds, note, now)
+                .map_err(store_error)?;
+            Ok(Answer::Won { ok })
+        }
+        Report::Complete {
+            task,
+            run,
+            replay_run,
+            result,
+            summary,
+            metadata,
+        } => {
+            own(&task, run)?;
+            if replay_run.is_some() {
+                return Err(refused(
+                    "--replay-run is for people; a worker's report channel completes its own run only"
+                        .to_owned(),
+                ));
+            }
+            cap("the result", &result)?;
+            let completion = Completion {
+                expected_run_id: guard,
+                // The guard is always the worker's own run here.
+                refuse_running: false,
+                replay_ended_run_id: None,
+                result,
+                summary,
+                metadata,
+            };
+            let ok = store.complete(&task, &completion, now).map_err(store_error)?;
+            Ok(Answer::Won { ok })
+        }
+        Report::Block {
+            task,
+            run,
+            kind,
+            reason,
+        } => {
+            own(&task, run)?;
+            let ok = store
+                .block(&task, kind, reason, guard, now)
+                .map_err(store_error)?;
+            Ok(Answer::Won { ok })
+        }
+        Report::Comment { task, author, text } => {
+            own(&task, None)?;
+            cap("the comment", &Some(text.clone()))?;
+            // A comment is not a transition the store guards; the channel refuses it once
+            // its run is over, like every other write of a stale worker.
+            let current = store.get(&task).map_err(store_error)?.current_run_id();
+            if current != guard {
+                let current = current.map_or_else(|| "none".to_owned(), |r| r.to_string());
+                return Err(refused(format!(
+                    "comment of {task} lost: run {} is not the current run (current: {current}); nothing changed",
+                    bound.run
+                )));
+            }
+            let comment = store
+                .comment(&task, author.as_deref(), &text, now)
+                .map_err(store_error)?;
+            Ok(Answer::Comment { comment })
+        }
+        Report::Task { task } => {
+            readable(store, bound, &task)?;
+            Ok(Answer::Task {
+                task: Box::new(store.get(&task).map_err(store_error)?),
+            })
+        }
+        Report::Parents { task } => {
+            own(&task, None)?;
+            Ok(Answer::Tasks {
+                tasks: store.parents(&task).map_err(store_error)?,
+            })
+        }
+        Report::Runs { task } => {
+            readable(store, bound, &task)?;
+            Ok(Answer::Runs {
+                runs: store.runs(&task).map_err(store_error)?,
+            })
+        }
+        Report::Comments { task } => {
+            own(&task, None)?;
+            Ok(Answer::Comments {
+                comments: store.comments(&task).map_err(store_error)?,
+            })
+        }
+    }
+}
+
+/// A worker reads its own task and its parents (whose results and summaries its brief
+/// carries), nothing else.
+fn readable(store: &dyn Store, bound: &Bound, task: &TaskId) -> Result<(), No> {
+    if *task == bound.task {
+        return Ok(());
+    }
+    let parents = store.parents(&bound.task).map_err(store_error)?;
+    if parents.iter().any(|p| p.id == *task) {
+        return Ok(());
+    }
+    Err(refused(format!(
+        "this worker's report channel reads task {} and its parents only; {task} was refused",
+        bound.task
+    )))
+}
+
+/// Opens the channel of a worker about to start: the end the worker inherits (the
+/// caller hands its number to the worker and closes it once the worker runs), while a
+/// thread of this process serves the other end until every holder of the worker's end
+/// has closed it.
+pub fn open(store: Arc<dyn Store>, bound: Bound, terms: Terms) -> std::io::Result<OwnedFd> {
+    let (ours, theirs) = seqpacket_pair()?;
+    let name = format!("channel {}", bound.task);
+    std::thread::Builder::new()
+        .name(name)
+        .stack_size(CHANNEL_STACK_BYTES)
+        .spawn(move || serve(&ours, store.as_ref(), &bound, &terms))?;
+    Ok(theirs)
+}
+
+fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `fds`, which we then own.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The worker's end must not land on 0, 1 or 2, which its standard streams replace.
+    Ok((a, above_stdio(b)?))
+}
+
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= 3) that we then own.
+    let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if dup < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `dup` was just created.
+    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+}
+
+/// Serves one worker's channel: each packet brings the end of a conversation, served
+/// to its end before the next, so a worker's reports are applied one at a time.
+fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) {
+    loop {
+        match receive_fd(channel) {
+            Ok(Some(conversation)) => {
+                if let Err(e) = converse(conversation, store, bound, terms) {
+                    tracing::debug!(task = %bound.task, error = %e, "a report conversation ended early");
+                }
+            }
+            // A packet without a descriptor says nothing; the next may.
+            Ok(None) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // End of file: the worker and everything it started have closed the channel.
+            Err(_) => return,
+        }
+    }
+}
+
+fn converse(conversation: OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) -> std::io::Result<()> {
+    let stream = UnixStream::from(conversation);
+    stream.set_read_timeout(Some(CONVERSATION_IDLE))?;
+    stream.set_write_timeout(Some(CONVERSATION_IDLE))?;
+    let mut writer = stream.try_clone()?;
+    let limit = terms
+        .max_text_bytes
+        .saturating_mul(6)
+        .saturating_add(LINE_OVERHEAD);
+    let mut reader = BufReader::new(stream);
+    loop {
+        let Some(line) = read_line(&mut reader, limit)? else {
+            return Ok(());
+        };
+        let answer = match serde_json::from_slice::<Report>(&line) {
+            Ok(report) => apply(store, bound, terms, report, board_home::now()),
+            Err(e) => Answer::Usage {
+                message: format!("a report the gateway cannot read: {e}"),
+            },
+        };
+        write_line(&mut writer, &answer)?;
+    }
+}
+
+/// One line without its newline; `None` at the end of the stream. A line over `limit`
+/// ends the conversation.
+fn read_line(reader: &mut impl BufRead, limit: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    let read = reader.take(limit as u64 + 1).read_until(b'\n', &mut line)?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "a line too long, or cut short",
+        ));
+    }
+    line.pop();
+    Ok(Some(line))
+}
+
+fn write_line(writer: &mut impl Write, value: &impl Serialize) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    writer.write_all(&bytes)?;
+    writer.flush()
+}
+
+/// The header of a one-byte packet whose ancillary data goes in `control`.
+fn packet(iov: &mut libc::iovec, control: &mut [u64]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(control) as _;
+    msg
+}
+
+/// Receives one packet; the descriptor it carried, if any (any extra ones are closed).
+fn receive_fd(channel: &OwnedFd) -> std::io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    };
+    // Room for a few descriptors, so that extra ones are received (and closed) rather
+    // than truncating the message.
+    let mut space = [0u64; 8];
+    let mut msg = packet(&mut iov, &mut space);
+    // SAFETY: every pointer in `msg` is valid for the call.
+    let n = unsafe { libc::recvmsg(channel.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut received = Vec::new();
+    // SAFETY: the CMSG macros walk the control buffer the kernel filled in.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                let len = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    received.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    if n == 0 && received.is_empty() {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+    }
+    let mut received = received.into_iter();
+    Ok(received.next())
+}
+
+/// Sends `fd` over `channel` in one packet, without raising SIGPIPE.
+fn send_fd(channel: RawFd, fd: RawFd) -> std::io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    };
+    let mut space = [0u64; 4];
+    let mut msg = packet(&mut iov, &mut space);
+    // SAFETY: CMSG_SPACE is arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
+    // SAFETY: the control buffer holds one SCM_RIGHTS header and one descriptor.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        libc::CMSG_DATA(cmsg).cast::<RawFd>().write_unaligned(fd);
+    }
+    // SAFETY: every pointer in `msg` is valid for the call.
+    let n = unsafe { libc::sendmsg(channel, &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Why a call through the channel got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The gateway that started the worker is gone; nothing was sent.
+    #[error("the report channel is closed (the gateway that started this worker has stopped)")]
+    Closed,
+    /// The conversation broke after the report was sent: it may or may not have been
+    /// applied, so it must not be sent again elsewhere.
+    #[error(
+        "the gateway stopped answering the report channel ({0}); the report may or may not have been applied"
+    )]
+    Broken(String),
+}
+
+/// A worker's end of its channel, with the one conversation this process holds on it.
+pub struct Channel {
+    fd: OwnedFd,
+    conversation: std::sync::Mutex<Option<BufReader<UnixStream>>>,
+}
+
+impl Channel {
+    /// The channel a worker inherited, when `KANBAN_CHANNEL` names one; an error when it
+    /// names a descriptor that is not open here (or not a channel). Taking it makes the
+    /// descriptor close-on-exec, so nothing this process starts inherits it.
+    pub fn from_env() -> Result<Option<Channel>, String> {
+        let Some(value) = std::env::var_os(CHANNEL_VARIABLE) else {
+            return Ok(None);
+        };
+        let fd = value
+            .to_str()
+            .and_then(|v| v.parse::<RawFd>().ok())
+            .filter(|fd| *fd > 2)
+            .ok_or_else(|| format!("{CHANNEL_VARIABLE} is not a descriptor number: {value:?}"))?;
+        if !is_seqpacket(fd) {
+            return Err(format!("{CHANNEL_VARIABLE}={fd} names no open report channel"));
+        }
+        // SAFETY: the descriptor is open and a socket (checked above), inherited for this
+        // purpose; nothing else in this process owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: F_SETFD on a descriptor we own.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        Ok(Some(Channel {
+            fd,
+            conversation: std::sync::Mutex::new(None),
+        }))
+    }
+
+    /// Sends one report and waits for its answer.
+    pub fn call(&self, report: &Report) -> Result<Answer, CallError> {
+        let mut conversation = self
+            .conversation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if conversation.is_none() {
+            *conversation = Some(self.connect()?);
+        }
+        let Some(stream) = conversation.as_mut() else {
+            return Err(CallError::Closed);
+        };
+        let broken = |e: std::io::Error| CallError::Broken(e.to_string());
+        let mut line = serde_json::to_vec(report).map_err(|e| CallError::Broken(e.to_string()))?;
+        line.push(b'\n');
+        send_all(stream.get_ref(), &line).map_err(broken)?;
+        let mut reply = Vec::new();
+        stream.read_until(b'\n', &mut reply).map_err(broken)?;
+        if reply.pop() != Some(b'\n') {
+            return Err(CallError::Broken("no answer".to_owned()));
+        }
+        serde_json::from_slice(&reply).map_err(|e| CallError::Broken(e.to_string()))
+    }
+
+    /// Starts this process's conversation: a private stream pair, one end passed to the
+    /// gateway. A channel whose other end is gone refuses the packet: nothing was sent.
+    fn connect(&self) -> Result<BufReader<UnixStream>, CallError> {
+        let (mine, theirs) = UnixStream::pair().map_err(|e| CallError::Broken(e.to_string()))?;
+        match send_fd(self.fd.as_raw_fd(), theirs.as_raw_fd()) {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) => return Err(CallError::Closed),
+            Err(e) => return Err(CallError::Broken(e.to_string())),
+        }
+        drop(theirs);
+        Ok(BufReader::new(mine))
+    }
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Channel({})", self.fd.as_raw_fd())
+    }
+}
+
+fn is_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED | libc::ENOTCONN)
+    )
+}
+
+/// Writes all of `bytes` without raising SIGPIPE (the CLI restores its default).
+fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is valid for its length.
+        let n = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+fn is_seqpacket(fd: RawFd) -> bool {
+    let mut kind: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes one int into `kind`; a descriptor that is not an open
+    // socket fails without effect.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut kind as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    rc == 0 && kind == libc::SOCK_SEQPACKET
+}
+
+/// Lets a worker inherit `fd`: clears close-on-exec in the child only (between fork and
+/// exec), so no other child of the gateway ever holds it.
+pub(crate) fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl is async-signal-safe and touches no memory.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! `kanban mcp`: the board's verbs as Model Context Protocol tools, on the official Rust
+//! SDK (`rmcp`), over stdio ([`serve_stdio`]) or the streamable HTTP transport
+//! ([`http_service`], mounted at `/mcp` by `kanban serve`).
+//!
+//! This crate is the protocol only: the tools, their JSON schemas, and the mapping of
+//! answers and refusals onto MCP results. What a tool does is the command line's: the
+//! [`Verbs`] given to the server are the `kanban` verbs themselves, so a tool's result
+//! is that verb's `--json` shape and a refusal is its one-line message.
+//!
+//! ```no_run
+//! # async fn run(verbs: std::sync::Arc<dyn mcp::Verbs>) -> Result<(), mcp::McpError> {
+//! mcp::serve_stdio(verbs).await
+//! # }
+//! ```
+
+mod tools;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+pub use tools::{
+    BadCall, BlockTask, Call, Comment, CompleteTask, CreateTask, Heartbeat, LinkTasks, ListTasks, OwnTask,
+    TaskRef,
+};
+
+/// What the tools do: the board's verbs, each answering with its `--json` value or the
+/// one-line message of its refusal. Called on a blocking thread: it may block on the board.
+pub trait Verbs: Send + Sync + 'static {
+    fn call(&self, call: Call) -> Result<Value, String>;
+}
+
+/// Why the server stopped or did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("the MCP session did not start: {0}")]
+    Start(String),
+    #[error("the MCP session failed: {0}")]
+    Run(String),
+}
+
+/// The MCP server: lists the tools and hands each call to the [`Verbs`].
+#[derive(Clone)]
+pub struct Server {
+    verbs: Arc<dyn Verbs>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl Server {
+    pub fn new(verbs: Arc<dyn Verbs>) -> Server {
+        Server {
+            verbs,
+            tools: Arc::new(tools::list()),
+        }
+    }
+}
+
+const INSTRUCTIONS: &str = "A kanban board for work done by AI agents. Read a task with \
+show_task or task_context, report progress with heartbeat and comment, and finish with \
+complete_task (done) or block_task (cannot go on). Inside a worker started by the board's \
+gateway, task_context, comment, heartbeat, complete_task and block_task act on the worker's \
+own task when no task_id is given.";
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("kanban", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = match tools::parse_call(&request.name, request.arguments) {
+            Ok(call) => call,
+            // Naming a tool that does not exist is the client's protocol error; wrong
+            // arguments are the model's, reported as a tool error it can correct.
+            Err(e @ BadCall::UnknownTool(_)) => return Err(ErrorData::invalid_params(e.to_string(), None)),
+            Err(e) => return Ok(refused(e.to_string())),
+        };
+        let verbs = self.verbs.clone();
+        let answer = tokio::task::spawn_blocking(move || verbs.call(call))
+            .await
+            .unwrap_or_else(|e| Err(format!("the board call failed: {e}")));
+        Ok(match answer {
+            Ok(value) => CallToolResult::success(vec![ContentBlock::text(value.to_string())]).into(),
+            Err(message) => refused(message),
+        })
+    }
+}
+
+/// A tool error: the call reached the board and was refused, with the reason.
+fn refused(message: String) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(message)]).into()
+}
+
+/// Serves the tools on stdin and stdout until the client closes them. Must run inside a
+/// tokio runtime with I/O enabled.
+pub async fn serve_stdio(verbs: Arc<dyn Verbs>) -> Result<(), McpError> {
+    let running = Server::new(verbs)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::Start(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map(drop)
+        .map_err(|e| McpError::Run(e.to_string()))
+}
+
+/// The tools over MCP's streamable HTTP transport, as a tower service to mount (`kanban
+/// serve` mounts it at `/mcp`, behind its own token, `Host` and origin checks, which is
+/// why the transport's own host check is off). Stateless: every request stands alone,
+/// answered with plain JSON.
+pub fn http_service(verbs: Arc<dyn Verbs>) -> StreamableHttpService<Server, LocalSessionManager> {
+    let server = Server::new(verbs);
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .disable_allowed_hosts();
+    StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config)
+}

@@ -1,0 +1,308 @@
+//! The tools: each one's name, description and arguments (the JSON schema an agent
+//! reads is derived from the argument types, so the two cannot disagree), and [`Call`],
+//! one parsed call of any of them.
+
+use rmcp::handler::server::common::schema_for_input;
+use rmcp::model::{JsonObject, Tool};
+use rmcp::schemars::{self, JsonSchema};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `list_tasks`: the board's tasks, optionally filtered.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasks {
+    /// Only tasks in this status: triage, todo, ready, running, blocked, done or archived.
+    pub status: Option<String>,
+    /// Only tasks assigned to this profile.
+    pub assignee: Option<String>,
+    /// Include archived tasks (default false).
+    #[serde(default)]
+    pub archived: bool,
+}
+
+/// A tool that names one task.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRef {
+    /// The task's id, e.g. t_1a2b3c4d.
+    pub task_id: String,
+}
+
+/// A tool that names one task, or the worker's own task inside a worker.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnTask {
+    /// The task's id, e.g. t_1a2b3c4d. Inside a worker it defaults to the worker's own task.
+    pub task_id: Option<String>,
+}
+
+/// `create_task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTask {
+    /// A short imperative title (control characters are removed).
+    pub title: String,
+    /// The task's body: what to do, in Markdown.
+    #[serde(default)]
+    pub body: String,
+    /// The profile that should run it.
+    pub assignee: Option<String>,
+    /// Higher runs first (default 0).
+    #[serde(default)]
+    pub priority: i64,
+    /// Put it into triage, for the decomposer to split or tighten, instead of the queue.
+    #[serde(default)]
+    pub triage: bool,
+    /// Ids of tasks this one waits for; it becomes ready when all of them are done.
+    #[serde(default)]
+    pub parents: Vec<String>,
+    /// Creating twice with the same key returns the first task instead of a second one.
+    pub idempotency_key: Option<String>,
+    /// A worker running longer is stopped: 90, 90s, 15m, 2h.
+    pub max_runtime: Option<String>,
+}
+
+/// `comment`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Comment {
+    /// The task's id. Inside a worker it defaults to the worker's own task.
+    pub task_id: Option<String>,
+    /// The comment.
+    pub text: String,
+    /// Who writes it.
+    pub author: Option<String>,
+}
+
+/// `heartbeat`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The task's id. Inside a worker it defaults to the worker's own task.
+    pub task_id: Option<String>,
+    /// The run the caller holds. Inside a worker it defaults to the worker's run;
+    /// otherwise to the task's current run.
+    pub run_id: Option<i64>,
+    /// A note recorded with the heartbeat.
+    pub note: Option<String>,
+}
+
+/// `complete_task`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteTask {
+    /// The task's id. Inside a worker it defaults to the worker's own task.
+    pub task_id: Option<String>,
+    /// Only if this run is still the task's current run. Inside a worker it defaults to
+    /// the worker's run. Without a run, a running task (another worker's) is refused.
+    pub run_id: Option<i64>,
+    /// The outcome the tasks that wait for this one will read.
+    pub result: Option<String>,
+    /// A short account of the run.
+    pub summary: Option<String>,
+    /// Any JSON value, stored with the run.
+    pub metadata: Option<Value>,
+}
+
+/// `block_task`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BlockTask {
+    /// The task's id. Inside a worker it defaults to the worker's own task.
+    pub task_id: Option<String>,
+    /// What the task needs before it can go on.
+    pub reason: Option<String>,
+    /// dependency, needs_input, capability or transient.
+    pub kind: Option<String>,
+    /// Only if this run is still the task's current run. Inside a worker it defaults to
+    /// the worker's run.
+    pub run_id: Option<i64>,
+}
+
+/// `link_tasks`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkTasks {
+    /// The task that must be done first.
+    pub parent_id: String,
+    /// The task that waits for it.
+    pub child_id: String,
+}
+
+/// One call of a tool, its arguments parsed.
+#[derive(Debug)]
+pub enum Call {
+    ListTasks(ListTasks),
+    ShowTask(TaskRef),
+    TaskContext(OwnTask),
+    CreateTask(CreateTask),
+    Comment(Comment),
+    Heartbeat(Heartbeat),
+    CompleteTask(CompleteTask),
+    BlockTask(BlockTask),
+    DecomposeTask(TaskRef),
+    LinkTasks(LinkTasks),
+}
+
+/// A tool as listed: its name, what it does, and how its arguments parse into a [`Call`].
+struct Spec {
+    name: &'static str,
+    description: &'static str,
+    schema: fn() -> Result<std::sync::Arc<JsonObject>, String>,
+    parse: fn(Value) -> Result<Call, serde_json::Error>,
+}
+
+fn parse<T: DeserializeOwned>(args: Value, call: fn(T) -> Call) -> Result<Call, serde_json::Error> {
+    serde_json::from_value(args).map(call)
+}
+
+/// Every tool, in the order they are listed.
+const SPECS: &[Spec] = &[
+    Spec {
+        name: "list_tasks",
+        description: "List the board's tasks (priority first, then age), optionally only those of one status or assignee. Returns a JSON array of task objects, the shape of `kanban list --json`.",
+        schema: schema_for_input::<ListTasks>,
+        parse: |a| parse(a, Call::ListTasks),
+    },
+    Spec {
+        name: "show_task",
+        description: "Show one task with its parents, children, runs, comments and recent events: the shape of `kanban show --json`.",
+        schema: schema_for_input::<TaskRef>,
+        parse: |a| parse(a, Call::ShowTask),
+    },
+    Spec {
+        name: "task_context",
+        description: "The brief to read before working on a task: its title and body, the results of the tasks it waited for, earlier attempts and recent comments, bounded in size (the shape of `kanban context --json`). Inside a worker, the worker's own task by default.",
+        schema: schema_for_input::<OwnTask>,
+        parse: |a| parse(a, Call::TaskContext),
+    },
+    Spec {
+        name: "create_task",
+        description: "Create a task. It is queued (ready, or todo while a parent is open), or put into triage for the decomposer with triage: true. Returns the new task object (`kanban create --json`).",
+        schema: schema_for_input::<CreateTask>,
+        parse: |a| parse(a, Call::CreateTask),
+    },
+    Spec {
+        name: "comment",
+        description: "Add a comment to a task, for the people and workers that read it later. Returns the comment object. Inside a worker, the worker's own task by default.",
+        schema: schema_for_input::<Comment>,
+        parse: |a| parse(a, Call::Comment),
+    },
+    Spec {
+        name: "heartbeat",
+        description: "Extend the lease of a running task, so the gateway knows its worker is alive; call it every few minutes during long work. Inside a worker, the worker's own task and run by default; a run that is no longer current is refused. Returns {\"task_id\", \"ok\"}.",
+        schema: schema_for_input::<Heartbeat>,
+        parse: |a| parse(a, Call::Heartbeat),
+    },
+    Spec {
+        name: "complete_task",
+        description: "Mark a task done, with the result the tasks waiting for it will read. Inside a worker, the worker's own task guarded by its run: a stale run is refused and nothing changes. Outside a worker a task id is needed, and a running task is refused unless its run_id is given (it is its worker's to finish). Returns {\"task_id\", \"ok\"}.",
+        schema: schema_for_input::<CompleteTask>,
+        parse: |a| parse(a, Call::CompleteTask),
+    },
+    Spec {
+        name: "block_task",
+        description: "Block a task that cannot go on: say why (reason) and what kind of need it is (kind: dependency, needs_input, capability or transient). Inside a worker, the worker's own task guarded by its run. Returns {\"task_id\", \"ok\"}.",
+        schema: schema_for_input::<BlockTask>,
+        parse: |a| parse(a, Call::BlockTask),
+    },
+    Spec {
+        name: "decompose_task",
+        description: "Ask the board's model to split a triage card into tasks, or tighten it into one (the configured decomposer; it costs a model call). Returns the outcome: the new title or the ids of the child tasks.",
+        schema: schema_for_input::<TaskRef>,
+        parse: |a| parse(a, Call::DecomposeTask),
+    },
+    Spec {
+        name: "link_tasks",
+        description: "Make a task wait for another: the child becomes ready only when the parent is done. Cycles and self-links are refused. Returns {\"parent_id\", \"child_id\"}.",
+        schema: schema_for_input::<LinkTasks>,
+        parse: |a| parse(a, Call::LinkTasks),
+    },
+];
+
+/// The tools as `tools/list` shows them.
+pub fn list() -> Vec<Tool> {
+    SPECS
+        .iter()
+        .map(|spec| {
+            // A schema that fails its own check is a bug in the types above, caught by
+            // the tests that list the tools; an empty object keeps the listing usable.
+            let schema = (spec.schema)().unwrap_or_default();
+            Tool::new(spec.name, spec.description, schema)
+        })
+        .collect()
+}
+
+/// Why a call could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BadCall {
+    #[error("no tool named {0:?}")]
+    UnknownTool(String),
+    #[error("bad arguments for {tool}: {error}")]
+    Arguments { tool: &'static str, error: String },
+}
+
+/// Parses a call of the tool `name` with its arguments (absent arguments are `{}`).
+pub fn parse_call(name: &str, arguments: Option<JsonObject>) -> Result<Call, BadCall> {
+    let spec = SPECS
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| BadCall::UnknownTool(name.to_owned()))?;
+    let args = Value::Object(arguments.unwrap_or_default());
+    (spec.parse)(args).map_err(|e| BadCall::Arguments {
+        tool: spec.name,
+        error: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_is_an_object_schema() {
+        for spec in SPECS {
+            let schema = (spec.schema)().unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            assert_eq!(schema.get("type"), Some(&Value::from("object")), "{}", spec.name);
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_wrong_types_are_bad_arguments() {
+        let object = |v: Value| v.as_object().cloned();
+        let err =
+            parse_call("show_task", object(serde_json::json!({"id": "t_1"}))).expect_err("unknown field");
+        assert!(
+            err.to_string()
+                .starts_with("bad arguments for show_task: unknown field `id`"),
+            "{err}"
+        );
+        let err = parse_call(
+            "create_task",
+            object(serde_json::json!({"title": "x", "priority": "high"})),
+        )
+        .expect_err("wrong type");
+        assert!(
+            err.to_string()
+                .starts_with("bad arguments for create_task: invalid type"),
+            "{err}"
+        );
+        let err = parse_call("show_task", None).expect_err("missing field");
+        assert!(err.to_string().contains("missing field `task_id`"), "{err}");
+        assert!(matches!(
+            parse_call("drop_table", None),
+            Err(BadCall::UnknownTool(_))
+        ));
+    }
+
+    #[test]
+    fn absent_arguments_are_an_empty_object() {
+        assert!(matches!(parse_call("list_tasks", None), Ok(Call::ListTasks(_))));
+        assert!(matches!(
+            parse_call("complete_task", None),
+            Ok(Call::CompleteTask(_))
+        ));
+    }
+}
