@@ -30,7 +30,7 @@ pub use graph::{
 };
 pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
-pub use reads::{listings_and_queues, reads_and_unknown_ids};
+pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
 pub use reclaim::{
     completion_in_terminate_window_wins, completion_refusing_running_leaves_the_worker_alone,
     reclaim_clears_the_lease, reclaim_current_run, reclaim_defers_while_worker_survives,
@@ -136,6 +136,7 @@ macro_rules! store_conformance_tests {
             breaker_opens_and_closes_durably,
             racing_faults_open_the_breaker_once,
             spend_sums_the_window,
+            tally_counts_the_board,
         );
 
         #[test]

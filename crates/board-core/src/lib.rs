@@ -16,8 +16,8 @@
 //! ```
 
 pub mod backoff;
-mod decomposition_lease;
 pub mod breaker;
+mod decomposition_lease;
 pub mod graph;
 pub mod invariants;
 pub mod memory;
@@ -33,8 +33,8 @@ pub mod types;
 pub mod conformance;
 
 pub use backoff::AttemptFloor;
-pub use decomposition_lease::{decide_lease, lease_expiry};
 pub use breaker::{Breaker, BreakerChange, BreakerSettings, Fault, Signal};
+pub use decomposition_lease::{decide_lease, lease_expiry};
 pub use graph::{clean_title, NewTask};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
@@ -47,5 +47,5 @@ pub use store::{
 pub use transition::{Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Comment, Event, Lease, LeaseColumns, Link, LlmCall, Outcome, Run,
-    RunId, Status, Task, TaskId, Timestamp,
+    RunId, Status, Tally, Task, TaskId, Timestamp,
 };

@@ -17,7 +17,9 @@ use crate::refusal::Refusal;
 use crate::spend::Spend;
 use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
-use crate::types::{BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Task, TaskId, Timestamp};
+use crate::types::{
+    BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Tally, Task, TaskId, Timestamp,
+};
 
 /// An in-memory board.
 #[derive(Default)]
@@ -513,6 +515,23 @@ impl Store for MemStore {
         b.push_events(&change.card, change.event.into_iter().collect(), now);
         b.breaker = change.breaker.clone();
         Ok((change.breaker, kind))
+    }
+
+    fn tally(&self) -> StoreResult<Tally> {
+        let b = self.board();
+        let mut tally = Tally::default();
+        for task in b.tasks.values() {
+            *tally.tasks.entry(task.status.as_str().to_owned()).or_default() += 1;
+        }
+        for outcome in b.runs.values().filter_map(|r| r.outcome) {
+            *tally.runs.entry(outcome.as_str().to_owned()).or_default() += 1;
+        }
+        for call in &b.llm_calls {
+            *tally.llm_calls.entry(call.outcome.clone()).or_default() += 1;
+            tally.prompt_tokens += call.prompt_tokens.unwrap_or(0).max(0) as u64;
+            tally.completion_tokens += call.completion_tokens.unwrap_or(0).max(0) as u64;
+        }
+        Ok(tally)
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

@@ -11,7 +11,8 @@ use crate::spend::Spend;
 pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
-    BlockKind, BoardSnapshot, Comment, Event, Lease, LlmCall, Run, RunId, Status, Task, TaskId, Timestamp,
+    BlockKind, BoardSnapshot, Comment, Event, Lease, LlmCall, Run, RunId, Status, Tally, Task, TaskId,
+    Timestamp,
 };
 
 /// Why a store call failed.
@@ -211,6 +212,9 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<(Breaker, Option<&'static str>)>;
     /// The whole board, read in one consistent view.
     fn snapshot(&self) -> StoreResult<BoardSnapshot>;
+    /// Tasks by status, ended runs by outcome, model requests by outcome and their tokens,
+    /// each counted by the store in one aggregate.
+    fn tally(&self) -> StoreResult<Tally>;
 
     /// Claims a ready task under a fresh run.
     fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {

@@ -403,6 +403,21 @@ pub struct LlmCall {
     pub over_budget: bool,
 }
 
+/// The board counted, each count one aggregate in the store (never rows loaded): what a
+/// metrics scrape reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    /// Tasks per status (`Status::as_str`); a status without tasks is absent.
+    pub tasks: std::collections::BTreeMap<String, u64>,
+    /// Ended runs per outcome (`Outcome::as_str`).
+    pub runs: std::collections::BTreeMap<String, u64>,
+    /// Billed model requests per outcome (`LlmCall::outcome`).
+    pub llm_calls: std::collections::BTreeMap<String, u64>,
+    /// Tokens the billed requests reported.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
 /// Everything on a board at one moment: what the invariants are checked against.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoardSnapshot {

@@ -416,6 +416,8 @@ fn error_messages() {
         "model: {base_url: \"ftp://user:s3cret-pass@x/v1?api_key=sk-in-url\"}\n",
         "model: {allow_insecure_http: yes}\n",
         "kanban: {max_text_bytes: 0}\n",
+        "gateway: {metrics_bind: localhost}\n",
+        "gateway: {metrics_bind: 9464}\n",
         // profiles
         "profiles: {coder: {command: my-agent --task}}\n",
         "profiles: {coder: {command: []}}\n",

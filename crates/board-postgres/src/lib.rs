@@ -19,8 +19,8 @@
 //! ```
 
 mod apply;
-mod leases;
 mod cost;
+mod leases;
 mod pool;
 mod rows;
 mod schema;

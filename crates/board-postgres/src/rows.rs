@@ -195,6 +195,19 @@ pub(crate) fn llm_call(r: &Row) -> StoreResult<LlmCall> {
 }
 
 /// The single task id column of a row, for queries that select only ids.
+/// A `(key, count)` row of a `GROUP BY` into its map.
+pub(crate) fn counts(found: &[Row]) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+    found
+        .iter()
+        .map(|r| Ok((get::<String>(r, "key")?, get::<i64>(r, "n")?.max(0) as u64)))
+        .collect()
+}
+
+/// A token sum, never negative.
+pub(crate) fn sum(r: &Row, column: &str) -> StoreResult<u64> {
+    Ok(get::<i64>(r, column)?.max(0) as u64)
+}
+
 pub(crate) fn task_id(r: &Row) -> StoreResult<board_core::TaskId> {
     word(r, "id")
 }

@@ -43,7 +43,7 @@ use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
-    Request, Run, Signal, Spend, Store, Task, TaskId, Timestamp,
+    Request, Run, Signal, Spend, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 
 use crate::apply::{
@@ -503,6 +503,33 @@ impl Store for PgStore {
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)> {
         self.write(|tx| crate::cost::signal_breaker(tx, signal, settings, now))
+    }
+
+    fn tally(&self) -> StoreResult<Tally> {
+        self.read(|tx| {
+            let tasks = tx.query("SELECT status AS key, COUNT(*) AS n FROM tasks GROUP BY status", &[])?;
+            let runs = tx.query(
+                "SELECT outcome AS key, COUNT(*) AS n FROM task_runs WHERE outcome IS NOT NULL GROUP BY outcome",
+                &[],
+            )?;
+            let calls = tx.query("SELECT outcome AS key, COUNT(*) AS n FROM llm_calls GROUP BY outcome", &[])?;
+            let tokens = tx.query(
+                "SELECT COALESCE(SUM(GREATEST(prompt_tokens, 0)), 0)::BIGINT AS prompt,
+                        COALESCE(SUM(GREATEST(completion_tokens, 0)), 0)::BIGINT AS completion
+                 FROM llm_calls",
+                &[],
+            )?;
+            let totals = tokens
+                .first()
+                .ok_or_else(|| StoreError::Backend("the token sums returned no row".into()))?;
+            Ok(Tally {
+                tasks: rows::counts(&tasks)?,
+                runs: rows::counts(&runs)?,
+                llm_calls: rows::counts(&calls)?,
+                prompt_tokens: rows::sum(totals, "prompt")?,
+                completion_tokens: rows::sum(totals, "completion")?,
+            })
+        })
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

@@ -1,6 +1,7 @@
 //! `Store` for `SqliteStore`: every operation as SQL, each write one `BEGIN IMMEDIATE`
 //! transaction that reads the facts, asks the core, and applies its answer.
 
+use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
 use board_core::graph;
@@ -9,7 +10,7 @@ use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
-    Request, Run, Signal, Spend, Store, StoreError, Task, TaskId, Timestamp,
+    Request, Run, Signal, Spend, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -20,8 +21,8 @@ use crate::rows::{
 use crate::SqliteStore;
 
 mod apply;
-mod leases;
 mod cost;
+mod leases;
 mod tasks;
 
 use apply::{
@@ -418,6 +419,33 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)> {
         self.write(|tx| cost::signal_breaker(tx, signal, settings, now))
+    }
+
+    fn tally(&self) -> StoreResult<Tally> {
+        self.read(|tx| {
+            let counts = |sql: &str| -> StoreResult<BTreeMap<String, u64>> {
+                let mut stmt = tx.prepare_cached(sql).map_err(backend)?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+                    .map_err(backend)?;
+                rows.collect::<Result<_, _>>().map_err(backend)
+            };
+            let (prompt_tokens, completion_tokens) = tx
+                .query_row(
+                    "SELECT COALESCE(SUM(MAX(prompt_tokens, 0)), 0), COALESCE(SUM(MAX(completion_tokens, 0)), 0)
+                     FROM llm_calls",
+                    [],
+                    |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, i64>(1)?.max(0) as u64)),
+                )
+                .map_err(backend)?;
+            Ok(Tally {
+                tasks: counts("SELECT status, COUNT(*) FROM tasks GROUP BY status")?,
+                runs: counts("SELECT outcome, COUNT(*) FROM task_runs WHERE outcome IS NOT NULL GROUP BY outcome")?,
+                llm_calls: counts("SELECT outcome, COUNT(*) FROM llm_calls GROUP BY outcome")?,
+                prompt_tokens,
+                completion_tokens,
+            })
+        })
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

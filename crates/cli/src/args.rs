@@ -216,7 +216,35 @@ pub enum GatewayCommand {
         /// Stop the gateway already running on this home first
         #[arg(long)]
         replace: bool,
+        #[command(flatten)]
+        log: LogArgs,
     },
+    /// Make the running gateway re-read config.yaml (SIGHUP): a valid file takes effect at
+    /// the next tick, an invalid one is refused in its log and the running config kept
+    #[command(after_help = "Examples:\n  kanban gateway reload")]
+    Reload,
+    /// Stop the running gateway (SIGTERM) and wait for it to exit; its workers keep running
+    #[command(after_help = "Examples:\n  kanban gateway stop")]
+    Stop,
+    /// Whether a gateway runs on this home (running, stopped or crashed), its pid, uptime,
+    /// last tick age, tick count and workers, from gateway.pid and gateway.json
+    #[command(after_help = "Examples:\n  kanban gateway status\n  kanban gateway status --json")]
+    Status,
+}
+
+/// How the gateway logs.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// One line per event for people, or one JSON object per line for a log shipper
+    /// [default: $KANBAN_LOG_FORMAT, else human]
+    #[arg(long, value_name = "FORMAT", value_parser = ["human", "json"])]
+    pub log_format: Option<String>,
+    /// Log more: debug, then trace (wins over RUST_LOG)
+    #[arg(short, long, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Log less: warnings, then errors, then nothing (wins over RUST_LOG)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub quiet: u8,
 }
 
 /// `kanban config ...`.

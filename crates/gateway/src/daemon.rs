@@ -16,6 +16,8 @@ use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
+use crate::metrics::{self, Monitor};
+use crate::reload;
 use crate::supervisor::OsProcesses;
 
 /// Why the gateway could not start or run.
@@ -29,6 +31,8 @@ pub enum GatewayError {
         pid: String,
         seconds: u64,
     },
+    #[error("no gateway is running on {home}")]
+    NotRunning { home: PathBuf },
     #[error("{0}")]
     Home(#[from] HomeError),
     #[error("{what}: {source}")]
@@ -52,7 +56,7 @@ impl Drop for HomeLock {
     }
 }
 
-fn try_flock(file: &File) -> bool {
+pub(crate) fn try_flock(file: &File) -> bool {
     // SAFETY: flock on a descriptor we own; no memory is touched.
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
@@ -122,20 +126,6 @@ fn write_status(
     if let Err(e) = write_private(&home.status_file(), format!("{status:#}\n").as_bytes()) {
         tracing::warn!(error = %e, "could not write {STATUS_FILE}");
     }
-}
-
-/// Logs to stderr, one line per event, at INFO (or `KANBAN_LOG=debug|warn|...`).
-pub fn init_logging() {
-    let level = std::env::var("KANBAN_LOG")
-        .ok()
-        .and_then(|l| l.parse::<tracing::Level>().ok())
-        .unwrap_or(tracing::Level::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(level)
-        .with_target(false)
-        .with_ansi(false)
-        .try_init();
 }
 
 fn background(
@@ -232,13 +222,13 @@ fn finish_stops(dispatcher: &mut Dispatcher, settings: &DispatchSettings, report
 }
 
 /// Runs the gateway on `home` until SIGINT or SIGTERM, with the board and config its
-/// caller opened and loaded there.
+/// caller opened and loaded there. SIGHUP re-reads the config (`reload`).
 pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) -> Result<(), GatewayError> {
     keep_workers_out()?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
-    let mut config = loaded.config;
+    let config = loaded.config;
     let _lock = lock_home(home, replace)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -247,66 +237,103 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         .map_err(io("cannot start the runtime"))?;
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
+    let monitor = Monitor::new(store.clone(), config.kanban.dispatch_interval());
     let mut dispatcher = Dispatcher::new(store, home.clone(), pool).on_host(&config.gateway.host_id());
     dispatcher.adopt(started_at);
+    if let Some(bind) = config.gateway.metrics_bind() {
+        let token = std::env::var(metrics::TOKEN_ENV).ok();
+        let local = runtime
+            .block_on(metrics::serve(bind, token, monitor.clone()))
+            .map_err(|e| GatewayError::Io {
+                what: "cannot serve the metrics".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        tracing::info!(address = %local, "serving /healthz and /metrics");
+    }
     tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
-    let home = home.clone();
-    runtime.block_on(async move {
-        let mut interval = tokio::time::interval(config.kanban.dispatch_interval());
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(io("cannot watch SIGTERM"))?;
+    let ticking = Ticking {
+        home: home.clone(),
+        config,
+        monitor,
+        started_at,
+    };
+    runtime.block_on(ticking.run(dispatcher))
+}
+
+/// What the tick loop keeps beside the dispatcher.
+struct Ticking {
+    home: Home,
+    config: Config,
+    monitor: Arc<Monitor>,
+    started_at: Timestamp,
+}
+
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    interval
+}
+
+impl Ticking {
+    async fn run(mut self, mut dispatcher: Dispatcher) -> Result<(), GatewayError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interval = every(self.config.kanban.dispatch_interval());
+        let mut terminate = signal(SignalKind::terminate()).map_err(io("cannot watch SIGTERM"))?;
+        let mut hangup = signal(SignalKind::hangup()).map_err(io("cannot watch SIGHUP"))?;
         loop {
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
-            }
-            // The configuration is re-read every tick; a broken edit keeps the last good
-            // one, and so does a home that has become writable by others.
-            match home.load_config() {
-                Ok(fresh) => {
-                    if fresh.config.kanban.dispatch_interval() != config.kanban.dispatch_interval() {
-                        interval = tokio::time::interval(fresh.config.kanban.dispatch_interval());
-                        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-                        interval.reset();
+                _ = hangup.recv() => {
+                    let before = self.config.kanban.dispatch_interval();
+                    if reload::reload(&self.home, &mut self.config, &mut dispatcher) {
+                        let period = self.config.kanban.dispatch_interval();
+                        self.monitor.set_interval(period);
+                        if period != before {
+                            interval = every(period);
+                            interval.reset();
+                        }
                     }
-                    config = fresh.config;
-                }
-                Err(e) => tracing::warn!(error = %e, "config reload failed; keeping the previous one"),
-            }
-            let settings = DispatchSettings::from_config(&config);
-            let status_home = home.clone();
-            let joined = tokio::task::spawn_blocking(move || {
-                // A panic in a tick is a bug, but it must not take the gateway down: the
-                // next tick runs with the same dispatcher.
-                let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let report = dispatcher.tick(&settings, now());
-                    let cost_safety = dispatcher.cost_safety(&settings, now());
-                    (report, cost_safety)
-                }));
-                (dispatcher, report)
-            })
-            .await;
-            match joined {
-                Ok((d, Ok((report, cost_safety)))) => {
-                    dispatcher = d;
-                    write_status(&status_home, started_at, &dispatcher, &report, cost_safety);
-                }
-                Ok((d, Err(_))) => {
-                    dispatcher = d;
-                    tracing::error!("a tick panicked; the next tick runs");
-                }
-                Err(e) => {
-                    return Err(GatewayError::Io {
-                        what: "tick".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    });
+                    continue;
                 }
             }
+            dispatcher = self.tick(dispatcher).await?;
         }
         dispatcher.shutdown();
         tracing::info!("gateway stopped");
         Ok(())
-    })
+    }
+
+    /// One tick on the blocking pool (the store is synchronous), then `gateway.json`.
+    async fn tick(&self, mut dispatcher: Dispatcher) -> Result<Dispatcher, GatewayError> {
+        let settings = DispatchSettings::from_config(&self.config);
+        let joined = tokio::task::spawn_blocking(move || {
+            let start = Instant::now();
+            // A panic in a tick is a bug, but it must not take the gateway down: the
+            // next tick runs with the same dispatcher.
+            let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let report = dispatcher.tick(&settings, now());
+                let cost_safety = dispatcher.cost_safety(&settings, now());
+                (report, cost_safety)
+            }));
+            (dispatcher, report, start.elapsed())
+        })
+        .await;
+        match joined {
+            Ok((d, Ok((report, cost_safety)), took)) => {
+                self.monitor.tick(&report, took, d.workers().count());
+                write_status(&self.home, self.started_at, &d, &report, cost_safety);
+                Ok(d)
+            }
+            Ok((d, Err(_), _)) => {
+                tracing::error!("a tick panicked; the next tick runs");
+                Ok(d)
+            }
+            Err(e) => Err(GatewayError::Io {
+                what: "tick".into(),
+                source: std::io::Error::other(e.to_string()),
+            }),
+        }
+    }
 }

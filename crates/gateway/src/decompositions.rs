@@ -66,6 +66,13 @@ impl Decompositions for BackgroundDecompositions {
         self.running.insert(id, handle);
     }
 
+    fn reconfigure(&mut self, settings: DecomposerSettings) -> Result<(), String> {
+        let client = HttpModel::new(&settings).map_err(|e| e.to_string())?;
+        self.client = Arc::new(client);
+        self.settings = Arc::new(settings);
+        Ok(())
+    }
+
     fn cancel_all(&mut self) {
         for handle in self.running.values() {
             handle.abort();

@@ -83,6 +83,12 @@ pub trait Decompositions: Send {
     fn start(&mut self, id: TaskId, probe: bool);
     /// Cancels every decomposition in flight; a cancelled one commits nothing.
     fn cancel_all(&mut self);
+    /// Uses these model settings for the decompositions started from now on; those in
+    /// flight finish with the settings they started with. A pool that calls no model
+    /// has nothing to change.
+    fn reconfigure(&mut self, _settings: decompose::DecomposerSettings) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A dispatcher with no decomposer (`kanban dispatch --dry-run`, tests).
@@ -387,6 +393,14 @@ impl Dispatcher {
             report.cost_safety = Some(self.cost_safety(settings, now));
         }
         Ok(report)
+    }
+
+    /// The model settings of the decompositions started from now on.
+    pub fn reconfigure_decompositions(
+        &mut self,
+        settings: decompose::DecomposerSettings,
+    ) -> Result<(), String> {
+        self.decompositions.reconfigure(settings)
     }
 
     /// Whether no decomposition is in flight any more.

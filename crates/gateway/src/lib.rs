@@ -3,10 +3,14 @@
 //! configuration are `board_home`'s.
 
 pub mod channel;
+pub mod control;
 pub mod daemon;
 pub mod decompositions;
 pub mod dispatcher;
+pub mod logging;
+pub mod metrics;
 pub mod plan;
 pub mod process;
+pub mod reload;
 mod settings;
 pub mod supervisor;

@@ -32,6 +32,9 @@ use decompose::{DecomposerSettings, HttpModel};
 use tokio::net::TcpListener;
 
 pub use error::ApiError;
+/// The token and loopback rule as an axum middleware, for other servers of the board
+/// (the gateway's metrics) to share: `from_fn_with_state(Access::new(token, ip), check_access)`.
+pub use guard::{check as check_access, Access};
 
 /// Where `kanban serve` listens unless told otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8420";

@@ -2,8 +2,8 @@
 
 use super::{ready_task, Board, T0};
 use crate::store::StoreError;
-use crate::types::{Status, Task, TaskId};
-use crate::{NewTask, Refusal};
+use crate::types::{LlmCall, Status, Task, TaskId};
+use crate::{Completion, NewTask, Refusal};
 
 /// Comments, runs and events read back in order; unknown ids are refused.
 pub fn reads_and_unknown_ids(board: &dyn Board) {
@@ -99,4 +99,55 @@ pub fn listings_and_queues(board: &dyn Board) {
         vec![low.id, high.id]
     );
     assert_eq!(ids(s.due_triage(T0, 10).unwrap()), vec![triage.id]);
+}
+
+/// The tally counts tasks by status, ended runs by outcome, model requests by outcome and
+/// their tokens (a request without a token count adds nothing).
+pub fn tally_counts_the_board(board: &dyn Board) {
+    let s = board.connect();
+    assert_eq!(s.tally().unwrap(), crate::Tally::default(), "an empty board");
+    let done = ready_task(&*s, "done");
+    let running = ready_task(&*s, "running");
+    ready_task(&*s, "waiting");
+    s.create(
+        &NewTask {
+            triage: true,
+            ..NewTask::titled("rough")
+        },
+        T0,
+    )
+    .unwrap();
+    s.claim(&done.id, 900, T0).unwrap();
+    assert!(s.complete(&done.id, &Completion::default(), T0 + 1).unwrap());
+    s.claim(&running.id, 900, T0).unwrap();
+    let call = |outcome: &str, tokens: Option<(i64, i64)>| LlmCall {
+        task_id: None,
+        purpose: "decompose".into(),
+        model: "m".into(),
+        started_at: T0,
+        duration_ms: 5,
+        outcome: outcome.into(),
+        http_status: None,
+        prompt_tokens: tokens.map(|t| t.0),
+        completion_tokens: tokens.map(|t| t.1),
+        error: None,
+        cost: None,
+        over_budget: false,
+    };
+    for c in [
+        call("ok", Some((100, 20))),
+        call("ok", Some((7, 3))),
+        call("http_error", None),
+    ] {
+        s.record_llm_call(&c).unwrap();
+    }
+    let tally = s.tally().unwrap();
+    let map = |pairs: &[(&str, u64)]| pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    assert_eq!(
+        tally.tasks,
+        map(&[("done", 1), ("ready", 1), ("running", 1), ("triage", 1)])
+    );
+    assert_eq!(tally.runs, map(&[("completed", 1)]));
+    assert_eq!(tally.llm_calls, map(&[("http_error", 1), ("ok", 2)]));
+    assert_eq!((tally.prompt_tokens, tally.completion_tokens), (107, 23));
 }

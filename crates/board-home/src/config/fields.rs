@@ -175,6 +175,18 @@ pub fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(s)
 }
 
+/// A listening address (`127.0.0.1:9464`, `[::1]:9464`), or empty for none.
+pub fn bind<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    let s = s.trim().to_owned();
+    if !s.is_empty() && s.parse::<std::net::SocketAddr>().is_err() {
+        return Err(de::Error::custom(format!(
+            "expected an address and port such as 127.0.0.1:9464, got {s:?}"
+        )));
+    }
+    Ok(s)
+}
+
 /// A user of this machine (`profiles.<p>.user`).
 pub fn user<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let name = non_empty(d)?;

@@ -75,8 +75,8 @@ pub struct Config {
         skip_serializing_if = "Option::is_none"
     )]
     pub database_url: Option<DatabaseUrl>,
-    /// `gateway.*`: this gateway among several on one board. Shown only when set.
-    #[serde(skip_serializing_if = "GatewayConfig::is_default")]
+    /// `gateway.*`: how the gateway process is run and watched, and its name among
+    /// several gateways on one board.
     pub gateway: GatewayConfig,
     /// `profiles.*`: the kinds of worker; always holds [`DEFAULT_PROFILE`].
     #[default(fields::implied_profiles())]
@@ -251,11 +251,15 @@ pub struct GatewayConfig {
     /// Unset: the hostname ([`crate::default_host_id`]).
     #[serde(deserialize_with = "fields::host_id", skip_serializing_if = "Option::is_none")]
     pub host_id: Option<String>,
+    /// `gateway.metrics_bind`: the address of `/healthz` and `/metrics`; empty: off.
+    #[serde(deserialize_with = "fields::bind")]
+    pub metrics_bind: String,
 }
 
 impl GatewayConfig {
-    fn is_default(&self) -> bool {
-        self == &GatewayConfig::default()
+    /// The metrics address, when there is one (the value was checked when read).
+    pub fn metrics_bind(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_bind.parse().ok()
     }
 
     /// `gateway.host_id`, else the hostname.

@@ -68,6 +68,10 @@ pub const NOTES: &[(&str, &str)] = &[
     ("kanban.max_spawn", "workers running at once; 0 never spawns"),
     ("kanban.sqlite_synchronous", "or normal"),
     ("kanban.max_text_bytes", "the largest body, result or comment"),
+    (
+        "gateway.metrics_bind",
+        "/healthz and /metrics, e.g. 127.0.0.1:9464; empty: off",
+    ),
 ];
 
 /// Where the notes start, so they line up.

@@ -4,7 +4,9 @@
 use board_home::{Home, Loaded, Warning};
 use serde_json::json;
 
-use crate::args::GatewayCommand;
+use gateway::logging::LogOptions;
+
+use crate::args::{GatewayCommand, LogArgs};
 use crate::failure::{one_line, Failure};
 use crate::output::print_json;
 
@@ -32,13 +34,75 @@ fn gateway_failure(e: gateway::daemon::GatewayError) -> Failure {
 /// Runs the gateway in this process until SIGINT or SIGTERM, on the board and config
 /// the verb opened and loaded.
 pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayCommand) -> Result<(), Failure> {
-    let GatewayCommand::Run { replace } = command;
-    gateway::daemon::init_logging();
+    let (replace, log) = match command {
+        GatewayCommand::Run { replace, log } => (replace, log),
+        GatewayCommand::Reload => {
+            let pid = gateway::control::reload(home).map_err(gateway_failure)?;
+            return report(
+                &ctx,
+                json!({"reloading": pid}),
+                &format!("asked the gateway (pid {pid}) to reload config.yaml; its log says what changed"),
+            );
+        }
+        GatewayCommand::Stop => {
+            let pid = gateway::control::stop(home, STOP_LIMIT).map_err(gateway_failure)?;
+            let line = format!("stopped the gateway (pid {pid}); its workers keep running");
+            return report(&ctx, json!({"stopped": pid}), &line);
+        }
+        GatewayCommand::Status => return status(&ctx, home),
+    };
+    gateway::logging::init(log_options(&log)?).map_err(|e| Failure::Usage(e.to_string()))?;
     let loaded = Loaded {
         config: ctx.config,
         warnings,
     };
     gateway::daemon::run(home, ctx.store, loaded, replace).map_err(gateway_failure)
+}
+
+/// How long `gateway stop` waits: the gateway's own shutdown is quick (it cancels model
+/// calls and leaves workers running), so this only guards against a stuck one.
+const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
+    let s = gateway::control::status(home, board_home::now()).map_err(gateway_failure)?;
+    if ctx.json {
+        print_json(&json!(s));
+        return Ok(());
+    }
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    println!("state          {}", s.state);
+    println!("pid            {}", or_dash(s.pid.map(|p| p.to_string())));
+    println!(
+        "uptime         {}",
+        or_dash(s.uptime_seconds.map(|u| format!("{u} s")))
+    );
+    println!(
+        "last tick      {}",
+        or_dash(s.last_tick_age_seconds.map(|a| format!("{a} s ago")))
+    );
+    println!("ticks          {}", or_dash(s.ticks.map(|n| n.to_string())));
+    println!("workers        {}", or_dash(s.workers.map(|n| n.to_string())));
+    Ok(())
+}
+
+fn report(ctx: &Ctx, value: serde_json::Value, line: &str) -> Result<(), Failure> {
+    if ctx.json {
+        print_json(&value);
+    } else {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn log_options(log: &LogArgs) -> Result<LogOptions, Failure> {
+    let format = log
+        .log_format
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(|e: gateway::logging::LogError| Failure::Usage(e.to_string()))?;
+    let verbosity = i8::try_from(i16::from(log.verbose) - i16::from(log.quiet)).unwrap_or(0);
+    Ok(LogOptions { format, verbosity })
 }
 
 /// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do).

@@ -2,7 +2,7 @@
 //! an outage costs a logarithmic number of requests in total, parks nobody and ends by
 //! itself (also across a gateway restart); one card that makes the provider fail among
 //! healthy ones is parked without stalling the rest; a 401 holds everything until the
-//! config changes; a spend ceiling stops automatic decomposition and a person can go
+//! config changes (and is reloaded); a spend ceiling stops automatic decomposition and a person can go
 //! past it on the record. Time is compressed through `decompose_retry_base_seconds`.
 
 use crate::gateway_board;
@@ -199,6 +199,7 @@ fn a_401_holds_every_request_until_the_config_changes() {
     let config = b.path().join("config.yaml");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, text.replace("timeout: 5", "timeout: 6")).unwrap();
+    b.kanban_ok(&["gateway", "reload"]);
     b.wait_for("every card decomposed", || in_triage(&b, &cards) == 0);
     assert!(!b.db().breaker().unwrap().open);
     b.kill_gateway();

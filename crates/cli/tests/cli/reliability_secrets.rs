@@ -192,6 +192,9 @@ fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: boo
     let log = b.gateway_log();
     assert!(log.contains("gateway started"), "a real log: {log}");
     assert!(!log.contains("panicked"), "{log}");
+    if b.env.iter().any(|(k, v)| k == "KANBAN_LOG_FORMAT" && v == "json") {
+        assert_json_lines(&log);
+    }
     let config = b.path().join("config.yaml");
     let mut scanned = Vec::new();
     for file in files_under(b.dir.path()) {
@@ -270,6 +273,36 @@ fn a_key_from_the_environment_never_leaks() {
         vec![(CANARY_VAR.to_owned(), CANARY.to_owned())],
         false,
     );
+}
+
+#[test]
+fn a_key_never_leaks_into_the_json_log_at_debug() {
+    scenario(
+        &format!("  api_key_env: {CANARY_VAR}\n"),
+        vec![
+            (CANARY_VAR.to_owned(), CANARY.to_owned()),
+            ("KANBAN_LOG_FORMAT".to_owned(), "json".to_owned()),
+            ("RUST_LOG".to_owned(), "debug".to_owned()),
+        ],
+        false,
+    );
+}
+
+/// Every line of a JSON log is one object with a timestamp, a level and a message, and
+/// the decompositions' lines carry their card as a field of its own.
+fn assert_json_lines(log: &str) {
+    let mut fields = std::collections::BTreeSet::new();
+    for line in log.lines() {
+        let object: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+        for key in ["timestamp", "level", "message"] {
+            assert!(object.get(key).is_some_and(|v| v.is_string()), "no {key}: {line}");
+        }
+        fields.extend(object.as_object().unwrap().keys().cloned());
+    }
+    for field in ["task", "pid", "home"] {
+        assert!(fields.contains(field), "no line has the field {field}: {log}");
+    }
 }
 
 /// Listening sockets (state 0A) from /proc/net/tcp and tcp6: inode -> (local address
