@@ -13,6 +13,7 @@
 //! # }
 //! ```
 
+mod stdio;
 mod tools;
 
 use std::sync::Arc;
@@ -116,18 +117,23 @@ fn refused(message: String) -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text(message)]).into()
 }
 
-/// Serves the tools on stdin and stdout until the client closes them. Must run inside a
+/// Serves the tools on stdin and stdout until the client closes them; a line that is
+/// not JSON gets JSON-RPC's parse error (the SDK alone would drop it). Must run inside a
 /// tokio runtime with I/O enabled.
 pub async fn serve_stdio(verbs: Arc<dyn Verbs>) -> Result<(), McpError> {
+    let (sdk_end, writer) = stdio::screen(tokio::io::stdin(), tokio::io::stdout());
     let running = Server::new(verbs)
-        .serve(rmcp::transport::stdio())
+        .serve(tokio::io::split(sdk_end))
         .await
         .map_err(|e| McpError::Start(e.to_string()))?;
-    running
+    let ended = running
         .waiting()
         .await
         .map(drop)
-        .map_err(|e| McpError::Run(e.to_string()))
+        .map_err(|e| McpError::Run(e.to_string()));
+    // Every reply written before the server is done.
+    let _ = writer.await;
+    ended
 }
 
 /// The tools over MCP's streamable HTTP transport, as a tower service to mount (`kanban

@@ -300,8 +300,14 @@ fn malformed_json_rpc_gets_a_protocol_error_and_the_server_goes_on() {
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
     assert_eq!(raw.receive()["id"], 1);
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    // Bytes that are not JSON at all are dropped, as every official SDK does (no id to answer).
+    // Bytes that are not JSON at all: Parse error, with no id to answer.
     raw.send("this is not JSON {");
+    let reply = raw.receive();
+    assert_eq!(
+        (reply["id"].clone(), reply["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{reply}"
+    );
     // JSON that is not a JSON-RPC message: Invalid Request.
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":17}"#);
     let reply = raw.receive();
