@@ -724,7 +724,7 @@ fn the_config_hermes_agent_writes_is_read() {
     assert_eq!(unique.len(), keys.len(), "a key named twice: {keys:?}");
     for named in [
         "agent",
-        "gateway",
+        "gateway.api_server",
         "auxiliary.vision",
         "kanban.dispatch_in_gateway",
         "_config_version",

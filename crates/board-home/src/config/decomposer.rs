@@ -75,7 +75,12 @@ impl Config {
     }
 
     fn decomposer_settings_key(&self) -> Option<decompose::ApiKey> {
-        self.decomposer_settings().resolved_api_key()
+        let settings = DecomposerSettings {
+            api_key: self.decomposer_api_key().cloned(),
+            api_key_env: Some(self.decomposer_api_key_env().to_owned()),
+            ..DecomposerSettings::default()
+        };
+        settings.resolved_api_key()
     }
 
     /// The variable the decomposer's key comes from (for messages): its provider's, else

@@ -77,7 +77,6 @@ const HERMES_SECTIONS: &[&str] = &[
     "logging",
     "model_catalog",
     "network",
-    "gateway",
     "streaming",
     "sessions",
     "onboarding",
@@ -97,7 +96,8 @@ const HERMES_SECTIONS: &[&str] = &[
     "platforms",
 ];
 
-/// Hermes keys inside the sections the board shares with it.
+/// Hermes keys inside the sections the board shares with it (`gateway` too: Hermes' is
+/// its messaging gateway's).
 const HERMES_KEYS: &[&str] = &[
     "model.context_length",
     "kanban.dispatch_in_gateway",
@@ -107,6 +107,19 @@ const HERMES_KEYS: &[&str] = &[
     "kanban.dispatch_stale_timeout_seconds",
     "auxiliary.kanban_decomposer.extra_body",
     "auxiliary.kanban_decomposer.reasoning_effort",
+    "gateway.delivery_ledger",
+    "gateway.platform_connect_timeout",
+    "gateway.write_sessions_json",
+    "gateway.scale_to_zero",
+    "gateway.restart_loop_guard",
+    "gateway.respawn_storm",
+    "gateway.message_timestamps",
+    "gateway.max_inbound_media_bytes",
+    "gateway.strict",
+    "gateway.media_delivery_allow_dirs",
+    "gateway.trust_recent_files",
+    "gateway.trust_recent_files_seconds",
+    "gateway.api_server",
 ];
 
 /// Hermes' other side calls (`auxiliary.<task>`): none of them is the board's.

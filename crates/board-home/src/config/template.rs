@@ -74,6 +74,16 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Optional keys the template shows unset (`~`), so a reader finds them: the spend
+/// ceilings and the prices. Other unset keys fall back to another and are left out.
+const SHOWN_UNSET: &[&str] = &[
+    "max_requests_per_day",
+    "max_tokens_per_day",
+    "max_cost_per_day",
+    "price_per_million_input",
+    "price_per_million_output",
+];
+
 /// Where the notes start, so they line up.
 const NOTE_COLUMN: usize = 32;
 
@@ -83,7 +93,7 @@ pub fn render(defaults: &Value) -> String {
     let mut defaults = defaults.clone();
     for section in ["/model", "/auxiliary/kanban_decomposer"] {
         if let Some(keys) = defaults.pointer_mut(section).and_then(Value::as_object_mut) {
-            keys.retain(|_, value| !value.is_null());
+            keys.retain(|name, value| !value.is_null() || SHOWN_UNSET.contains(&name.as_str()));
         }
     }
     let mut out = String::from(HEADER);
