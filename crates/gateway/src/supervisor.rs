@@ -69,8 +69,9 @@ pub struct Worker {
     log_offset: u64,
 }
 
-/// Name endings that mark a variable as a secret, compared without regard to case.
-const SECRET_SUFFIXES: &[&str] = &["_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIALS"];
+/// Name endings that mark a variable as a secret, compared without regard to case
+/// (`PASSWORD` with no underscore before it too: libpq's `PGPASSWORD`).
+const SECRET_SUFFIXES: &[&str] = &["_KEY", "_SECRET", "_TOKEN", "PASSWORD", "PASSWD", "_CREDENTIALS"];
 
 /// Whether a variable of the gateway's environment is kept from workers: a secret-looking
 /// name not on the profile's allow-list, the configured key's variable, or one of ours.

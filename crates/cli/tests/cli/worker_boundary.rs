@@ -130,6 +130,8 @@ const SECRETS: &[(&str, &str)] = &[
     ("Service_Secret", "canary-svc-6"),
     ("GCP_CREDENTIALS", "canary-gcp-7"),
     ("MODEL_VAR_NAMED_IN_CONFIG", "canary-model-8"),
+    ("PGPASSWORD", "canary-pg-9"),
+    ("SMTP_PASSWD", "canary-smtp-10"),
 ];
 
 #[test]
