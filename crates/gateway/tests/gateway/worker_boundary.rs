@@ -286,6 +286,12 @@ fn hand_claimed(
             .env("KANBAN_RUN_ID", claim.run_id.to_string());
     }
     let child = command.spawn().unwrap();
+    // The tick must meet the process that stays (`exec sleep`), not the shell mid-exec,
+    // whose `/proc` entries are briefly unreadable.
+    let comm = format!("/proc/{}/comm", child.id());
+    wait_until_true("the worker's exec of sleep", || {
+        std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "sleep")
+    });
     let request = Request::SetWorker {
         run_id: claim.run_id,
         claim_lock: claim.claim_lock,
@@ -294,6 +300,17 @@ fn hand_claimed(
     };
     store.transition(&id, &request, T0).unwrap();
     (id, child)
+}
+
+fn wait_until_true(what: &str, done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn exits_within(child: &mut std::process::Child, limit: Duration) -> bool {
