@@ -23,6 +23,7 @@ pub mod invariants;
 pub mod memory;
 pub mod plan;
 pub mod refusal;
+pub mod row;
 pub mod shapes;
 pub mod spend;
 pub mod store;

@@ -5,14 +5,11 @@
 
 use board_core::graph;
 use board_core::transition::{decide, Change, Fresh, TaskFacts};
-use board_core::{
-    LeaseColumns, Link, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp,
-};
-use postgres::types::ToSql;
+use board_core::{Link, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
 use postgres::Row;
 
 use crate::random_bytes;
-use crate::rows::{self, run_columns, task_columns, task_placeholders};
+use crate::rows::{self, run_columns, task_columns, task_placeholders, with_params};
 use crate::tx::{Params, Tx};
 
 pub(crate) const GET_TASK: &str = concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = $1");
@@ -110,46 +107,6 @@ pub(crate) fn unused_task_id(tx: &mut Tx<'_>, also_taken: &[TaskId]) -> StoreRes
     Err(StoreError::Backend("could not draw an unused task id".into()))
 }
 
-/// Calls `f` with the task's columns as parameters `$1..$29`, in `task_columns!()`
-/// order, followed by `extra`.
-pub(crate) fn with_task_params<T>(t: &Task, extra: Params<'_>, f: impl FnOnce(Params<'_>) -> T) -> T {
-    let (id, status, block_kind) = (t.id.as_str(), t.status.as_str(), t.block_kind.map(|k| k.as_str()));
-    let lease = LeaseColumns::of(t.lease.as_ref());
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-        &id,
-        &t.title,
-        &t.body,
-        &t.assignee,
-        &status,
-        &t.priority,
-        &t.created_by,
-        &t.created_at,
-        &t.updated_at,
-        &t.started_at,
-        &t.completed_at,
-        &t.result,
-        &lease.current_run_id,
-        &lease.claim_lock,
-        &lease.claim_expires,
-        &lease.worker_pid,
-        &lease.worker_host,
-        &lease.last_heartbeat_at,
-        &block_kind,
-        &t.block_recurrences,
-        &t.consecutive_failures,
-        &t.last_failure_error,
-        &t.max_runtime_seconds,
-        &t.idempotency_key,
-        &t.revision,
-        &t.decompose_failures,
-        &t.decompose_next_attempt_at,
-        &t.decompose_parked,
-        &t.decompose_last_error,
-    ];
-    params.extend_from_slice(extra);
-    f(&params)
-}
-
 pub(crate) fn insert_task(tx: &mut Tx<'_>, t: &Task) -> StoreResult<()> {
     let sql = concat!(
         "INSERT INTO tasks (",
@@ -158,7 +115,7 @@ pub(crate) fn insert_task(tx: &mut Tx<'_>, t: &Task) -> StoreResult<()> {
         task_placeholders!(),
         ")"
     );
-    with_task_params(t, &[], |params| tx.execute(sql, params))?;
+    with_params(t, &[], |params| tx.execute(sql, params))?;
     Ok(())
 }
 
@@ -181,7 +138,7 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
         old.lease.as_ref().map(|l| l.claim_lock.as_str()),
     );
     let guard: Params<'_> = &[&old.status.as_str(), &run_id, &claim_lock];
-    let changed = with_task_params(t, guard, |params| tx.execute(sql, params))?;
+    let changed = with_params(t, guard, |params| tx.execute(sql, params))?;
     if changed == 1 {
         Ok(())
     } else {
@@ -194,11 +151,10 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
 }
 
 pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
-    tx.execute(
-        concat!(
-            "INSERT INTO task_runs (",
-            run_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+    let sql = concat!(
+        "INSERT INTO task_runs (",
+        run_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
                 claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
                 worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,
@@ -206,25 +162,8 @@ pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
                 ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
                 metadata = excluded.metadata
              WHERE task_runs.task_id = excluded.task_id"
-        ),
-        &[
-            &r.id,
-            &r.task_id.as_str(),
-            &r.profile,
-            &r.status,
-            &r.outcome.map(|o| o.as_str()),
-            &r.claim_lock,
-            &r.claim_expires,
-            &r.worker_pid,
-            &r.worker_host,
-            &r.last_heartbeat_at,
-            &r.started_at,
-            &r.ended_at,
-            &r.summary,
-            &r.error,
-            &r.metadata.as_ref().map(|m| m.to_string()),
-        ],
-    )?;
+    );
+    with_params(r, &[], |params| tx.execute(sql, params))?;
     Ok(())
 }
 

@@ -1,14 +1,19 @@
 //! Rows to the core's types: one column list and one mapping function per table.
 //!
-//! The column lists are macros so that every statement is a `&'static str` built with
-//! `concat!`, which the per-connection statement cache keys on. Mappings read columns
-//! by name, so a list and its mapping cannot drift apart by position.
+//! `board_core::row` declares each table's columns and their order once; this module
+//! turns its cells into PostgreSQL parameters and values. The column lists are also
+//! macros here, so that every statement is a `&'static str` built with `concat!`,
+//! which the per-connection statement cache keys on; a test holds each macro to the
+//! core's list, and rows are read by column name.
 
 use std::fmt::Display;
 use std::str::FromStr;
 
-use board_core::{Comment, Event, LeaseColumns, Link, LlmCall, Run, StoreError, StoreResult, Task};
-use postgres::types::FromSql;
+use board_core::row::{Cell, Kind, Stored};
+use board_core::{Comment, Event, Link, LlmCall, Run, StoreError, StoreResult, Task};
+use postgres::types::{FromSql, ToSql};
+
+use crate::tx::Params;
 use postgres::Row;
 
 macro_rules! task_columns {
@@ -74,100 +79,67 @@ where
         .map_err(|e| StoreError::Backend(format!("reading {column}: {e}")))
 }
 
-fn optional_word<T: FromStr>(r: &Row, column: &str) -> StoreResult<Option<T>>
-where
-    T::Err: Display,
-{
-    match get::<Option<&str>>(r, column)? {
-        None => Ok(None),
-        Some(_) => word(r, column).map(Some),
+/// Reads a row of `T`, each of its columns by name.
+pub(crate) fn read<T: Stored>(r: &Row) -> StoreResult<T> {
+    fn cell<V>(value: Option<V>, into: impl FnOnce(V) -> Cell<'static>) -> Cell<'static> {
+        value.map_or(Cell::Null, into)
+    }
+    let cells = T::COLUMNS
+        .iter()
+        .map(|&(name, kind)| {
+            Ok(match kind {
+                Kind::Text => cell(get::<Option<String>>(r, name)?, |t| Cell::Text(t.into())),
+                Kind::Int => cell(get(r, name)?, Cell::Int),
+                Kind::Real => cell(get(r, name)?, Cell::Real),
+                Kind::Bool => cell(get(r, name)?, Cell::Bool),
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    T::from_cells(cells).map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+/// Calls `f` with `row`'s values for `T::COLUMNS` as parameters `$1..$n`, in their
+/// order, followed by `extra`.
+pub(crate) fn with_params<T: Stored, R>(row: &T, extra: Params<'_>, f: impl FnOnce(Params<'_>) -> R) -> R {
+    let cells = row.cells();
+    let params: Vec<Box<dyn ToSql + Sync + '_>> = cells
+        .iter()
+        .zip(T::COLUMNS)
+        .map(|(cell, &(_, kind))| param(cell, kind))
+        .collect();
+    let mut values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
+    values.extend_from_slice(extra);
+    f(&values)
+}
+
+/// A cell as a parameter of its column's type (a NULL is typed too).
+fn param<'a>(cell: &'a Cell<'a>, kind: Kind) -> Box<dyn ToSql + Sync + 'a> {
+    match (cell, kind) {
+        (Cell::Text(text), _) => Box::new(text.as_ref()),
+        (Cell::Int(n), _) => Box::new(*n),
+        (Cell::Real(x), _) => Box::new(*x),
+        (Cell::Bool(b), _) => Box::new(*b),
+        (Cell::Null, Kind::Text) => Box::new(None::<&str>),
+        (Cell::Null, Kind::Int) => Box::new(None::<i64>),
+        (Cell::Null, Kind::Real) => Box::new(None::<f64>),
+        (Cell::Null, Kind::Bool) => Box::new(None::<bool>),
     }
 }
 
-/// A JSON text column.
-fn json(text: &str, column: &str) -> StoreResult<serde_json::Value> {
-    serde_json::from_str(text).map_err(|e| StoreError::Backend(format!("reading {column}: {e}")))
-}
-
 pub(crate) fn task(r: &Row) -> StoreResult<Task> {
-    Ok(Task {
-        id: word(r, "id")?,
-        title: get(r, "title")?,
-        body: get(r, "body")?,
-        assignee: get(r, "assignee")?,
-        status: word(r, "status")?,
-        priority: get(r, "priority")?,
-        created_by: get(r, "created_by")?,
-        created_at: get(r, "created_at")?,
-        updated_at: get(r, "updated_at")?,
-        started_at: get(r, "started_at")?,
-        completed_at: get(r, "completed_at")?,
-        result: get(r, "result")?,
-        lease: LeaseColumns {
-            current_run_id: get(r, "current_run_id")?,
-            claim_lock: get(r, "claim_lock")?,
-            claim_expires: get(r, "claim_expires")?,
-            worker_pid: get(r, "worker_pid")?,
-            worker_host: get(r, "worker_host")?,
-            last_heartbeat_at: get(r, "last_heartbeat_at")?,
-        }
-        .into_lease()
-        .map_err(|e| StoreError::Backend(format!("reading the lease of a task: {e}")))?,
-        block_kind: optional_word(r, "block_kind")?,
-        block_recurrences: get(r, "block_recurrences")?,
-        consecutive_failures: get(r, "consecutive_failures")?,
-        last_failure_error: get(r, "last_failure_error")?,
-        max_runtime_seconds: get(r, "max_runtime_seconds")?,
-        idempotency_key: get(r, "idempotency_key")?,
-        revision: get(r, "revision")?,
-        decompose_failures: get(r, "decompose_failures")?,
-        decompose_next_attempt_at: get(r, "decompose_next_attempt_at")?,
-        decompose_parked: get(r, "decompose_parked")?,
-        decompose_last_error: get(r, "decompose_last_error")?,
-    })
+    read(r)
 }
 
 pub(crate) fn run(r: &Row) -> StoreResult<Run> {
-    Ok(Run {
-        id: get(r, "id")?,
-        task_id: word(r, "task_id")?,
-        profile: get(r, "profile")?,
-        status: get(r, "status")?,
-        outcome: optional_word(r, "outcome")?,
-        claim_lock: get(r, "claim_lock")?,
-        claim_expires: get(r, "claim_expires")?,
-        worker_pid: get(r, "worker_pid")?,
-        worker_host: get(r, "worker_host")?,
-        last_heartbeat_at: get(r, "last_heartbeat_at")?,
-        started_at: get(r, "started_at")?,
-        ended_at: get(r, "ended_at")?,
-        summary: get(r, "summary")?,
-        error: get(r, "error")?,
-        metadata: get::<Option<&str>>(r, "metadata")?
-            .map(|m| json(m, "metadata"))
-            .transpose()?,
-    })
+    read(r)
 }
 
 pub(crate) fn event(r: &Row) -> StoreResult<Event> {
-    Ok(Event {
-        id: get(r, "id")?,
-        task_id: word(r, "task_id")?,
-        run_id: get(r, "run_id")?,
-        kind: get(r, "kind")?,
-        payload: json(get(r, "payload")?, "payload")?,
-        created_at: get(r, "created_at")?,
-    })
+    read(r)
 }
 
 pub(crate) fn comment(r: &Row) -> StoreResult<Comment> {
-    Ok(Comment {
-        id: get(r, "id")?,
-        task_id: word(r, "task_id")?,
-        author: get(r, "author")?,
-        body: get(r, "body")?,
-        created_at: get(r, "created_at")?,
-    })
+    read(r)
 }
 
 pub(crate) fn link(r: &Row) -> StoreResult<Link> {
@@ -178,20 +150,7 @@ pub(crate) fn link(r: &Row) -> StoreResult<Link> {
 }
 
 pub(crate) fn llm_call(r: &Row) -> StoreResult<LlmCall> {
-    Ok(LlmCall {
-        task_id: optional_word(r, "task_id")?,
-        purpose: get(r, "purpose")?,
-        model: get(r, "model")?,
-        started_at: get(r, "started_at")?,
-        duration_ms: get(r, "duration_ms")?,
-        outcome: get(r, "outcome")?,
-        http_status: get(r, "http_status")?,
-        prompt_tokens: get(r, "prompt_tokens")?,
-        completion_tokens: get(r, "completion_tokens")?,
-        error: get(r, "error")?,
-        cost: get(r, "cost")?,
-        over_budget: get(r, "over_budget")?,
-    })
+    read(r)
 }
 
 /// The single task id column of a row, for queries that select only ids.
@@ -210,4 +169,22 @@ pub(crate) fn sum(r: &Row, column: &str) -> StoreResult<u64> {
 
 pub(crate) fn task_id(r: &Row) -> StoreResult<board_core::TaskId> {
     word(r, "id")
+}
+
+#[cfg(test)]
+mod tests {
+    use board_core::row::Columns;
+
+    use super::*;
+
+    #[test]
+    fn the_column_macros_are_the_cores_lists() {
+        assert_eq!(task_columns!(), Columns::<Task>::new().to_string());
+        assert_eq!(run_columns!(), Columns::<Run>::new().to_string());
+        assert_eq!(event_columns!(), Columns::<Event>::new().to_string());
+        assert_eq!(comment_columns!(), Columns::<Comment>::new().to_string());
+        assert_eq!(llm_call_columns!(), Columns::<LlmCall>::new().to_string());
+        let placeholders: Vec<String> = (1..=Task::COLUMNS.len()).map(|i| format!("${i}")).collect();
+        assert_eq!(task_placeholders!(), placeholders.join(", "));
+    }
 }

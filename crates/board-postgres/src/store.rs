@@ -50,7 +50,9 @@ use crate::apply::{
     all, apply, facts_of, fresh_ids, insert_created, insert_links, locked_facts, promote, require_task,
     task_by, tasks, unused_task_id, GET_TASK, LOCK_TASK, SHARE_TASK,
 };
-use crate::rows::{self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns};
+use crate::rows::{
+    self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
+};
 use crate::tx::{Params, Tx};
 use crate::{LockClass, PgStore};
 
@@ -443,27 +445,12 @@ impl Store for PgStore {
 
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {
         self.write(|tx| {
-            let row = tx.query_one(
-                concat!(
-                    "INSERT INTO llm_calls (",
-                    llm_call_columns!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id"
-                ),
-                &[
-                    &c.task_id.as_ref().map(TaskId::as_str),
-                    &c.purpose,
-                    &c.model,
-                    &c.started_at,
-                    &c.duration_ms,
-                    &c.outcome,
-                    &c.http_status,
-                    &c.prompt_tokens,
-                    &c.completion_tokens,
-                    &c.error,
-                    &c.cost,
-                    &c.over_budget,
-                ],
-            )?;
+            let sql = concat!(
+                "INSERT INTO llm_calls (",
+                llm_call_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id"
+            );
+            let row = with_params(c, &[], |params| tx.query_one(sql, params))?;
             row.try_get(0).map_err(crate::backend)
         })
     }

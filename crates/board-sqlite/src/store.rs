@@ -15,8 +15,8 @@ use board_core::{
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
 use crate::rows::{
-    comment_from_row, event_from_row, llm_call_from_row, run_from_row, with_llm_call_params, Word,
-    COMMENT_COLUMNS, EVENT_COLUMNS, INSERT_LLM_CALL, LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS,
+    comment_from_row, event_from_row, llm_call_from_row, run_from_row, with_params, Word, COMMENT_COLUMNS,
+    EVENT_COLUMNS, INSERT_LLM_CALL, LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS,
 };
 use crate::SqliteStore;
 
@@ -387,7 +387,7 @@ impl Store for SqliteStore {
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {
         self.write(|tx| {
             tx.prepare_cached(&INSERT_LLM_CALL)
-                .and_then(|mut s| with_llm_call_params(c, |params| s.execute(params)))
+                .and_then(|mut s| with_params(c, &[], |params| s.execute(params)))
                 .map_err(backend)?;
             Ok(tx.last_insert_rowid())
         })

@@ -9,9 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::backend;
 use super::tasks::{decoded, get_task};
-use crate::rows::{
-    run_from_row, with_run_params, with_task_params, Word, INSERT_TASK, RUN_COLUMNS, UPDATE_TASK, UPSERT_RUN,
-};
+use crate::rows::{run_from_row, with_params, Word, INSERT_TASK, RUN_COLUMNS, UPDATE_TASK, UPSERT_RUN};
 
 /// Random hex from the operating system, for task ids and claim locks.
 fn random_bytes<const N: usize>() -> StoreResult<[u8; N]> {
@@ -94,7 +92,7 @@ pub(super) fn insert_events(
 
 fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
     tx.prepare_cached(&INSERT_TASK)
-        .and_then(|mut s| with_task_params(t, &[], |params| s.execute(params)))
+        .and_then(|mut s| with_params(t, &[], |params| s.execute(params)))
         .map_err(backend)?;
     Ok(())
 }
@@ -110,7 +108,7 @@ fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
     );
     let changed = tx
         .prepare_cached(&UPDATE_TASK)
-        .and_then(|mut s| with_task_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
+        .and_then(|mut s| with_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
         .map_err(backend)?;
     if changed == 1 {
         Ok(())
@@ -125,7 +123,7 @@ fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
 
 fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
     tx.prepare_cached(&UPSERT_RUN)
-        .and_then(|mut s| with_run_params(r, |params| s.execute(params)))
+        .and_then(|mut s| with_params(r, &[], |params| s.execute(params)))
         .map_err(backend)?;
     Ok(())
 }
