@@ -189,117 +189,124 @@ pub fn observe(
     settings: &BreakerSettings,
     now: Timestamp,
 ) -> Option<BreakerChange> {
-    let change = |breaker: Breaker, card: &TaskId, event: Option<NewEvent>| {
-        (breaker != *state).then(|| BreakerChange {
-            breaker,
-            card: card.clone(),
-            event,
-        })
-    };
-    match signal {
+    let (breaker, card, event) = match signal {
         Signal::Up { card } => {
-            let mut next = Breaker {
-                last_success_at: Some(now),
-                fault_card: None,
-                fault_attempt: None,
-                ..state.clone()
-            };
-            if !state.open {
-                return change(next, card, None);
-            }
-            next = Breaker {
-                open: false,
-                opened_at: None,
-                probe_at: None,
-                opens: 0,
-                auth: false,
-                config_stamp: None,
-                suspects: Vec::new(),
-                ..next
-            };
-            let event = NewEvent {
-                kind: "breaker_closed",
-                run_id: None,
-                payload: json!({ "opened_at": state.opened_at, "probes": (state.opens - 1).max(0) }),
-            };
-            change(next, card, Some(event))
+            let (breaker, event) = up(state, now);
+            (breaker, card, event)
         }
         Signal::Down(fault) => {
-            if state.open {
-                let mut next = Breaker {
-                    last_error: Some(fault.error.clone()),
-                    suspects: suspect(&state.suspects, &fault.card),
-                    ..state.clone()
-                };
-                if fault.auth {
-                    next.auth = true;
-                    next.config_stamp = settings.config_stamp.clone();
-                    next.probe_at = Some(now + DECOMPOSE_RETRY_CAP_SECONDS);
-                } else if let Some(after) = fault.retry_after {
-                    let at = now + after.min(DECOMPOSE_RETRY_CAP_SECONDS);
-                    next.probe_at = Some(next.probe_at.map_or(at, |p| p.max(at)));
-                }
-                return change(next, &fault.card, None);
-            }
-            let opens = match (&state.fault_card, &state.fault_attempt) {
-                _ if fault.auth => true,
-                (None, _) => false,
-                (Some(card), _) if *card != fault.card => true,
-                (Some(_), Some(attempt)) if *attempt == fault.attempt => false,
-                // The same card failed again in a new attempt with no success between:
-                // with the provider never seen up there is nothing to blame the card for.
-                (Some(_), _) => state.last_success_at.is_none(),
-            };
-            if opens {
-                let next = state.opened(fault, settings, now);
-                let event = NewEvent {
-                    kind: "breaker_opened",
-                    run_id: None,
-                    payload: json!({ "error": fault.error, "probe_at": next.probe_at, "auth": fault.auth }),
-                };
-                return change(next, &fault.card, Some(event));
-            }
-            let next = Breaker {
-                fault_card: Some(fault.card.clone()),
-                fault_attempt: Some(fault.attempt.clone()),
-                last_error: Some(fault.error.clone()),
-                ..state.clone()
-            };
-            change(next, &fault.card, None)
+            let (breaker, event) = down(state, fault, settings, now);
+            (breaker, &fault.card, event)
         }
         Signal::ProbeTaken { card } => {
             if !state.open {
                 return None;
             }
             let opens = state.opens + 1;
-            let next = Breaker {
+            let breaker = Breaker {
                 opens,
                 probe_at: Some(now + retry_delay(settings.base_seconds, opens, settings.jitter)),
                 config_stamp: settings.config_stamp.clone(),
                 ..state.clone()
             };
-            change(next, card, None)
+            (breaker, card, None)
         }
         Signal::Ceiling { card, reached } => {
-            let next = Breaker {
+            let breaker = Breaker {
                 ceiling: reached.clone(),
                 ..state.clone()
             };
             let event = match reached {
-                Some(ceiling) => NewEvent {
-                    kind: "spend_ceiling_reached",
-                    run_id: None,
-                    payload: json!({ "ceiling": ceiling }),
-                },
-                None => NewEvent {
-                    kind: "spend_ceiling_lifted",
-                    run_id: None,
-                    payload: json!({ "ceiling": state.ceiling }),
-                },
+                Some(ceiling) => breaker_event("spend_ceiling_reached", json!({ "ceiling": ceiling })),
+                None => breaker_event("spend_ceiling_lifted", json!({ "ceiling": state.ceiling })),
             };
-            change(next, card, Some(event))
+            (breaker, card, Some(event))
         }
+    };
+    (breaker != *state).then(|| BreakerChange {
+        breaker,
+        card: card.clone(),
+        event,
+    })
+}
+
+fn breaker_event(kind: &'static str, payload: serde_json::Value) -> NewEvent {
+    NewEvent {
+        kind,
+        run_id: None,
+        payload,
     }
+}
+
+/// A success: the provider is up, and an open breaker closes.
+fn up(state: &Breaker, now: Timestamp) -> (Breaker, Option<NewEvent>) {
+    let next = Breaker {
+        last_success_at: Some(now),
+        fault_card: None,
+        fault_attempt: None,
+        ..state.clone()
+    };
+    if !state.open {
+        return (next, None);
+    }
+    let closed = Breaker {
+        open: false,
+        opened_at: None,
+        probe_at: None,
+        opens: 0,
+        auth: false,
+        config_stamp: None,
+        suspects: Vec::new(),
+        ..next
+    };
+    let payload = json!({ "opened_at": state.opened_at, "probes": (state.opens - 1).max(0) });
+    (closed, Some(breaker_event("breaker_closed", payload)))
+}
+
+/// A provider fault: noted while open, opening the breaker once it shows an outage.
+fn down(
+    state: &Breaker,
+    fault: &Fault,
+    settings: &BreakerSettings,
+    now: Timestamp,
+) -> (Breaker, Option<NewEvent>) {
+    if state.open {
+        let mut next = Breaker {
+            last_error: Some(fault.error.clone()),
+            suspects: suspect(&state.suspects, &fault.card),
+            ..state.clone()
+        };
+        if fault.auth {
+            next.auth = true;
+            next.config_stamp = settings.config_stamp.clone();
+            next.probe_at = Some(now + DECOMPOSE_RETRY_CAP_SECONDS);
+        } else if let Some(after) = fault.retry_after {
+            let at = now + after.min(DECOMPOSE_RETRY_CAP_SECONDS);
+            next.probe_at = Some(next.probe_at.map_or(at, |p| p.max(at)));
+        }
+        return (next, None);
+    }
+    let opens = match (&state.fault_card, &state.fault_attempt) {
+        _ if fault.auth => true,
+        (None, _) => false,
+        (Some(card), _) if *card != fault.card => true,
+        (Some(_), Some(attempt)) if *attempt == fault.attempt => false,
+        // The same card failed again in a new attempt with no success between:
+        // with the provider never seen up there is nothing to blame the card for.
+        (Some(_), _) => state.last_success_at.is_none(),
+    };
+    if opens {
+        let next = state.opened(fault, settings, now);
+        let payload = json!({ "error": fault.error, "probe_at": next.probe_at, "auth": fault.auth });
+        return (next, Some(breaker_event("breaker_opened", payload)));
+    }
+    let next = Breaker {
+        fault_card: Some(fault.card.clone()),
+        fault_attempt: Some(fault.attempt.clone()),
+        last_error: Some(fault.error.clone()),
+        ..state.clone()
+    };
+    (next, None)
 }
 
 #[cfg(test)]
