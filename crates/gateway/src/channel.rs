@@ -22,10 +22,13 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use board_core::{BlockKind, Comment, Completion, Run, RunId, Store, StoreError, Task, TaskId};
-use board_home::config::text_within_cap;
+use board_core::{BlockKind, Comment, Run, RunId, Store, Task, TaskId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod answer;
+
+pub use answer::apply;
 
 /// The variable naming the descriptor of a worker's channel.
 pub const CHANNEL_VARIABLE: &str = "KANBAN_CHANNEL";
@@ -132,163 +135,6 @@ pub struct Terms {
     pub claim_ttl_seconds: i64,
     /// `kanban.max_text_bytes`: the largest result or comment.
     pub max_text_bytes: usize,
-}
-
-/// Applies one report of the worker bound to `bound`: the same store calls as the CLI's,
-/// with the bound run as the guard; a report naming another task or run, or a replay, is
-/// refused without touching the board.
-pub fn apply(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Answer {
-    match answer(store, bound, terms, report, now) {
-        Ok(answer) => answer,
-        Err(No::Refused(message)) => Answer::Refused { message },
-        Err(No::Usage(message)) => Answer::Usage { message },
-    }
-}
-
-/// A report refused before or by the store.
-enum No {
-    Refused(String),
-    Usage(String),
-}
-
-fn refused(message: String) -> No {
-    No::Refused(message)
-}
-
-fn store_error(e: StoreError) -> No {
-    refused(e.to_string())
-}
-
-fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Result<Answer, No> {
-    let own = |task: &TaskId, run: Option<RunId>| -> Result<(), No> {
-        if *task != bound.task {
-            return Err(refused(format!(
-                "this worker's report channel speaks for task {} only; {task} was refused",
-                bound.task
-            )));
-        }
-        match run {
-            Some(run) if run != bound.run => Err(refused(format!(
-                "this worker's report channel speaks for run {} of {task} only; run {run} was refused",
-                bound.run
-            ))),
-            _ => Ok(()),
-        }
-    };
-    let cap = |what: &str, text: &Option<String>| -> Result<(), No> {
-        match text {
-            Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes).map_err(No::Usage),
-            None => Ok(()),
-        }
-    };
-    let guard = Some(bound.run);
-    match report {
-        Report::Heartbeat { task, run, note } => {
-            own(&task, run)?;
-            let ok = store
-                .heartbeat(&task, bound.run, terms.claim_ttl_seconds, note, now)
-                .map_err(store_error)?;
-            Ok(Answer::Won { ok })
-        }
-        Report::Complete {
-            task,
-            run,
-            replay_run,
-            result,
-            summary,
-            metadata,
-        } => {
-            own(&task, run)?;
-            if replay_run.is_some() {
-                return Err(refused(
-                    "--replay-run is for people; a worker's report channel completes its own run only"
-                        .to_owned(),
-                ));
-            }
-            cap("the result", &result)?;
-            let completion = Completion {
-                expected_run_id: guard,
-                // The guard is always the worker's own run here.
-                refuse_running: false,
-                replay_ended_run_id: None,
-                result,
-                summary,
-                metadata,
-            };
-            let ok = store.complete(&task, &completion, now).map_err(store_error)?;
-            Ok(Answer::Won { ok })
-        }
-        Report::Block {
-            task,
-            run,
-            kind,
-            reason,
-        } => {
-            own(&task, run)?;
-            let ok = store
-                .block(&task, kind, reason, guard, now)
-                .map_err(store_error)?;
-            Ok(Answer::Won { ok })
-        }
-        Report::Comment { task, author, text } => {
-            own(&task, None)?;
-            cap("the comment", &Some(text.clone()))?;
-            // A comment is not a transition the store guards; the channel refuses it once
-            // its run is over, like every other write of a stale worker.
-            let current = store.get(&task).map_err(store_error)?.current_run_id();
-            if current != guard {
-                let current = current.map_or_else(|| "none".to_owned(), |r| r.to_string());
-                return Err(refused(format!(
-                    "comment of {task} lost: run {} is not the current run (current: {current}); nothing changed",
-                    bound.run
-                )));
-            }
-            let comment = store
-                .comment(&task, author.as_deref(), &text, now)
-                .map_err(store_error)?;
-            Ok(Answer::Comment { comment })
-        }
-        Report::Task { task } => {
-            readable(store, bound, &task)?;
-            Ok(Answer::Task {
-                task: Box::new(store.get(&task).map_err(store_error)?),
-            })
-        }
-        Report::Parents { task } => {
-            own(&task, None)?;
-            Ok(Answer::Tasks {
-                tasks: store.parents(&task).map_err(store_error)?,
-            })
-        }
-        Report::Runs { task } => {
-            readable(store, bound, &task)?;
-            Ok(Answer::Runs {
-                runs: store.runs(&task).map_err(store_error)?,
-            })
-        }
-        Report::Comments { task } => {
-            own(&task, None)?;
-            Ok(Answer::Comments {
-                comments: store.comments(&task).map_err(store_error)?,
-            })
-        }
-    }
-}
-
-/// A worker reads its own task and its parents (whose results and summaries its brief
-/// carries), nothing else.
-fn readable(store: &dyn Store, bound: &Bound, task: &TaskId) -> Result<(), No> {
-    if *task == bound.task {
-        return Ok(());
-    }
-    let parents = store.parents(&bound.task).map_err(store_error)?;
-    if parents.iter().any(|p| p.id == *task) {
-        return Ok(());
-    }
-    Err(refused(format!(
-        "this worker's report channel reads task {} and its parents only; {task} was refused",
-        bound.task
-    )))
 }
 
 /// Opens the channel of a worker about to start: the end the worker inherits (the
