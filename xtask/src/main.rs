@@ -6,6 +6,7 @@
 mod bench;
 mod demo;
 mod pg;
+mod sizes;
 mod venv;
 
 use std::process::{Command, ExitCode};
@@ -15,6 +16,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   demo    the product on a temporary home: a fake model, a gateway, real workers
   ci      everything CI checks: formatting, clippy with -D warnings, every test
+  sizes   no source file over 600 lines, no function over 80, unless a `// size:` comment says why
   venv    the Python virtualenv the tests drive our binaries from (target/venv)
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
   soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("venv") => venv::ensure(),
+        Some("sizes") => sizes::check(&workspace_root()),
         Some("e2e") => e2e(),
         Some("soak") => soak(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),

@@ -1,0 +1,183 @@
+//! A worker's reports, answered: each through the same `Store` call the CLI makes,
+//! guarded by the worker's own run.
+
+use board_core::{Completion, RunId, Store, StoreError, TaskId};
+use board_home::config::text_within_cap;
+
+use super::{Answer, Bound, Report, Terms};
+
+/// Applies one report of the worker bound to `bound`: the same store calls as the CLI's,
+/// with the bound run as the guard; a report naming another task or run, or a replay, is
+/// refused without touching the board.
+pub fn apply(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Answer {
+    match answer(store, bound, terms, report, now) {
+        Ok(answer) => answer,
+        Err(No::Refused(message)) => Answer::Refused { message },
+        Err(No::Usage(message)) => Answer::Usage { message },
+    }
+}
+
+/// A report refused before or by the store.
+enum No {
+    Refused(String),
+    Usage(String),
+}
+
+fn refused(message: String) -> No {
+    No::Refused(message)
+}
+
+fn store_error(e: StoreError) -> No {
+    refused(e.to_string())
+}
+
+fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Result<Answer, No> {
+    let guard = Some(bound.run);
+    let won = |ok| Ok(Answer::Won { ok });
+    match report {
+        Report::Heartbeat { task, run, note } => {
+            own(bound, &task, run)?;
+            won(store
+                .heartbeat(&task, bound.run, terms.claim_ttl_seconds, note, now)
+                .map_err(store_error)?)
+        }
+        Report::Complete {
+            task,
+            run,
+            replay_run,
+            result,
+            summary,
+            metadata,
+        } => {
+            own(bound, &task, run)?;
+            if replay_run.is_some() {
+                return Err(refused(
+                    "--replay-run is for people; a worker's report channel completes its own run only"
+                        .to_owned(),
+                ));
+            }
+            capped("the result", result.as_deref(), terms)?;
+            let completion = Completion {
+                expected_run_id: guard,
+                // The guard is always the worker's own run here.
+                refuse_running: false,
+                replay_ended_run_id: None,
+                result,
+                summary,
+                metadata,
+            };
+            won(store.complete(&task, &completion, now).map_err(store_error)?)
+        }
+        Report::Block {
+            task,
+            run,
+            kind,
+            reason,
+        } => {
+            own(bound, &task, run)?;
+            won(store
+                .block(&task, kind, reason, guard, now)
+                .map_err(store_error)?)
+        }
+        Report::Comment { task, author, text } => comment(store, bound, terms, &task, author, &text, now),
+        read => look_up(store, bound, read),
+    }
+}
+
+/// The reports that read the board.
+fn look_up(store: &dyn Store, bound: &Bound, report: Report) -> Result<Answer, No> {
+    Ok(match report {
+        Report::Task { task } => {
+            readable(store, bound, &task)?;
+            Answer::Task {
+                task: Box::new(store.get(&task).map_err(store_error)?),
+            }
+        }
+        Report::Parents { task } => {
+            own(bound, &task, None)?;
+            Answer::Tasks {
+                tasks: store.parents(&task).map_err(store_error)?,
+            }
+        }
+        Report::Runs { task } => {
+            readable(store, bound, &task)?;
+            Answer::Runs {
+                runs: store.runs(&task).map_err(store_error)?,
+            }
+        }
+        Report::Comments { task } => {
+            own(bound, &task, None)?;
+            Answer::Comments {
+                comments: store.comments(&task).map_err(store_error)?,
+            }
+        }
+        write => return Err(refused(format!("not a read: {write:?}"))),
+    })
+}
+
+/// A comment is not a transition the store guards; the channel refuses it once its run
+/// is over, like every other write of a stale worker.
+fn comment(
+    store: &dyn Store,
+    bound: &Bound,
+    terms: &Terms,
+    task: &TaskId,
+    author: Option<String>,
+    text: &str,
+    now: i64,
+) -> Result<Answer, No> {
+    own(bound, task, None)?;
+    capped("the comment", Some(text), terms)?;
+    let current = store.get(task).map_err(store_error)?.current_run_id();
+    if current != Some(bound.run) {
+        let current = current.map_or_else(|| "none".to_owned(), |r| r.to_string());
+        return Err(refused(format!(
+            "comment of {task} lost: run {} is not the current run (current: {current}); nothing changed",
+            bound.run
+        )));
+    }
+    let comment = store
+        .comment(task, author.as_deref(), text, now)
+        .map_err(store_error)?;
+    Ok(Answer::Comment { comment })
+}
+
+/// A report about the worker's own task (and, when given, its own run) only.
+fn own(bound: &Bound, task: &TaskId, run: Option<RunId>) -> Result<(), No> {
+    if *task != bound.task {
+        return Err(refused(format!(
+            "this worker's report channel speaks for task {} only; {task} was refused",
+            bound.task
+        )));
+    }
+    match run {
+        Some(run) if run != bound.run => Err(refused(format!(
+            "this worker's report channel speaks for run {} of {task} only; run {run} was refused",
+            bound.run
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn capped(what: &str, text: Option<&str>, terms: &Terms) -> Result<(), No> {
+    match text {
+        Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes).map_err(No::Usage),
+        None => Ok(()),
+    }
+}
+
+/// A worker reads its own task and its parents (whose results and summaries its brief
+/// carries), nothing else.
+fn readable(store: &dyn Store, bound: &Bound, task: &TaskId) -> Result<(), No> {
+    if *task == bound.task {
+        return Ok(());
+    }
+    let parents = store.parents(&bound.task).map_err(store_error)?;
+    if parents.iter().any(|p| p.id == *task) {
+        return Ok(());
+    }
+    Err(refused(format!(
+        "this worker's report channel reads task {} and its parents only; {task} was refused",
+        bound.task
+    )))
+}
