@@ -24,4 +24,8 @@ pub use decomposition::{decompose, specify, Ask, Outcome};
 pub use prompt::{build_request, build_specify_request};
 pub use reply::{parse_reply, Rejection};
 pub use roster::{Profile, Roster, DEFAULT_ASSIGNEE};
-pub use settings::{mask_secret, ApiKey, DecomposerSettings, DEFAULT_API_KEY_ENV, MIN_SECRET_FRAGMENT};
+pub use settings::{
+    mask_secret, resolve_api_key, ApiKey, DecomposerSettings, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL,
+    DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TIMEOUT_SECONDS, DEFAULT_TRANSIENT_RETRIES,
+    MIN_SECRET_FRAGMENT,
+};

@@ -12,6 +12,12 @@ use crate::roster::Roster;
 
 /// The environment variable the API key is read from when no `api_key_env` is set.
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+/// The endpoint when none is configured: a local Ollama.
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+pub const DEFAULT_MODEL: &str = "llama3.1";
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 180;
+pub const DEFAULT_MAX_TOKENS: u32 = 4000;
+pub const DEFAULT_TRANSIENT_RETRIES: u32 = 2;
 
 /// A model provider's API key. Its `Debug` and `Display` print `[redacted]`, so it can
 /// sit in any struct that is logged; only [`ApiKey::expose`] gives the text, for the
@@ -148,15 +154,20 @@ impl DecomposerSettings {
     /// The key to send: `api_key`, else the value of the variable named by
     /// `api_key_env` when it is set and not blank, else none.
     pub fn resolved_api_key(&self) -> Option<ApiKey> {
-        if let Some(key) = &self.api_key {
-            return Some(key.clone());
-        }
-        let name = self.api_key_env.as_deref()?;
-        std::env::var(name)
-            .ok()
-            .filter(|value| !value.trim().is_empty())
-            .map(ApiKey::new)
+        resolve_api_key(self.api_key.as_ref(), self.api_key_env.as_deref())
     }
+}
+
+/// The key a request is sent with: `key` if set, else the non-blank value of the
+/// variable `env` names.
+pub fn resolve_api_key(key: Option<&ApiKey>, env: Option<&str>) -> Option<ApiKey> {
+    if let Some(key) = key {
+        return Some(key.clone());
+    }
+    std::env::var(env?)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+        .map(ApiKey::new)
 }
 
 impl fmt::Debug for DecomposerSettings {
@@ -183,14 +194,14 @@ impl fmt::Debug for DecomposerSettings {
 impl Default for DecomposerSettings {
     fn default() -> DecomposerSettings {
         DecomposerSettings {
-            base_url: "http://127.0.0.1:11434/v1".to_owned(),
-            model: "llama3.1".to_owned(),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: DEFAULT_MODEL.to_owned(),
             allow_insecure_http: false,
             api_key: None,
             api_key_env: Some(DEFAULT_API_KEY_ENV.to_owned()),
-            timeout: Duration::from_secs(180),
-            max_tokens: 4000,
-            transient_retries: 2,
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECONDS),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            transient_retries: DEFAULT_TRANSIENT_RETRIES,
             retry_backoff: Duration::from_secs(1),
             roster: Roster::default().with_max_children(Some(DEFAULT_MAX_CHILDREN)),
             plan: PlanSettings::default(),

@@ -68,19 +68,11 @@ impl Config {
     pub fn stamp(&self) -> String {
         let mut hasher = DefaultHasher::new();
         self.effective_yaml().hash(&mut hasher);
-        if let Some(key) = self.decomposer_settings_key() {
+        let key = decompose::resolve_api_key(self.decomposer_api_key(), Some(self.decomposer_api_key_env()));
+        if let Some(key) = key {
             key.expose().hash(&mut hasher);
         }
         format!("{:016x}", hasher.finish())
-    }
-
-    fn decomposer_settings_key(&self) -> Option<decompose::ApiKey> {
-        let settings = DecomposerSettings {
-            api_key: self.decomposer_api_key().cloned(),
-            api_key_env: Some(self.decomposer_api_key_env().to_owned()),
-            ..DecomposerSettings::default()
-        };
-        settings.resolved_api_key()
     }
 
     /// The variable the decomposer's key comes from (for messages): its provider's, else

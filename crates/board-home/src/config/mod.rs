@@ -93,16 +93,16 @@ pub struct ModelConfig {
     #[serde(deserialize_with = "fields::non_empty")]
     pub provider: String,
     /// `model.base_url`.
-    #[default = "http://127.0.0.1:11434/v1"]
+    #[default(decompose::DEFAULT_BASE_URL.to_owned())]
     #[serde(deserialize_with = "fields::url", serialize_with = "fields::redacted_url")]
     pub base_url: String,
     /// `model.default`: the model name.
-    #[default = "llama3.1"]
+    #[default(decompose::DEFAULT_MODEL.to_owned())]
     #[serde(deserialize_with = "fields::non_empty")]
     pub default: String,
     /// `model.api_key_env`: the variable the key is read from when `model.api_key` is not
     /// set (empty: none).
-    #[default = "OPENAI_API_KEY"]
+    #[default(decompose::DEFAULT_API_KEY_ENV.to_owned())]
     pub api_key_env: String,
     /// The key: `model.api_key` if set, else the variable named by `api_key_env`, else none
     /// (a local server needs none).
@@ -118,7 +118,7 @@ pub struct ModelConfig {
 #[serde(default)]
 pub struct AuxiliaryConfig {
     /// `auxiliary.transient_retries`: retries of a transient LLM failure.
-    #[default = 2]
+    #[default(decompose::DEFAULT_TRANSIENT_RETRIES)]
     #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_RETRIES>")]
     pub transient_retries: u32,
     /// `auxiliary.kanban_decomposer.*`.
@@ -146,11 +146,11 @@ pub struct DecomposerConfig {
     #[serde(deserialize_with = "fields::api_key", serialize_with = "fields::redacted_key")]
     pub api_key: Option<ApiKey>,
     /// Seconds one call may take.
-    #[default = 180]
+    #[default(decompose::DEFAULT_TIMEOUT_SECONDS)]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TIMEOUT_SECONDS>")]
     pub timeout: u64,
     /// The reply's token budget.
-    #[default = 4000]
+    #[default(decompose::DEFAULT_MAX_TOKENS)]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TOKENS>")]
     pub max_tokens: u32,
     /// Requests in a rolling 24 h past which automatic decomposition stops.
