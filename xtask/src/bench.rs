@@ -16,6 +16,7 @@
 
 mod board;
 mod gateway;
+mod outage;
 mod peer;
 mod postgres;
 mod store;
@@ -201,13 +202,14 @@ type Workload = fn(&Paths, &mut Results) -> Result<(), String>;
 type Invocation = Box<dyn FnMut() -> Vec<String>>;
 
 /// The workloads, by the name `--only` selects them with.
-const WORKLOADS: [(&str, &str, Workload); 8] = [
+const WORKLOADS: [(&str, &str, Workload); 9] = [
     ("store", "store cycle", store_cycle),
     ("contention", "contention", contention),
     ("tick", "dispatcher tick", tick),
     ("cli", "CLI latency", cli_latency),
     ("footprint", "gateway footprint", gateway_footprint),
     ("decomposition", "decomposition turnaround", decomposition),
+    ("outage", "outage cost", outage::ours),
     ("postgres", "PostgreSQL store", postgres::run),
     ("web", "web board (headless Chromium)", web::web),
 ];
@@ -277,7 +279,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let mut results = Results::default();
 
     // Each workload reports what it could not measure and the others still run.
-    for (_, name, workload) in selected {
+    for (_, name, workload) in &selected {
         eprintln!("xtask: bench: {name} ...");
         if let Err(e) = workload(&paths, &mut results) {
             results.note(format!("{name}: not measured: {e}"));
@@ -285,7 +287,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     if with_peer {
         eprintln!("xtask: bench: peer (Python Hermes kanban) ...");
-        peer::run(&paths, &mut results);
+        let keys: Vec<&str> = selected.iter().map(|(key, _, _)| *key).collect();
+        peer::run(&paths, &mut results, &keys);
     }
 
     print_table(&results, cores);

@@ -14,7 +14,7 @@ use super::{
 };
 
 /// A child process stopped with SIGTERM (then SIGKILL) when dropped.
-struct Running {
+pub(super) struct Running {
     child: Child,
 }
 
@@ -25,6 +25,10 @@ impl Running {
             .spawn()
             .map(|child| Running { child })
             .map_err(|e| format!("cannot start {shown}: {e}"))
+    }
+
+    pub(crate) fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -116,7 +120,7 @@ fn ticks(home: &Path) -> u64 {
 }
 
 /// Polls `done` every 20 ms until it holds, the gateway dies, or `limit` passes.
-fn wait_for(
+pub(super) fn wait_for(
     gateway: &mut Running,
     limit: Duration,
     what: &str,
@@ -141,7 +145,7 @@ fn wait_for(
 }
 
 /// A new home with `config.yaml` replaced by `config`.
-fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> {
+pub(super) fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> {
     let home = paths.work.join(name);
     if home.exists() {
         std::fs::remove_dir_all(&home).map_err(|e| format!("cannot empty {}: {e}", home.display()))?;
@@ -151,7 +155,7 @@ fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> 
     Ok(home)
 }
 
-fn start_gateway(paths: &Paths, home: &Path) -> Result<Running, String> {
+pub(super) fn start_gateway(paths: &Paths, home: &Path) -> Result<Running, String> {
     let log = std::fs::File::create(home.join("gateway.log")).map_err(|e| format!("gateway.log: {e}"))?;
     Running::spawn(
         Command::new(paths.release.join("kanban-gateway"))

@@ -8,6 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use super::gateway::Running;
+use super::outage::{push_rows, OutageModel, CARDS, OUTAGE, RECOVERY_LIMIT, TICK_SECONDS};
 use super::{json_line, median, mkdir, output, Paths, Results, Row, CLI_RUNS, CLI_WARMUP, RUNS};
 
 const PACKAGE: &str = "hermes-agent==0.19.0";
@@ -61,6 +68,35 @@ def build(home, total, ready):
     conn.close()
     print(json.dumps({"seconds": time.perf_counter() - started}))
 
+def outage(home, base_url, cards, tick, seconds):
+    # The Hermes gateway's auto-decompose tick (gateway/kanban_watchers.py) with its
+    # defaults: up to kanban.auto_decompose_per_tick (3) triage cards per tick, the
+    # interval slept between ticks.
+    Path(home, "config.yaml").write_text(
+        "auxiliary:\n  kanban_decomposer:\n    provider: custom\n    model: bench-model\n"
+        f"    base_url: {base_url}\n    api_key: sk-bench-not-a-key\n")
+    from hermes_cli import kanban_decompose as dec
+    with kb.connect_closing() as conn:
+        for i in range(cards):
+            kb.create_task(conn, title=f"rough idea {i}", triage=True)
+    print(json.dumps({"created": cards}), flush=True)
+    started = time.time()
+    ticks = 0
+    emptied = None
+    while time.time() - started < seconds:
+        ids = dec.list_triage_ids()
+        if not ids:
+            emptied = time.time()
+            break
+        for tid in ids[:3]:
+            try:
+                dec.decompose_task(tid, author="auto-decomposer")
+            except Exception:
+                pass
+        ticks += 1
+        time.sleep(tick)
+    print(json.dumps({"ticks": ticks, "emptied_at": emptied, "now": time.time()}), flush=True)
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "discover":
@@ -68,6 +104,8 @@ if __name__ == "__main__":
                           "api": [f for f in ("connect", "create_task", "claim_task", "complete_task") if hasattr(kb, f)]}))
     elif what == "cycle":
         cycle(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    elif what == "outage":
+        outage(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]))
     elif what == "build":
         build(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
 "#;
@@ -98,7 +136,8 @@ impl Peer {
     }
 }
 
-pub(crate) fn run(paths: &Paths, results: &mut Results) {
+/// The peer's side of each selected workload that has one (`store`, `cli`, `outage`).
+pub(crate) fn run(paths: &Paths, results: &mut Results, selected: &[&str]) {
     let peer = match install(paths).and_then(|p| discover(paths, p)) {
         Ok(p) => p,
         Err(e) => {
@@ -106,12 +145,85 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) {
             return;
         }
     };
-    if let Err(e) = store_cycle(paths, &peer, results) {
-        results.note(format!("peer store cycle: not measured: {e}"));
+    let workloads: [(&str, &str, PeerWorkload); 3] = [
+        ("store", "store cycle", store_cycle),
+        ("cli", "CLI", cli),
+        ("outage", "outage cost", outage),
+    ];
+    for (key, name, workload) in workloads {
+        if selected.contains(&key) {
+            if let Err(e) = workload(paths, &peer, results) {
+                results.note(format!("peer {name}: not measured: {e}"));
+            }
+        }
     }
-    if let Err(e) = cli(paths, &peer, results) {
-        results.note(format!("peer CLI: not measured: {e}"));
+}
+
+type PeerWorkload = fn(&Paths, &Peer, &mut Results) -> Result<(), String>;
+
+/// The Hermes gateway's auto-decompose tick through the same outage as ours
+/// (`outage.rs`), driven by the peer's own decomposer.
+fn outage(paths: &Paths, peer: &Peer, results: &mut Results) -> Result<(), String> {
+    let home = paths.work.join("peer-outage");
+    let _ = std::fs::remove_dir_all(&home);
+    mkdir(&home)?;
+    let mut model = OutageModel::start(paths)?;
+    let seconds = (OUTAGE + RECOVERY_LIMIT).as_secs().to_string();
+    let mut driver = Running::spawn(
+        peer.python(&home)
+            .arg("outage")
+            .arg(&home)
+            .args([
+                &model.base_url,
+                &CARDS.to_string(),
+                &TICK_SECONDS.to_string(),
+                &seconds,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )?;
+    let mut lines = BufReader::new(
+        driver
+            .child_mut()
+            .stdout
+            .take()
+            .ok_or("the driver has no stdout")?,
+    )
+    .lines();
+    let mut next = || -> Result<Value, String> {
+        let line = lines
+            .next()
+            .ok_or("the driver stopped early")?
+            .map_err(|e| format!("reading the driver: {e}"))?;
+        serde_json::from_str(&line).map_err(|e| format!("the driver printed {line:?}: {e}"))
+    };
+    next()?;
+    model.wait_for_recovery();
+    let during = model.counts()?;
+    let end_line = next()?;
+    let end = model.counts()?;
+    // Seconds from the model's recovery to the last card leaving triage.
+    let since_healed = model.healed_at.elapsed().as_secs_f64();
+    let recovered = match (end_line["emptied_at"].as_f64(), end_line["now"].as_f64()) {
+        (Some(emptied), Some(now)) => Some(since_healed - (now - emptied)),
+        _ => None,
+    };
+    // The peer has no parking: a card whose decomposition failed stays in triage.
+    push_rows(results, "peer.", "peer: ", &during, &end, recovered, 0);
+    if let Some(ours) = results.get("outage.requests").cloned() {
+        let theirs = during.during.max(1) as f64;
+        let ratio = ours.median() / theirs;
+        results.rows.push(
+            Row::new(
+                "outage.requests.vs_peer",
+                "outage: our requests / the peer's",
+                "x",
+                vec![ratio],
+            )
+            .goal("< 1: an outage costs less than on the peer", ratio < 1.0),
+        );
     }
+    Ok(())
 }
 
 fn install(paths: &Paths) -> Result<(PathBuf, PathBuf), String> {
