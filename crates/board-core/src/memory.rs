@@ -61,6 +61,31 @@ fn queue_order(a: &Task, b: &Task) -> std::cmp::Ordering {
         .then(a.id.cmp(&b.id))
 }
 
+impl plan::PlanWrites for Board {
+    fn facts(&mut self, id: &TaskId) -> StoreResult<TaskFacts> {
+        Board::facts(self, id)
+    }
+
+    fn unused_task_id(&mut self, _drawn: &[TaskId]) -> StoreResult<TaskId> {
+        Ok(self.new_task_id())
+    }
+
+    fn insert_created(&mut self, child: Created, now: Timestamp) -> StoreResult<()> {
+        Board::insert_created(self, child, now);
+        Ok(())
+    }
+
+    fn insert_links(&mut self, links: Vec<Link>) -> StoreResult<()> {
+        self.links.extend(links);
+        Ok(())
+    }
+
+    fn apply(&mut self, _old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
+        Board::apply(self, change, now);
+        Ok(())
+    }
+}
+
 impl Board {
     fn task(&self, id: &TaskId) -> StoreResult<&Task> {
         self.tasks
@@ -420,20 +445,7 @@ impl Store for MemStore {
         settings: &PlanSettings,
         now: Timestamp,
     ) -> StoreResult<Committed> {
-        let mut b = self.board();
-        let facts = b.facts(id)?;
-        let child_ids =
-            plan::draw_child_ids(plan, settings, |_| Ok::<_, crate::StoreError>(b.new_task_id()))?;
-        let commit = plan::commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
-        for child in commit.children {
-            b.insert_created(child, now);
-        }
-        b.links.extend(commit.links);
-        b.apply(commit.root, now);
-        Ok(Committed {
-            root: b.tasks[id].clone(),
-            child_ids,
-        })
+        plan::write_plan(&mut *self.board(), id, basis, mode, plan, settings, now)
     }
 
     fn lease_decomposition(

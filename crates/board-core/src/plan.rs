@@ -6,6 +6,7 @@ use serde_json::json;
 
 use crate::graph::{blank_task, check_title, Created};
 use crate::refusal::Refusal;
+use crate::store::{Committed, StoreResult};
 use crate::transition::{Change, NewEvent, TaskFacts};
 use crate::types::{Link, Status, Task, TaskId, Timestamp};
 
@@ -94,6 +95,42 @@ pub struct PlanCommit {
     pub children: Vec<Created>,
     /// Sibling links and the root's links under every child.
     pub links: Vec<Link>,
+}
+
+/// The writes of a plan's commit, as a store makes them inside its one transaction.
+pub trait PlanWrites {
+    /// The card's facts, read (and locked, where the store locks) for the commit.
+    fn facts(&mut self, id: &TaskId) -> StoreResult<TaskFacts>;
+    /// A task id not on the board and not among `drawn`.
+    fn unused_task_id(&mut self, drawn: &[TaskId]) -> StoreResult<TaskId>;
+    fn insert_created(&mut self, child: Created, now: Timestamp) -> StoreResult<()>;
+    fn insert_links(&mut self, links: Vec<Link>) -> StoreResult<()>;
+    /// Writes the card's decided change over `old`.
+    fn apply(&mut self, old: &Task, change: Change, now: Timestamp) -> StoreResult<()>;
+}
+
+/// Commits a plan through a store's writes, in the one order every store uses: the
+/// card's facts, fresh child ids, the core's decision, the children, their links, and
+/// last the card itself.
+pub fn write_plan(
+    w: &mut impl PlanWrites,
+    id: &TaskId,
+    basis: PlanBasis,
+    mode: Mode,
+    plan: &Plan,
+    settings: &PlanSettings,
+    now: Timestamp,
+) -> StoreResult<Committed> {
+    let facts = w.facts(id)?;
+    let child_ids = draw_child_ids(plan, settings, |drawn| w.unused_task_id(drawn))?;
+    let commit = commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
+    for child in commit.children {
+        w.insert_created(child, now)?;
+    }
+    w.insert_links(commit.links)?;
+    let root = commit.root.task.clone();
+    w.apply(&facts.task, commit.root, now)?;
+    Ok(Committed { root, child_ids })
 }
 
 /// The most children a fan-out may have under `kanban.decompose_max_children`: at least

@@ -220,3 +220,29 @@ pub(crate) fn insert_created(tx: &mut Tx<'_>, created: &graph::Created, now: Tim
 pub(crate) fn require_task(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<()> {
     task_by(tx, GET_TASK, id).map(|_| ())
 }
+
+/// A plan's writes on one PostgreSQL transaction (`board_core::plan::write_plan`), the
+/// card locked as the commit reads it.
+pub(crate) struct PlanTx<'a, 'c>(pub(crate) &'a mut Tx<'c>);
+
+impl board_core::plan::PlanWrites for PlanTx<'_, '_> {
+    fn facts(&mut self, id: &TaskId) -> StoreResult<TaskFacts> {
+        locked_facts(self.0, id)
+    }
+
+    fn unused_task_id(&mut self, drawn: &[TaskId]) -> StoreResult<TaskId> {
+        unused_task_id(self.0, drawn)
+    }
+
+    fn insert_created(&mut self, child: graph::Created, now: Timestamp) -> StoreResult<()> {
+        insert_created(self.0, &child, now)
+    }
+
+    fn insert_links(&mut self, links: Vec<Link>) -> StoreResult<()> {
+        insert_links(self.0, &links)
+    }
+
+    fn apply(&mut self, old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
+        apply(self.0, old, &change, now)
+    }
+}

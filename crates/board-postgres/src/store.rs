@@ -48,7 +48,7 @@ use board_core::{
 
 use crate::apply::{
     all, apply, facts_of, fresh_ids, insert_created, insert_links, locked_facts, promote, require_task,
-    task_by, tasks, unused_task_id, GET_TASK, LOCK_TASK, SHARE_TASK,
+    task_by, tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, SHARE_TASK,
 };
 use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
@@ -427,20 +427,7 @@ impl Store for PgStore {
         settings: &PlanSettings,
         now: Timestamp,
     ) -> StoreResult<Committed> {
-        self.write(|tx| {
-            let f = locked_facts(tx, id)?;
-            let child_ids = plan::draw_child_ids(plan, settings, |drawn| unused_task_id(tx, drawn))?;
-            let commit = plan::commit_plan(&f, basis, mode, plan, settings, &child_ids, now)?;
-            for child in &commit.children {
-                insert_created(tx, child, now)?;
-            }
-            insert_links(tx, &commit.links)?;
-            apply(tx, &f.task, &commit.root, now)?;
-            Ok(Committed {
-                root: commit.root.task,
-                child_ids,
-            })
-        })
+        self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis, mode, plan, settings, now))
     }
 
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {

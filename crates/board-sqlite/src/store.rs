@@ -26,8 +26,8 @@ mod leases;
 mod tasks;
 
 use apply::{
-    apply, facts, insert_created, insert_events, insert_links, new_claim_lock, next_run_id,
-    pause_before_commit, promote, query_ids, unused_task_id, PROMOTABLE,
+    apply, facts, insert_created, insert_events, new_claim_lock, next_run_id, pause_before_commit, promote,
+    query_ids, unused_task_id, PlanTx, PROMOTABLE,
 };
 use tasks::{get_task, query_tasks};
 
@@ -353,20 +353,7 @@ impl Store for SqliteStore {
         settings: &PlanSettings,
         now: Timestamp,
     ) -> StoreResult<Committed> {
-        self.write(|tx| {
-            let f = facts(tx, id)?;
-            let child_ids = plan::draw_child_ids(plan, settings, |drawn| unused_task_id(tx, drawn))?;
-            let commit = plan::commit_plan(&f, basis, mode, plan, settings, &child_ids, now)?;
-            for child in &commit.children {
-                insert_created(tx, child, now)?;
-            }
-            insert_links(tx, &commit.links)?;
-            apply(tx, &f.task, &commit.root, now)?;
-            Ok(Committed {
-                root: commit.root.task,
-                child_ids,
-            })
-        })
+        self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis, mode, plan, settings, now))
     }
 
     fn lease_decomposition(

@@ -1,9 +1,9 @@
 //! The pieces of a write: a task's facts, the compare-and-set row write, runs, events,
 //! promotion and fresh ids.
 
-use board_core::graph;
 use board_core::store::StoreResult;
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
+use board_core::{graph, plan};
 use board_core::{Link, Refusal, Request, Run, StoreError, Task, TaskId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -217,4 +217,29 @@ pub(super) fn insert_created(tx: &Connection, created: &graph::Created, now: Tim
     insert_task(tx, &created.task)?;
     insert_links(tx, &created.links)?;
     insert_events(tx, &created.task.id, &created.events, now)
+}
+
+/// A plan's writes on one SQLite transaction (`board_core::plan::write_plan`).
+pub(super) struct PlanTx<'a>(pub(super) &'a Connection);
+
+impl plan::PlanWrites for PlanTx<'_> {
+    fn facts(&mut self, id: &TaskId) -> StoreResult<TaskFacts> {
+        facts(self.0, id)
+    }
+
+    fn unused_task_id(&mut self, drawn: &[TaskId]) -> StoreResult<TaskId> {
+        unused_task_id(self.0, drawn)
+    }
+
+    fn insert_created(&mut self, child: graph::Created, now: Timestamp) -> StoreResult<()> {
+        insert_created(self.0, &child, now)
+    }
+
+    fn insert_links(&mut self, links: Vec<Link>) -> StoreResult<()> {
+        insert_links(self.0, &links)
+    }
+
+    fn apply(&mut self, old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
+        apply(self.0, old, &change, now)
+    }
 }
