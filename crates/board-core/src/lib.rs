@@ -17,6 +17,7 @@
 
 pub mod backoff;
 pub mod breaker;
+pub mod copy;
 mod decomposition_lease;
 pub mod graph;
 pub mod invariants;
@@ -45,7 +46,7 @@ pub use store::{
     Claim, Committed, Completion, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy,
     RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,
 };
-pub use transition::{Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
+pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Comment, Event, Lease, LeaseColumns, Link, LlmCall, Outcome, Run,
     RunId, Status, Tally, Task, TaskId, Timestamp,

@@ -56,6 +56,7 @@ pub fn run_json(r: &Run) -> Value {
         "outcome": r.outcome,
         "claim_expires": r.claim_expires,
         "worker_pid": r.worker_pid,
+        "worker_host": r.worker_host,
         "last_heartbeat_at": r.last_heartbeat_at,
         "started_at": r.started_at,
         "ended_at": r.ended_at,

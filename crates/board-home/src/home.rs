@@ -19,7 +19,9 @@ use board_sqlite::{Options, SqliteStore};
 
 use crate::config::{Config, ConfigError, Loaded};
 use crate::safety::{check_home, UnsafeHome};
-use crate::{CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, STATUS_FILE, WORKSPACES_DIR};
+use crate::{
+    CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, STATUS_FILE, WAKE_SOCKET, WORKSPACES_DIR,
+};
 
 /// The variable that names the home when `--home` does not.
 pub const HOME_VARIABLE: &str = "KANBAN_HOME";
@@ -154,6 +156,11 @@ impl Home {
         self.dir.join(STATUS_FILE)
     }
 
+    /// The socket a running gateway on a SQLite board hears wake-ups on.
+    pub fn wake_socket(&self) -> PathBuf {
+        self.dir.join(WAKE_SOCKET)
+    }
+
     pub fn logs(&self) -> PathBuf {
         self.dir.join(LOGS_DIR)
     }
@@ -237,7 +244,8 @@ impl Home {
             synchronous: config.kanban.sqlite_synchronous,
             ..Options::default()
         };
-        Ok(Arc::new(SqliteStore::open(self.database(), &options)?))
+        let store = SqliteStore::open(self.database(), &options)?;
+        Ok(Arc::new(store.on_wake(crate::wake::nudger(self))))
     }
 
     /// The board `open_store` opens, as it may be shown: the URL with its password

@@ -5,15 +5,22 @@
 
 mod account;
 pub mod config;
+mod copy;
 mod home;
 pub mod safety;
+mod wake;
 
 pub use account::Account;
 pub use config::{
     ApiKey, AuxiliaryConfig, Config, ConfigError, DatabaseUrl, DecomposerConfig, GatewayConfig, KanbanConfig,
     Loaded, ModelConfig, ProfileConfig, Warning, DATABASE_URL_VARIABLE,
 };
+pub use copy::CopyTarget;
 pub use home::{Home, HomeError, Opened, HOME_VARIABLE};
+pub use wake::Listening;
+
+/// What a wake-up listener calls; it must return at once.
+pub use board_sqlite::OnWake;
 
 use board_core::Timestamp;
 
@@ -27,6 +34,8 @@ pub const LOCK_FILE: &str = "gateway.lock";
 pub const PID_FILE: &str = "gateway.pid";
 /// The running gateway's status, rewritten after every tick.
 pub const STATUS_FILE: &str = "gateway.json";
+/// The running gateway's wake-up socket on a SQLite board (docs/gateway.md#wake-ups).
+pub const WAKE_SOCKET: &str = "gateway.wake";
 /// Workers' logs, one per task.
 pub const LOGS_DIR: &str = "logs";
 /// Workers' working directories, one per task.

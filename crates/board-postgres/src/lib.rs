@@ -19,6 +19,7 @@
 //! ```
 
 mod apply;
+mod copy;
 mod cost;
 mod leases;
 mod pool;
@@ -27,6 +28,7 @@ mod schema;
 mod store;
 mod tx;
 mod url;
+mod wake;
 
 use std::fmt;
 use std::time::Duration;
@@ -39,6 +41,7 @@ use crate::tx::{session_ended, Tx};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use url::{redact_url, without_password};
+pub use wake::WakeListener;
 
 /// How to open a board.
 #[derive(Clone, Debug)]
@@ -102,6 +105,8 @@ pub struct PgStore {
     /// The redacted URL and the schema, for messages.
     target: String,
     schema_key: i32,
+    /// The `LISTEN/NOTIFY` channel of the board's wake-ups (see `wake.rs`).
+    wake_channel: String,
 }
 
 impl fmt::Debug for PgStore {
@@ -180,6 +185,7 @@ impl PgStore {
             pool,
             target,
             schema_key: key,
+            wake_channel: wake::channel(key),
         })
     }
 
@@ -237,7 +243,7 @@ impl PgStore {
             let mut lease = self.begin("BEGIN")?;
             let mut tx = Tx::begun(&mut lease);
             let (error, retry) = match f(&mut tx) {
-                Ok(out) => match tx.commit(events_lock) {
+                Ok(out) => match tx.commit(events_lock, &self.wake_channel) {
                     Ok(()) => return Ok(out),
                     Err(failure) => failure,
                 },
@@ -279,7 +285,7 @@ impl PgStore {
         let mut lease = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let mut tx = Tx::begun(&mut lease);
         let out = f(&mut tx).map_err(|e| self.named(e))?;
-        tx.commit(self.lock_key(LockClass::Events))
+        tx.commit(self.lock_key(LockClass::Events), &self.wake_channel)
             .map_err(|(e, _)| self.named(e))?;
         Ok(out)
     }

@@ -116,6 +116,16 @@ impl Pool {
         }
     }
 
+    /// An empty pool that opens its sessions as this one does (the wake-up listener's).
+    pub fn twin(&self) -> Pool {
+        Pool::new(self.config.clone(), self.setup.clone(), 1, self.wait)
+    }
+
+    /// A session of its own, not counted nor returned: the caller keeps it.
+    pub fn connect_apart(&self) -> Result<Client, String> {
+        self.connect().map(|conn| conn.client)
+    }
+
     fn connect(&self) -> Result<Conn, String> {
         let mut client = self.config.connect(NoTls).map_err(|e| crate::describe(&e))?;
         self.lost.store(false, Ordering::Relaxed);

@@ -156,10 +156,18 @@ impl<'a> Tx<'a> {
     /// draw their ids under it: ids are handed out in the order the lock is taken, and
     /// the lock is held until commit. Every row lock is taken before it, so it is never
     /// held while waiting for a row.
-    pub fn commit(mut self, events_lock: (i32, i32)) -> Result<(), (StoreError, bool)> {
+    ///
+    /// When an event may give a dispatcher work ([`board_core::wakes_dispatcher`]), the
+    /// transaction also notifies the board's wake-up channel (`wake`): PostgreSQL
+    /// delivers the notification to every listening gateway when, and only if, the
+    /// transaction commits.
+    pub fn commit(mut self, events_lock: (i32, i32), wake: &str) -> Result<(), (StoreError, bool)> {
         let events = std::mem::take(&mut self.events);
-        let inserted = self.insert_events(&events, events_lock);
-        if let Err(e) = inserted {
+        let mut done = self.insert_events(&events, events_lock);
+        if done.is_ok() && events.iter().any(|e| board_core::wakes_dispatcher(e.kind)) {
+            done = self.execute("SELECT pg_notify($1, '')", &[&wake]).map(drop);
+        }
+        if let Err(e) = done {
             return Err((e, self.retry));
         }
         self.open = false;

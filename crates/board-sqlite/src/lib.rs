@@ -6,6 +6,7 @@
 //! one `BEGIN IMMEDIATE` transaction that reads the task's facts, asks the core, and
 //! applies the change with its events, guarded by compare-and-set on the claim.
 
+mod copy;
 mod rows;
 mod schema;
 mod store;
@@ -13,7 +14,7 @@ mod store;
 use std::fs::OpenOptions;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -98,7 +99,12 @@ pub enum OpenError {
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Called after a write that may give a dispatcher work commits ([`SqliteStore::on_wake`]).
+    on_wake: Option<OnWake>,
 }
+
+/// What a store calls after a waking write commits; it must return at once.
+pub type OnWake = Arc<dyn Fn() + Send + Sync>;
 
 impl SqliteStore {
     /// Opens (creating when absent) the board at `path`, migrating it forward.
@@ -124,6 +130,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn: Mutex::new(conn),
             path: path.clone(),
+            on_wake: None,
         };
         // A current board needs no write to open, so read-only homes can still be read.
         if found != Some((APPLICATION_ID, SCHEMA_VERSION)) {
@@ -153,7 +160,16 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
+            on_wake: None,
         })
+    }
+
+    /// Calls `on_wake` after every committed write that appended an event which may
+    /// give a dispatcher work (`board_core::wakes_dispatcher`): how a running gateway
+    /// hears of it before its next tick (docs/gateway.md#wake-ups).
+    pub fn on_wake(mut self, on_wake: OnWake) -> SqliteStore {
+        self.on_wake = Some(on_wake);
+        self
     }
 
     pub fn path(&self) -> &Path {

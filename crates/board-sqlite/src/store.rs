@@ -27,7 +27,7 @@ mod tasks;
 
 use apply::{
     apply, facts, insert_created, insert_events, new_claim_lock, next_run_id, pause_before_commit, promote,
-    query_ids, unused_task_id, PlanTx, PROMOTABLE,
+    query_ids, take_wakes, unused_task_id, PlanTx, PROMOTABLE,
 };
 use tasks::{get_task, query_tasks};
 
@@ -47,8 +47,10 @@ impl SqliteStore {
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits only when it succeeds.
+    /// A committed write that appended a waking event calls the `on_wake` hook.
     fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut conn = self.conn();
+        take_wakes();
         let result = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(backend)
@@ -58,6 +60,12 @@ impl SqliteStore {
                 tx.commit().map_err(backend)?;
                 Ok(out)
             });
+        drop(conn);
+        if take_wakes() && result.is_ok() {
+            if let Some(on_wake) = &self.on_wake {
+                on_wake();
+            }
+        }
         // A write that fails for the storage's sake (read-only, full disk) names the file.
         result.map_err(|e| match e {
             StoreError::Backend(message) => {
@@ -65,6 +73,16 @@ impl SqliteStore {
             }
             refused => refused,
         })
+    }
+
+    /// The connection, for a copy's import transaction (`copy.rs`).
+    pub(crate) fn lock_conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn()
+    }
+
+    /// Runs `f` in one read transaction (`copy.rs`).
+    pub(crate) fn read_copy<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        self.read(|tx| f(tx))
     }
 
     /// Runs `f` in one read transaction, for a consistent view across statements.

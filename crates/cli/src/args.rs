@@ -197,6 +197,16 @@ pub enum Verb {
         after_help = "Examples:\n  kanban mcp\n  claude mcp add kanban -- kanban --home ~/.kanban mcp\n\nThe tools: list_tasks, show_task, task_context, create_task, comment, heartbeat,\ncomplete_task, block_task, decompose_task, link_tasks; each answers with the --json\nshape of its verb. Inside a worker (KANBAN_TASK and KANBAN_RUN_ID set) the worker's own\ntask is the default, and complete_task, block_task and heartbeat are guarded by its run."
     )]
     Mcp,
+    /// Copy the whole board (ids kept) into an empty PostgreSQL or SQLite board and
+    /// verify the counts; the board itself is only read
+    #[command(
+        after_help = "Examples:\n  kanban migrate --to postgres://kanban@db.internal/boards\n  kanban migrate --to sqlite:/srv/kanban/kanban.db\n\nStop the gateways first: a write that lands during the copy is not in it. A target\nthat is not empty is refused untouched."
+    )]
+    Migrate {
+        /// A postgres:// URL, or a SQLite file (sqlite:PATH or PATH)
+        #[arg(long, value_name = "URL|PATH")]
+        to: String,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]

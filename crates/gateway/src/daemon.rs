@@ -104,24 +104,26 @@ pub fn lock_home(home: &Home, replace: bool) -> Result<HomeLock, GatewayError> {
     })
 }
 
-/// The running gateway's status, rewritten after every tick.
-fn write_status(
-    home: &Home,
+/// The daemon's own figures in `gateway.json`.
+struct Status {
     started_at: Timestamp,
-    dispatcher: &Dispatcher,
-    last: &TickReport,
+    wakeups: u64,
     cost_safety: serde_json::Value,
-) {
+}
+
+/// The running gateway's status, rewritten after every tick.
+fn write_status(home: &Home, daemon: &Status, dispatcher: &Dispatcher, last: &TickReport) {
     let status = json!({
         "pid": std::process::id(),
-        "started_at": started_at,
+        "started_at": daemon.started_at,
         "last_tick_at": now(),
         "ticks": dispatcher.counters.ticks,
+        "wakeups": daemon.wakeups,
         "workers": dispatcher.workers().count(),
         "decompositions_in_flight": last.decompositions_in_flight,
         "counters": dispatcher.counters,
         "last_tick": last,
-        "cost_safety": cost_safety,
+        "cost_safety": daemon.cost_safety,
     });
     if let Err(e) = write_private(&home.status_file(), format!("{status:#}\n").as_bytes()) {
         tracing::warn!(error = %e, "could not write {STATUS_FILE}");
@@ -250,15 +252,37 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
             })?;
         tracing::info!(address = %local, "serving /healthz and /metrics");
     }
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let _listening = listen(home, &config, &wake);
     tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
     let ticking = Ticking {
         home: home.clone(),
         config,
         monitor,
         started_at,
+        wake,
+        wakeups: 0,
     };
     runtime.block_on(ticking.run(dispatcher))
 }
+
+/// Starts hearing the board's wake-ups (docs/gateway.md#wake-ups); each one stores a
+/// permit in `wake`, so those that arrive during a tick make one more tick, not many.
+/// Without a listener the ticks carry on alone.
+fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Option<board_home::Listening> {
+    let notify = wake.clone();
+    match home.listen(config, Arc::new(move || notify.notify_one())) {
+        Ok(listening) => Some(listening),
+        Err(e) => {
+            tracing::warn!(error = %e, "not listening for wake-ups; only the ticks dispatch");
+            None
+        }
+    }
+}
+
+/// The least time between two ticks a wake-up starts: a burst of writes makes one tick
+/// at once and then at most one per gap, on top of the periodic ticks.
+pub const WAKE_GAP: Duration = Duration::from_millis(20);
 
 /// What the tick loop keeps beside the dispatcher.
 struct Ticking {
@@ -266,6 +290,10 @@ struct Ticking {
     config: Config,
     monitor: Arc<Monitor>,
     started_at: Timestamp,
+    /// Holds a permit when a wake-up arrived since the last tick began.
+    wake: Arc<tokio::sync::Notify>,
+    /// Ticks a wake-up started.
+    wakeups: u64,
 }
 
 fn every(period: Duration) -> tokio::time::Interval {
@@ -280,9 +308,14 @@ impl Ticking {
         let mut interval = every(self.config.kanban.dispatch_interval());
         let mut terminate = signal(SignalKind::terminate()).map_err(io("cannot watch SIGTERM"))?;
         let mut hangup = signal(SignalKind::hangup()).map_err(io("cannot watch SIGHUP"))?;
+        // A worker that exits frees its slot: the next tick can fill it at once.
+        let mut child = signal(SignalKind::child()).map_err(io("cannot watch SIGCHLD"))?;
+        let mut last_tick = Instant::now();
         loop {
             tokio::select! {
                 _ = interval.tick() => {}
+                _ = self.wake.notified() => self.after_gap(last_tick).await,
+                _ = child.recv() => self.after_gap(last_tick).await,
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
                 _ = hangup.recv() => {
@@ -298,11 +331,22 @@ impl Ticking {
                     continue;
                 }
             }
+            last_tick = Instant::now();
             dispatcher = self.tick(dispatcher).await?;
         }
         dispatcher.shutdown();
         tracing::info!("gateway stopped");
         Ok(())
+    }
+
+    /// Waits out what is left of [`WAKE_GAP`] since the tick that began at `last_tick`,
+    /// before a tick a wake-up starts.
+    async fn after_gap(&mut self, last_tick: Instant) {
+        self.wakeups += 1;
+        let since = last_tick.elapsed();
+        if since < WAKE_GAP {
+            tokio::time::sleep(WAKE_GAP - since).await;
+        }
     }
 
     /// One tick on the blocking pool (the store is synchronous), then `gateway.json`.
@@ -323,7 +367,12 @@ impl Ticking {
         match joined {
             Ok((d, Ok((report, cost_safety)), took)) => {
                 self.monitor.tick(&report, took, d.workers().count());
-                write_status(&self.home, self.started_at, &d, &report, cost_safety);
+                let status = Status {
+                    started_at: self.started_at,
+                    wakeups: self.wakeups,
+                    cost_safety,
+                };
+                write_status(&self.home, &status, &d, &report);
                 Ok(d)
             }
             Ok((d, Err(_), _)) => {

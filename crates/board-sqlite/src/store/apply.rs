@@ -1,6 +1,8 @@
 //! The pieces of a write: a task's facts, the compare-and-set row write, runs, events,
 //! promotion and fresh ids.
 
+use std::cell::Cell;
+
 use board_core::store::StoreResult;
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{graph, plan};
@@ -68,12 +70,26 @@ pub(super) fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
     })
 }
 
+thread_local! {
+    /// Set when the write running on this thread appended an event that may give a
+    /// dispatcher work (`board_core::wakes_dispatcher`); `SqliteStore::write` takes it.
+    static WAKES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the write on this thread appended a waking event since the last call.
+pub(super) fn take_wakes() -> bool {
+    WAKES.with(|w| w.replace(false))
+}
+
 pub(super) fn insert_events(
     tx: &Connection,
     task_id: &TaskId,
     events: &[NewEvent],
     now: Timestamp,
 ) -> StoreResult<()> {
+    if events.iter().any(|e| board_core::wakes_dispatcher(e.kind)) {
+        WAKES.with(|w| w.set(true));
+    }
     let mut stmt = tx
         .prepare_cached("INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
         .map_err(backend)?;

@@ -9,6 +9,7 @@ mod desk;
 mod gateway_verbs;
 mod graph;
 mod mcp;
+mod migrate;
 mod read;
 mod serve;
 mod setup;
@@ -140,6 +141,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
         Verb::Mcp => mcp::serve(ctx, home),
+        Verb::Migrate { to } => migrate::migrate(&ctx, &home, &to),
         Verb::Config(command) => config::run(&home, json, command),
         verb @ (Verb::Context { .. }
         | Verb::Heartbeat { .. }

@@ -495,6 +495,11 @@ fn the_database_password_never_leaves_the_config() {
         assert!(out.status.success(), "kanban {args:?}: {out:?}");
         printed.push((format!("{args:?}"), out));
     }
+    let runs: serde_json::Value = serde_json::from_slice(&printed[3].1.stdout).unwrap();
+    assert_eq!(
+        runs[0]["worker_host"], "host-0",
+        "a run's JSON names the host that started its worker: {runs}"
+    );
     let shown = String::from_utf8_lossy(&printed[0].1.stdout).into_owned();
     assert!(
         shown.contains(":***@"),

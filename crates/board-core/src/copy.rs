@@ -1,0 +1,72 @@
+//! Copying a whole board from one backend to another (`kanban migrate`): every table's
+//! rows with their ids, streamed from the source's one consistent read into one
+//! transaction of the target, in batches.
+//!
+//! The tables and their columns are the same on every backend (docs/storage.md); a row
+//! travels as a list of [`Cell`]s in the order of the source's column names, and the
+//! target binds each by the type of its own column of that name.
+
+use crate::store::StoreResult;
+
+/// Every table of a board, parents before the rows that refer to them.
+pub const TABLES: &[&str] = &[
+    "tasks",
+    "task_links",
+    "task_runs",
+    "task_events",
+    "task_comments",
+    "llm_calls",
+    "decomposition_leases",
+    "provider_breaker",
+];
+
+/// The one table every board holds a row of from the start (the provider breaker's,
+/// which a copy overwrites): a board is empty when every other table is.
+pub const ALWAYS_ONE_ROW: &str = "provider_breaker";
+
+/// How many rows a target inserts at once.
+pub const BATCH: usize = 500;
+
+/// One value of a row. Booleans travel as 0 and 1, as SQLite keeps them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+/// A batch of rows of one table, each in the order of `columns`.
+pub struct Batch<'a> {
+    pub table: &'static str,
+    pub columns: &'a [String],
+    pub rows: &'a [Vec<Cell>],
+}
+
+/// A board a copy reads from or writes to.
+pub trait BoardCopy {
+    /// The rows of every table of [`TABLES`], counted in one consistent view.
+    fn row_counts(&self) -> StoreResult<Vec<(&'static str, i64)>>;
+    /// Reads every table of [`TABLES`] in order, in one consistent view, each in the
+    /// order its rows were inserted, and hands the rows over in batches of at most
+    /// [`BATCH`]; never holds a whole table.
+    fn export(&self, each: &mut dyn FnMut(Batch<'_>) -> StoreResult<()>) -> StoreResult<()>;
+    /// Opens the one transaction a copy writes in.
+    fn importer(&self) -> StoreResult<Box<dyn Importer + '_>>;
+}
+
+/// The open transaction of a copy's target.
+pub trait Importer {
+    /// Inserts a batch, ids kept; the provider breaker's row replaces the target's.
+    fn insert(&mut self, batch: Batch<'_>) -> StoreResult<()>;
+    /// Commits everything inserted (moving the target's id sequences past the copied
+    /// ids); dropped uncommitted, nothing is written.
+    fn commit(self: Box<Self>) -> StoreResult<()>;
+}
+
+/// Whether counts read by [`BoardCopy::row_counts`] are those of an empty board.
+pub fn is_empty(counts: &[(&'static str, i64)]) -> bool {
+    counts
+        .iter()
+        .all(|(table, rows)| *rows == 0 || *table == ALWAYS_ONE_ROW)
+}

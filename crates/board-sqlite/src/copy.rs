@@ -1,0 +1,150 @@
+//! `BoardCopy` for SQLite (`kanban migrate`): the export reads in one read transaction,
+//! the import writes in one `BEGIN IMMEDIATE` transaction.
+
+use std::sync::MutexGuard;
+
+use board_core::copy::{Batch, BoardCopy, Cell, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
+use board_core::{StoreError, StoreResult};
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::Connection;
+
+use crate::SqliteStore;
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+/// The order rows were inserted in: `rowid` for tasks, the key for the others.
+fn order(table: &str) -> &'static str {
+    match table {
+        "tasks" => "rowid",
+        "task_links" => "parent_id, child_id",
+        "decomposition_leases" => "task_id",
+        _ => "id",
+    }
+}
+
+fn cell(value: ValueRef<'_>) -> StoreResult<Cell> {
+    Ok(match value {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(i) => Cell::Int(i),
+        ValueRef::Real(r) => Cell::Real(r),
+        ValueRef::Text(t) => Cell::Text(
+            String::from_utf8(t.to_vec())
+                .map_err(|_| StoreError::Backend("a text value is not UTF-8".into()))?,
+        ),
+        ValueRef::Blob(_) => return Err(StoreError::Backend("a board holds no blobs".into())),
+    })
+}
+
+fn value(cell: &Cell) -> Value {
+    match cell {
+        Cell::Null => Value::Null,
+        Cell::Int(i) => Value::Integer(*i),
+        Cell::Real(r) => Value::Real(*r),
+        Cell::Text(t) => Value::Text(t.clone()),
+    }
+}
+
+fn export_table(
+    conn: &Connection,
+    table: &'static str,
+    each: &mut dyn FnMut(Batch<'_>) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let sql = format!("SELECT * FROM {table} ORDER BY {}", order(table));
+    let mut stmt = conn.prepare(&sql).map_err(backend)?;
+    let columns: Vec<String> = stmt.column_names().iter().map(|c| (*c).to_owned()).collect();
+    let mut rows = stmt.query([]).map_err(backend)?;
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(row) = rows.next().map_err(backend)? {
+        let cells = (0..columns.len())
+            .map(|i| row.get_ref(i).map_err(backend).and_then(cell))
+            .collect::<StoreResult<Vec<Cell>>>()?;
+        batch.push(cells);
+        if batch.len() == BATCH {
+            each(Batch {
+                table,
+                columns: &columns,
+                rows: &batch,
+            })?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        each(Batch {
+            table,
+            columns: &columns,
+            rows: &batch,
+        })?;
+    }
+    Ok(())
+}
+
+impl BoardCopy for SqliteStore {
+    fn row_counts(&self) -> StoreResult<Vec<(&'static str, i64)>> {
+        self.read_copy(|conn| {
+            TABLES
+                .iter()
+                .map(|table| {
+                    let sql = format!("SELECT count(*) FROM {table}");
+                    let rows = conn.query_row(&sql, [], |r| r.get(0)).map_err(backend)?;
+                    Ok((*table, rows))
+                })
+                .collect()
+        })
+    }
+
+    fn export(&self, each: &mut dyn FnMut(Batch<'_>) -> StoreResult<()>) -> StoreResult<()> {
+        self.read_copy(|conn| {
+            TABLES
+                .iter()
+                .try_for_each(|table| export_table(conn, table, each))
+        })
+    }
+
+    fn importer(&self) -> StoreResult<Box<dyn Importer + '_>> {
+        let conn = self.lock_conn();
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+        Ok(Box::new(SqliteImporter { conn, open: true }))
+    }
+}
+
+struct SqliteImporter<'s> {
+    conn: MutexGuard<'s, Connection>,
+    open: bool,
+}
+
+impl Importer for SqliteImporter<'_> {
+    fn insert(&mut self, batch: Batch<'_>) -> StoreResult<()> {
+        let verb = if batch.table == ALWAYS_ONE_ROW {
+            "INSERT OR REPLACE"
+        } else {
+            "INSERT"
+        };
+        let marks = vec!["?"; batch.columns.len()].join(", ");
+        let sql = format!(
+            "{verb} INTO {} ({}) VALUES ({marks})",
+            batch.table,
+            batch.columns.join(", ")
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(backend)?;
+        for row in batch.rows {
+            stmt.execute(rusqlite::params_from_iter(row.iter().map(value)))
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        self.open = false;
+        self.conn.execute_batch("COMMIT").map_err(backend)
+    }
+}
+
+impl Drop for SqliteImporter<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}

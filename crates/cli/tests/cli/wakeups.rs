@@ -1,0 +1,221 @@
+//! Wake-ups (docs/gateway.md#wake-ups): with a 30 s tick, a gateway acts on a task
+//! created ready, on a child its parent's completion releases, and on a card dropped
+//! into triage well within two seconds, on SQLite (the CLI's datagram, the gateway's own
+//! writes) and on PostgreSQL (`NOTIFY` in the write's transaction).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use board_core::{Status, Store, TaskId};
+use board_postgres::{Options, PgStore};
+use board_sqlite::SqliteStore;
+
+use crate::gateway_board::{worker_profile, Board, Setup};
+
+/// The tick: nothing in these tests may wait for a second one.
+const INTERVAL_SECONDS: f64 = 30.0;
+/// How long a wake-up may take, a fifteenth of the tick, for slow debug builds on a
+/// busy machine; the benchmark measures the real figure.
+const LIMIT: Duration = Duration::from_secs(2);
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A board with a real gateway, read through a store of its backend.
+struct WakeBoard {
+    board: Board,
+    store: Arc<dyn Store>,
+    /// The PostgreSQL schema to drop at the end.
+    schema: Option<String>,
+}
+
+impl WakeBoard {
+    fn new(postgres: bool) -> WakeBoard {
+        let mut env = Vec::new();
+        let mut pg = None;
+        if postgres {
+            let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+            let mut random = [0u8; 4];
+            getrandom::fill(&mut random).unwrap();
+            let schema = format!(
+                "kanban_wake_{}_{:08x}",
+                std::process::id(),
+                u32::from_le_bytes(random)
+            );
+            let options = Options {
+                schema: Some(schema.clone()),
+                ..Options::default()
+            };
+            let store = PgStore::open(&base, &options)
+                .unwrap_or_else(|e| panic!("PostgreSQL is unreachable ({e}); set KANBAN_TEST_DATABASE_URL"));
+            let joiner = if base.contains('?') { '&' } else { '?' };
+            let url = format!("{base}{joiner}options=-csearch_path%3D{schema}");
+            env.push(("KANBAN_DATABASE_URL".to_owned(), url));
+            pg = Some((store, schema));
+        }
+        let profiles = worker_profile("quick", "kanban complete --result ok");
+        let board = Board::new(Setup {
+            env,
+            profiles: &profiles,
+            max_spawn: 4,
+            interval_seconds: INTERVAL_SECONDS,
+            ..Setup::default()
+        });
+        let (store, schema): (Arc<dyn Store>, _) = match pg {
+            Some((store, schema)) => (Arc::new(store), Some(schema)),
+            None => (
+                Arc::new(SqliteStore::open_read_only(board.db_path()).unwrap()),
+                None,
+            ),
+        };
+        WakeBoard { board, store, schema }
+    }
+
+    /// Whether a worker was started for `id`.
+    fn spawned(&self, id: &TaskId) -> bool {
+        self.store
+            .runs(id)
+            .unwrap()
+            .iter()
+            .any(|r| r.worker_pid.is_some())
+    }
+
+    fn status(&self, id: &TaskId) -> Status {
+        self.store.get(id).unwrap().status
+    }
+
+    /// Polls `done` every 5 ms; returns how long it took, failing past `LIMIT` with the
+    /// gateway's log.
+    fn within_limit(&self, what: &str, since: Instant, done: impl Fn() -> bool) -> Duration {
+        while !done() {
+            assert!(
+                since.elapsed() < LIMIT,
+                "{what} took over {LIMIT:?} with a {INTERVAL_SECONDS} s tick:\n{}",
+                self.board.gateway_log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        since.elapsed()
+    }
+
+    fn wakeups(&self) -> u64 {
+        std::fs::read_to_string(self.board.path().join("gateway.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|status| status["wakeups"].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for WakeBoard {
+    fn drop(&mut self) {
+        self.board.kill_gateway();
+        if let Some(schema) = &self.schema {
+            if let Ok(snapshot) = self.store.snapshot() {
+                for pid in snapshot
+                    .runs
+                    .iter()
+                    .filter_map(|r| r.worker_pid)
+                    .filter(|p| *p > 1)
+                {
+                    // SAFETY: signalling worker groups this test's gateway started.
+                    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+                }
+            }
+            let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+            if let Ok(mut admin) = postgres::Client::connect(&base, postgres::NoTls) {
+                let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+            }
+        }
+    }
+}
+
+fn wakes_the_gateway(postgres: bool) {
+    let mut b = WakeBoard::new(postgres);
+    b.board.start_gateway();
+    let ticks_at_start = b.board.ticks();
+
+    let start = Instant::now();
+    let ready = b.board.create(&["created ready", "--assignee", "quick"]);
+    let took = b.within_limit("created ready to spawned", start, || b.spawned(&ready));
+    eprintln!("created ready -> spawned: {took:?}");
+
+    let parent = b.board.create(&["parent", "--assignee", "quick"]);
+    let parent_arg = parent.to_string();
+    let child = b
+        .board
+        .create(&["child", "--assignee", "quick", "--parent", &parent_arg]);
+    b.within_limit("the parent's completion", Instant::now(), || {
+        b.status(&parent) == Status::Done
+    });
+    let completed = Instant::now();
+    let took = b.within_limit("parent completed to child spawned", completed, || {
+        b.spawned(&child)
+    });
+    eprintln!("parent completed -> child spawned: {took:?}");
+
+    let start = Instant::now();
+    let card = b.board.create(&["dropped into triage", "--triage"]);
+    let took = b.within_limit("a triage card to its model request", start, || {
+        b.board.bills(&card) > 0
+    });
+    eprintln!("triage card -> model request: {took:?}");
+
+    assert!(b.board.gateway_alive(), "{}", b.board.gateway_log());
+    assert!(
+        b.wakeups() >= 3,
+        "the gateway counts the ticks wake-ups started: {}",
+        b.wakeups()
+    );
+    assert!(b.board.ticks() > ticks_at_start);
+}
+
+#[test]
+fn sqlite_writes_wake_the_gateway() {
+    wakes_the_gateway(false);
+}
+
+#[test]
+fn postgres_writes_wake_the_gateway() {
+    wakes_the_gateway(true);
+}
+
+/// The listener's session terminated: the gateway says so once, goes on ticking,
+/// listens again after its pause, and a write wakes it as before.
+#[test]
+fn postgres_listener_reconnects_after_losing_its_session() {
+    let mut b = WakeBoard::new(true);
+    b.board.start_gateway();
+    let pid = b.board.gateway.as_ref().expect("started").id();
+    let name = format!("kanban pid {pid} wake-ups");
+    let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, 1, "one listening session");
+    let log = || b.board.gateway_log();
+    b.within_limit("the lost session's warning", Instant::now(), || {
+        log().contains("not listening for wake-ups")
+    });
+    // Reconnecting waits a second first, so a lost server never makes a busy loop.
+    crate::gateway_board::wait_until("the listener to reconnect", Duration::from_secs(10), || {
+        log().contains("listening for wake-ups again")
+    });
+    assert_eq!(
+        log().matches("not listening for wake-ups").count(),
+        1,
+        "{}",
+        log()
+    );
+    let start = Instant::now();
+    let task = b.board.create(&["after the reconnect", "--assignee", "quick"]);
+    b.within_limit("created ready to spawned after the reconnect", start, || {
+        b.spawned(&task)
+    });
+    let alive = b.board.gateway_alive();
+    assert!(alive, "{}", b.board.gateway_log());
+}
