@@ -17,7 +17,9 @@ mod races;
 mod random_ops;
 mod reads;
 mod reclaim;
+mod retention;
 mod runs;
+mod streaming;
 
 pub use cost_safety::{
     breaker_opens_and_closes_durably, racing_faults_open_the_breaker_once, spend_sums_the_window,
@@ -37,9 +39,16 @@ pub use reclaim::{
     reclaim_loses_to_replacement_installed_meanwhile, reclaim_of_older_run_is_refused,
     stale_guards_change_nothing,
 };
+pub use retention::{
+    gc_removes_old_archived_components_and_routine_events, gc_takes_a_component_once_all_of_it_is_old,
+};
 pub use runs::{
     block_loop_sends_task_to_triage, block_recurrence_counts_same_kind_only, failures_count_to_give_up,
     replay_completes_after_block, replay_refused_after_replacement,
+};
+pub use streaming::{
+    aggregates_count_the_board, events_filter_by_kind_time_and_newest, pages_cover_every_task_once,
+    streamed_reads_equal_collected_ones,
 };
 
 use crate::store::{Store, Termination, Terminator};
@@ -137,6 +146,12 @@ macro_rules! store_conformance_tests {
             racing_faults_open_the_breaker_once,
             spend_sums_the_window,
             tally_counts_the_board,
+            streamed_reads_equal_collected_ones,
+            events_filter_by_kind_time_and_newest,
+            pages_cover_every_task_once,
+            aggregates_count_the_board,
+            gc_removes_old_archived_components_and_routine_events,
+            gc_takes_a_component_once_all_of_it_is_old,
         );
 
         #[test]

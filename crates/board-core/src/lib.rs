@@ -24,6 +24,7 @@ pub mod invariants;
 pub mod memory;
 pub mod plan;
 pub mod refusal;
+pub mod retention;
 pub mod row;
 pub mod shapes;
 pub mod spend;
@@ -41,13 +42,14 @@ pub use graph::{clean_title, NewTask};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
+pub use retention::{sweep, Compacted, Freed, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
     Claim, Committed, Completion, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy,
-    RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,
+    RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
-    BadLease, BlockKind, BoardSnapshot, Comment, Event, Lease, LeaseColumns, Link, LlmCall, Outcome, Run,
-    RunId, Status, Tally, Task, TaskId, Timestamp,
+    BadLease, BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LeaseColumns, Link,
+    LlmCall, Outcome, Run, RunId, Status, StatusCount, Tally, Task, TaskId, Timestamp,
 };

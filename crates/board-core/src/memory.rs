@@ -4,6 +4,9 @@
 //! it to check the pure core, and a real backend must behave the same. Ids are drawn
 //! from counters, so it is deterministic.
 
+mod reads;
+mod retention;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
@@ -14,11 +17,13 @@ use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
+use crate::retention::{Compacted, Freed};
 use crate::spend::Spend;
-use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter};
+use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{
-    BoardSnapshot, Comment, Event, Link, LlmCall, Run, Status, Tally, Task, TaskId, Timestamp,
+    BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, Status, StatusCount, Tally, Task,
+    TaskId, Timestamp,
 };
 
 /// An in-memory board.
@@ -121,7 +126,7 @@ impl Board {
 
     fn push_events(&mut self, task_id: &TaskId, events: Vec<NewEvent>, now: Timestamp) {
         for e in events {
-            let id = self.events.len() as i64 + 1;
+            let id = self.events.last().map_or(0, |e| e.id) + 1;
             self.events.push(Event {
                 id,
                 task_id: task_id.clone(),
@@ -227,16 +232,10 @@ impl Store for MemStore {
         self.board().task(id).cloned()
     }
 
-    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
-        let keep = |t: &Task| {
-            filter.status.is_none_or(|s| t.status == s)
-                && (filter.include_archived || filter.status.is_some() || t.status != Status::Archived)
-                && filter
-                    .assignee
-                    .as_ref()
-                    .is_none_or(|a| t.assignee.as_ref() == Some(a))
-        };
-        Ok(self.board().sorted(keep, filter.limit.unwrap_or(usize::MAX)))
+    fn for_each_task(&self, filter: &TaskFilter, visit: &mut dyn FnMut(Task) -> Visit) -> StoreResult<()> {
+        let tasks = self.board().filtered_tasks(filter)?;
+        reads::visit_all(tasks, visit);
+        Ok(())
     }
 
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
@@ -353,18 +352,12 @@ impl Store for MemStore {
         Ok(b.runs.values().filter(|r| &r.task_id == id).cloned().collect())
     }
 
-    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
-        let b = self.board();
-        if let Some(id) = &filter.task_id {
-            b.task(id)?;
-        }
-        Ok(b.events
-            .iter()
-            .filter(|e| e.id > filter.after_id)
-            .filter(|e| filter.task_id.as_ref().is_none_or(|t| &e.task_id == t))
-            .take(filter.limit.unwrap_or(usize::MAX))
-            .cloned()
-            .collect())
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
+        self.board().visit_events(filter, visit)
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        self.board().count_events(filter)
     }
 
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
@@ -544,6 +537,49 @@ impl Store for MemStore {
             tally.completion_tokens += call.completion_tokens.unwrap_or(0).max(0) as u64;
         }
         Ok(tally)
+    }
+
+    fn status_counts(&self) -> StoreResult<Vec<StatusCount>> {
+        Ok(self.board().status_counts())
+    }
+
+    fn oldest(&self, status: Status) -> StoreResult<Option<Task>> {
+        Ok(self.board().oldest(status))
+    }
+
+    fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>> {
+        Ok(self.board().finished(since, slot, bounds))
+    }
+
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
+        Ok(self.board().daily_spend(since))
+    }
+
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        window: usize,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        Ok(self.board().gc_archived(before, after, window, dry_run))
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        window: i64,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        Ok(self.board().gc_events(before, after_id, window, dry_run))
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        Ok(Compacted {
+            action: "nothing (a board in memory)".to_owned(),
+            ..Compacted::default()
+        })
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

@@ -134,6 +134,7 @@ pub fn list_filter(status: Option<Status>, assignee: Option<String>, archived: b
         include_archived: archived || status == Some(Status::Archived),
         assignee,
         limit: None,
+        after: None,
     }
 }
 
@@ -158,12 +159,19 @@ impl Shown {
     /// Reads the task and everything `show` prints about it; an unknown id is refused.
     pub fn read<S: Store + ?Sized>(store: &S, id: &TaskId) -> StoreResult<Shown> {
         let task = store.get(id)?;
-        let mut events = store.events(&EventFilter {
+        let all = EventFilter {
             task_id: Some(id.clone()),
             ..EventFilter::default()
+        };
+        let total = store.count_events(&all)?;
+        let events = store.events(&EventFilter {
+            limit: Some(SHOW_EVENTS),
+            newest: true,
+            ..all
         })?;
-        let skipped = events.len().saturating_sub(SHOW_EVENTS);
-        events.drain(..skipped);
+        let skipped = usize::try_from(total)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(events.len());
         Ok(Shown {
             parents: store.parents(id)?,
             children: store.children(id)?,
@@ -184,6 +192,7 @@ impl Shown {
             "runs": self.runs.iter().map(run_json).collect::<Vec<_>>(),
             "comments": self.comments.iter().map(comment_json).collect::<Vec<_>>(),
             "events": self.events.iter().map(event_json).collect::<Vec<_>>(),
+            "events_omitted": self.skipped,
         })
     }
 }

@@ -3,16 +3,19 @@
 //! the verbs built from them (claim, complete, reclaim, ...) are provided here once, so
 //! every backend follows the same protocol.
 
+use std::ops::ControlFlow;
+
 use crate::breaker::{Breaker, BreakerSettings, Signal};
 use crate::graph::NewTask;
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
+use crate::retention::{Compacted, Freed};
 use crate::spend::Spend;
 pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
-    BlockKind, BoardSnapshot, Comment, Event, Lease, LlmCall, Run, RunId, Status, Tally, Task, TaskId,
-    Timestamp,
+    BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId, Status,
+    StatusCount, Tally, Task, TaskId, Timestamp,
 };
 
 /// Why a store call failed.
@@ -37,22 +40,35 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Which tasks `list` returns. Archived tasks only when asked for.
+/// Which tasks `list` returns, in claim order (priority desc, then age). Archived tasks
+/// only when asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskFilter {
     pub status: Option<Status>,
     pub assignee: Option<String>,
     pub include_archived: bool,
     pub limit: Option<usize>,
+    /// A page's cursor: only the tasks after this one in the order. Tasks created
+    /// meanwhile land after the cursor or before it, so paging to the end reads every
+    /// task present throughout exactly once. An unknown id is refused (`NoSuchTask`).
+    pub after: Option<TaskId>,
 }
 
-/// Which events `events` returns: those with an id above `after_id`, oldest first.
+/// Which events `events` returns, oldest first: those with an id above `after_id`, of
+/// `kind` and created at or after `since` when given, at most `limit`. With `newest`,
+/// the limit keeps the newest matching events rather than the oldest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventFilter {
     pub task_id: Option<TaskId>,
     pub after_id: i64,
     pub limit: Option<usize>,
+    pub kind: Option<String>,
+    pub since: Option<Timestamp>,
+    pub newest: bool,
 }
+
+/// What a visitor of streamed rows says after each row: go on, or stop the read.
+pub type Visit = ControlFlow<()>;
 
 /// A claim just taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,7 +155,18 @@ pub trait Store: Send + Sync {
     /// Creates a task. With an idempotency key already used, returns that task unchanged.
     fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task>;
     fn get(&self, id: &TaskId) -> StoreResult<Task>;
-    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>>;
+    /// Hands `visit` the tasks of `filter` one by one as the query yields them, so the
+    /// memory a read holds does not grow with the board; `Break` ends the read.
+    fn for_each_task(&self, filter: &TaskFilter, visit: &mut dyn FnMut(Task) -> Visit) -> StoreResult<()>;
+    /// The tasks of `filter`, collected: for bounded filters (a limit, a status).
+    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
+        let mut tasks = Vec::new();
+        self.for_each_task(filter, &mut |t| {
+            tasks.push(t);
+            ControlFlow::Continue(())
+        })?;
+        Ok(tasks)
+    }
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>>;
     fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>>;
     /// What the core needs to decide about the task, read in one consistent view.
@@ -153,7 +180,20 @@ pub trait Store: Send + Sync {
     fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>>;
     /// Every run of a task, oldest first.
     fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>>;
-    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>>;
+    /// Hands `visit` the events of `filter` one by one as the query yields them; an
+    /// unknown `task_id` is refused.
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()>;
+    /// The events of `filter`, collected: for bounded filters.
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
+        let mut events = Vec::new();
+        self.for_each_event(filter, &mut |e| {
+            events.push(e);
+            ControlFlow::Continue(())
+        })?;
+        Ok(events)
+    }
+    /// How many events match `filter`, its `limit` and `newest` aside, in one aggregate.
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64>;
     /// Promotes every `todo` task whose parents are all done or archived.
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>>;
     /// The tasks `promote_ready` would promote now, in claim order, changing nothing.
@@ -215,6 +255,46 @@ pub trait Store: Send + Sync {
     /// Tasks by status, ended runs by outcome, model requests by outcome and their tokens,
     /// each counted by the store in one aggregate.
     fn tally(&self) -> StoreResult<Tally>;
+    /// Tasks counted per assignee and status in one aggregate, assignees in name order
+    /// (the unassigned first).
+    fn status_counts(&self) -> StoreResult<Vec<StatusCount>>;
+    /// The task of `status` created first (ties by id), if any.
+    fn oldest(&self, status: Status) -> StoreResult<Option<Task>>;
+    /// Tasks completed at or after `since` and still done or archived, counted per
+    /// `slot` seconds of completion (slot 0 starts at `since`) and per bucket of the time
+    /// from their last promotion or unblock (else creation) to completion: bucket `i`
+    /// holds spans below `bounds[i]` and at or above the bound before. One aggregate.
+    fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>>;
+    /// The ledger per UTC day (`started_at / 86400`) from `since` on, in one aggregate.
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>>;
+    /// One batch of retention: of the tasks after `after` in id order (at most `window`
+    /// of them looked at), removes each archived task last changed before `before` with
+    /// its runs, events, comments and links, together with every task linked to it
+    /// (its link component), when all of them are archived and changed before `before`;
+    /// a component with a live or newer task is kept whole. Runs in one transaction,
+    /// rolled back with `dry_run`. Returns what it removed and the cursor of the next
+    /// batch (`None` once the last task was looked at).
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        window: usize,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<TaskId>)>;
+    /// One batch of retention: of the events with ids in `(after_id, after_id + window]`,
+    /// removes the routine ones (`retention::ROUTINE_EVENTS`) of done tasks created
+    /// before `before`. One transaction, rolled back with `dry_run`. Returns what it
+    /// removed and the next cursor (`None` past the newest event).
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        window: i64,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<i64>)>;
+    /// Hands the space retention freed back: SQLite checkpoints its WAL (TRUNCATE),
+    /// PostgreSQL refreshes its planner statistics.
+    fn compact(&self) -> StoreResult<Compacted>;
 
     /// Claims a ready task under a fresh run.
     fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {

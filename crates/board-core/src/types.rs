@@ -418,6 +418,33 @@ pub struct Tally {
     pub completion_tokens: u64,
 }
 
+/// Tasks of one assignee (`None`: unassigned) in one status, counted by the store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusCount {
+    pub assignee: Option<String>,
+    pub status: Status,
+    pub tasks: u64,
+}
+
+/// Finished tasks counted by the slot of their completion and the bucket of their
+/// ready-to-done time (see `Store::finished`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Finished {
+    pub slot: i64,
+    pub bucket: usize,
+    pub tasks: u64,
+}
+
+/// One UTC day of the ledger: requests, tokens, and requests that did not end `ok`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DaySpend {
+    /// Days since the epoch (`started_at / 86400`).
+    pub day: i64,
+    pub requests: u64,
+    pub tokens: u64,
+    pub failures: u64,
+}
+
 /// Everything on a board at one moment: what the invariants are checked against.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoardSnapshot {

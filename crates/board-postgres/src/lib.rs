@@ -23,6 +23,8 @@ mod copy;
 mod cost;
 mod leases;
 mod pool;
+mod reads;
+mod retention;
 mod rows;
 mod schema;
 mod store;
@@ -260,6 +262,19 @@ impl PgStore {
             std::thread::sleep(Duration::from_millis(pause));
             attempt += 1;
         }
+    }
+
+    /// Runs `f` in one transaction like [`PgStore::write`], or with `dry_run` rolls it
+    /// back whole (a retention batch's dry run counts exactly what it would remove).
+    fn batch<T>(&self, dry_run: bool, f: impl FnMut(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        if !dry_run {
+            return self.write(f);
+        }
+        let mut f = f;
+        let mut lease = self.begin("BEGIN")?;
+        let mut tx = Tx::begun(&mut lease);
+        // Dropped uncommitted: rolled back.
+        f(&mut tx).map_err(|e| self.named(e))
     }
 
     /// Runs `f`, a single statement, outside any transaction: one statement is its own

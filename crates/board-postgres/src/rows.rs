@@ -64,13 +64,13 @@ pub(crate) use {
     comment_columns, event_columns, llm_call_columns, run_columns, task_columns, task_placeholders,
 };
 
-fn get<'a, T: FromSql<'a>>(r: &'a Row, column: &str) -> StoreResult<T> {
+pub(crate) fn get<'a, T: FromSql<'a>>(r: &'a Row, column: &str) -> StoreResult<T> {
     r.try_get(column)
         .map_err(|e| StoreError::Backend(format!("reading {column}: {e}")))
 }
 
 /// A column holding one of the core's words (status, outcome, block kind) or an id.
-fn word<T: FromStr>(r: &Row, column: &str) -> StoreResult<T>
+pub(crate) fn word<T: FromStr>(r: &Row, column: &str) -> StoreResult<T>
 where
     T::Err: Display,
 {

@@ -39,11 +39,12 @@
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
+use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
-    Request, Run, Signal, Spend, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
+    Finished, Freed, Link, LlmCall, Refusal, Request, Run, Signal, Spend, Status, StatusCount, Store,
+    StoreError, Tally, Task, TaskId, Timestamp,
 };
 
 use crate::apply::{
@@ -54,7 +55,7 @@ use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
 };
 use crate::tx::{Params, Tx};
-use crate::{LockClass, PgStore};
+use crate::{reads, retention, LockClass, PgStore};
 
 /// The dispatcher's reads: each an index range of `tasks_by_status` or
 /// `tasks_triage_due`, so their cost follows the rows they return, not the board's size
@@ -85,37 +86,6 @@ const DUE_TRIAGE: &str = concat!(
        AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > $1)
      ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
 );
-
-/// One statement per shape of filter, so that a status filter is an index range of
-/// tasks_by_status rather than a scan of the whole board.
-macro_rules! list_sql {
-    ($status:literal, $assignee:literal) => {
-        concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE ",
-            $status,
-            " AND ",
-            $assignee,
-            " ORDER BY priority DESC, created_at, seq LIMIT $3"
-        )
-    };
-}
-
-fn list_statement(filter: &TaskFilter) -> &'static str {
-    match (
-        filter.status.is_some(),
-        filter.include_archived,
-        filter.assignee.is_some(),
-    ) {
-        (true, _, true) => list_sql!("status = $1", "assignee = $2"),
-        (true, _, false) => list_sql!("status = $1", "$2::text IS NULL"),
-        (false, true, true) => list_sql!("$1::text IS NULL", "assignee = $2"),
-        (false, true, false) => list_sql!("$1::text IS NULL", "$2::text IS NULL"),
-        (false, false, true) => list_sql!("$1::text IS NULL AND status <> 'archived'", "assignee = $2"),
-        (false, false, false) => list_sql!("$1::text IS NULL AND status <> 'archived'", "$2::text IS NULL"),
-    }
-}
 
 fn limit(n: Option<usize>) -> Option<i64> {
     n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
@@ -149,10 +119,8 @@ impl Store for PgStore {
         self.read_one(|tx| task_by(tx, GET_TASK, id))
     }
 
-    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
-        let status = filter.status.map(|s| s.as_str());
-        let params: Params<'_> = &[&status, &filter.assignee, &limit(filter.limit)];
-        self.read_one(|tx| tasks(tx, list_statement(filter), params))
+    fn for_each_task(&self, filter: &TaskFilter, visit: &mut dyn FnMut(Task) -> Visit) -> StoreResult<()> {
+        self.read(|tx| reads::for_each_task(tx, filter, visit))
     }
 
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
@@ -298,30 +266,12 @@ impl Store for PgStore {
         })
     }
 
-    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
-        let limit = limit(filter.limit);
-        self.read(|tx| {
-            let found = match &filter.task_id {
-                Some(id) => {
-                    require_task(tx, id)?;
-                    let sql = concat!(
-                        "SELECT ",
-                        event_columns!(),
-                        " FROM task_events WHERE task_id = $1 AND id > $2 ORDER BY id LIMIT $3"
-                    );
-                    tx.query(sql, &[&id.as_str(), &filter.after_id, &limit])?
-                }
-                None => {
-                    let sql = concat!(
-                        "SELECT ",
-                        event_columns!(),
-                        " FROM task_events WHERE id > $1 ORDER BY id LIMIT $2"
-                    );
-                    tx.query(sql, &[&filter.after_id, &limit])?
-                }
-            };
-            all(found, rows::event)
-        })
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
+        self.read(|tx| reads::for_each_event(tx, filter, visit))
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        self.read(|tx| reads::count_events(tx, filter))
     }
 
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
@@ -503,6 +453,57 @@ impl Store for PgStore {
                 prompt_tokens: rows::sum(totals, "prompt")?,
                 completion_tokens: rows::sum(totals, "completion")?,
             })
+        })
+    }
+
+    fn status_counts(&self) -> StoreResult<Vec<StatusCount>> {
+        self.read_one(reads::status_counts)
+    }
+
+    fn oldest(&self, status: Status) -> StoreResult<Option<Task>> {
+        self.read_one(|tx| reads::oldest(tx, status))
+    }
+
+    fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>> {
+        self.read(|tx| reads::finished(tx, since, slot, bounds))
+    }
+
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
+        self.read_one(|tx| reads::daily_spend(tx, since))
+    }
+
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        window: usize,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        self.batch(dry_run, |tx| retention::gc_archived(tx, before, after, window))
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        window: i64,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        self.batch(dry_run, |tx| retention::gc_events(tx, before, after_id, window))
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        // PostgreSQL's autovacuum reclaims the dead rows; fresh statistics keep the
+        // planner's picture of the smaller tables right meanwhile.
+        self.read_one(|tx| {
+            tx.execute(
+                "ANALYZE tasks, task_runs, task_links, task_events, task_comments",
+                &[],
+            )
+        })?;
+        Ok(Compacted {
+            action: "ANALYZE".to_owned(),
+            ..Compacted::default()
         })
     }
 

@@ -1,9 +1,13 @@
 //! One transaction on one pooled connection: statements prepared once per connection,
 //! events held back until the end, and a note of whether a failure is worth a retry.
 
+use std::ops::ControlFlow;
+
+use board_core::store::Visit;
 use board_core::transition::NewEvent;
 use board_core::{StoreError, StoreResult, TaskId, Timestamp};
 use postgres::error::SqlState;
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Row, Statement};
 
@@ -134,6 +138,30 @@ impl<'a> Tx<'a> {
             .client
             .execute(&statement, params)
             .map_err(|e| self.fail(e))
+    }
+
+    /// Runs `sql` (not kept in the cache) and hands `f` its rows one by one as the
+    /// server sends them, until `f` breaks: the client holds one row at a time, and
+    /// the connection's bounded channel holds back the rest.
+    pub fn each_row(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+        mut f: impl FnMut(&Row) -> StoreResult<Visit>,
+    ) -> StoreResult<()> {
+        let client = &mut self.conn.client;
+        let streamed = (|| -> Result<StoreResult<()>, postgres::Error> {
+            let mut rows = client.query_raw(sql, params.iter().copied())?;
+            while let Some(row) = rows.next()? {
+                match f(&row) {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => break,
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            Ok(Ok(()))
+        })();
+        streamed.unwrap_or_else(|e| Err(self.fail(e)))
     }
 
     /// Queues events for `task_id`; they are inserted at commit (see [`Tx::commit`]).

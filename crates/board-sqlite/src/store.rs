@@ -6,11 +6,12 @@ use std::sync::MutexGuard;
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter};
+use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
-    Request, Run, Signal, Spend, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
+    Finished, Freed, Link, LlmCall, Refusal, Request, Run, Signal, Spend, Status, StatusCount, Store,
+    StoreError, Tally, Task, TaskId, Timestamp,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -23,6 +24,8 @@ use crate::SqliteStore;
 mod apply;
 mod cost;
 mod leases;
+mod reads;
+mod retention;
 mod tasks;
 
 use apply::{
@@ -85,6 +88,45 @@ impl SqliteStore {
         self.read(|tx| f(tx))
     }
 
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed when it succeeds, or
+    /// rolled back whole with `dry_run` (the dry run of a retention batch counts exactly
+    /// what the batch would remove).
+    fn batch<T>(&self, dry_run: bool, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        if !dry_run {
+            return self.write(f);
+        }
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        let out = f(&tx)?;
+        tx.rollback().map_err(backend)?;
+        Ok(out)
+    }
+
+    /// Checkpoints the write-ahead log into the database and truncates it, and says
+    /// how much of the file is free for reuse.
+    fn checkpoint(&self) -> StoreResult<Compacted> {
+        let wal = std::path::PathBuf::from(format!("{}-wal", self.path.display()));
+        let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let before = size(&wal);
+        let conn = self.conn();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(backend)?;
+        let free: i64 = conn
+            .query_row(
+                "SELECT freelist_count * page_size FROM pragma_freelist_count, pragma_page_size",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(backend)?;
+        Ok(Compacted {
+            action: "wal_checkpoint(TRUNCATE)".to_owned(),
+            reusable_bytes: Some(free.max(0) as u64),
+            wal_bytes_freed: Some(before.saturating_sub(size(&wal))),
+        })
+    }
+
     /// Runs `f` in one read transaction, for a consistent view across statements.
     fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut conn = self.conn();
@@ -132,29 +174,8 @@ impl Store for SqliteStore {
         get_task(&self.conn(), id)
     }
 
-    fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
-        // One statement per shape of filter, so that a status filter is an index range
-        // of tasks_by_status rather than a scan of the whole board.
-        let status_clause = match (filter.status, filter.include_archived) {
-            (Some(_), _) => "status = ?1",
-            (None, true) => "?1 IS NULL",
-            (None, false) => "?1 IS NULL AND status <> 'archived'",
-        };
-        let assignee_clause = if filter.assignee.is_some() {
-            "assignee = ?2"
-        } else {
-            "?2 IS NULL"
-        };
-        let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause}
-             ORDER BY priority DESC, created_at, rowid LIMIT ?3"
-        );
-        let limit = filter.limit.map_or(-1, |l| l as i64);
-        query_tasks(
-            &self.conn(),
-            &sql,
-            params![filter.status.map(|s| s.as_str()), filter.assignee, limit],
-        )
+    fn for_each_task(&self, filter: &TaskFilter, visit: &mut dyn FnMut(Task) -> Visit) -> StoreResult<()> {
+        self.read(|tx| reads::for_each_task(tx, filter, visit))
     }
 
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
@@ -289,24 +310,12 @@ impl Store for SqliteStore {
         })
     }
 
-    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
-        self.read(|tx| {
-            if let Some(id) = &filter.task_id {
-                Self::require_task(tx, id)?;
-            }
-            let limit = filter.limit.map_or(-1, |l| l as i64);
-            let task = filter.task_id.as_ref().map(TaskId::as_str);
-            let sql = if task.is_some() {
-                format!("SELECT {EVENT_COLUMNS} FROM task_events WHERE task_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3")
-            } else {
-                format!("SELECT {EVENT_COLUMNS} FROM task_events WHERE ?1 IS NULL AND id > ?2 ORDER BY id LIMIT ?3")
-            };
-            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
-            let rows = stmt
-                .query_map(params![task, filter.after_id, limit], event_from_row)
-                .map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
-        })
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
+        self.read(|tx| reads::for_each_event(tx, filter, visit))
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        self.read(|tx| reads::count_events(tx, filter))
     }
 
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
@@ -451,6 +460,46 @@ impl Store for SqliteStore {
                 completion_tokens,
             })
         })
+    }
+
+    fn status_counts(&self) -> StoreResult<Vec<StatusCount>> {
+        reads::status_counts(&self.conn())
+    }
+
+    fn oldest(&self, status: Status) -> StoreResult<Option<Task>> {
+        reads::oldest(&self.conn(), status)
+    }
+
+    fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>> {
+        self.read(|tx| reads::finished(tx, since, slot, bounds))
+    }
+
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
+        reads::daily_spend(&self.conn(), since)
+    }
+
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        window: usize,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        self.batch(dry_run, |tx| retention::gc_archived(tx, before, after, window))
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        window: i64,
+        dry_run: bool,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        self.batch(dry_run, |tx| retention::gc_events(tx, before, after_id, window))
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        self.checkpoint()
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

@@ -50,24 +50,15 @@ pub fn start_poller(store: Arc<dyn Store>, interval: Duration) -> watch::Receive
     rx
 }
 
-/// The id of the newest event above `after`, reading in batches.
-fn newest_after(store: &dyn Store, mut after: i64) -> board_core::StoreResult<Option<i64>> {
-    let mut found = None;
-    loop {
-        let events = store.events(&EventFilter {
-            task_id: None,
-            after_id: after,
-            limit: Some(BATCH),
-        })?;
-        let Some(last) = events.last() else {
-            return Ok(found);
-        };
-        after = last.id;
-        found = Some(after);
-        if events.len() < BATCH {
-            return Ok(found);
-        }
-    }
+/// The id of the newest event above `after`: one read of the newest row.
+fn newest_after(store: &dyn Store, after: i64) -> board_core::StoreResult<Option<i64>> {
+    let newest = store.events(&EventFilter {
+        after_id: after,
+        limit: Some(1),
+        newest: true,
+        ..EventFilter::default()
+    })?;
+    Ok(newest.last().map(|e| e.id))
 }
 
 #[derive(Deserialize)]
@@ -137,6 +128,7 @@ impl Cursor {
                     task_id: self.task.clone(),
                     after_id: self.after,
                     limit: Some(BATCH),
+                    ..EventFilter::default()
                 };
                 match blocking(&self.app, move |s| Ok(s.events(&filter)?)).await {
                     Ok(events) if !events.is_empty() => {

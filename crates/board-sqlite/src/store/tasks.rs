@@ -2,9 +2,10 @@
 //! written.
 
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
 
-use board_core::store::StoreResult;
+use board_core::store::{StoreResult, Visit};
 use board_core::{StoreError, Task, TaskId};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
@@ -53,18 +54,36 @@ fn skip_unreadable(row: &Row<'_>, e: &rusqlite::Error) {
 
 /// Every row that decodes, the others reported and skipped.
 pub(super) fn decoded<T>(
-    mut rows: rusqlite::Rows<'_>,
+    rows: rusqlite::Rows<'_>,
     decode: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> StoreResult<Vec<T>> {
     let mut out = Vec::new();
+    each_decoded(rows, decode, &mut |value| {
+        out.push(value);
+        ControlFlow::Continue(())
+    })?;
+    Ok(out)
+}
+
+/// Hands every row that decodes to `visit` as SQLite yields it, until `visit` breaks;
+/// the others are reported and skipped.
+pub(super) fn each_decoded<T>(
+    mut rows: rusqlite::Rows<'_>,
+    decode: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+    visit: &mut dyn FnMut(T) -> Visit,
+) -> StoreResult<()> {
     while let Some(row) = rows.next().map_err(backend)? {
         match decode(row) {
-            Ok(value) => out.push(value),
+            Ok(value) => {
+                if visit(value).is_break() {
+                    break;
+                }
+            }
             Err(e) if is_undecodable(&e) => skip_unreadable(row, &e),
             Err(e) => return Err(backend(e)),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 pub(super) fn query_tasks(

@@ -1,0 +1,137 @@
+//! Scenarios of retention: what a sweep removes and keeps, its dry run, its batches.
+
+use super::{ready_task, Board, T0};
+use crate::retention::{sweep, Freed, Pacer, Sweep};
+use crate::store::{EventFilter, Store, StoreError};
+use crate::types::{Task, TaskId};
+use crate::{check_invariants, Completion, NewTask, Refusal};
+
+/// Every batch timed as instant: the pacer grows the batches to its maximum.
+fn sweep_all(s: &dyn Store, before: i64, dry_run: bool, window: usize) -> (Freed, u64) {
+    let request = Sweep {
+        archived_before: Some(before),
+        events_before: Some(before),
+        dry_run,
+    };
+    let mut pacer = Pacer::new(window, window, window, 50_000);
+    let swept = sweep(s, &request, &mut pacer, &mut |batch| (batch(), 0)).expect("sweep");
+    (swept.freed, swept.batches)
+}
+
+fn done_task(s: &dyn Store, title: &str, heartbeats: i64) -> Task {
+    let t = ready_task(s, title);
+    let claim = s.claim(&t.id, 900, T0 + 1).unwrap();
+    for i in 0..heartbeats {
+        assert!(s.heartbeat(&t.id, claim.run_id, 900, None, T0 + 2 + i).unwrap());
+    }
+    assert!(s.complete(&t.id, &Completion::default(), T0 + 50).unwrap());
+    s.get(&t.id).unwrap()
+}
+
+fn child_of(s: &dyn Store, parent: &TaskId, title: &str) -> Task {
+    let request = NewTask {
+        parents: vec![parent.clone()],
+        ..NewTask::titled(title)
+    };
+    s.create(&request, T0).unwrap()
+}
+
+fn events_of(s: &dyn Store, ids: &[&TaskId]) -> u64 {
+    ids.iter()
+        .map(|id| {
+            let filter = EventFilter {
+                task_id: Some((*id).clone()),
+                ..EventFilter::default()
+            };
+            s.count_events(&filter).unwrap()
+        })
+        .sum()
+}
+
+/// Old archived tasks go with everything of theirs, a whole link component at a time;
+/// a component with a live or recent task stays whole; done tasks lose their old
+/// routine events only. The dry run changes nothing and counts what the sweep then
+/// removes, in batches of any size; the invariants hold after.
+pub fn gc_removes_old_archived_components_and_routine_events(board: &dyn Board) {
+    let s = board.connect();
+    let before = T0 + 500;
+    let lone = done_task(&*s, "lone", 2);
+    s.comment(&lone.id, Some("ana"), "noted", T0 + 60).unwrap();
+    s.archive(&lone.id, T0 + 100).unwrap();
+    let (x, y) = {
+        let x = ready_task(&*s, "pair parent");
+        let y = child_of(&*s, &x.id, "pair child");
+        s.archive(&x.id, T0 + 100).unwrap();
+        s.archive(&y.id, T0 + 100).unwrap();
+        (x, y)
+    };
+    let held = ready_task(&*s, "parent of a live task");
+    let live = child_of(&*s, &held.id, "live child");
+    s.archive(&held.id, T0 + 100).unwrap();
+    let recent = ready_task(&*s, "archived lately");
+    s.archive(&recent.id, T0 + 1000).unwrap();
+    let worked = done_task(&*s, "worked", 3);
+    let newest = ready_task(&*s, "newest");
+    s.comment(&newest.id, None, "now", T0 + 2000).unwrap();
+
+    let start = s.snapshot().unwrap();
+    // Everything of the three archived tasks, and the three heartbeats of `worked`.
+    let gone_events = events_of(&*s, &[&lone.id, &x.id, &y.id]) + 3;
+    let (dry, _) = sweep_all(&*s, before, true, 2);
+    assert_eq!(s.snapshot().unwrap(), start, "a dry run changes nothing");
+    let expected = Freed {
+        tasks: 3,
+        runs: 1,
+        events: gone_events,
+        comments: 1,
+        links: 1,
+    };
+    assert_eq!(dry, expected);
+    let (freed, batches) = sweep_all(&*s, before, false, 3);
+    assert_eq!(freed, dry, "the sweep removes what its dry run counted");
+    assert!(batches > 2, "small windows make several batches");
+    let missing = |id: &TaskId| StoreError::Refused(Refusal::NoSuchTask(id.clone()));
+    for gone in [&lone.id, &x.id, &y.id] {
+        assert_eq!(s.get(gone).unwrap_err(), missing(gone));
+    }
+    for kept in [&held.id, &live.id, &recent.id, &worked.id, &newest.id] {
+        s.get(kept).unwrap();
+    }
+    let kinds: Vec<String> = super::event_kinds(&*s, &worked.id);
+    assert_eq!(kinds, ["created", "claimed", "completed"]);
+    assert_eq!(
+        s.parents(&live.id).unwrap().len(),
+        1,
+        "the live child keeps its parent"
+    );
+    let after = s.snapshot().unwrap();
+    check_invariants(&after).unwrap();
+    assert_eq!(
+        sweep_all(&*s, before, false, 1000).0,
+        Freed::default(),
+        "nothing left to remove"
+    );
+    s.compact().unwrap();
+}
+
+/// Once the live task of a component is archived and old too, the component goes whole.
+pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Board) {
+    let s = board.connect();
+    let root = ready_task(&*s, "root");
+    let a = child_of(&*s, &root.id, "a");
+    let b = child_of(&*s, &a.id, "b");
+    s.archive(&root.id, T0 + 10).unwrap();
+    s.archive(&a.id, T0 + 10).unwrap();
+    assert_eq!(sweep_all(&*s, T0 + 500, false, 1).0.tasks, 0, "b is live");
+    s.archive(&b.id, T0 + 20).unwrap();
+    assert_eq!(
+        sweep_all(&*s, T0 + 500, false, 1).0.tasks,
+        0,
+        "the newest event (b's archival) stays, and its component with it"
+    );
+    ready_task(&*s, "last");
+    let freed = sweep_all(&*s, T0 + 500, false, 1).0;
+    assert_eq!((freed.tasks, freed.links), (3, 2));
+    check_invariants(&s.snapshot().unwrap()).unwrap();
+    assert_eq!(s.list(&Default::default()).unwrap().len(), 1);
+}

@@ -1,0 +1,278 @@
+//! Scenarios of the bounded reads: streamed lists equal collected ones, event filters,
+//! pages that cover a board being written to, and the aggregates of `stats` and charts.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use super::{ready_task, Board, T0};
+use crate::store::{EventFilter, StoreError, TaskFilter};
+use crate::types::{DaySpend, Finished, LlmCall, Status, StatusCount, Task, TaskId};
+use crate::{Completion, NewTask, Refusal};
+
+fn ids(tasks: &[Task]) -> Vec<TaskId> {
+    tasks.iter().map(|t| t.id.clone()).collect()
+}
+
+/// A visitor sees what `list` and `events` return, in the same order, and a `Break`
+/// ends the read at once.
+pub fn streamed_reads_equal_collected_ones(board: &dyn Board) {
+    let s = board.connect();
+    for (i, priority) in [0, 3, 1, 3, 0].into_iter().enumerate() {
+        let request = NewTask {
+            priority,
+            ..NewTask::titled(format!("task {i}"))
+        };
+        s.create(&request, T0 + i as i64).unwrap();
+    }
+    let filter = TaskFilter::default();
+    let mut streamed = Vec::new();
+    s.for_each_task(&filter, &mut |t| {
+        streamed.push(t);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(streamed, s.list(&filter).unwrap());
+    assert_eq!(streamed.len(), 5);
+    let mut seen = 0;
+    s.for_each_task(&filter, &mut |_| {
+        seen += 1;
+        if seen == 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, 2, "a break ends the read");
+    let mut events = Vec::new();
+    s.for_each_event(&EventFilter::default(), &mut |e| {
+        events.push(e);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(events, s.events(&EventFilter::default()).unwrap());
+    assert_eq!(events.len(), 5);
+}
+
+/// Events filter by kind and time, `newest` keeps the newest of a limit (oldest first),
+/// and `count_events` counts what matches, limit aside.
+pub fn events_filter_by_kind_time_and_newest(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "worked on");
+    let claim = s.claim(&t.id, 900, T0 + 10).unwrap();
+    for i in 0..5 {
+        assert!(s.heartbeat(&t.id, claim.run_id, 900, None, T0 + 20 + i).unwrap());
+    }
+    let of_task = EventFilter {
+        task_id: Some(t.id.clone()),
+        ..EventFilter::default()
+    };
+    let all = s.events(&of_task).unwrap();
+    let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "created",
+            "claimed",
+            "heartbeat",
+            "heartbeat",
+            "heartbeat",
+            "heartbeat",
+            "heartbeat"
+        ]
+    );
+    assert_eq!(s.count_events(&of_task).unwrap(), 7);
+    let newest = EventFilter {
+        limit: Some(3),
+        newest: true,
+        ..of_task.clone()
+    };
+    assert_eq!(s.events(&newest).unwrap(), all[4..].to_vec());
+    assert_eq!(s.count_events(&newest).unwrap(), 7, "the limit does not count");
+    let oldest = EventFilter {
+        limit: Some(3),
+        ..of_task.clone()
+    };
+    assert_eq!(s.events(&oldest).unwrap(), all[..3].to_vec());
+    let beats = EventFilter {
+        kind: Some("heartbeat".into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(s.count_events(&beats).unwrap(), 5);
+    let since = EventFilter {
+        since: Some(T0 + 22),
+        ..EventFilter::default()
+    };
+    let late: Vec<i64> = s.events(&since).unwrap().iter().map(|e| e.created_at).collect();
+    assert_eq!(late, [T0 + 22, T0 + 23, T0 + 24]);
+    let none = EventFilter {
+        kind: Some("no_such_kind".into()),
+        newest: true,
+        limit: Some(100),
+        ..EventFilter::default()
+    };
+    assert!(s.events(&none).unwrap().is_empty());
+    let unknown = TaskId::from_random([9, 9, 9, 9]);
+    let missing = StoreError::Refused(Refusal::NoSuchTask(unknown.clone()));
+    let of_unknown = EventFilter {
+        task_id: Some(unknown),
+        ..EventFilter::default()
+    };
+    assert_eq!(s.count_events(&of_unknown).unwrap_err(), missing);
+}
+
+/// Pages of `limit` tasks, each after the last of the one before, read every task that
+/// was on the board throughout exactly once, while another connection creates tasks of
+/// every priority between the pages; an unknown cursor is refused.
+pub fn pages_cover_every_task_once(board: &dyn Board) {
+    let s = board.connect();
+    let writer = board.connect();
+    let mut present = Vec::new();
+    for i in 0..23i64 {
+        let request = NewTask {
+            priority: i % 4,
+            ..NewTask::titled(format!("present {i}"))
+        };
+        present.push(s.create(&request, T0 + i % 5).unwrap().id);
+    }
+    let mut seen: BTreeMap<TaskId, usize> = BTreeMap::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let page = s
+            .list(&TaskFilter {
+                limit: Some(4),
+                after: after.clone(),
+                ..TaskFilter::default()
+            })
+            .unwrap();
+        for t in &page {
+            *seen.entry(t.id.clone()).or_default() += 1;
+        }
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        pages += 1;
+        let request = NewTask {
+            priority: pages % 5 - 1,
+            ..NewTask::titled(format!("added {pages}"))
+        };
+        writer.create(&request, T0 + pages % 7).unwrap();
+    }
+    for id in &present {
+        assert_eq!(seen.get(id), Some(&1), "{id} read once");
+    }
+    assert!(seen.values().all(|n| *n == 1), "no task read twice: {seen:?}");
+    let unknown = TaskId::from_random([7, 7, 7, 7]);
+    let refused = s.list(&TaskFilter {
+        after: Some(unknown.clone()),
+        ..TaskFilter::default()
+    });
+    assert_eq!(
+        refused.unwrap_err(),
+        StoreError::Refused(Refusal::NoSuchTask(unknown))
+    );
+    let ready = s
+        .list(&TaskFilter {
+            status: Some(Status::Ready),
+            limit: Some(2),
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    let next = s
+        .list(&TaskFilter {
+            status: Some(Status::Ready),
+            limit: Some(2),
+            after: Some(ready[1].id.clone()),
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    let all_ready = s.list(&TaskFilter {
+        status: Some(Status::Ready),
+        ..TaskFilter::default()
+    });
+    assert_eq!(ids(&all_ready.unwrap()[2..4]), ids(&next));
+}
+
+/// The counts of `stats` and the web board's charts, each from one aggregate.
+pub fn aggregates_count_the_board(board: &dyn Board) {
+    let s = board.connect();
+    assert!(s.status_counts().unwrap().is_empty());
+    assert_eq!(s.oldest(Status::Ready).unwrap(), None);
+    let first = ready_task(&*s, "first");
+    let ana = NewTask {
+        assignee: Some("ana".into()),
+        ..NewTask::titled("hers")
+    };
+    let hers = s.create(&ana, T0 + 5).unwrap();
+    let quick = s.create(&NewTask::titled("quick"), T0 + 7).unwrap();
+    s.claim(&quick.id, 900, T0 + 100).unwrap();
+    assert!(s.complete(&quick.id, &Completion::default(), T0 + 130).unwrap());
+    s.claim(&hers.id, 900, T0 + 100).unwrap();
+    assert!(s.complete(&hers.id, &Completion::default(), T0 + 4000).unwrap());
+    let counts = s.status_counts().unwrap();
+    let count = |who: Option<&str>, status, tasks| StatusCount {
+        assignee: who.map(str::to_owned),
+        status,
+        tasks,
+    };
+    assert_eq!(
+        counts,
+        vec![
+            count(None, Status::Done, 1),
+            count(None, Status::Ready, 1),
+            count(Some("ana"), Status::Done, 1),
+        ]
+    );
+    assert_eq!(s.oldest(Status::Ready).unwrap().map(|t| t.id), Some(first.id));
+    let finished = s.finished(T0, 3600, &[60, 3600, 86_400]).unwrap();
+    assert_eq!(
+        finished,
+        vec![
+            Finished {
+                slot: 0,
+                bucket: 1,
+                tasks: 1
+            },
+            Finished {
+                slot: 1,
+                bucket: 2,
+                tasks: 1
+            },
+        ],
+        "quick: 123 s from creation; hers: 3995 s"
+    );
+    assert!(s.finished(T0 + 200, 3600, &[60]).unwrap().len() == 1);
+    let call = |started_at, outcome: &str| LlmCall {
+        task_id: None,
+        purpose: "decompose".into(),
+        model: "m".into(),
+        started_at,
+        duration_ms: 5,
+        outcome: outcome.into(),
+        http_status: None,
+        prompt_tokens: Some(10),
+        completion_tokens: Some(2),
+        error: None,
+        cost: None,
+        over_budget: false,
+    };
+    let day = T0.div_euclid(86_400);
+    for c in [
+        call(day * 86_400 - 1, "ok"),
+        call(day * 86_400, "ok"),
+        call(day * 86_400 + 5, "timeout"),
+    ] {
+        s.record_llm_call(&c).unwrap();
+    }
+    let spend = |day, requests, tokens, failures| DaySpend {
+        day,
+        requests,
+        tokens,
+        failures,
+    };
+    assert_eq!(
+        s.daily_spend(0).unwrap(),
+        vec![spend(day - 1, 1, 12, 0), spend(day, 2, 24, 1)]
+    );
+    assert_eq!(s.daily_spend(day * 86_400).unwrap(), vec![spend(day, 2, 24, 1)]);
+}

@@ -1,0 +1,158 @@
+//! `MemStore`'s filtered and aggregate reads: the streamed lists, the counts of `stats`
+//! and the web board's charts, computed from the board in memory as the SQL stores
+//! compute them in one statement.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use super::{queue_order, Board};
+use crate::store::{EventFilter, StoreResult, TaskFilter, Visit};
+use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Task, Timestamp};
+
+const DAY: i64 = 86_400;
+
+impl Board {
+    /// The tasks of `filter` in claim order, after its cursor, at most its limit.
+    pub(super) fn filtered_tasks(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
+        let after = match &filter.after {
+            Some(id) => Some(self.task(id)?.clone()),
+            None => None,
+        };
+        let keep = |t: &Task| {
+            filter.status.is_none_or(|s| t.status == s)
+                && (filter.include_archived || filter.status.is_some() || t.status != Status::Archived)
+                && filter
+                    .assignee
+                    .as_ref()
+                    .is_none_or(|a| t.assignee.as_ref() == Some(a))
+                && after
+                    .as_ref()
+                    .is_none_or(|a| queue_order(t, a) == std::cmp::Ordering::Greater)
+        };
+        Ok(self.sorted(keep, filter.limit.unwrap_or(usize::MAX)))
+    }
+
+    fn event_matches(filter: &EventFilter, e: &Event) -> bool {
+        e.id > filter.after_id
+            && filter.task_id.as_ref().is_none_or(|t| &e.task_id == t)
+            && filter.kind.as_ref().is_none_or(|k| &e.kind == k)
+            && filter.since.is_none_or(|at| e.created_at >= at)
+    }
+
+    pub(super) fn visit_events(
+        &self,
+        filter: &EventFilter,
+        visit: &mut dyn FnMut(Event) -> Visit,
+    ) -> StoreResult<()> {
+        if let Some(id) = &filter.task_id {
+            self.task(id)?;
+        }
+        let matching: Vec<&Event> = self
+            .events
+            .iter()
+            .filter(|e| Self::event_matches(filter, e))
+            .collect();
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        let skip = if filter.newest {
+            matching.len().saturating_sub(limit)
+        } else {
+            0
+        };
+        for e in matching.into_iter().skip(skip).take(limit) {
+            if visit(e.clone()).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        if let Some(id) = &filter.task_id {
+            self.task(id)?;
+        }
+        Ok(self
+            .events
+            .iter()
+            .filter(|e| Self::event_matches(filter, e))
+            .count() as u64)
+    }
+
+    pub(super) fn status_counts(&self) -> Vec<StatusCount> {
+        let mut counts: BTreeMap<(Option<String>, &str), (Status, u64)> = BTreeMap::new();
+        for t in self.tasks.values() {
+            counts
+                .entry((t.assignee.clone(), t.status.as_str()))
+                .or_insert((t.status, 0))
+                .1 += 1;
+        }
+        counts
+            .into_iter()
+            .map(|((assignee, _), (status, tasks))| StatusCount {
+                assignee,
+                status,
+                tasks,
+            })
+            .collect()
+    }
+
+    pub(super) fn oldest(&self, status: Status) -> Option<Task> {
+        self.tasks
+            .values()
+            .filter(|t| t.status == status)
+            .min_by_key(|t| (t.created_at, t.id.clone()))
+            .cloned()
+    }
+
+    /// When a task last became ready before `done`: its last promotion or unblock, else
+    /// its creation.
+    fn ready_at(&self, t: &Task, done: Timestamp) -> Timestamp {
+        self.events
+            .iter()
+            .filter(|e| e.task_id == t.id && matches!(e.kind.as_str(), "promoted" | "unblocked"))
+            .filter(|e| e.created_at <= done)
+            .map(|e| e.created_at)
+            .max()
+            .unwrap_or(t.created_at)
+    }
+
+    pub(super) fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> Vec<Finished> {
+        let mut counts: BTreeMap<(i64, usize), u64> = BTreeMap::new();
+        for t in self.tasks.values() {
+            let Some(done) = t.completed_at.filter(|at| *at >= since) else {
+                continue;
+            };
+            let took = done - self.ready_at(t, done);
+            let bucket = bounds.iter().position(|b| took < *b).unwrap_or(bounds.len());
+            *counts.entry(((done - since) / slot.max(1), bucket)).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|((slot, bucket), tasks)| Finished { slot, bucket, tasks })
+            .collect()
+    }
+
+    pub(super) fn daily_spend(&self, since: Timestamp) -> Vec<DaySpend> {
+        let mut days: BTreeMap<i64, DaySpend> = BTreeMap::new();
+        for c in self.llm_calls.iter().filter(|c| c.started_at >= since) {
+            let day = c.started_at.div_euclid(DAY);
+            let entry = days.entry(day).or_insert(DaySpend {
+                day,
+                ..DaySpend::default()
+            });
+            entry.requests += 1;
+            let tokens = c.prompt_tokens.unwrap_or(0) + c.completion_tokens.unwrap_or(0);
+            entry.tokens += u64::try_from(tokens).unwrap_or(0);
+            entry.failures += u64::from(c.outcome != "ok");
+        }
+        days.into_values().collect()
+    }
+}
+
+/// Hands each task to `visit` until it breaks.
+pub(super) fn visit_all(tasks: Vec<Task>, visit: &mut dyn FnMut(Task) -> Visit) {
+    for t in tasks {
+        if let ControlFlow::Break(()) = visit(t) {
+            break;
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! `MemStore`'s retention batches, the reference for the SQL stores' (see
+//! `crate::retention` for what is kept and why).
+
+use std::collections::{BTreeSet, VecDeque};
+
+use super::Board;
+use crate::retention::{Freed, ROUTINE_EVENTS};
+use crate::types::{Status, Task, TaskId, Timestamp};
+
+fn archived_before(t: &Task, before: Timestamp) -> bool {
+    t.status == Status::Archived && t.updated_at < before
+}
+
+impl Board {
+    /// The tasks linked to `seed`, directly or through others, `seed` included.
+    fn component(&self, seed: &TaskId) -> BTreeSet<TaskId> {
+        let mut seen = BTreeSet::from([seed.clone()]);
+        let mut queue = VecDeque::from([seed.clone()]);
+        while let Some(node) = queue.pop_front() {
+            for l in &self.links {
+                let other = if l.parent_id == node {
+                    &l.child_id
+                } else if l.child_id == node {
+                    &l.parent_id
+                } else {
+                    continue;
+                };
+                if seen.insert(other.clone()) {
+                    queue.push_back(other.clone());
+                }
+            }
+        }
+        seen
+    }
+
+    /// Removes the component of `seed` when every task of it is archived before
+    /// `before` and `seed` is its smallest id (so a component is taken once). The
+    /// component holding the newest event stays, so that no event id is handed out twice.
+    fn remove_component(&mut self, seed: &TaskId, before: Timestamp, dry_run: bool) -> Freed {
+        let members = self.component(seed);
+        let whole = members
+            .iter()
+            .all(|id| self.tasks.get(id).is_some_and(|t| archived_before(t, before)));
+        let holds_newest = self.events.last().is_some_and(|e| members.contains(&e.task_id));
+        if !whole || holds_newest || members.first() != Some(seed) {
+            return Freed::default();
+        }
+        let freed = Freed {
+            tasks: members.len() as u64,
+            runs: self
+                .runs
+                .values()
+                .filter(|r| members.contains(&r.task_id))
+                .count() as u64,
+            events: self
+                .events
+                .iter()
+                .filter(|e| members.contains(&e.task_id))
+                .count() as u64,
+            comments: self
+                .comments
+                .iter()
+                .filter(|c| members.contains(&c.task_id))
+                .count() as u64,
+            links: self
+                .links
+                .iter()
+                .filter(|l| members.contains(&l.parent_id) || members.contains(&l.child_id))
+                .count() as u64,
+        };
+        if !dry_run {
+            self.runs.retain(|_, r| !members.contains(&r.task_id));
+            self.events.retain(|e| !members.contains(&e.task_id));
+            self.comments.retain(|c| !members.contains(&c.task_id));
+            self.links
+                .retain(|l| !members.contains(&l.parent_id) && !members.contains(&l.child_id));
+            self.decomposition_leases.retain(|id, _| !members.contains(id));
+            self.tasks.retain(|id, _| !members.contains(id));
+        }
+        freed
+    }
+
+    pub(super) fn gc_archived(
+        &mut self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        window: usize,
+        dry_run: bool,
+    ) -> (Freed, Option<TaskId>) {
+        let looked: Vec<TaskId> = self
+            .tasks
+            .keys()
+            .filter(|id| after.is_none_or(|a| *id > a))
+            .take(window.max(1))
+            .cloned()
+            .collect();
+        let next = (looked.len() == window.max(1))
+            .then(|| looked.last().cloned())
+            .flatten();
+        let mut freed = Freed::default();
+        for id in &looked {
+            if self.tasks.get(id).is_some_and(|t| archived_before(t, before)) {
+                freed.add(self.remove_component(id, before, dry_run));
+            }
+        }
+        (freed, next)
+    }
+
+    pub(super) fn gc_events(
+        &mut self,
+        before: Timestamp,
+        after_id: i64,
+        window: i64,
+        dry_run: bool,
+    ) -> (Freed, Option<i64>) {
+        let newest = self.events.last().map_or(0, |e| e.id);
+        let upto = after_id.saturating_add(window.max(1));
+        let removable = |e: &crate::types::Event, tasks: &std::collections::BTreeMap<TaskId, Task>| {
+            e.id > after_id
+                && e.id <= upto
+                // The newest event stays, so that no id is ever handed out twice.
+                && e.id < newest
+                && e.created_at < before
+                && ROUTINE_EVENTS.contains(&e.kind.as_str())
+                && tasks.get(&e.task_id).is_some_and(|t| t.status == Status::Done)
+        };
+        let events = self.events.iter().filter(|e| removable(e, &self.tasks)).count() as u64;
+        if !dry_run {
+            let tasks = &self.tasks;
+            self.events.retain(|e| !removable(e, tasks));
+        }
+        let next = (upto < newest).then_some(upto);
+        (
+            Freed {
+                events,
+                ..Freed::default()
+            },
+            next,
+        )
+    }
+}

@@ -1,0 +1,217 @@
+//! Retention (`kanban gc`): what a batch removed, which events are routine, and the
+//! pace of the batches. The stores do the removing (`Store::gc_archived`,
+//! `Store::gc_events`); the caller runs batches until both cursors are done, measuring
+//! each, and [`Pacer`] sizes the next so that no batch holds the write lock long.
+//!
+//! What is never removed, so that the board and its checks read the same history:
+//! a task that a task outside its link component links to (the whole component goes, or
+//! none of it), the events of a task that is not done, and a done task's landmark events
+//! (`created`, `decomposed`, `claimed`, `completed`, the event that closed each run, ...):
+//! only [`ROUTINE_EVENTS`] go. The ledger (`llm_calls`) stays whole: the spend ceilings
+//! and the bill read it.
+
+use serde::Serialize;
+
+use crate::store::{Store, StoreResult};
+use crate::types::{TaskId, Timestamp};
+
+/// The event kinds retention removes from done tasks: notes of a run's progress and of
+/// edits, which no rule of the board reads back.
+pub const ROUTINE_EVENTS: &[&str] = &[
+    "heartbeat",
+    "claim_extended",
+    "reclaim_deferred",
+    "spawned",
+    "edited",
+    "assigned",
+    "linked",
+    "unlinked",
+    "auto_decompose_failed",
+    "decompose_reset",
+    "skipped_nonspawnable",
+];
+
+/// Rows a retention batch removed (or, in a dry run, would remove).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Freed {
+    pub tasks: u64,
+    pub runs: u64,
+    pub events: u64,
+    pub comments: u64,
+    pub links: u64,
+}
+
+impl Freed {
+    pub fn add(&mut self, other: Freed) {
+        self.tasks += other.tasks;
+        self.runs += other.runs;
+        self.events += other.events;
+        self.comments += other.comments;
+        self.links += other.links;
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.tasks + self.runs + self.events + self.comments + self.links
+    }
+}
+
+/// What handing the freed space back did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Compacted {
+    /// What was done, in words (`wal_checkpoint(TRUNCATE)`, `ANALYZE`).
+    pub action: String,
+    /// Bytes of the database file now free for reuse (SQLite's free pages), when known.
+    pub reusable_bytes: Option<u64>,
+    /// Bytes the write-ahead log shrank by, when known.
+    pub wal_bytes_freed: Option<u64>,
+}
+
+/// Sizes retention batches: each batch looks at `window` rows; a batch that took longer
+/// than half the budget halves the next window, one well under a quarter of it doubles
+/// it, within `[min, max]`. Time is passed in, never read here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacer {
+    window: usize,
+    min: usize,
+    max: usize,
+    budget_micros: u64,
+}
+
+impl Pacer {
+    /// A pacer starting at `start` rows per batch, aiming at batches under `budget_micros`.
+    pub fn new(start: usize, min: usize, max: usize, budget_micros: u64) -> Pacer {
+        Pacer {
+            window: start.clamp(min, max),
+            min,
+            max,
+            budget_micros,
+        }
+    }
+
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Records how long the last batch took.
+    pub fn took(&mut self, micros: u64) {
+        if micros > self.budget_micros / 2 {
+            self.window = (self.window / 2).max(self.min);
+        } else if micros < self.budget_micros / 4 {
+            self.window = (self.window.saturating_mul(2)).min(self.max);
+        }
+    }
+}
+
+/// What one `gc` removes: archived tasks last changed before `archived_before`, routine
+/// events of done tasks created before `events_before` (each skipped when `None`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sweep {
+    pub archived_before: Option<Timestamp>,
+    pub events_before: Option<Timestamp>,
+    /// Every batch is rolled back: the counts are what the same sweep would remove.
+    pub dry_run: bool,
+}
+
+/// What a sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Swept {
+    pub freed: Freed,
+    pub batches: u64,
+    /// The longest batch, in microseconds, as the caller's clock measured it.
+    pub longest_batch_micros: u64,
+}
+
+/// A clock for [`sweep`]: runs one batch and says how many microseconds it took.
+pub type Timer<'a> = dyn FnMut(&mut dyn FnMut() -> StoreResult<Freed>) -> (StoreResult<Freed>, u64) + 'a;
+
+/// Runs the batches of `request` to the end: archived tasks in id order, then events in
+/// id order, each batch sized by `pacer` from the time `timer` measured for the last.
+pub fn sweep(
+    store: &dyn Store,
+    request: &Sweep,
+    pacer: &mut Pacer,
+    timer: &mut Timer<'_>,
+) -> StoreResult<Swept> {
+    let mut swept = Swept::default();
+    let record = |swept: &mut Swept, pacer: &mut Pacer, (freed, micros): (StoreResult<Freed>, u64)| {
+        swept.batches += 1;
+        swept.longest_batch_micros = swept.longest_batch_micros.max(micros);
+        pacer.took(micros);
+        freed.map(|f| swept.freed.add(f))
+    };
+    if let Some(before) = request.archived_before {
+        let mut after: Option<TaskId> = None;
+        loop {
+            let window = pacer.window();
+            let mut next = None;
+            let timed = timer(&mut || {
+                let (freed, cursor) = store.gc_archived(before, after.as_ref(), window, request.dry_run)?;
+                next = cursor;
+                Ok(freed)
+            });
+            record(&mut swept, pacer, timed)?;
+            match next {
+                Some(cursor) => after = Some(cursor),
+                None => break,
+            }
+        }
+    }
+    if let Some(before) = request.events_before {
+        let mut after = 0;
+        loop {
+            let window = i64::try_from(pacer.window()).unwrap_or(i64::MAX);
+            let mut next = None;
+            let timed = timer(&mut || {
+                let (freed, cursor) = store.gc_events(before, after, window, request.dry_run)?;
+                next = cursor;
+                Ok(freed)
+            });
+            record(&mut swept, pacer, timed)?;
+            match next {
+                Some(cursor) => after = cursor,
+                None => break,
+            }
+        }
+    }
+    Ok(swept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_batch_halves_the_window_and_a_quick_one_doubles_it_within_bounds() {
+        let mut pacer = Pacer::new(1000, 100, 4000, 50_000);
+        pacer.took(30_000);
+        assert_eq!(pacer.window(), 500);
+        pacer.took(40_000);
+        pacer.took(40_000);
+        pacer.took(40_000);
+        assert_eq!(pacer.window(), 100, "never below the minimum");
+        pacer.took(15_000);
+        assert_eq!(pacer.window(), 100, "between a quarter and half: unchanged");
+        for _ in 0..10 {
+            pacer.took(1_000);
+        }
+        assert_eq!(pacer.window(), 4000, "never above the maximum");
+    }
+
+    #[test]
+    fn freed_rows_add_up() {
+        let mut total = Freed::default();
+        total.add(Freed {
+            tasks: 1,
+            runs: 2,
+            events: 3,
+            comments: 4,
+            links: 5,
+        });
+        total.add(Freed {
+            events: 10,
+            ..Freed::default()
+        });
+        assert_eq!(total.events, 13);
+        assert_eq!(total.rows(), 25);
+    }
+}

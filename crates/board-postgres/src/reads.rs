@@ -1,0 +1,184 @@
+//! The streamed and aggregate reads: `list` and `events` row by row as the server sends
+//! them, and the counts of `stats` and the web board's charts, each one statement.
+
+use std::collections::BTreeMap;
+
+use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
+use board_core::{DaySpend, Event, Finished, Status, StatusCount, StoreError, Task, TaskId};
+
+use crate::apply::require_task;
+use crate::rows::{self, event_columns, get, task_columns, word};
+use crate::tx::{Params, Tx};
+
+/// Where a page's cursor task sits in the claim order: priority, created_at, seq.
+fn cursor(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<(i64, i64, i64)> {
+    let found = tx.query_opt(
+        "SELECT priority, created_at, seq FROM tasks WHERE id = $1",
+        &[&id.as_str()],
+    )?;
+    let row = found.ok_or_else(|| StoreError::from(board_core::Refusal::NoSuchTask(id.clone())))?;
+    Ok((
+        get(&row, "priority")?,
+        get(&row, "created_at")?,
+        get(&row, "seq")?,
+    ))
+}
+
+pub(crate) fn for_each_task(
+    tx: &mut Tx<'_>,
+    filter: &TaskFilter,
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    // A status filter is an index range of tasks_by_status, never a scan of the board.
+    let status_clause = match (filter.status.is_some(), filter.include_archived) {
+        (true, _) => "status = $1",
+        (false, true) => "$1::text IS NULL",
+        (false, false) => "$1::text IS NULL AND status <> 'archived'",
+    };
+    let assignee_clause = match filter.assignee {
+        Some(_) => "assignee = $2",
+        None => "$2::text IS NULL",
+    };
+    let (after_clause, (priority, created_at, seq)) = match &filter.after {
+        Some(id) => {
+            let (p, c, s) = cursor(tx, id)?;
+            (
+                "AND (priority < $4 OR (priority = $4 AND (created_at, seq) > ($5, $6)))",
+                (Some(p), Some(c), Some(s)),
+            )
+        }
+        None => (
+            "AND $4::bigint IS NULL AND $5::bigint IS NULL AND $6::bigint IS NULL",
+            (None, None, None),
+        ),
+    };
+    let sql = format!(
+        "SELECT {} FROM tasks WHERE {status_clause} AND {assignee_clause} {after_clause}
+         ORDER BY priority DESC, created_at, seq LIMIT $3",
+        task_columns!()
+    );
+    let status = filter.status.map(|s| s.as_str());
+    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let params: Params<'_> = &[&status, &filter.assignee, &limit, &priority, &created_at, &seq];
+    tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
+}
+
+/// The `WHERE` of an events read: $1 task, $2 after id, $3 kind, $4 since. A task
+/// filter is its own statement, an index range of task_events_by_task.
+fn event_clause(filter: &EventFilter) -> &'static str {
+    if filter.task_id.is_some() {
+        "task_id = $1 AND id > $2 AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR created_at >= $4)"
+    } else {
+        "$1::text IS NULL AND id > $2 AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR created_at >= $4)"
+    }
+}
+
+pub(crate) fn for_each_event(
+    tx: &mut Tx<'_>,
+    filter: &EventFilter,
+    visit: &mut dyn FnMut(Event) -> Visit,
+) -> StoreResult<()> {
+    if let Some(id) = &filter.task_id {
+        require_task(tx, id)?;
+    }
+    let clause = event_clause(filter);
+    let columns = event_columns!();
+    let sql = if filter.newest {
+        format!(
+            "SELECT {columns} FROM (SELECT {columns} FROM task_events WHERE {clause}
+             ORDER BY id DESC LIMIT $5) newest ORDER BY id"
+        )
+    } else {
+        format!("SELECT {columns} FROM task_events WHERE {clause} ORDER BY id LIMIT $5")
+    };
+    let task = filter.task_id.as_ref().map(TaskId::as_str);
+    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let params: Params<'_> = &[&task, &filter.after_id, &filter.kind, &filter.since, &limit];
+    tx.each_row(&sql, params, |row| Ok(visit(rows::event(row)?)))
+}
+
+pub(crate) fn count_events(tx: &mut Tx<'_>, filter: &EventFilter) -> StoreResult<u64> {
+    if let Some(id) = &filter.task_id {
+        require_task(tx, id)?;
+    }
+    let sql = format!(
+        "SELECT count(*) AS n FROM task_events WHERE {}",
+        event_clause(filter)
+    );
+    let task = filter.task_id.as_ref().map(TaskId::as_str);
+    let found = tx.query_uncached(&sql, &[&task, &filter.after_id, &filter.kind, &filter.since])?;
+    let row = found
+        .first()
+        .ok_or_else(|| StoreError::Backend("the event count returned no row".into()))?;
+    Ok(get::<i64>(row, "n")?.max(0) as u64)
+}
+
+pub(crate) fn status_counts(tx: &mut Tx<'_>) -> StoreResult<Vec<StatusCount>> {
+    let found = tx.query(
+        "SELECT assignee, status, count(*) AS n FROM tasks GROUP BY assignee, status
+         ORDER BY assignee NULLS FIRST, status",
+        &[],
+    )?;
+    found
+        .iter()
+        .map(|r| {
+            Ok(StatusCount {
+                assignee: get(r, "assignee")?,
+                status: word::<Status>(r, "status")?,
+                tasks: get::<i64>(r, "n")?.max(0) as u64,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn oldest(tx: &mut Tx<'_>, status: Status) -> StoreResult<Option<Task>> {
+    let sql = concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM tasks WHERE status = $1 ORDER BY created_at, id LIMIT 1"
+    );
+    tx.query_opt(sql, &[&status.as_str()])?
+        .map(|r| rows::task(&r))
+        .transpose()
+}
+
+pub(crate) fn finished(tx: &mut Tx<'_>, since: i64, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>> {
+    // Rows are counted as they stream: the memory held is one counter per slot and bucket.
+    let sql = "SELECT (t.completed_at - $1) / $2 AS slot, t.completed_at - COALESCE((
+                   SELECT max(e.created_at) FROM task_events e
+                   WHERE e.task_id = t.id AND e.kind IN ('promoted', 'unblocked') AND e.created_at <= t.completed_at
+               ), t.created_at) AS took
+               FROM tasks t WHERE t.completed_at >= $1";
+    let mut counts: BTreeMap<(i64, usize), u64> = BTreeMap::new();
+    tx.each_row(sql, &[&since, &slot.max(1)], |row| {
+        let took: i64 = get(row, "took")?;
+        let bucket = bounds.iter().position(|b| took < *b).unwrap_or(bounds.len());
+        *counts.entry((get(row, "slot")?, bucket)).or_default() += 1;
+        Ok(Visit::Continue(()))
+    })?;
+    Ok(counts
+        .into_iter()
+        .map(|((slot, bucket), tasks)| Finished { slot, bucket, tasks })
+        .collect())
+}
+
+pub(crate) fn daily_spend(tx: &mut Tx<'_>, since: i64) -> StoreResult<Vec<DaySpend>> {
+    let found = tx.query(
+        "SELECT started_at / 86400 AS day, count(*) AS requests,
+                COALESCE(sum(GREATEST(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0), 0)), 0)::bigint AS tokens,
+                count(*) FILTER (WHERE outcome <> 'ok') AS failures
+         FROM llm_calls WHERE started_at >= $1 GROUP BY 1 ORDER BY 1",
+        &[&since],
+    )?;
+    found
+        .iter()
+        .map(|r| {
+            Ok(DaySpend {
+                day: get(r, "day")?,
+                requests: get::<i64>(r, "requests")?.max(0) as u64,
+                tokens: get::<i64>(r, "tokens")?.max(0) as u64,
+                failures: get::<i64>(r, "failures")?.max(0) as u64,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,132 @@
+//! Retention batches (`kanban gc`), each run in one transaction by the caller (rolled
+//! back for a dry run). What is kept and why: `board_core::retention`. The statements
+//! are SQLite's, so both boards remove the same rows.
+
+use board_core::store::StoreResult;
+use board_core::{Freed, StoreError, TaskId, Timestamp, ROUTINE_EVENTS};
+
+use crate::rows::get;
+use crate::tx::Tx;
+
+/// The link component of a task: every task linked to it, directly or through others,
+/// with whether each is archived and last changed before `$2`. Locked, so that none of
+/// them changes before the batch commits.
+const COMPONENT: &str = r#"
+    WITH RECURSIVE component(id) AS (
+        SELECT $1::text COLLATE "C"
+        UNION
+        SELECT CASE WHEN l.parent_id = c.id THEN l.child_id ELSE l.parent_id END
+        FROM task_links l JOIN component c ON l.parent_id = c.id OR l.child_id = c.id
+    )
+    SELECT t.id, (t.status = 'archived' AND t.updated_at < $2) AS old
+    FROM tasks t WHERE t.id IN (SELECT id FROM component) ORDER BY t.id FOR UPDATE"#;
+
+/// The component of `seed` when it is removable whole and `seed` is its smallest id;
+/// the component holding the newest event is kept, as on SQLite.
+fn removable_component(
+    tx: &mut Tx<'_>,
+    seed: &str,
+    before: Timestamp,
+    keep: Option<&str>,
+) -> StoreResult<Option<Vec<String>>> {
+    let found = tx.query(COMPONENT, &[&seed, &before])?;
+    let members = found
+        .iter()
+        .map(|r| Ok((get::<String>(r, "id")?, get::<bool>(r, "old")?)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let whole = !members.is_empty() && members.iter().all(|(_, old)| *old);
+    let first = members.first().is_some_and(|(id, _)| id == seed);
+    let kept = members.iter().any(|(id, _)| Some(id.as_str()) == keep);
+    Ok((whole && first && !kept).then(|| members.into_iter().map(|(id, _)| id).collect()))
+}
+
+fn remove_task(tx: &mut Tx<'_>, id: &str) -> StoreResult<Freed> {
+    let links = tx.execute(
+        "DELETE FROM task_links WHERE parent_id = $1 OR child_id = $1",
+        &[&id],
+    )?;
+    let events = tx.execute("DELETE FROM task_events WHERE task_id = $1", &[&id])?;
+    let comments = tx.execute("DELETE FROM task_comments WHERE task_id = $1", &[&id])?;
+    let runs = tx.execute("DELETE FROM task_runs WHERE task_id = $1", &[&id])?;
+    tx.execute("DELETE FROM decomposition_leases WHERE task_id = $1", &[&id])?;
+    let tasks = tx.execute("DELETE FROM tasks WHERE id = $1", &[&id])?;
+    Ok(Freed {
+        tasks,
+        runs,
+        events,
+        comments,
+        links,
+    })
+}
+
+pub(crate) fn gc_archived(
+    tx: &mut Tx<'_>,
+    before: Timestamp,
+    after: Option<&TaskId>,
+    window: usize,
+) -> StoreResult<(Freed, Option<TaskId>)> {
+    let window = window.max(1);
+    let found = tx.query(
+        "SELECT id, (status = 'archived' AND updated_at < $2) AS old FROM tasks WHERE id > $1 ORDER BY id LIMIT $3",
+        &[&after.map_or("", TaskId::as_str), &before, &(window as i64)],
+    )?;
+    let looked = found
+        .iter()
+        .map(|r| Ok((get::<String>(r, "id")?, get::<bool>(r, "old")?)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let next = match looked.last() {
+        Some((id, _)) if looked.len() == window => Some(id.parse::<TaskId>().map_err(|e| {
+            StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}"))
+        })?),
+        _ => None,
+    };
+    let keep = tx
+        .query_opt("SELECT task_id FROM task_events ORDER BY id DESC LIMIT 1", &[])?
+        .map(|r| get::<String>(&r, "task_id"))
+        .transpose()?;
+    let mut freed = Freed::default();
+    for (seed, old) in &looked {
+        if !old {
+            continue;
+        }
+        if let Some(members) = removable_component(tx, seed, before, keep.as_deref())? {
+            for id in &members {
+                freed.add(remove_task(tx, id)?);
+            }
+        }
+    }
+    Ok((freed, next))
+}
+
+pub(crate) fn gc_events(
+    tx: &mut Tx<'_>,
+    before: Timestamp,
+    after_id: i64,
+    window: i64,
+) -> StoreResult<(Freed, Option<i64>)> {
+    let newest: i64 = get(
+        &tx.query_one(
+            "SELECT COALESCE(max(id), 0)::bigint AS newest FROM task_events",
+            &[],
+        )?,
+        "newest",
+    )?;
+    let upto = after_id.saturating_add(window.max(1));
+    let kinds: Vec<&str> = ROUTINE_EVENTS.to_vec();
+    // The newest event stays (`id < $4`), as on SQLite.
+    let events = tx.execute(
+        "DELETE FROM task_events WHERE id IN (
+             SELECT e.id FROM task_events e JOIN tasks t ON t.id = e.task_id
+             WHERE e.id > $1 AND e.id <= $2 AND e.id < $4 AND e.created_at < $3
+               AND e.kind = ANY($5) AND t.status = 'done')",
+        &[&after_id, &upto, &before, &newest, &kinds],
+    )?;
+    let next = (upto < newest).then_some(upto);
+    Ok((
+        Freed {
+            events,
+            ..Freed::default()
+        },
+        next,
+    ))
+}

@@ -1,0 +1,202 @@
+//! The streamed and aggregate reads: `list` and `events` row by row as SQLite yields
+//! them, and the counts of `stats` and the web board's charts, each one statement.
+
+use std::collections::BTreeMap;
+
+use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
+use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::tasks::{each_decoded, query_tasks};
+use super::{backend, no_such};
+use crate::rows::{event_from_row, task_from_row, Word, EVENT_COLUMNS, TASK_COLUMNS};
+
+/// Where a page's cursor task sits in the claim order: priority, created_at, rowid.
+fn cursor(conn: &Connection, after: Option<&TaskId>) -> StoreResult<Option<(i64, i64, i64)>> {
+    let Some(id) = after else {
+        return Ok(None);
+    };
+    conn.prepare_cached("SELECT priority, created_at, rowid FROM tasks WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .map_err(backend)?
+        .map(Some)
+        .ok_or_else(|| no_such(id))
+}
+
+pub(super) fn for_each_task(
+    conn: &Connection,
+    filter: &TaskFilter,
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    // One statement per shape of filter, so that a status filter is an index range
+    // of tasks_by_status rather than a scan of the whole board.
+    let status_clause = match (filter.status, filter.include_archived) {
+        (Some(_), _) => "status = ?1",
+        (None, true) => "?1 IS NULL",
+        (None, false) => "?1 IS NULL AND status <> 'archived'",
+    };
+    let assignee_clause = if filter.assignee.is_some() {
+        "assignee = ?2"
+    } else {
+        "?2 IS NULL"
+    };
+    let after_clause = if filter.after.is_some() {
+        "AND (priority < ?4 OR (priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))))"
+    } else {
+        "AND ?4 IS NULL AND ?5 IS NULL AND ?6 IS NULL"
+    };
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause} {after_clause}
+         ORDER BY priority DESC, created_at, rowid LIMIT ?3"
+    );
+    let (priority, created_at, rowid) = match cursor(conn, filter.after.as_ref())? {
+        Some((p, c, r)) => (Some(p), Some(c), Some(r)),
+        None => (None, None, None),
+    };
+    let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query(params![
+            filter.status.map(|s| s.as_str()),
+            filter.assignee,
+            limit,
+            priority,
+            created_at,
+            rowid
+        ])
+        .map_err(backend)?;
+    each_decoded(rows, task_from_row, visit)
+}
+
+/// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 kind,
+/// ?4 since. A task filter is its own statement, an index range of task_events_by_task.
+fn event_clause(filter: &EventFilter) -> &'static str {
+    if filter.task_id.is_some() {
+        "task_id = ?1 AND id > ?2 AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR created_at >= ?4)"
+    } else {
+        "?1 IS NULL AND id > ?2 AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR created_at >= ?4)"
+    }
+}
+
+pub(super) fn for_each_event(
+    conn: &Connection,
+    filter: &EventFilter,
+    visit: &mut dyn FnMut(Event) -> Visit,
+) -> StoreResult<()> {
+    if let Some(id) = &filter.task_id {
+        super::SqliteStore::require_task(conn, id)?;
+    }
+    let clause = event_clause(filter);
+    let sql = if filter.newest {
+        format!(
+            "SELECT {EVENT_COLUMNS} FROM (SELECT {EVENT_COLUMNS} FROM task_events WHERE {clause}
+             ORDER BY id DESC LIMIT ?5) ORDER BY id"
+        )
+    } else {
+        format!("SELECT {EVENT_COLUMNS} FROM task_events WHERE {clause} ORDER BY id LIMIT ?5")
+    };
+    let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let task = filter.task_id.as_ref().map(TaskId::as_str);
+    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+    let mut rows = stmt
+        .query(params![task, filter.after_id, filter.kind, filter.since, limit])
+        .map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        if visit(event_from_row(row).map_err(backend)?).is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn count_events(conn: &Connection, filter: &EventFilter) -> StoreResult<u64> {
+    if let Some(id) = &filter.task_id {
+        super::SqliteStore::require_task(conn, id)?;
+    }
+    let sql = format!("SELECT COUNT(*) FROM task_events WHERE {}", event_clause(filter));
+    let task = filter.task_id.as_ref().map(TaskId::as_str);
+    let n: i64 = conn
+        .prepare_cached(&sql)
+        .and_then(|mut s| {
+            s.query_row(params![task, filter.after_id, filter.kind, filter.since], |r| {
+                r.get(0)
+            })
+        })
+        .map_err(backend)?;
+    Ok(n.max(0) as u64)
+}
+
+pub(super) fn status_counts(conn: &Connection) -> StoreResult<Vec<StatusCount>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT assignee, status, COUNT(*) FROM tasks GROUP BY assignee, status ORDER BY assignee, status")
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(StatusCount {
+                assignee: r.get(0)?,
+                status: r.get::<_, Word<Status>>(1)?.0,
+                tasks: r.get::<_, i64>(2)?.max(0) as u64,
+            })
+        })
+        .map_err(backend)?;
+    rows.collect::<Result<_, _>>().map_err(backend)
+}
+
+pub(super) fn oldest(conn: &Connection, status: Status) -> StoreResult<Option<Task>> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE status = ?1 ORDER BY created_at, id LIMIT 1");
+    Ok(query_tasks(conn, &sql, [status.as_str()])?.pop())
+}
+
+pub(super) fn finished(
+    conn: &Connection,
+    since: i64,
+    slot: i64,
+    bounds: &[i64],
+) -> StoreResult<Vec<Finished>> {
+    // Rows are counted as they stream: the memory held is one counter per slot and bucket.
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT (t.completed_at - ?1) / ?2, t.completed_at - COALESCE((
+                 SELECT MAX(e.created_at) FROM task_events e
+                 WHERE e.task_id = t.id AND e.kind IN ('promoted', 'unblocked') AND e.created_at <= t.completed_at
+             ), t.created_at)
+             FROM tasks t WHERE t.completed_at >= ?1",
+        )
+        .map_err(backend)?;
+    let mut rows = stmt.query(params![since, slot.max(1)]).map_err(backend)?;
+    let mut counts: BTreeMap<(i64, usize), u64> = BTreeMap::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        let (slot, took): (i64, i64) = (row.get(0).map_err(backend)?, row.get(1).map_err(backend)?);
+        let bucket = bounds.iter().position(|b| took < *b).unwrap_or(bounds.len());
+        *counts.entry((slot, bucket)).or_default() += 1;
+    }
+    Ok(counts
+        .into_iter()
+        .map(|((slot, bucket), tasks)| Finished { slot, bucket, tasks })
+        .collect())
+}
+
+pub(super) fn daily_spend(conn: &Connection, since: i64) -> StoreResult<Vec<DaySpend>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT started_at / 86400, COUNT(*),
+                    SUM(MAX(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0), 0)),
+                    SUM(outcome <> 'ok')
+             FROM llm_calls WHERE started_at >= ?1 GROUP BY 1 ORDER BY 1",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map([since], |r| {
+            Ok(DaySpend {
+                day: r.get(0)?,
+                requests: r.get::<_, i64>(1)?.max(0) as u64,
+                tokens: r.get::<_, i64>(2)?.max(0) as u64,
+                failures: r.get::<_, i64>(3)?.max(0) as u64,
+            })
+        })
+        .map_err(backend)?;
+    rows.collect::<Result<_, _>>().map_err(backend)
+}

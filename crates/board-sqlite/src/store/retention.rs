@@ -1,0 +1,149 @@
+//! Retention batches (`kanban gc`), each run inside one write transaction by the caller
+//! (rolled back for a dry run). What is kept and why: `board_core::retention`.
+
+use board_core::store::StoreResult;
+use board_core::{Freed, TaskId, Timestamp, ROUTINE_EVENTS};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::backend;
+
+/// The link component of a task: every task linked to it, directly or through others,
+/// with whether each is archived and last changed before `?2`.
+const COMPONENT: &str = "
+    WITH RECURSIVE component(id) AS (
+        SELECT ?1
+        UNION
+        SELECT CASE WHEN l.parent_id = c.id THEN l.child_id ELSE l.parent_id END
+        FROM task_links l JOIN component c ON l.parent_id = c.id OR l.child_id = c.id
+    )
+    SELECT t.id, t.status = 'archived' AND t.updated_at < ?2 FROM component c JOIN tasks t ON t.id = c.id
+    ORDER BY t.id";
+
+/// The task the newest event belongs to: its component is kept, so that the newest
+/// event id is never freed and handed out again.
+fn newest_event_task(conn: &Connection) -> StoreResult<Option<String>> {
+    conn.prepare_cached("SELECT task_id FROM task_events ORDER BY id DESC LIMIT 1")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+        .map_err(backend)
+}
+
+/// The component of `seed` when it is removable whole and `seed` is its smallest id (so
+/// a component is removed once, from its first task); else `None`.
+fn removable_component(
+    conn: &Connection,
+    seed: &str,
+    before: Timestamp,
+    keep: Option<&str>,
+) -> StoreResult<Option<Vec<String>>> {
+    let mut stmt = conn.prepare_cached(COMPONENT).map_err(backend)?;
+    let members = stmt
+        .query_map(params![seed, before], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+        })
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    let whole = !members.is_empty() && members.iter().all(|(_, old)| *old);
+    let first = members.first().is_some_and(|(id, _)| id == seed);
+    let kept = members.iter().any(|(id, _)| Some(id.as_str()) == keep);
+    Ok((whole && first && !kept).then(|| members.into_iter().map(|(id, _)| id).collect()))
+}
+
+fn remove_task(conn: &Connection, id: &str) -> StoreResult<Freed> {
+    let delete = |sql: &str| -> StoreResult<u64> {
+        let n = conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([id]))
+            .map_err(backend)?;
+        Ok(n as u64)
+    };
+    let links = delete("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1")?;
+    let events = delete("DELETE FROM task_events WHERE task_id = ?1")?;
+    let comments = delete("DELETE FROM task_comments WHERE task_id = ?1")?;
+    let runs = delete("DELETE FROM task_runs WHERE task_id = ?1")?;
+    delete("DELETE FROM decomposition_leases WHERE task_id = ?1")?;
+    let tasks = delete("DELETE FROM tasks WHERE id = ?1")?;
+    Ok(Freed {
+        tasks,
+        runs,
+        events,
+        comments,
+        links,
+    })
+}
+
+pub(super) fn gc_archived(
+    conn: &Connection,
+    before: Timestamp,
+    after: Option<&TaskId>,
+    window: usize,
+) -> StoreResult<(Freed, Option<TaskId>)> {
+    let window = window.max(1);
+    let looked: Vec<(String, bool)> = conn
+        .prepare_cached(
+            "SELECT id, status = 'archived' AND updated_at < ?2 FROM tasks WHERE id > ?1 ORDER BY id LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(
+                params![after.map_or("", TaskId::as_str), before, window as i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
+            .collect()
+        })
+        .map_err(backend)?;
+    let next = match looked.last() {
+        Some((id, _)) if looked.len() == window => Some(id.parse::<TaskId>().map_err(|e| {
+            board_core::StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}"))
+        })?),
+        _ => None,
+    };
+    let keep = newest_event_task(conn)?;
+    let mut freed = Freed::default();
+    for (seed, old) in &looked {
+        if !old {
+            continue;
+        }
+        if let Some(members) = removable_component(conn, seed, before, keep.as_deref())? {
+            for id in &members {
+                freed.add(remove_task(conn, id)?);
+            }
+        }
+    }
+    Ok((freed, next))
+}
+
+pub(super) fn gc_events(
+    conn: &Connection,
+    before: Timestamp,
+    after_id: i64,
+    window: i64,
+) -> StoreResult<(Freed, Option<i64>)> {
+    let newest: i64 = conn
+        .query_row("SELECT COALESCE(MAX(id), 0) FROM task_events", [], |r| r.get(0))
+        .map_err(backend)?;
+    let upto = after_id.saturating_add(window.max(1));
+    let kinds = ROUTINE_EVENTS
+        .iter()
+        .map(|k| format!("'{k}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The newest event stays (`id < ?4`), so that no event id is ever handed out twice.
+    let sql = format!(
+        "DELETE FROM task_events WHERE id IN (
+             SELECT e.id FROM task_events e JOIN tasks t ON t.id = e.task_id
+             WHERE e.id > ?1 AND e.id <= ?2 AND e.id < ?4 AND e.created_at < ?3
+               AND e.kind IN ({kinds}) AND t.status = 'done')"
+    );
+    let events = conn
+        .prepare_cached(&sql)
+        .and_then(|mut s| s.execute(params![after_id, upto, before, newest]))
+        .map_err(backend)? as u64;
+    let next = (upto < newest).then_some(upto);
+    Ok((
+        Freed {
+            events,
+            ..Freed::default()
+        },
+        next,
+    ))
+}
