@@ -20,6 +20,7 @@
 
 mod apply;
 mod cost;
+mod import;
 mod leases;
 mod pool;
 mod rows;

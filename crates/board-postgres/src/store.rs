@@ -42,12 +42,12 @@ use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, Link, LlmCall, Refusal,
-    Request, Run, Signal, Spend, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    BoardSnapshot, Breaker, BreakerSettings, Comment, DecompositionLease, Event, ImportBatch, ImportOutcome,
+    LlmCall, Refusal, Request, Run, Signal, Spend, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 
 use crate::apply::{
-    all, apply, facts_of, fresh_ids, insert_created, insert_links, locked_facts, promote, require_task,
+    all, apply, facts_of, fresh_ids, insert_created, insert_links, link, locked_facts, promote, require_task,
     task_by, tasks, unused_task_id, GET_TASK, LOCK_TASK, SHARE_TASK,
 };
 use crate::rows::{self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns};
@@ -201,32 +201,8 @@ impl Store for PgStore {
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
-        self.write(|tx| {
-            let (class, key) = self.lock_key(LockClass::Links);
-            tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])?;
-            let p = task_by(tx, SHARE_TASK, parent)?;
-            let f = locked_facts(tx, child)?;
-            let found = tx.query_one(
-                "WITH RECURSIVE down(id) AS (
-                    SELECT $2::text COLLATE \"C\" UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
-                 )
-                 SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = $1 AND child_id = $2),
-                        $1 <> $2 AND EXISTS (SELECT 1 FROM down WHERE id = $1)",
-                &[&parent.as_str(), &child.as_str()],
-            )?;
-            let exists: bool = found.try_get(0).map_err(crate::backend)?;
-            let cycle: bool = found.try_get(1).map_err(crate::backend)?;
-            let change = graph::link(&p, &f, cycle, exists, now)?;
-            // No cycle: the core refused any link that would close one.
-            insert_links(
-                tx,
-                &[Link {
-                    parent_id: parent.clone(),
-                    child_id: child.clone(),
-                }],
-            )?;
-            apply(tx, &f.task, &change, now)
-        })
+        let links_lock = self.lock_key(LockClass::Links);
+        self.write(|tx| link(tx, links_lock, parent, child, now))
     }
 
     fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
@@ -530,6 +506,11 @@ impl Store for PgStore {
                 completion_tokens: rows::sum(totals, "completion")?,
             })
         })
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
+        let links_lock = self.lock_key(LockClass::Links);
+        self.write(|tx| crate::import::import(tx, links_lock, batch, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {
