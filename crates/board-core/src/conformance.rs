@@ -13,6 +13,7 @@ mod decomposition;
 mod decomposition_lease;
 mod fanout_cap;
 mod graph;
+mod import;
 mod races;
 mod random_ops;
 mod reads;
@@ -30,6 +31,7 @@ pub use fanout_cap::fanout_cap_is_one_rule;
 pub use graph::{
     dependencies_hold_and_release, edit_assign_and_archive, idempotent_create, links_refuse_cycles,
 };
+pub use import::import_keeps_ids_and_history;
 pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
 pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
@@ -152,6 +154,7 @@ macro_rules! store_conformance_tests {
             aggregates_count_the_board,
             gc_removes_old_archived_components_and_routine_events,
             gc_takes_a_component_once_all_of_it_is_old,
+            import_keeps_ids_and_history,
         );
 
         #[test]

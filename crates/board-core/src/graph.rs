@@ -33,6 +33,16 @@ impl NewTask {
             ..NewTask::default()
         }
     }
+
+    /// The request with `default` (`kanban.default_assignee`) as its assignee when it
+    /// names none, as Hermes' dispatcher assigns an unassigned ready task. A triage card
+    /// stays unassigned: the decomposer routes it and its children to profiles.
+    pub fn or_assignee(mut self, default: &str) -> NewTask {
+        if self.assignee.is_none() && !self.triage {
+            self.assignee = Some(default.to_owned());
+        }
+        self
+    }
 }
 
 /// A new task row with its links to its parents and its events.

@@ -15,12 +15,15 @@ use serde_json::json;
 use crate::breaker::{observe, Breaker, BreakerSettings, Signal};
 use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
+use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed};
 use crate::spend::Spend;
 use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
+mod import;
+
 use crate::types::{
     BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, Status, StatusCount, Tally, Task,
     TaskId, Timestamp,
@@ -203,6 +206,23 @@ impl Board {
         out
     }
 
+    fn link(&mut self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+        let p = self.task(parent)?.clone();
+        let facts = self.facts(child)?;
+        let exists = self.links.contains(&Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        });
+        let cycle = parent != child && self.reaches(child, parent);
+        let change = graph::link(&p, &facts, cycle, exists, now)?;
+        self.links.insert(Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        });
+        self.apply(change, now);
+        Ok(())
+    }
+
     fn has_runs(&self, id: &TaskId) -> bool {
         self.runs.values().any(|r| &r.task_id == id)
     }
@@ -276,21 +296,7 @@ impl Store for MemStore {
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
-        let mut b = self.board();
-        let p = b.task(parent)?.clone();
-        let facts = b.facts(child)?;
-        let exists = b.links.contains(&Link {
-            parent_id: parent.clone(),
-            child_id: child.clone(),
-        });
-        let cycle = parent != child && b.reaches(child, parent);
-        let change = graph::link(&p, &facts, cycle, exists, now)?;
-        b.links.insert(Link {
-            parent_id: parent.clone(),
-            child_id: child.clone(),
-        });
-        b.apply(change, now);
-        Ok(())
+        self.board().link(parent, child, now)
     }
 
     fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
@@ -580,6 +586,10 @@ impl Store for MemStore {
             action: "nothing (a board in memory)".to_owned(),
             ..Compacted::default()
         })
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
+        Ok(self.board().import(batch, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 
 use crate::breaker::{Breaker, BreakerSettings, Signal};
 use crate::graph::NewTask;
+use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed};
@@ -250,6 +251,10 @@ pub trait Store: Send + Sync {
         settings: &BreakerSettings,
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)>;
+    /// Brings in the tasks of another board with their ids kept, then the links among
+    /// tasks on the board, in one transaction, each row decided as `crate::import` says.
+    /// A batch a storage error stops changes nothing.
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome>;
     /// The whole board, read in one consistent view.
     fn snapshot(&self) -> StoreResult<BoardSnapshot>;
     /// Tasks by status, ended runs by outcome, model requests by outcome and their tokens,

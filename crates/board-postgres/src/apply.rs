@@ -210,6 +210,41 @@ pub(crate) fn insert_links(tx: &mut Tx<'_>, links: &[Link]) -> StoreResult<()> {
     Ok(())
 }
 
+/// Links `parent -> child` as `link` does, inside the caller's transaction: the board's
+/// link lock (`links_lock`) is taken before the cycle check, so two links that would
+/// close a cycle together are checked one after the other.
+pub(crate) fn link(
+    tx: &mut Tx<'_>,
+    (class, key): (i32, i32),
+    parent: &TaskId,
+    child: &TaskId,
+    now: Timestamp,
+) -> StoreResult<()> {
+    tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])?;
+    let p = task_by(tx, SHARE_TASK, parent)?;
+    let f = locked_facts(tx, child)?;
+    let found = tx.query_one(
+        "WITH RECURSIVE down(id) AS (
+            SELECT $2::text COLLATE \"C\" UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
+         )
+         SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = $1 AND child_id = $2),
+                $1 <> $2 AND EXISTS (SELECT 1 FROM down WHERE id = $1)",
+        &[&parent.as_str(), &child.as_str()],
+    )?;
+    let exists: bool = found.try_get(0).map_err(crate::backend)?;
+    let cycle: bool = found.try_get(1).map_err(crate::backend)?;
+    let change = graph::link(&p, &f, cycle, exists, now)?;
+    // No cycle: the core refused any link that would close one.
+    insert_links(
+        tx,
+        &[Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        }],
+    )?;
+    apply(tx, &f.task, &change, now)
+}
+
 pub(crate) fn insert_created(tx: &mut Tx<'_>, created: &graph::Created, now: Timestamp) -> StoreResult<()> {
     insert_task(tx, &created.task)?;
     insert_links(tx, &created.links)?;

@@ -21,6 +21,7 @@
 mod apply;
 mod copy;
 mod cost;
+mod import;
 mod leases;
 mod pool;
 mod reads;

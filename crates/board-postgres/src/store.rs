@@ -43,13 +43,13 @@ use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter, 
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, Link, LlmCall, Refusal, Request, Run, Signal, Spend, Status, StatusCount, Store,
-    StoreError, Tally, Task, TaskId, Timestamp,
+    Finished, Freed, ImportBatch, ImportOutcome, LlmCall, Refusal, Request, Run, Signal, Spend, Status,
+    StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 
 use crate::apply::{
-    all, apply, facts_of, fresh_ids, insert_created, insert_links, locked_facts, promote, require_task,
-    task_by, tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, SHARE_TASK,
+    all, apply, facts_of, fresh_ids, insert_created, link, locked_facts, promote, require_task, task_by,
+    tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, SHARE_TASK,
 };
 use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
@@ -171,32 +171,8 @@ impl Store for PgStore {
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
-        self.write(|tx| {
-            let (class, key) = self.lock_key(LockClass::Links);
-            tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])?;
-            let p = task_by(tx, SHARE_TASK, parent)?;
-            let f = locked_facts(tx, child)?;
-            let found = tx.query_one(
-                "WITH RECURSIVE down(id) AS (
-                    SELECT $2::text COLLATE \"C\" UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
-                 )
-                 SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = $1 AND child_id = $2),
-                        $1 <> $2 AND EXISTS (SELECT 1 FROM down WHERE id = $1)",
-                &[&parent.as_str(), &child.as_str()],
-            )?;
-            let exists: bool = found.try_get(0).map_err(crate::backend)?;
-            let cycle: bool = found.try_get(1).map_err(crate::backend)?;
-            let change = graph::link(&p, &f, cycle, exists, now)?;
-            // No cycle: the core refused any link that would close one.
-            insert_links(
-                tx,
-                &[Link {
-                    parent_id: parent.clone(),
-                    child_id: child.clone(),
-                }],
-            )?;
-            apply(tx, &f.task, &change, now)
-        })
+        let links_lock = self.lock_key(LockClass::Links);
+        self.write(|tx| link(tx, links_lock, parent, child, now))
     }
 
     fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
@@ -505,6 +481,11 @@ impl Store for PgStore {
             action: "ANALYZE".to_owned(),
             ..Compacted::default()
         })
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
+        let links_lock = self.lock_key(LockClass::Links);
+        self.write(|tx| crate::import::import(tx, links_lock, batch, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

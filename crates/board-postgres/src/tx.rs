@@ -19,7 +19,7 @@ pub(crate) type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
 struct PendingEvent {
     task_id: TaskId,
     run_id: Option<i64>,
-    kind: &'static str,
+    kind: String,
     payload: String,
     created_at: Timestamp,
 }
@@ -169,10 +169,28 @@ impl<'a> Tx<'a> {
         self.events.extend(events.iter().map(|e| PendingEvent {
             task_id: task_id.clone(),
             run_id: e.run_id,
-            kind: e.kind,
+            kind: e.kind.to_owned(),
             payload: e.payload.to_string(),
             created_at: now,
         }));
+    }
+
+    /// Queues an event of another board, its kind and time kept (see `import`).
+    pub fn push_imported_event(
+        &mut self,
+        task_id: &TaskId,
+        run_id: Option<i64>,
+        kind: &str,
+        payload: String,
+        created_at: Timestamp,
+    ) {
+        self.events.push(PendingEvent {
+            task_id: task_id.clone(),
+            run_id,
+            kind: kind.to_owned(),
+            payload,
+            created_at,
+        });
     }
 
     /// Inserts the queued events and commits.
@@ -192,7 +210,7 @@ impl<'a> Tx<'a> {
     pub fn commit(mut self, events_lock: (i32, i32), wake: &str) -> Result<(), (StoreError, bool)> {
         let events = std::mem::take(&mut self.events);
         let mut done = self.insert_events(&events, events_lock);
-        if done.is_ok() && events.iter().any(|e| board_core::wakes_dispatcher(e.kind)) {
+        if done.is_ok() && events.iter().any(|e| board_core::wakes_dispatcher(&e.kind)) {
             done = self.execute("SELECT pg_notify($1, '')", &[&wake]).map(drop);
         }
         if let Err(e) = done {
@@ -211,7 +229,7 @@ impl<'a> Tx<'a> {
         }
         let task_ids: Vec<&str> = events.iter().map(|e| e.task_id.as_str()).collect();
         let run_ids: Vec<Option<i64>> = events.iter().map(|e| e.run_id).collect();
-        let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
         let payloads: Vec<&str> = events.iter().map(|e| e.payload.as_str()).collect();
         let created: Vec<Timestamp> = events.iter().map(|e| e.created_at).collect();
         // One round trip under the lock, which is held to commit: the lock's row is

@@ -7,6 +7,7 @@
 //! applies the change with its events, guarded by compare-and-set on the claim.
 
 mod copy;
+pub mod hermes;
 mod rows;
 mod schema;
 mod store;
@@ -286,7 +287,7 @@ fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
 /// (`-wal` present) the header may lag behind it, so SQLite reads through the WAL, whose
 /// side files exist already; without one, the file is complete and is opened
 /// `immutable`, which makes SQLite create no `-wal`/`-shm` files for a file it may refuse.
-fn open_for_identity(path: &Path) -> rusqlite::Result<Connection> {
+pub(crate) fn open_for_identity(path: &Path) -> rusqlite::Result<Connection> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     if Path::new(&wal).exists() {

@@ -10,8 +10,8 @@ use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, Link, LlmCall, Refusal, Request, Run, Signal, Spend, Status, StatusCount, Store,
-    StoreError, Tally, Task, TaskId, Timestamp,
+    Finished, Freed, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, Signal, Spend, Status,
+    StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -23,14 +23,15 @@ use crate::SqliteStore;
 
 mod apply;
 mod cost;
+mod import;
 mod leases;
 mod reads;
 mod retention;
 mod tasks;
 
 use apply::{
-    apply, facts, insert_created, insert_events, new_claim_lock, next_run_id, pause_before_commit, promote,
-    query_ids, take_wakes, unused_task_id, PlanTx, PROMOTABLE,
+    apply, facts, insert_created, insert_events, link, new_claim_lock, next_run_id, pause_before_commit,
+    promote, query_ids, take_wakes, unused_task_id, PlanTx, PROMOTABLE,
 };
 use tasks::{get_task, query_tasks};
 
@@ -220,28 +221,7 @@ impl Store for SqliteStore {
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
-        self.write(|tx| {
-            let p = get_task(tx, parent)?;
-            let f = facts(tx, child)?;
-            let (exists, cycle): (bool, bool) = tx
-                .prepare_cached(
-                    "WITH RECURSIVE down(id) AS (
-                        SELECT ?2 UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
-                     )
-                     SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = ?1 AND child_id = ?2),
-                            ?1 <> ?2 AND EXISTS (SELECT 1 FROM down WHERE id = ?1)",
-                )
-                .and_then(|mut s| {
-                    s.query_row([parent.as_str(), child.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-                })
-                .map_err(backend)?;
-            let change = graph::link(&p, &f, cycle, exists, now)?;
-            // No cycle: the core refused any link that would close one.
-            tx.prepare_cached("INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)")
-                .and_then(|mut s| s.execute([parent.as_str(), child.as_str()]))
-                .map_err(backend)?;
-            apply(tx, &f.task, &change, now)
-        })
+        self.write(|tx| link(tx, parent, child, now))
     }
 
     fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
@@ -500,6 +480,10 @@ impl Store for SqliteStore {
 
     fn compact(&self) -> StoreResult<Compacted> {
         self.checkpoint()
+    }
+
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
+        self.write(|tx| import::import(tx, batch, now))
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

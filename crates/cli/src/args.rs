@@ -164,6 +164,15 @@ pub enum Verb {
     /// Check the home's config.yaml and print its effective values
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Bring a Hermes board's tasks, links, runs, events and comments over, ids kept
+    #[command(
+        after_help = "Examples:\n  kanban import-hermes ~/.hermes/kanban.db\n  kanban import-hermes ~/.hermes/kanban.db --json\n\nThe Hermes file is only read, never written. Statuses this board lacks come over as\nthe nearest one (running -> ready, scheduled and review -> blocked), the original kept\nin an `imported` event. Importing the same board again changes nothing."
+    )]
+    ImportHermes {
+        /// The Hermes board file (Hermes keeps it at ~/.hermes/kanban.db)
+        #[arg(value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+        path: std::path::PathBuf,
+    },
     /// Ask the model to split triage cards into tasks, or tighten each into one
     #[command(after_help = "Examples:\n  kanban decompose t_1a2b3c4d\n  kanban decompose --all --json")]
     Decompose(ModelCallArgs),

@@ -95,6 +95,10 @@ async fn create(
         idempotency_key: b.idempotency_key,
         max_runtime_seconds: b.max_runtime_seconds,
     };
+    let request = match &app.settings.default_assignee {
+        Some(default) => request.or_assignee(default),
+        None => request,
+    };
     let task = blocking(&app, move |s| Ok(s.create(&request, now())?)).await?;
     Ok((StatusCode::CREATED, Json(task_json(&task))))
 }

@@ -64,6 +64,9 @@ pub struct Settings {
     pub secrets: Vec<String>,
     /// The verbs behind the MCP tools served at `/mcp` (streamable HTTP); none, no `/mcp`.
     pub mcp: Option<Arc<dyn mcp::Verbs>>,
+    /// The assignee of a card created without one, triage cards aside
+    /// (`kanban.default_assignee`); none leaves it unassigned.
+    pub default_assignee: Option<String>,
 }
 
 /// The refusal of the decompose action on a server given no model.
@@ -96,6 +99,7 @@ impl Default for Settings {
             decomposer: Err(NO_MODEL.to_owned()),
             secrets: Vec::new(),
             mcp: None,
+            default_assignee: None,
         }
     }
 }

@@ -106,7 +106,7 @@ pub(super) fn insert_events(
     Ok(())
 }
 
-fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
+pub(super) fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
     tx.prepare_cached(&INSERT_TASK)
         .and_then(|mut s| with_params(t, &[], |params| s.execute(params)))
         .map_err(backend)?;
@@ -137,7 +137,7 @@ fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
     }
 }
 
-fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
+pub(super) fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
     tx.prepare_cached(&UPSERT_RUN)
         .and_then(|mut s| with_params(r, &[], |params| s.execute(params)))
         .map_err(backend)?;
@@ -227,6 +227,32 @@ pub(super) fn insert_links(tx: &Connection, links: &[Link]) -> StoreResult<()> {
             .map_err(backend)?;
     }
     Ok(())
+}
+
+/// Links `parent -> child` as `link` does, inside the caller's transaction.
+pub(super) fn link(tx: &Connection, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
+    let p = get_task(tx, parent)?;
+    let f = facts(tx, child)?;
+    let (exists, cycle): (bool, bool) = tx
+        .prepare_cached(
+            "WITH RECURSIVE down(id) AS (
+                SELECT ?2 UNION SELECT l.child_id FROM task_links l JOIN down d ON l.parent_id = d.id
+             )
+             SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = ?1 AND child_id = ?2),
+                    ?1 <> ?2 AND EXISTS (SELECT 1 FROM down WHERE id = ?1)",
+        )
+        .and_then(|mut s| s.query_row([parent.as_str(), child.as_str()], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(backend)?;
+    let change = graph::link(&p, &f, cycle, exists, now)?;
+    // No cycle: the core refused any link that would close one.
+    insert_links(
+        tx,
+        &[Link {
+            parent_id: parent.clone(),
+            child_id: child.clone(),
+        }],
+    )?;
+    apply(tx, &f.task, &change, now)
 }
 
 pub(super) fn insert_created(tx: &Connection, created: &graph::Created, now: Timestamp) -> StoreResult<()> {

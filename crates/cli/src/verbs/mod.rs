@@ -8,6 +8,7 @@ mod decompose;
 mod desk;
 mod gateway_verbs;
 mod graph;
+mod import_hermes;
 mod mcp;
 mod migrate;
 mod read;
@@ -130,6 +131,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Runs { id } => read::runs(&ctx, &id),
         Verb::Events { id, follow } => read::events(&ctx, id, follow),
         Verb::Stats => stats::stats(&ctx),
+        Verb::ImportHermes { path } => import_hermes::import_hermes(&ctx, &path),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
         Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),
         Verb::Claim { id, ttl } => work::claim(&ctx, &id, ttl),

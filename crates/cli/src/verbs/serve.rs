@@ -33,6 +33,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> 
         terminator: Arc::new(ProcessGroupTerminator),
         logs_dir: Some(home.logs()),
         ceilings: ctx.config.spend_ceilings(),
+        default_assignee: Some(ctx.config.kanban.default_assignee.clone()),
         decomposer: web::Decomposer::new(model).map(Arc::new),
         secrets,
         mcp: Some(Arc::new(super::mcp::Tools::served(

@@ -40,7 +40,8 @@ pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Task, Failure> {
         parents: a.parents,
         idempotency_key: a.idempotency_key,
         max_runtime_seconds: a.max_runtime,
-    };
+    }
+    .or_assignee(&ctx.config.kanban.default_assignee);
     Ok(ctx.store.create(&request, ctx.now)?)
 }
 

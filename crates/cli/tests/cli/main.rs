@@ -19,6 +19,7 @@ mod dispatch;
 mod e2e;
 mod home_safety;
 mod http_endpoint;
+mod import_hermes;
 mod mcp;
 mod migrate;
 mod output_escapes;

@@ -500,3 +500,22 @@ fn help_lists_every_verb_with_a_summary() {
         );
     }
 }
+
+/// `create` without `--assignee` takes `kanban.default_assignee`; a triage card stays
+/// unassigned for the decomposer to route.
+#[test]
+fn create_applies_the_default_assignee_except_to_triage() {
+    let board = Board::init();
+    assert_eq!(board.json(&["create", "plain"])["assignee"], "default");
+    std::fs::write(
+        board.home().join("config.yaml"),
+        "kanban:\n  default_assignee: coder\n",
+    )
+    .unwrap();
+    assert_eq!(board.json(&["create", "routed"])["assignee"], "coder");
+    assert_eq!(
+        board.json(&["create", "named", "--assignee", "writer"])["assignee"],
+        "writer"
+    );
+    assert!(board.json(&["create", "idea", "--triage"])["assignee"].is_null());
+}
