@@ -14,7 +14,7 @@ use super::{
 };
 
 /// A child process stopped with SIGTERM (then SIGKILL) when dropped.
-struct Running {
+pub(super) struct Running {
     child: Child,
 }
 
@@ -32,7 +32,7 @@ impl Running {
     }
 
     /// Whether it is still running; an exit is an error with its status.
-    fn alive(&mut self) -> Result<(), String> {
+    pub(super) fn alive(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(format!("exited early ({status})")),
@@ -116,7 +116,7 @@ fn ticks(home: &Path) -> u64 {
 }
 
 /// Polls `done` every 20 ms until it holds, the gateway dies, or `limit` passes.
-fn wait_for(
+pub(super) fn wait_for(
     gateway: &mut Running,
     limit: Duration,
     what: &str,
@@ -141,7 +141,7 @@ fn wait_for(
 }
 
 /// A new home with `config.yaml` replaced by `config`.
-fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> {
+pub(super) fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> {
     let home = paths.work.join(name);
     if home.exists() {
         std::fs::remove_dir_all(&home).map_err(|e| format!("cannot empty {}: {e}", home.display()))?;
@@ -154,7 +154,7 @@ fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> 
 fn start_gateway(paths: &Paths, home: &Path) -> Result<Running, String> {
     let log = std::fs::File::create(home.join("gateway.log")).map_err(|e| format!("gateway.log: {e}"))?;
     Running::spawn(
-        Command::new(paths.release.join("kanban-gateway"))
+        Command::new(paths.bins.join("kanban-gateway"))
             .arg("--home")
             .arg(home)
             .stdout(Stdio::null())
@@ -237,7 +237,7 @@ pub(super) fn decomposition(paths: &Paths, results: &mut Results) -> Result<(), 
     let script = paths.work.join("split-script.json");
     std::fs::write(&script, SPLIT_SCRIPT).map_err(|e| format!("{}: {e}", script.display()))?;
     let mut fake = Running::spawn(
-        Command::new(paths.release.join("fake-llm"))
+        Command::new(paths.bins.join("fake-llm"))
             .args(["serve", "--port", "0", "--script"])
             .arg(&script)
             .stdout(Stdio::piped())

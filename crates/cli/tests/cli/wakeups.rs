@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{Status, Store, TaskId};
+use board_core::{Outcome, Status, Store, TaskId};
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 
@@ -70,13 +70,14 @@ impl WakeBoard {
         WakeBoard { board, store, schema }
     }
 
-    /// Whether a worker was started for `id`.
+    /// Whether a worker was started for `id`: its pid is recorded, or it already
+    /// completed its run (a worker may report before the gateway records its pid).
     fn spawned(&self, id: &TaskId) -> bool {
         self.store
             .runs(id)
             .unwrap()
             .iter()
-            .any(|r| r.worker_pid.is_some())
+            .any(|r| r.worker_pid.is_some() || r.outcome == Some(Outcome::Completed))
     }
 
     fn status(&self, id: &TaskId) -> Status {
