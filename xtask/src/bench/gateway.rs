@@ -141,6 +141,21 @@ pub(super) fn wait_for(
 }
 
 /// A new home with `config.yaml` replaced by `config`.
+/// Adds `tasks` ready tasks for `assignee` to the board file `db`.
+pub(super) fn populate(paths: &Paths, db: &Path, tasks: usize, assignee: &str) -> Result<(), String> {
+    let tasks = tasks.to_string();
+    let args = [
+        "populate",
+        "--db",
+        path_str(db)?,
+        "--ready",
+        &tasks,
+        "--assignee",
+        assignee,
+    ];
+    example(paths, "bench_store", &args).map(drop)
+}
+
 pub(super) fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> {
     let home = paths.work.join(name);
     if home.exists() {
@@ -183,20 +198,7 @@ pub(super) fn gateway_footprint(paths: &Paths, results: &mut Results) -> Result<
         );
         let home = new_home(paths, &format!("gateway-busy-{run}"), &config)?;
         let db = home.join("kanban.db");
-        let workers = BUSY_WORKERS.to_string();
-        example(
-            paths,
-            "bench_store",
-            &[
-                "populate",
-                "--db",
-                path_str(&db)?,
-                "--ready",
-                &workers,
-                "--assignee",
-                "default",
-            ],
-        )?;
+        populate(paths, &db, BUSY_WORKERS, "default")?;
         let mut gateway = start_gateway(paths, &home)?;
         // Declared after the gateway so it drops first: the workers die before it stops.
         let running = Workers {

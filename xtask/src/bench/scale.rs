@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::board::{boards, home_with_board};
-use super::gateway::{new_home, Running};
+use super::gateway::{new_home, populate, Running};
 use super::{example, json_line, median, mkdir, output, path_str, Paths, Results, Row, RUNS};
 use crate::pg::{Server, HINT};
 
@@ -277,26 +277,6 @@ fn latency(
     Ok(())
 }
 
-/// `tasks` ready tasks for `quick` in `home/kanban.db`.
-fn populate(paths: &Paths, home: &Path, tasks: usize) -> Result<(), String> {
-    let db = home.join("kanban.db");
-    let tasks = tasks.to_string();
-    example(
-        paths,
-        "bench_store",
-        &[
-            "populate",
-            "--db",
-            path_str(&db)?,
-            "--ready",
-            &tasks,
-            "--assignee",
-            "quick",
-        ],
-    )
-    .map(drop)
-}
-
 /// One figure per run: tasks/s through the whole loop with `gateways` gateways, each
 /// on a home of its own, from their start until every task is done.
 fn whole_loop(
@@ -313,7 +293,7 @@ fn whole_loop(
         let homes = (0..gateways)
             .map(|g| loop_home(paths, &format!("loop-{backend}-{gateways}-{g}"), 1, g))
             .collect::<Result<Vec<_>, _>>()?;
-        populate(paths, &homes[0], scale.loop_tasks)?;
+        populate(paths, &homes[0].join("kanban.db"), scale.loop_tasks, "quick")?;
         if let Some(url) = &url {
             output(kanban(paths, &homes[0], None).args(["migrate", "--to", url]))?;
         }
