@@ -11,14 +11,19 @@
 //! `crates/gateway/examples/bench_tick.rs`, `crates/web/examples/bench_web.rs`) and print one JSON line of figures each; xtask
 //! only starts processes and reads what they print, so it depends on none of our crates.
 //! `--only` runs some of them (`--only postgres`: the PostgreSQL rows, see
-//! `postgres.rs`; `--only web`: the web board in headless Chromium, see `web.rs`); `--peer` adds the same store and CLI workloads run against the
-//! Python Hermes kanban (see `peer.rs`).
+//! `postgres.rs`; `--only web`: the web board in headless Chromium, see `web.rs`; `--only
+//! scale`: the dispatcher tick on a 100k-task PostgreSQL board, whole-loop throughput
+//! with 1, 2 and 4 gateways and the ready-to-spawned latency, see `scale.rs`); `--peer`
+//! adds the same store and CLI workloads run against the Python Hermes kanban (see
+//! `peer.rs`). `--debug` runs the workloads on debug builds at a small scale: a check
+//! that they work, not a measurement.
 
 mod board;
 mod gateway;
 mod outage;
 mod peer;
 mod postgres;
+mod scale;
 mod store;
 mod web;
 
@@ -60,8 +65,11 @@ const SPLIT_SCRIPT: &str = r#"{
 
 /// Where the harness finds its programs and keeps its files.
 pub(crate) struct Paths {
-    pub(crate) release: PathBuf,
+    /// `target/release`, or `target/debug` with `--debug`.
+    pub(crate) bins: PathBuf,
     pub(crate) examples: PathBuf,
+    /// `--debug`: a check of the workloads at a small scale, not a measurement.
+    pub(crate) small: bool,
     /// `target/bench`: results, cached boards, the peer's virtualenv.
     pub(crate) bench: PathBuf,
     /// `target/bench/work`: scratch homes and boards, emptied at every start.
@@ -69,7 +77,7 @@ pub(crate) struct Paths {
 }
 
 impl Paths {
-    fn new(root: &Path) -> Paths {
+    fn new(root: &Path, debug: bool) -> Paths {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| root.join("target"));
@@ -79,16 +87,18 @@ impl Paths {
             target
         };
         let bench = target.join("bench");
+        let bins = target.join(if debug { "debug" } else { "release" });
         Paths {
-            release: target.join("release"),
-            examples: target.join("release").join("examples"),
+            examples: bins.join("examples"),
+            bins,
+            small: debug,
             work: bench.join("work"),
             bench,
         }
     }
 
     pub(crate) fn kanban(&self) -> PathBuf {
-        self.release.join("kanban")
+        self.bins.join("kanban")
     }
 
     fn board(&self, size: usize) -> PathBuf {
@@ -202,7 +212,7 @@ type Workload = fn(&Paths, &mut Results) -> Result<(), String>;
 type Invocation = Box<dyn FnMut() -> Vec<String>>;
 
 /// The workloads, by the name `--only` selects them with.
-const WORKLOADS: [(&str, &str, Workload); 9] = [
+const WORKLOADS: [(&str, &str, Workload); 10] = [
     ("store", "store cycle", store_cycle),
     ("contention", "contention", contention),
     ("tick", "dispatcher tick", tick),
@@ -212,18 +222,25 @@ const WORKLOADS: [(&str, &str, Workload); 9] = [
     ("outage", "outage cost", outage::ours),
     ("postgres", "PostgreSQL store", postgres::run),
     ("web", "web board (headless Chromium)", web::web),
+    (
+        "scale",
+        "scale-out: PostgreSQL tick, gateways, wake-ups",
+        scale::run,
+    ),
 ];
 
-/// `--peer` and the keys of `--only`, when given.
-fn parse_args(args: &[String]) -> Result<(bool, Option<Vec<&str>>), String> {
+/// `--peer`, `--debug` and the keys of `--only`, when given.
+fn parse_args(args: &[String]) -> Result<(bool, bool, Option<Vec<&str>>), String> {
     let names: Vec<&str> = WORKLOADS.iter().map(|(key, _, _)| *key).collect();
-    let usage = format!("expected --peer or --only {}[,...]", names.join("|"));
+    let usage = format!("expected --peer, --debug or --only {}[,...]", names.join("|"));
     let mut with_peer = false;
+    let mut debug = false;
     let mut only: Option<Vec<&str>> = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--peer" => with_peer = true,
+            "--debug" => debug = true,
             "--only" => {
                 let list = args
                     .next()
@@ -237,18 +254,21 @@ fn parse_args(args: &[String]) -> Result<(bool, Option<Vec<&str>>), String> {
             other => return Err(format!("bench: unknown argument {other:?} ({usage})")),
         }
     }
-    Ok((with_peer, only))
+    Ok((with_peer, debug, only))
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
-    let (with_peer, only) = parse_args(args)?;
+    let (with_peer, debug, only) = parse_args(args)?;
     let selected: Vec<_> = WORKLOADS
         .iter()
         .filter(|(key, _, _)| only.as_ref().is_none_or(|keys| keys.contains(key)))
         .collect();
     // The SQLite workloads and the peer need the binaries and the SQLite and gateway
     // examples; the PostgreSQL rows need only their own example.
-    let mut build = vec!["build", "--release", "--bins", "--examples"];
+    let mut build = vec!["build", "--bins", "--examples"];
+    if !debug {
+        build.push("--release");
+    }
     if with_peer || selected.iter().any(|(key, _, _)| *key != "postgres") {
         build.extend([
             "-p",
@@ -268,7 +288,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         build.extend(["-p", "board-postgres"]);
     }
     crate::run(&crate::cargo(), &build)?;
-    let paths = Paths::new(root);
+    let paths = Paths::new(root, debug);
     if paths.work.exists() {
         std::fs::remove_dir_all(&paths.work)
             .map_err(|e| format!("cannot empty {}: {e}", paths.work.display()))?;

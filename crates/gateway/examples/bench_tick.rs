@@ -5,8 +5,9 @@
 //!   `Store` API: R ready, C triage cards cooling down after a recorded decomposition
 //!   failure, the rest (if any) done. Built once and copied for each run.
 //! - `version`: the schema version a built board has, so a stale one is rebuilt.
-//! - `tick --home H --ticks K`: the dispatcher on `H/kanban.db` with `max_spawn: 0` and
-//!   auto-decompose on; one warm-up tick, then K timed ticks.
+//! - `tick --home H --ticks K`: the dispatcher on `H/kanban.db` (or the board of
+//!   `KANBAN_DATABASE_URL`) with `max_spawn: 0` and auto-decompose on; one warm-up tick,
+//!   then K timed ticks.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -104,9 +105,10 @@ fn tick(f: &Flags) -> Result<Value, String> {
     let home = path(f, "home")?;
     let ticks = number(f, "ticks")?;
     let home = Home::at(&home).map_err(|e| e.to_string())?;
-    // The gateway's default durability (FULL), as `kanban-gateway` would open it.
-    let store = SqliteStore::open(home.database(), &Options::default()).map_err(|e| e.to_string())?;
-    let store: Arc<dyn Store> = Arc::new(store);
+    // The board as `kanban-gateway` would open it: `H/kanban.db` with the default
+    // durability (FULL), or the PostgreSQL board of `KANBAN_DATABASE_URL`.
+    let loaded = home.load_config().map_err(|e| e.to_string())?;
+    let store: Arc<dyn Store> = home.open_store(&loaded.config).map_err(|e| e.to_string())?;
     let mut dispatcher = Dispatcher::new(store, home, Box::new(Idle));
     let settings = DispatchSettings {
         max_spawn: 0,

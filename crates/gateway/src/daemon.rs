@@ -308,14 +308,11 @@ impl Ticking {
         let mut interval = every(self.config.kanban.dispatch_interval());
         let mut terminate = signal(SignalKind::terminate()).map_err(io("cannot watch SIGTERM"))?;
         let mut hangup = signal(SignalKind::hangup()).map_err(io("cannot watch SIGHUP"))?;
-        // A worker that exits frees its slot: the next tick can fill it at once.
-        let mut child = signal(SignalKind::child()).map_err(io("cannot watch SIGCHLD"))?;
         let mut last_tick = Instant::now();
         loop {
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = self.wake.notified() => self.after_gap(last_tick).await,
-                _ = child.recv() => self.after_gap(last_tick).await,
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
                 _ = hangup.recv() => {

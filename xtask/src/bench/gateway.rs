@@ -27,6 +27,14 @@ impl Running {
             .map_err(|e| format!("cannot start {shown}: {e}"))
     }
 
+    /// Starts `cmd` with the stdin it was given (`spawn` closes it).
+    pub(crate) fn spawn_keeping_stdin(cmd: &mut Command) -> Result<Running, String> {
+        let shown = format!("{cmd:?}");
+        cmd.spawn()
+            .map(|child| Running { child })
+            .map_err(|e| format!("cannot start {shown}: {e}"))
+    }
+
     pub(crate) fn child_mut(&mut self) -> &mut Child {
         &mut self.child
     }
@@ -36,7 +44,7 @@ impl Running {
     }
 
     /// Whether it is still running; an exit is an error with its status.
-    fn alive(&mut self) -> Result<(), String> {
+    pub(super) fn alive(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(format!("exited early ({status})")),
@@ -144,6 +152,21 @@ pub(super) fn wait_for(
     }
 }
 
+/// Adds `tasks` ready tasks for `assignee` to the board file `db`.
+pub(super) fn populate(paths: &Paths, db: &Path, tasks: usize, assignee: &str) -> Result<(), String> {
+    let tasks = tasks.to_string();
+    let args = [
+        "populate",
+        "--db",
+        path_str(db)?,
+        "--ready",
+        &tasks,
+        "--assignee",
+        assignee,
+    ];
+    example(paths, "bench_store", &args).map(drop)
+}
+
 /// A new home with `config.yaml` replaced by `config`.
 pub(super) fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBuf, String> {
     let home = paths.work.join(name);
@@ -158,7 +181,7 @@ pub(super) fn new_home(paths: &Paths, name: &str, config: &str) -> Result<PathBu
 pub(super) fn start_gateway(paths: &Paths, home: &Path) -> Result<Running, String> {
     let log = std::fs::File::create(home.join("gateway.log")).map_err(|e| format!("gateway.log: {e}"))?;
     Running::spawn(
-        Command::new(paths.release.join("kanban-gateway"))
+        Command::new(paths.bins.join("kanban-gateway"))
             .arg("--home")
             .arg(home)
             .stdout(Stdio::null())
@@ -187,20 +210,7 @@ pub(super) fn gateway_footprint(paths: &Paths, results: &mut Results) -> Result<
         );
         let home = new_home(paths, &format!("gateway-busy-{run}"), &config)?;
         let db = home.join("kanban.db");
-        let workers = BUSY_WORKERS.to_string();
-        example(
-            paths,
-            "bench_store",
-            &[
-                "populate",
-                "--db",
-                path_str(&db)?,
-                "--ready",
-                &workers,
-                "--assignee",
-                "default",
-            ],
-        )?;
+        populate(paths, &db, BUSY_WORKERS, "default")?;
         let mut gateway = start_gateway(paths, &home)?;
         // Declared after the gateway so it drops first: the workers die before it stops.
         let running = Workers {
@@ -241,7 +251,7 @@ pub(super) fn decomposition(paths: &Paths, results: &mut Results) -> Result<(), 
     let script = paths.work.join("split-script.json");
     std::fs::write(&script, SPLIT_SCRIPT).map_err(|e| format!("{}: {e}", script.display()))?;
     let mut fake = Running::spawn(
-        Command::new(paths.release.join("fake-llm"))
+        Command::new(paths.bins.join("fake-llm"))
             .args(["serve", "--port", "0", "--script"])
             .arg(&script)
             .stdout(Stdio::piped())

@@ -42,7 +42,7 @@ pub(crate) struct Counts {
 
 impl OutageModel {
     pub(crate) fn start(paths: &Paths) -> Result<OutageModel, String> {
-        let mut process = Running::spawn(
+        let mut process = Running::spawn_keeping_stdin(
             Command::new(paths.examples.join("outage_model"))
                 .args(["--outage-seconds", &OUTAGE.as_secs().to_string()])
                 .stdin(Stdio::piped())

@@ -4,7 +4,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use board_core::copy::{is_empty, BoardCopy};
+use board_core::copy::{counts_match, is_empty, BoardCopy};
 use board_home::{CopyTarget, Home};
 use serde_json::{json, Map, Value};
 
@@ -33,7 +33,7 @@ pub fn migrate(ctx: &Ctx, home: &Home, to: &str) -> Result<(), Failure> {
     copy(source.as_ref(), into.as_ref())?;
     let copied = source.row_counts()?;
     let after = into.row_counts()?;
-    if copied != after {
+    if !counts_match(&copied, &after) {
         return Err(Failure::Refused(format!(
             "the copy at {shown} does not match: {} copied, {} there",
             listed(&copied),

@@ -29,6 +29,7 @@ mod reliability_db_faults;
 mod reliability_model_faults;
 mod reliability_secrets;
 mod report_channel;
+mod scratch_schema;
 mod several_gateways;
 mod size_caps;
 mod snapshots;

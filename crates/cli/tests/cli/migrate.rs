@@ -11,8 +11,8 @@ use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 
 use crate::gateway_board::KANBAN;
+use crate::scratch_schema::{server_url, unique_schema};
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const PASSWORD: &str = "migrate-canary-9d3f";
 
 fn kanban(home: &Path, url: Option<&str>, args: &[&str]) -> Output {
@@ -109,14 +109,8 @@ fn schema_url(base: &str, schema: &str, password: &str) -> String {
 
 #[test]
 fn a_board_survives_a_round_trip_through_postgres() {
-    let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-    let mut random = [0u8; 4];
-    getrandom::fill(&mut random).unwrap();
-    let schema = format!(
-        "kanban_migrate_{}_{:08x}",
-        std::process::id(),
-        u32::from_le_bytes(random)
-    );
+    let base = server_url();
+    let schema = unique_schema("kanban_migrate");
     let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
     admin.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
     let url = schema_url(&base, &schema, PASSWORD);

@@ -18,12 +18,9 @@ use fake_llm::{FakeLlm, Reply, Settings};
 
 use crate::gateway_board::KANBAN;
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-const WAIT: Duration = Duration::from_secs(120);
+use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
 
-fn server_url() -> String {
-    std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
-}
+const WAIT: Duration = Duration::from_secs(120);
 
 /// A board in a schema of its own, and the gateways sharing it.
 struct SharedBoard {
@@ -49,15 +46,7 @@ struct Shape {
 impl SharedBoard {
     fn new(shape: &Shape) -> SharedBoard {
         let base = server_url();
-        let schema = {
-            let mut random = [0u8; 4];
-            getrandom::fill(&mut random).unwrap();
-            format!(
-                "kanban_gateways_{}_{:08x}",
-                std::process::id(),
-                u32::from_le_bytes(random)
-            )
-        };
+        let schema = unique_schema("kanban_gateways");
         let options = Options {
             schema: Some(schema.clone()),
             ..Options::default()
@@ -68,8 +57,7 @@ impl SharedBoard {
                 redact_url(&base)
             )
         });
-        let joiner = if base.contains('?') { '&' } else { '?' };
-        let mut url = format!("{base}{joiner}options=-csearch_path%3D{schema}");
+        let mut url = in_schema(&base, &schema);
         if let Some(password) = shape.password {
             let (scheme, rest) = url.split_once("://").expect("a URL");
             let (user, hosts) = rest.split_once('@').expect("a user in the test server's URL");
@@ -222,20 +210,7 @@ impl Drop for SharedBoard {
             let _ = gateway.kill();
             let _ = gateway.wait();
         }
-        if let Ok(snapshot) = self.store.snapshot() {
-            for pid in snapshot
-                .runs
-                .iter()
-                .filter_map(|r| r.worker_pid)
-                .filter(|p| *p > 1)
-            {
-                // SAFETY: signalling worker groups the test's gateways started.
-                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
-            }
-        }
-        if let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) {
-            let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
-        }
+        tear_down(&self.store, &self.schema);
     }
 }
 
@@ -432,15 +407,8 @@ fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
         .into_iter()
         .filter_map(|t| Some((t.id.clone(), t.current_run_id()?)))
         .collect();
-    let mut admin = postgres::Client::connect(&server_url(), postgres::NoTls).unwrap();
     let name = format!("kanban pid {}", b.pid(0));
-    let ended: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
-            &[&name],
-        )
-        .unwrap()
-        .get(0);
+    let ended = terminate_sessions(&name);
     assert!(ended >= 1, "the gateway held no session named {name:?}");
     b.wait_for("every task done", || b.all_done(12));
     let snapshot = b.snapshot();

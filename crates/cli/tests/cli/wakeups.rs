@@ -6,19 +6,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{Status, Store, TaskId};
+use board_core::{Outcome, Status, Store, TaskId};
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 
 use crate::gateway_board::{worker_profile, Board, Setup};
+use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
 
 /// The tick: nothing in these tests may wait for a second one.
 const INTERVAL_SECONDS: f64 = 30.0;
 /// How long a wake-up may take, a fifteenth of the tick, for slow debug builds on a
 /// busy machine; the benchmark measures the real figure.
 const LIMIT: Duration = Duration::from_secs(2);
-
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// A board with a real gateway, read through a store of its backend.
 struct WakeBoard {
@@ -33,23 +32,15 @@ impl WakeBoard {
         let mut env = Vec::new();
         let mut pg = None;
         if postgres {
-            let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-            let mut random = [0u8; 4];
-            getrandom::fill(&mut random).unwrap();
-            let schema = format!(
-                "kanban_wake_{}_{:08x}",
-                std::process::id(),
-                u32::from_le_bytes(random)
-            );
+            let base = server_url();
+            let schema = unique_schema("kanban_wake");
             let options = Options {
                 schema: Some(schema.clone()),
                 ..Options::default()
             };
             let store = PgStore::open(&base, &options)
                 .unwrap_or_else(|e| panic!("PostgreSQL is unreachable ({e}); set KANBAN_TEST_DATABASE_URL"));
-            let joiner = if base.contains('?') { '&' } else { '?' };
-            let url = format!("{base}{joiner}options=-csearch_path%3D{schema}");
-            env.push(("KANBAN_DATABASE_URL".to_owned(), url));
+            env.push(("KANBAN_DATABASE_URL".to_owned(), in_schema(&base, &schema)));
             pg = Some((store, schema));
         }
         let profiles = worker_profile("quick", "kanban complete --result ok");
@@ -70,13 +61,14 @@ impl WakeBoard {
         WakeBoard { board, store, schema }
     }
 
-    /// Whether a worker was started for `id`.
+    /// Whether a worker was started for `id`: its pid is recorded, or it already
+    /// completed its run (a worker may report before the gateway records its pid).
     fn spawned(&self, id: &TaskId) -> bool {
         self.store
             .runs(id)
             .unwrap()
             .iter()
-            .any(|r| r.worker_pid.is_some())
+            .any(|r| r.worker_pid.is_some() || r.outcome == Some(Outcome::Completed))
     }
 
     fn status(&self, id: &TaskId) -> Status {
@@ -110,21 +102,7 @@ impl Drop for WakeBoard {
     fn drop(&mut self) {
         self.board.kill_gateway();
         if let Some(schema) = &self.schema {
-            if let Ok(snapshot) = self.store.snapshot() {
-                for pid in snapshot
-                    .runs
-                    .iter()
-                    .filter_map(|r| r.worker_pid)
-                    .filter(|p| *p > 1)
-                {
-                    // SAFETY: signalling worker groups this test's gateway started.
-                    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
-                }
-            }
-            let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-            if let Ok(mut admin) = postgres::Client::connect(&base, postgres::NoTls) {
-                let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
-            }
+            tear_down(self.store.as_ref(), schema);
         }
     }
 }
@@ -187,16 +165,7 @@ fn postgres_listener_reconnects_after_losing_its_session() {
     b.board.start_gateway();
     let pid = b.board.gateway.as_ref().expect("started").id();
     let name = format!("kanban pid {pid} wake-ups");
-    let base = std::env::var("KANBAN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-    let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
-    let ended: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
-            &[&name],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(ended, 1, "one listening session");
+    assert_eq!(terminate_sessions(&name), 1, "one listening session");
     let log = || b.board.gateway_log();
     b.within_limit("the lost session's warning", Instant::now(), || {
         log().contains("not listening for wake-ups")

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -510,7 +511,8 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else {
+            } else if !entry.file_type().is_ok_and(|t| t.is_socket()) {
+                // A socket (the gateway's `gateway.wake`) holds no bytes to read.
                 out.push(path);
             }
         }

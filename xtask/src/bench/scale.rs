@@ -1,0 +1,384 @@
+//! The scale-out rows of `cargo xtask bench --only scale` (issue 13):
+//!
+//! - the dispatcher tick on a 100k-task PostgreSQL board (the tick workload's board,
+//!   moved there with `kanban migrate`): goal under 5 ms median;
+//! - the whole loop (claim, spawn, a worker that only completes, the next claim) with
+//!   trivial workers, `max_spawn: 8` and a 1 s tick: tasks/s on SQLite (goal at least
+//!   100) and with 1, 2 and 4 gateway processes sharing one PostgreSQL board (4 at least
+//!   as fast as 1; every task claimed once);
+//! - ready to spawned: from the start of `kanban create` to the worker's first
+//!   instruction (it writes the time), with a 30 s tick so only a wake-up can be that
+//!   fast; p50 (goal under 50 ms) and p99, on both backends.
+//!
+//! The PostgreSQL rows run on `KANBAN_TEST_DATABASE_URL`, each in a schema of its own
+//! (made and dropped with `psql`); an unreachable server skips them with a note.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::board::{boards, home_with_board};
+use super::gateway::{new_home, populate, Running};
+use super::{example, json_line, median, mkdir, output, path_str, Paths, Results, Row, RUNS};
+use crate::pg::{Server, HINT};
+
+const TICK_SIZE: usize = 100_000;
+const TICKS: &str = "20";
+const LOOP_TASKS: usize = 1_000;
+const LATENCY_RUNS: usize = 50;
+const GATEWAYS: [usize; 3] = [1, 2, 4];
+const MAX_SPAWN: usize = 8;
+const LOOP_LIMIT: Duration = Duration::from_secs(600);
+
+/// The figures at the scale of a release run, or of a `--debug` check.
+struct Scale {
+    tick_size: usize,
+    loop_tasks: usize,
+    latency_runs: usize,
+    runs: usize,
+}
+
+impl Scale {
+    fn of(paths: &Paths) -> Scale {
+        match paths.small {
+            false => Scale {
+                tick_size: TICK_SIZE,
+                loop_tasks: LOOP_TASKS,
+                latency_runs: LATENCY_RUNS,
+                runs: RUNS,
+            },
+            true => Scale {
+                tick_size: 500,
+                loop_tasks: 24,
+                latency_runs: 4,
+                runs: 1,
+            },
+        }
+    }
+}
+
+pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
+    let scale = Scale::of(paths);
+    latency(paths, &scale, None, results)?;
+    let sqlite = whole_loop(paths, &scale, None, 1)?;
+    let row = Row::new("loop.sqlite", "whole loop, SQLite, 1 gateway", "tasks/s", sqlite);
+    let pass = row.median() >= 100.0;
+    results.rows.push(row.goal(">= 100 tasks/s", pass));
+    let server = Server::from_env();
+    if let Err(why) = server.reachable() {
+        results.note(format!(
+            "scale: PostgreSQL rows skipped: {} is unreachable ({why}); {HINT}",
+            server.shown()
+        ));
+        return Ok(());
+    }
+    pg_tick(paths, &scale, &server, results)?;
+    latency(paths, &scale, Some(&server), results)?;
+    let mut single = Vec::new();
+    for gateways in GATEWAYS {
+        let samples = whole_loop(paths, &scale, Some(&server), gateways)?;
+        let mut row = Row::new(
+            &format!("loop.pg.{gateways}"),
+            &format!("whole loop, PostgreSQL, {gateways} gateway(s)"),
+            "tasks/s",
+            samples,
+        );
+        if gateways == 1 {
+            single = row.samples.clone();
+        } else {
+            let ratio = row.median() / median(&single);
+            row = row.ratio(ratio, "1 gateway");
+            if gateways == 4 {
+                row = row.goal(">= 1.0 x 1 gateway", ratio >= 1.0);
+            }
+        }
+        results.rows.push(row);
+    }
+    Ok(())
+}
+
+/// A schema of its own on the server, dropped with everything in it when done.
+struct Schema {
+    server: String,
+    name: String,
+}
+
+impl Schema {
+    fn create(server: &Server, label: &str) -> Result<Schema, String> {
+        let name = format!("kanban_bench_{label}_{}", std::process::id());
+        let schema = Schema {
+            server: server.url().to_owned(),
+            name,
+        };
+        schema.psql(&format!(
+            "DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0}",
+            schema.name
+        ))?;
+        Ok(schema)
+    }
+
+    fn psql(&self, sql: &str) -> Result<(), String> {
+        output(
+            Command::new("psql")
+                .arg(&self.server)
+                .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
+                .stdout(Stdio::null()),
+        )
+        .map(drop)
+    }
+
+    /// The server's URL with the schema as its `search_path`.
+    fn url(&self) -> String {
+        let joiner = if self.server.contains('?') { '&' } else { '?' };
+        format!("{}{joiner}options=-csearch_path%3D{}", self.server, self.name)
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let _ = self.psql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+    }
+}
+
+/// `kanban --home HOME`, on the board of `url` when given.
+fn kanban(paths: &Paths, home: &Path, url: Option<&str>) -> Command {
+    let mut cmd = Command::new(paths.kanban());
+    cmd.arg("--home").arg(home).env_remove("KANBAN_DATABASE_URL");
+    if let Some(url) = url {
+        cmd.env("KANBAN_DATABASE_URL", url);
+    }
+    cmd
+}
+
+fn start_gateway(paths: &Paths, home: &Path, url: Option<&str>) -> Result<Running, String> {
+    let log = std::fs::File::create(home.join("gateway.log")).map_err(|e| format!("gateway.log: {e}"))?;
+    let mut cmd = Command::new(paths.bins.join("kanban-gateway"));
+    cmd.arg("--home")
+        .arg(home)
+        .env_remove("KANBAN_DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(log);
+    if let Some(url) = url {
+        cmd.env("KANBAN_DATABASE_URL", url);
+    }
+    Running::spawn(&mut cmd)
+}
+
+/// A home whose `quick` workers note when they started, then complete.
+fn loop_home(paths: &Paths, name: &str, interval: u32, host: usize) -> Result<PathBuf, String> {
+    let kanban = path_str(&paths.kanban())?.to_owned();
+    let script =
+        format!("date +%s%N > \\\"$KANBAN_WORKSPACE/spawned\\\"; exec {kanban} complete --result ok");
+    let config = format!(
+        "gateway:\n  host_id: host-{host}\n\
+         kanban:\n  dispatch_interval_seconds: {interval}\n  max_spawn: {MAX_SPAWN}\n  auto_decompose: false\n\
+         profiles:\n  quick:\n    description: completes at once\n    command: [\"sh\", \"-c\", \"{script}\"]\n"
+    );
+    new_home(paths, name, &config)
+}
+
+fn unix_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Polls `done` every 10 ms while `gateways` live, for at most `limit`.
+fn await_gateways(
+    gateways: &mut [Running],
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut() -> Result<bool, String>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    while !done()? {
+        for gateway in gateways.iter_mut() {
+            gateway
+                .alive()
+                .map_err(|e| format!("a gateway {e} while waiting for {what}"))?;
+        }
+        if started.elapsed() > limit {
+            return Err(format!(
+                "timed out after {} s waiting for {what}",
+                limit.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Ready to spawned, p50 and p99, with a 30 s tick: only wake-ups make it short.
+fn latency(
+    paths: &Paths,
+    scale: &Scale,
+    server: Option<&Server>,
+    results: &mut Results,
+) -> Result<(), String> {
+    let backend = if server.is_some() { "postgres" } else { "sqlite" };
+    let schema = server.map(|s| Schema::create(s, "latency")).transpose()?;
+    let url = schema.as_ref().map(Schema::url);
+    let home = loop_home(paths, &format!("latency-{backend}"), 30, 0)?;
+    let mut gateway = [start_gateway(paths, &home, url.as_deref())?];
+    await_gateways(&mut gateway, Duration::from_secs(30), "the first tick", || {
+        Ok(home.join("gateway.json").exists())
+    })?;
+    let mut samples = Vec::new();
+    for run in 0..=scale.latency_runs {
+        let before = unix_nanos();
+        let created = output(kanban(paths, &home, url.as_deref()).args([
+            "create",
+            &format!("latency {run}"),
+            "--assignee",
+            "quick",
+            "--json",
+        ]))?;
+        let id = json_line(&created)?["id"]
+            .as_str()
+            .ok_or("kanban create --json printed no id")?
+            .to_owned();
+        let noted = home.join("workspaces").join(&id).join("spawned");
+        let mut spawned = 0u128;
+        await_gateways(
+            &mut gateway,
+            Duration::from_secs(60),
+            "the worker to start",
+            || {
+                spawned = std::fs::read_to_string(&noted)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(0);
+                Ok(spawned > 0)
+            },
+        )?;
+        if run > 0 {
+            samples.push(spawned.saturating_sub(before) as f64 / 1e6);
+        }
+    }
+    let mut sorted = samples.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p99 = sorted[((sorted.len() as f64 * 0.99).ceil() as usize).clamp(1, sorted.len()) - 1];
+    let row = Row::new(
+        &format!("latency.{backend}.p50"),
+        &format!("ready -> spawned p50, {backend}, 30 s tick"),
+        "ms",
+        samples,
+    );
+    let pass = row.median() < 50.0;
+    results.rows.push(row.goal("< 50 ms", pass));
+    results.rows.push(Row::new(
+        &format!("latency.{backend}.p99"),
+        &format!("ready -> spawned p99, {backend}, 30 s tick"),
+        "ms",
+        vec![p99],
+    ));
+    Ok(())
+}
+
+/// One figure per run: tasks/s through the whole loop with `gateways` gateways, each
+/// on a home of its own, from their start until every task is done.
+fn whole_loop(
+    paths: &Paths,
+    scale: &Scale,
+    server: Option<&Server>,
+    gateways: usize,
+) -> Result<Vec<f64>, String> {
+    let backend = if server.is_some() { "postgres" } else { "sqlite" };
+    let mut samples = Vec::new();
+    for run in 0..=scale.runs {
+        let schema = server.map(|s| Schema::create(s, "loop")).transpose()?;
+        let url = schema.as_ref().map(Schema::url);
+        let homes = (0..gateways)
+            .map(|g| loop_home(paths, &format!("loop-{backend}-{gateways}-{g}"), 1, g))
+            .collect::<Result<Vec<_>, _>>()?;
+        populate(paths, &homes[0].join("kanban.db"), scale.loop_tasks, "quick")?;
+        if let Some(url) = &url {
+            output(kanban(paths, &homes[0], None).args(["migrate", "--to", url]))?;
+        }
+        let started = Instant::now();
+        let mut running = homes
+            .iter()
+            .map(|home| start_gateway(paths, home, url.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        await_gateways(&mut running, LOOP_LIMIT, "every task done", || {
+            let stats = json_line(&output(
+                kanban(paths, &homes[0], url.as_deref()).args(["stats", "--json"]),
+            )?)?;
+            Ok(stats["tasks"]["by_status"]["done"].as_u64() == Some(scale.loop_tasks as u64))
+        })?;
+        let seconds = started.elapsed().as_secs_f64();
+        drop(running);
+        let events = json_line(&output(
+            kanban(paths, &homes[0], url.as_deref()).args(["events", "--json"]),
+        )?)?;
+        let claims = events
+            .as_array()
+            .ok_or("kanban events --json printed no array")?
+            .iter()
+            .filter(|e| e["kind"] == "claimed")
+            .count();
+        if claims != scale.loop_tasks {
+            return Err(format!(
+                "{} tasks were claimed {claims} times with {gateways} gateway(s)",
+                scale.loop_tasks
+            ));
+        }
+        if run > 0 || scale.runs == 0 {
+            samples.push(scale.loop_tasks as f64 / seconds);
+        }
+    }
+    Ok(samples)
+}
+
+/// The dispatcher tick on the tick workload's largest board, moved to PostgreSQL.
+fn pg_tick(paths: &Paths, scale: &Scale, server: &Server, results: &mut Results) -> Result<(), String> {
+    let home = if scale.tick_size == TICK_SIZE {
+        boards(paths)?;
+        home_with_board(paths, TICK_SIZE, "pg-tick")?
+    } else {
+        let home = paths.work.join("pg-tick");
+        mkdir(&home)?;
+        let size = scale.tick_size.to_string();
+        let db = home.join("kanban.db");
+        example(
+            paths,
+            "bench_tick",
+            &[
+                "build",
+                "--db",
+                path_str(&db)?,
+                "--tasks",
+                &size,
+                "--ready",
+                "100",
+                "--triage",
+                "10",
+            ],
+        )?;
+        home
+    };
+    let schema = Schema::create(server, "tick")?;
+    let url = schema.url();
+    output(kanban(paths, &home, None).args(["migrate", "--to", &url]))?;
+    let mut samples = Vec::new();
+    for run in 0..=scale.runs {
+        let figures = json_line(&output(
+            Command::new(paths.examples.join("bench_tick"))
+                .args(["tick", "--home", path_str(&home)?, "--ticks", TICKS])
+                .env("KANBAN_DATABASE_URL", &url),
+        )?)?;
+        if run > 0 || scale.runs == 0 {
+            let ms = figures["ticks_ms"]
+                .as_array()
+                .ok_or("bench_tick printed no ticks_ms")?;
+            samples.extend(ms.iter().filter_map(Value::as_f64));
+        }
+    }
+    let label = format!("tick, {} tasks, PostgreSQL", scale.tick_size);
+    let row = Row::new("pg.tick", &label, "ms", samples);
+    let pass = row.median() < 5.0;
+    results.rows.push(row.goal("< 5 ms", pass));
+    Ok(())
+}
