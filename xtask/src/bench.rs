@@ -1,4 +1,6 @@
-//! `cargo xtask bench [--peer] [--only WORKLOAD,...]`: the performance harness (issue 6).
+//! `cargo xtask bench [--peer] [--only WORKLOAD,...]`: the performance harness (issue 6);
+//! `cargo xtask bench --scale 1m`: the commands on 1k, 100k and 1M-task boards with their
+//! peak memory (issue 19, `scale.rs`; results in `target/bench/scale-1m.json`).
 //!
 //! Builds the release binaries and the workload examples once, then runs each workload
 //! after a warm-up several times and prints a table (median, min, max, unit, the ratio
@@ -18,6 +20,7 @@ mod board;
 mod gateway;
 mod peer;
 mod postgres;
+mod scale;
 mod store;
 mod web;
 
@@ -69,6 +72,11 @@ pub(crate) struct Paths {
 
 impl Paths {
     fn new(root: &Path) -> Paths {
+        Paths::of_profile(root, "release")
+    }
+
+    /// The harness on another profile's binaries (`--scale 10k` checks itself on debug ones).
+    fn of_profile(root: &Path, profile: &str) -> Paths {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| root.join("target"));
@@ -79,8 +87,8 @@ impl Paths {
         };
         let bench = target.join("bench");
         Paths {
-            release: target.join("release"),
-            examples: target.join("release").join("examples"),
+            release: target.join(profile),
+            examples: target.join(profile).join("examples"),
             work: bench.join("work"),
             bench,
         }
@@ -212,6 +220,47 @@ const WORKLOADS: [(&str, &str, Workload); 8] = [
     ("web", "web board (headless Chromium)", web::web),
 ];
 
+/// `--scale SIZE`: the scale workload alone (see `scale.rs`).
+fn scale_arg(args: &[String]) -> Option<Result<&str, String>> {
+    let at = args.iter().position(|a| a == "--scale")?;
+    Some(match (args.get(at + 1), args.len()) {
+        (Some(size), 2) => Ok(size.as_str()),
+        _ => Err("bench: expected --scale 1m alone".to_owned()),
+    })
+}
+
+/// `cargo xtask bench --scale SIZE`: builds what it runs, then the scale rows alone.
+fn run_scale(root: &Path, size: &str) -> Result<(), String> {
+    scale::sizes(size)?;
+    // The hidden 10k scale checks the harness on debug binaries, quickly.
+    let profile = if size == "10k" { "debug" } else { "release" };
+    let mut build = vec![
+        "build",
+        "--bins",
+        "--examples",
+        "-p",
+        "board-sqlite",
+        "-p",
+        "gateway",
+        "-p",
+        "cli",
+    ];
+    if profile == "release" {
+        build.insert(1, "--release");
+    }
+    crate::run(&crate::cargo(), &build)?;
+    let paths = Paths::of_profile(root, profile);
+    if paths.work.exists() {
+        std::fs::remove_dir_all(&paths.work)
+            .map_err(|e| format!("cannot empty {}: {e}", paths.work.display()))?;
+    }
+    mkdir(&paths.work)?;
+    let started = Instant::now();
+    let mut results = Results::default();
+    scale::run(&paths, &mut results, size)?;
+    finish(&paths, &results, started, &format!("scale-{size}.json"))
+}
+
 /// `--peer` and the keys of `--only`, when given.
 fn parse_args(args: &[String]) -> Result<(bool, Option<Vec<&str>>), String> {
     let names: Vec<&str> = WORKLOADS.iter().map(|(key, _, _)| *key).collect();
@@ -239,6 +288,9 @@ fn parse_args(args: &[String]) -> Result<(bool, Option<Vec<&str>>), String> {
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    if let Some(size) = scale_arg(args) {
+        return run_scale(root, size?);
+    }
     let (with_peer, only) = parse_args(args)?;
     let selected: Vec<_> = WORKLOADS
         .iter()
@@ -273,7 +325,6 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     mkdir(&paths.work)?;
     let started = Instant::now();
-    let cores = cores();
     let mut results = Results::default();
 
     // Each workload reports what it could not measure and the others still run.
@@ -288,8 +339,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         peer::run(&paths, &mut results);
     }
 
-    print_table(&results, cores);
-    let out = paths.bench.join("results.json");
+    finish(&paths, &results, started, "results.json")
+}
+
+/// Prints the table and writes the JSON document `target/bench/NAME`.
+fn finish(paths: &Paths, results: &Results, started: Instant, name: &str) -> Result<(), String> {
+    let cores = cores();
+    print_table(results, cores);
+    let out = paths.bench.join(name);
     let document = json!({
         "schema": 1,
         "created_at": std::time::SystemTime::now()

@@ -18,15 +18,15 @@ use crate::verbs::Ctx;
 /// budget halves the next one.
 const FIRST_WINDOW: usize = 256;
 const MIN_WINDOW: usize = 16;
-const MAX_WINDOW: usize = 16_384;
+const MAX_WINDOW: usize = 4096;
 /// The longest a batch should hold the write lock.
 const BATCH_BUDGET_MICROS: u64 = 50_000;
 
 fn plural(n: u64, one: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {one}s")
+    match (n, one.ends_with('h')) {
+        (1, _) => format!("{n} {one}"),
+        (_, true) => format!("{n} {one}es"),
+        _ => format!("{n} {one}s"),
     }
 }
 
