@@ -1,4 +1,6 @@
-//! `cargo xtask bench [--peer] [--only WORKLOAD,...]`: the performance harness (issue 6).
+//! `cargo xtask bench [--peer] [--only WORKLOAD,...]`: the performance harness (issue 6);
+//! `cargo xtask bench --scale 1m`: the commands on 1k, 100k and 1M-task boards with their
+//! peak memory (issue 19, `scale.rs`; results in `target/bench/scale-1m.json`).
 //!
 //! Builds the release binaries and the workload examples once, then runs each workload
 //! after a warm-up several times and prints a table (median, min, max, unit, the ratio
@@ -23,6 +25,7 @@ mod gateway;
 mod outage;
 mod peer;
 mod postgres;
+mod million;
 mod scale;
 mod store;
 mod web;
@@ -229,6 +232,47 @@ const WORKLOADS: [(&str, &str, Workload); 10] = [
     ),
 ];
 
+/// `--scale SIZE`: the scale workload alone (see `scale.rs`).
+fn scale_arg(args: &[String]) -> Option<Result<&str, String>> {
+    let at = args.iter().position(|a| a == "--scale")?;
+    Some(match (args.get(at + 1), args.len()) {
+        (Some(size), 2) => Ok(size.as_str()),
+        _ => Err("bench: expected --scale 1m alone".to_owned()),
+    })
+}
+
+/// `cargo xtask bench --scale SIZE`: builds what it runs, then the scale rows alone.
+fn run_scale(root: &Path, size: &str) -> Result<(), String> {
+    million::sizes(size)?;
+    // The hidden 10k scale checks the harness on debug binaries, quickly.
+    let profile = if size == "10k" { "debug" } else { "release" };
+    let mut build = vec![
+        "build",
+        "--bins",
+        "--examples",
+        "-p",
+        "board-sqlite",
+        "-p",
+        "gateway",
+        "-p",
+        "cli",
+    ];
+    if profile == "release" {
+        build.insert(1, "--release");
+    }
+    crate::run(&crate::cargo(), &build)?;
+    let paths = Paths::new(root, profile == "debug");
+    if paths.work.exists() {
+        std::fs::remove_dir_all(&paths.work)
+            .map_err(|e| format!("cannot empty {}: {e}", paths.work.display()))?;
+    }
+    mkdir(&paths.work)?;
+    let started = Instant::now();
+    let mut results = Results::default();
+    million::run(&paths, &mut results, size)?;
+    finish(&paths, &results, started, &format!("scale-{size}.json"))
+}
+
 /// `--peer`, `--debug` and the keys of `--only`, when given.
 fn parse_args(args: &[String]) -> Result<(bool, bool, Option<Vec<&str>>), String> {
     let names: Vec<&str> = WORKLOADS.iter().map(|(key, _, _)| *key).collect();
@@ -258,6 +302,9 @@ fn parse_args(args: &[String]) -> Result<(bool, bool, Option<Vec<&str>>), String
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    if let Some(size) = scale_arg(args) {
+        return run_scale(root, size?);
+    }
     let (with_peer, debug, only) = parse_args(args)?;
     let selected: Vec<_> = WORKLOADS
         .iter()
@@ -295,7 +342,6 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     mkdir(&paths.work)?;
     let started = Instant::now();
-    let cores = cores();
     let mut results = Results::default();
 
     // Each workload reports what it could not measure and the others still run.
@@ -311,8 +357,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         peer::run(&paths, &mut results, &keys);
     }
 
-    print_table(&results, cores);
-    let out = paths.bench.join("results.json");
+    finish(&paths, &results, started, "results.json")
+}
+
+/// Prints the table and writes the JSON document `target/bench/NAME`.
+fn finish(paths: &Paths, results: &Results, started: Instant, name: &str) -> Result<(), String> {
+    let cores = cores();
+    print_table(results, cores);
+    let out = paths.bench.join(name);
     let document = json!({
         "schema": 1,
         "created_at": std::time::SystemTime::now()

@@ -469,18 +469,7 @@ impl Store for PgStore {
     }
 
     fn compact(&self) -> StoreResult<Compacted> {
-        // PostgreSQL's autovacuum reclaims the dead rows; fresh statistics keep the
-        // planner's picture of the smaller tables right meanwhile.
-        self.read_one(|tx| {
-            tx.execute(
-                "ANALYZE tasks, task_runs, task_links, task_events, task_comments",
-                &[],
-            )
-        })?;
-        Ok(Compacted {
-            action: "ANALYZE".to_owned(),
-            ..Compacted::default()
-        })
+        self.read_one(retention::compact)
     }
 
     fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {

@@ -6,9 +6,13 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use board_core::{BlockKind, RunId, Status, TaskId};
+use board_core::{BlockKind, RunId, TaskId};
 use clap::{Args, Parser, Subcommand};
 use clap_complete::Shell;
+
+mod reads;
+
+pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
 
 /// A durable kanban board for AI agents.
 #[derive(Debug, Parser)]
@@ -43,7 +47,7 @@ pub enum Verb {
     /// List tasks (priority desc, then age)
     #[command(
         visible_alias = "ls",
-        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --archived --json"
+        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --archived --json\n  kanban list --limit 50 --after t_1a2b3c4d   # the page after that task\n  kanban list --jsonl > board.jsonl"
     )]
     List(ListArgs),
     /// Show a task with its parents, children, runs, comments and recent events
@@ -138,17 +142,11 @@ pub enum Verb {
         #[arg(value_name = "ID")]
         id: TaskId,
     },
-    /// The event stream, of one task or the whole board
+    /// The newest events, of one task or the whole board
     #[command(
-        after_help = "Examples:\n  kanban events\n  kanban events t_1a2b3c4d\n  kanban events --follow --json   # one object per line until Ctrl-C"
+        after_help = "Examples:\n  kanban events                  # the newest 100\n  kanban events t_1a2b3c4d --limit 20\n  kanban events --since 2h --kind completed\n  kanban events --all --json     # every event, streamed\n  kanban events --follow --json  # one object per line until Ctrl-C"
     )]
-    Events {
-        #[arg(value_name = "ID")]
-        id: Option<TaskId>,
-        /// Keep printing new events as they happen, until Ctrl-C, SIGINT or SIGTERM
-        #[arg(long, short = 'f')]
-        follow: bool,
-    },
+    Events(EventsArgs),
     /// The brief a worker needs: the task, its parents' results, earlier attempts, comments
     #[command(
         after_help = "Examples:\n  kanban context t_1a2b3c4d\n  kanban context            # inside a worker: its own task\n  kanban context t_1a2b3c4d --json\n\nThe Markdown is kept under 16 KiB: the oldest attempts and comments go first,\nthen long fields are cut, and the brief says what was left out."
@@ -161,6 +159,11 @@ pub enum Verb {
     /// Counts by status and assignee, the oldest ready task, LLM calls and tokens
     #[command(after_help = "Examples:\n  kanban stats\n  kanban stats --json")]
     Stats,
+    /// Remove old archived tasks and old routine events, in short batches
+    #[command(
+        after_help = "Examples:\n  kanban gc --archived-older-than 90d --events-older-than 30d --dry-run\n  kanban gc   # the ages of kanban.gc_archived_older_than and gc_events_older_than\n\nAn archived task goes with every task linked to it, and only when all of them are\narchived and old enough. Events of done tasks go only when routine (heartbeats, edits,\nlease extensions); the events that record a task's history stay."
+    )]
+    Gc(GcArgs),
     /// Check the home's config.yaml and print its effective values
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -319,17 +322,6 @@ pub struct CreateArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
-    #[arg(long, value_name = "STATUS")]
-    pub status: Option<Status>,
-    #[arg(long, value_name = "PROFILE")]
-    pub assignee: Option<String>,
-    /// Include archived tasks
-    #[arg(long)]
-    pub archived: bool,
-}
-
-#[derive(Debug, Args)]
 pub struct EditArgs {
     #[arg(value_name = "ID")]
     pub id: TaskId,
@@ -385,26 +377,7 @@ pub struct CommentArgs {
     pub author: Option<String>,
 }
 
-/// Parses `90`, `90s`, `15m`, `2h` (and `1d`) into positive seconds.
-pub fn parse_duration(text: &str) -> Result<i64, String> {
-    let bad = || format!("not a duration: {text:?} (expected e.g. 90, 90s, 15m, 2h)");
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    let n: i64 = digits.parse().map_err(|_| bad())?;
-    match n.checked_mul(scale) {
-        Some(secs) if secs > 0 => Ok(secs),
-        _ => Err(bad()),
-    }
-}
+pub use board_home::config::parse_duration;
 
 fn parse_json(text: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))

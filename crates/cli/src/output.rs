@@ -244,28 +244,75 @@ pub fn local_time(at: Timestamp) -> String {
     }
 }
 
-/// The tasks as a table: id, status, priority, assignee, age, title.
-pub fn task_table(tasks: &[Task], now: Timestamp, paint: Paint) {
-    if tasks.is_empty() {
-        println!("{}", paint.dim("no tasks"));
-        return;
+/// How many rows of a task table are laid out together.
+const TABLE_CHUNK: usize = 500;
+
+/// The tasks as a table (id, status, priority, assignee, created, age, title), written
+/// as the rows come: every [`TABLE_CHUNK`] rows are laid out and written together, the
+/// header above the first only, so a table of any length holds one chunk in memory.
+/// A table that fits one chunk is laid out whole.
+pub struct TaskTable<W: std::io::Write> {
+    out: W,
+    rows: Vec<Task>,
+    written: usize,
+    now: Timestamp,
+    paint: Paint,
+}
+
+impl<W: std::io::Write> TaskTable<W> {
+    pub fn new(out: W, now: Timestamp, paint: Paint) -> TaskTable<W> {
+        TaskTable {
+            out,
+            rows: Vec::new(),
+            written: 0,
+            now,
+            paint,
+        }
     }
-    let mut table = Table::new(
-        &["ID", "STATUS", "PRI", "ASSIGNEE", "CREATED", "AGE", "TITLE"],
-        paint,
-    );
-    for t in tasks {
-        table.row(vec![
-            cell(t.id.as_str()),
-            paint.status_cell(t.status),
-            cell(t.priority.to_string()),
-            cell(t.assignee.as_deref().unwrap_or("-")),
-            cell(local_time(t.created_at)),
-            cell(age(now, t.created_at)),
-            cell(t.title.clone()),
-        ]);
+
+    pub fn push(&mut self, task: Task) -> std::io::Result<()> {
+        self.rows.push(task);
+        if self.rows.len() == TABLE_CHUNK {
+            self.flush_rows()?;
+        }
+        Ok(())
     }
-    table.print(width());
+
+    fn flush_rows(&mut self) -> std::io::Result<()> {
+        let paint = self.paint;
+        let mut table = Table::new(
+            &["ID", "STATUS", "PRI", "ASSIGNEE", "CREATED", "AGE", "TITLE"],
+            paint,
+        );
+        for t in self.rows.drain(..) {
+            table.row(vec![
+                cell(t.id.as_str()),
+                paint.status_cell(t.status),
+                cell(t.priority.to_string()),
+                cell(t.assignee.as_deref().unwrap_or("-")),
+                cell(local_time(t.created_at)),
+                cell(age(self.now, t.created_at)),
+                cell(t.title),
+            ]);
+        }
+        let text = table.render(width());
+        let body = match self.written {
+            0 => text.as_str(),
+            _ => text.split_once('\n').map_or("", |(_, rest)| rest),
+        };
+        self.written += 1;
+        self.out.write_all(body.as_bytes())
+    }
+
+    /// Writes the rows still held (`no tasks` when there were none at all).
+    pub fn finish(mut self) -> std::io::Result<()> {
+        if !self.rows.is_empty() {
+            self.flush_rows()?;
+        } else if self.written == 0 {
+            writeln!(self.out, "{}", self.paint.dim("no tasks"))?;
+        }
+        self.out.flush()
+    }
 }
 
 /// The runs as a table: id, outcome, profile, started, duration, summary or error.

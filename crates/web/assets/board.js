@@ -1,10 +1,15 @@
-// The board page: draws the columns from /api/cards, then keeps them live from the
-// event stream: each event names a task, whose card is read again and put in its column.
+// The board page: draws the columns from /api/cards, a page of each column (a "more"
+// button loads the next), then keeps them live from the event stream: each event names
+// a task, whose card is read again and put in its column.
 // Card text is untrusted: it only ever reaches the page through textContent.
 "use strict";
 
 const STATUSES = ["triage", "todo", "ready", "running", "blocked", "done", "archived"];
 const cards = new Map();
+// Per column: the cursor of its next page (null when all are loaded), and its total.
+const nextPage = new Map();
+const totals = new Map();
+const PAGE = 200;
 let serverSkew = 0;
 
 const $ = (id) => document.getElementById(id);
@@ -51,7 +56,18 @@ function drawColumns() {
     column.id = "col-" + status;
     const head = el("h2", "", status);
     head.append(el("span", "count", "0"));
-    column.append(head, el("div", "cards"));
+    const more = el("button", "more", "more");
+    more.type = "button";
+    more.hidden = true;
+    more.addEventListener("click", async () => {
+      try {
+        await loadColumn(status);
+        render();
+      } catch (e) {
+        say(e.message, true);
+      }
+    });
+    column.append(head, el("div", "cards"), more);
     column.addEventListener("dragover", (e) => { e.preventDefault(); column.classList.add("over"); });
     column.addEventListener("dragleave", () => column.classList.remove("over"));
     column.addEventListener("drop", (e) => {
@@ -126,7 +142,10 @@ function render() {
 function counts() {
   for (const status of STATUSES) {
     const column = $("col-" + status);
-    column.querySelector(".count").textContent = column.querySelectorAll(".card").length;
+    const shown = column.querySelectorAll(".card").length;
+    const total = totals.get(status);
+    column.querySelector(".count").textContent = total > shown ? shown + " of " + total : shown;
+    column.querySelector(".more").hidden = !nextPage.get(status);
     column.hidden = status === "archived" && !$("show-archived").checked;
   }
 }
@@ -160,14 +179,34 @@ function listen(after) {
   };
 }
 
+// The next page of one column's cards.
+async function loadColumn(status) {
+  const query = new URLSearchParams({ status, limit: PAGE });
+  if (nextPage.get(status)) query.set("after", nextPage.get(status));
+  const data = await api("/api/cards?" + query);
+  for (const c of data.cards) cards.set(c.task.id, c);
+  nextPage.set(status, data.next);
+  totals.set(status, data.total);
+  return data;
+}
+
+// The first page of every column shown; the newest event id read before the first.
 async function load() {
   const archived = $("show-archived").checked;
-  const data = await api("/api/cards" + (archived ? "?archived=true" : ""));
-  serverSkew = data.now - Date.now() / 1000;
   cards.clear();
-  for (const c of data.cards) cards.set(c.task.id, c);
+  nextPage.clear();
+  totals.clear();
+  let newest = null;
+  for (const status of STATUSES) {
+    if (status === "archived" && !archived) continue;
+    const data = await loadColumn(status);
+    if (newest === null) {
+      newest = data.newest_event;
+      serverSkew = data.now - Date.now() / 1000;
+    }
+  }
   render();
-  return data.newest_event;
+  return newest;
 }
 
 async function create(e) {

@@ -1,14 +1,15 @@
 //! `GET /api/cards`: what the board page draws on a card, beyond the `list` shape: how
 //! many runs the task had, whether its lease is stale, whether a triage card is parked
 //! or cooling down after a failed decomposition. Each card is `{"task": <list item>, ...}`
-//! so that the task itself keeps the command line's shape.
+//! so that the task itself keeps the command line's shape. Cards come in pages of at
+//! most [`PAGE`], a column at a time, as `list --limit --after` pages tasks.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use board_core::shapes::{list_filter, task_json};
-use board_core::{Status, Store, StoreResult, Task, Timestamp};
+use board_core::{Status, Store, StoreResult, Task, TaskFilter, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -26,27 +27,63 @@ pub fn routes() -> Router<App> {
 struct CardsQuery {
     #[serde(default)]
     archived: bool,
+    /// One column.
+    status: Option<String>,
+    /// Cards in a page [default and most: [`PAGE`]].
+    limit: Option<usize>,
+    /// The page after this card, in the list's order.
+    after: Option<String>,
 }
 
-/// Every card, and the newest event id read before them: a page that streams events
-/// after that id misses no change made since.
+/// The largest page of cards, and the size of one when none is asked for.
+pub const PAGE: usize = 200;
+
+/// A page of cards in the list's order (one column with `status`), the id to ask the
+/// next page `after` (`null` on the last page), the column's total when one was asked
+/// for, and the newest event id read before the cards: a page that streams events after
+/// that id misses no change made since.
 async fn cards(
     State(app): State<App>,
     query: Result<Query<CardsQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query?;
     let newest_event = *app.newest_event.borrow();
-    let filter = list_filter(None, None, q.archived);
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            s.parse::<Status>()
+                .map_err(|e| ApiError::bad_request(e.to_string()))
+        })
+        .transpose()?;
+    let after = q.after.as_deref().map(task_id).transpose()?;
+    let limit = q.limit.unwrap_or(PAGE).clamp(1, PAGE);
+    let filter = TaskFilter {
+        limit: Some(limit),
+        after,
+        ..list_filter(status, None, q.archived)
+    };
     blocking(&app, move |s| {
         let at = now();
         let tasks = s.list(&filter)?;
+        let next = (tasks.len() == limit)
+            .then(|| tasks.last().map(|t| t.id.clone()))
+            .flatten();
+        let total = match status {
+            Some(status) => s.tally()?.tasks.get(status.as_str()).copied(),
+            None => None,
+        };
         let cards = tasks
             .iter()
             .map(|t| card_json(s, t, at))
             .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Json(
-            json!({ "newest_event": newest_event, "now": at, "cards": cards }),
-        ))
+        Ok(Json(json!({
+            "newest_event": newest_event,
+            "now": at,
+            "cards": cards,
+            "next": next,
+            "total": total,
+        })))
     })
     .await
 }

@@ -1,6 +1,7 @@
 //! `GET /stats`: the board over time as server-rendered SVG bar charts: tasks finished
 //! per hour, time from ready to done, and the LLM bill per day (requests, tokens,
-//! failures). Nothing is drawn by a script, so the page works with scripts off.
+//! failures). Nothing is drawn by a script, so the page works with scripts off. Every
+//! figure is an aggregate the store computes; no task, event or ledger row is loaded.
 
 use std::fmt::Write;
 
@@ -8,9 +9,8 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use board_core::shapes::list_filter;
 use board_core::spend::window_start;
-use board_core::{Ceilings, EventFilter, LlmCall, Store, StoreResult, Task, Timestamp};
+use board_core::{Ceilings, Store, StoreResult, Timestamp};
 
 use crate::html::escape;
 use crate::pages::{page, shell};
@@ -74,27 +74,24 @@ fn cost_safety(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreR
 }
 
 fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
-    let finished: Vec<Task> = store
-        .list(&list_filter(None, None, true))?
-        .into_iter()
-        .filter(|t| t.completed_at.is_some_and(|at| at > now - HOURS * HOUR))
-        .collect();
+    // The last 24 hours up to now, slot 0 the oldest hour: a task done at `now` is in
+    // the last slot.
+    let since = now - HOURS * HOUR + 1;
+    let bounds: Vec<i64> = SPANS.iter().map(|(bound, _)| *bound).collect();
     let mut per_hour = vec![0i64; HOURS as usize];
     let mut spans = vec![0i64; SPANS.len()];
-    for t in &finished {
-        let done = t.completed_at.unwrap_or(now);
-        let slot = HOURS - 1 - (now - done) / HOUR;
-        if let Some(n) = usize::try_from(slot).ok().and_then(|i| per_hour.get_mut(i)) {
-            *n += 1;
+    for f in store.finished(since, HOUR, &bounds)? {
+        let tasks = i64::try_from(f.tasks).unwrap_or(i64::MAX);
+        if let Some(n) = usize::try_from(f.slot).ok().and_then(|i| per_hour.get_mut(i)) {
+            *n += tasks;
         }
-        let took = done - ready_at(store, t)?;
-        if let Some(i) = SPANS.iter().position(|(bound, _)| took < *bound) {
-            spans[i] += 1;
+        if let Some(n) = spans.get_mut(f.bucket) {
+            *n += tasks;
         }
     }
     let hour_labels: Vec<String> = (0..HOURS).map(|i| format!("-{}h", HOURS - i)).collect();
     let span_labels: Vec<String> = SPANS.iter().map(|(_, l)| (*l).to_owned()).collect();
-    let bill = daily_bill(&store.llm_calls(None)?, now);
+    let bill = daily_bill(store, now)?;
     let day_labels: Vec<String> = (0..DAYS).map(|i| format!("-{}d", DAYS - 1 - i)).collect();
 
     let mut out = shell("kanban stats", None);
@@ -118,29 +115,14 @@ fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult
     Ok(out)
 }
 
-/// When a finished task last became ready: its last promotion or unblock before it was
-/// done, else its creation.
-fn ready_at(store: &dyn Store, t: &Task) -> StoreResult<Timestamp> {
-    let events = store.events(&EventFilter {
-        task_id: Some(t.id.clone()),
-        ..EventFilter::default()
-    })?;
-    let done = t.completed_at.unwrap_or(Timestamp::MAX);
-    Ok(events
-        .iter()
-        .filter(|e| matches!(e.kind.as_str(), "promoted" | "unblocked") && e.created_at <= done)
-        .map(|e| e.created_at)
-        .next_back()
-        .unwrap_or(t.created_at))
-}
-
 struct Bill {
     requests: Vec<i64>,
     tokens: Vec<i64>,
     failures: Vec<i64>,
 }
 
-fn daily_bill(calls: &[LlmCall], now: Timestamp) -> Bill {
+/// The last [`DAYS`] UTC days of the ledger, summed by the store per day.
+fn daily_bill(store: &dyn Store, now: Timestamp) -> StoreResult<Bill> {
     let n = DAYS as usize;
     let mut bill = Bill {
         requests: vec![0; n],
@@ -148,16 +130,17 @@ fn daily_bill(calls: &[LlmCall], now: Timestamp) -> Bill {
         failures: vec![0; n],
     };
     let today = now.div_euclid(DAY);
-    for c in calls {
-        let ago = today - c.started_at.div_euclid(DAY);
-        let Some(i) = usize::try_from(DAYS - 1 - ago).ok().filter(|i| *i < n) else {
+    let first_day = today - (DAYS - 1);
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    for day in store.daily_spend(first_day * DAY)? {
+        let Some(i) = usize::try_from(day.day - first_day).ok().filter(|i| *i < n) else {
             continue;
         };
-        bill.requests[i] += 1;
-        bill.tokens[i] += c.prompt_tokens.unwrap_or(0) + c.completion_tokens.unwrap_or(0);
-        bill.failures[i] += i64::from(c.outcome != "ok");
+        bill.requests[i] = count(day.requests);
+        bill.tokens[i] = count(day.tokens);
+        bill.failures[i] = count(day.failures);
     }
-    bill
+    Ok(bill)
 }
 
 /// One bar chart as inline SVG: a bar per label, its value above it.

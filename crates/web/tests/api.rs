@@ -489,3 +489,35 @@ async fn decompose_without_a_model_is_refused() {
     assert_eq!(s.store.snapshot().unwrap(), before, "nothing changed");
     assert!(s.store.llm_calls(None).unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cards_come_in_pages_of_a_column() {
+    let s = serve().await;
+    let ids: Vec<String> = (0..5)
+        .map(|i| s.task(&format!("ready {i}")).id.to_string())
+        .collect();
+    let (status, first) = s.get("/api/cards?status=ready&limit=3").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["cards"].as_array().unwrap().len(), 3);
+    assert_eq!(first["total"], 5);
+    let next = first["next"].as_str().expect("a next page").to_owned();
+    let (_, second) = s
+        .get(&format!("/api/cards?status=ready&limit=3&after={next}"))
+        .await;
+    assert_eq!(second["cards"].as_array().unwrap().len(), 2);
+    assert!(second["next"].is_null(), "the last page");
+    let mut seen: Vec<String> = [&first, &second]
+        .iter()
+        .flat_map(|page| page["cards"].as_array().unwrap().iter())
+        .map(|c| c["task"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    seen.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(seen, all);
+    let (bad, _) = s.get("/api/cards?status=nope").await;
+    assert_eq!(bad, 400);
+    let (_, done) = s.get("/api/cards?status=done").await;
+    assert_eq!(done["cards"], json!([]));
+    assert!(done["total"].is_null());
+}

@@ -74,6 +74,60 @@ pub fn optional_count<'de, D: Deserializer<'de>, const MAX: i64>(d: D) -> Result
     bounded(d, 0, MAX).map(Some)
 }
 
+/// Parses `90`, `90s`, `15m`, `2h` (and `1d`) into positive seconds: the one way a
+/// duration is written, on the command line and in `config.yaml`.
+pub fn parse_duration(text: &str) -> Result<i64, String> {
+    let bad = || format!("not a duration: {text:?} (expected e.g. 90, 90s, 15m, 2h)");
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let n: i64 = digits.parse().map_err(|_| bad())?;
+    match n.checked_mul(scale) {
+        Some(secs) if secs > 0 => Ok(secs),
+        _ => Err(bad()),
+    }
+}
+
+/// An optional age: positive seconds, or a duration string (`30d`); absent: none.
+pub fn optional_age<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    d.deserialize_any(Age).map(Some)
+}
+
+struct Age;
+
+impl Visitor<'_> for Age {
+    type Value = i64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration such as 90d, 12h or 3600")
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<i64, E> {
+        if n <= 0 {
+            return Err(E::invalid_value(Unexpected::Signed(n), &self));
+        }
+        Ok(n)
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<i64, E> {
+        i64::try_from(n)
+            .map_err(|_| E::invalid_value(Unexpected::Unsigned(n), &self))
+            .and_then(|n| self.visit_i64(n))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<i64, E> {
+        parse_duration(text).map_err(E::custom)
+    }
+}
+
 /// An optional amount of money: a finite number, 0 or more (absent: none).
 pub fn optional_amount<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     d.deserialize_any(Amount).map(Some)

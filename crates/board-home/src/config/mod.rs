@@ -32,6 +32,8 @@ pub mod hermes;
 mod template;
 mod yaml;
 
+pub use fields::parse_duration;
+
 /// The implied profile every config has.
 pub const DEFAULT_PROFILE: &str = "default";
 const DEFAULT_PROFILE_DESCRIPTION: &str = "General-purpose worker";
@@ -240,6 +242,14 @@ pub struct KanbanConfig {
     #[default(1024 * 1024)]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TEXT_BYTES_CEILING>")]
     pub max_text_bytes: usize,
+    /// `kanban gc` removes archived tasks last changed longer ago than this (seconds,
+    /// or a duration such as `90d`); unset: `gc` keeps them unless asked.
+    #[serde(deserialize_with = "fields::optional_age")]
+    pub gc_archived_older_than: Option<i64>,
+    /// `kanban gc` removes the routine events of done tasks older than this; unset:
+    /// kept unless asked.
+    #[serde(deserialize_with = "fields::optional_age")]
+    pub gc_events_older_than: Option<i64>,
 }
 
 /// `gateway.*`.

@@ -69,6 +69,14 @@ pub const NOTES: &[(&str, &str)] = &[
     ("kanban.sqlite_synchronous", "or normal"),
     ("kanban.max_text_bytes", "the largest body, result or comment"),
     (
+        "kanban.gc_archived_older_than",
+        "kanban gc removes older archived tasks, e.g. 90d; ~ keeps them",
+    ),
+    (
+        "kanban.gc_events_older_than",
+        "and older routine events of done tasks, e.g. 30d",
+    ),
+    (
         "gateway.metrics_bind",
         "/healthz and /metrics, e.g. 127.0.0.1:9464; empty: off",
     ),

@@ -93,6 +93,9 @@ impl Tools {
                     status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
                     assignee: a.assignee,
                     archived: a.archived,
+                    limit: None,
+                    after: None,
+                    jsonl: false,
                 };
                 Ok(list_json(&read::listed(&ctx, args)?))
             }

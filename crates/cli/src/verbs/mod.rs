@@ -7,8 +7,10 @@ mod context;
 mod decompose;
 mod desk;
 mod gateway_verbs;
+mod gc;
 mod graph;
 mod import_hermes;
+mod listing;
 mod mcp;
 mod migrate;
 mod read;
@@ -103,7 +105,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
     // A read never creates a board: a mistyped home would show an empty one.
     let reads = matches!(
         verb,
-        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events { .. } | Verb::Stats
+        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events(_) | Verb::Stats
     );
     if reads && !home.dir().exists() {
         return Err(Failure::Refused(format!(
@@ -126,10 +128,11 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Edit(a) => tasks::edit(&ctx, a),
         Verb::Assign { id, profile } => tasks::assign(&ctx, id, profile),
         Verb::Archive { ids } => tasks::archive(&ctx, ids),
-        Verb::List(a) => read::list(&ctx, a),
+        Verb::List(a) => listing::list(&ctx, a),
         Verb::Show { id } => read::show(&ctx, &id),
         Verb::Runs { id } => read::runs(&ctx, &id),
-        Verb::Events { id, follow } => read::events(&ctx, id, follow),
+        Verb::Events(a) => listing::events(&ctx, a),
+        Verb::Gc(a) => gc::gc(&ctx, a),
         Verb::Stats => stats::stats(&ctx),
         Verb::ImportHermes { path } => import_hermes::import_hermes(&ctx, &path),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),

@@ -1,31 +1,22 @@
-//! Verbs that only read the board: `list`, `show`, `runs`, `events` (and `events --follow`).
+//! Verbs that read one task: `show`, `runs` (and the gathered list of the MCP tool).
 
-use std::io::Write;
-use std::time::Duration;
-
-use board_core::shapes::{list_filter, list_json, Shown, SHOW_EVENTS};
-use board_core::{Comment, EventFilter, Run, Task, TaskId, Timestamp};
+use board_core::shapes::{list_filter, Shown, SHOW_EVENTS};
+use board_core::{Comment, Run, Task, TaskFilter, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::args::ListArgs;
 use crate::failure::Failure;
-use crate::output::{age, event_json, event_line, plain, print_json, run_json, run_table, task_table};
-use crate::stop;
+use crate::output::{age, event_line, plain, print_json, run_json, run_table};
 use crate::verbs::Ctx;
 
-pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
-    let tasks = listed(ctx, a)?;
-    if ctx.json {
-        print_json(&list_json(&tasks));
-    } else {
-        task_table(&tasks, ctx.now, ctx.paint);
-    }
-    Ok(())
-}
-
-/// The tasks `list` shows.
+/// The tasks `list` shows, gathered: for the MCP tool, which answers with one document.
 pub fn listed(ctx: &Ctx, a: ListArgs) -> Result<Vec<Task>, Failure> {
-    Ok(ctx.store.list(&list_filter(a.status, a.assignee, a.archived))?)
+    let filter = TaskFilter {
+        limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        after: a.after,
+        ..list_filter(a.status, a.assignee, a.archived)
+    };
+    Ok(ctx.store.list(&filter)?)
 }
 
 pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
@@ -191,64 +182,4 @@ pub fn runs(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         run_table(&runs, ctx.now, ctx.paint);
     }
     Ok(())
-}
-
-/// How often `events --follow` asks the board for what was appended since.
-const FOLLOW_POLL: Duration = Duration::from_millis(200);
-
-pub fn events(ctx: &Ctx, id: Option<TaskId>, follow: bool) -> Result<(), Failure> {
-    if let Some(id) = &id {
-        ctx.store.get(id)?;
-    }
-    let with_task = id.is_none();
-    let filter = EventFilter {
-        task_id: id,
-        ..EventFilter::default()
-    };
-    if follow {
-        // Installed before the first read: a Ctrl-C from then on ends the stream cleanly.
-        stop::install()?;
-        return follow_events(ctx, filter, with_task);
-    }
-    let events = ctx.store.events(&filter)?;
-    if ctx.json {
-        print_json(&Value::Array(events.iter().map(event_json).collect()));
-    } else if events.is_empty() {
-        println!("{}", ctx.paint.dim("no events"));
-    } else {
-        for e in &events {
-            println!("{}", event_line(e, ctx.now, with_task, ctx.paint));
-        }
-    }
-    Ok(())
-}
-
-/// Prints every event, then each new one as it is appended (one JSON object per line
-/// with `--json`), until SIGINT or SIGTERM, or until stdout's reader goes away; either
-/// ends the command successfully, after a whole line.
-fn follow_events(ctx: &Ctx, mut filter: EventFilter, with_task: bool) -> Result<(), Failure> {
-    let mut out = std::io::stdout().lock();
-    loop {
-        let events = ctx.store.events(&filter)?;
-        // Ages are of the moment each batch is printed, not of the command's start.
-        let now = board_home::now();
-        for e in &events {
-            let line = if ctx.json {
-                event_json(e).to_string()
-            } else {
-                event_line(e, now, with_task, ctx.paint)
-            };
-            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-                return Ok(());
-            }
-            filter.after_id = e.id;
-        }
-        if stop::requested() {
-            return Ok(());
-        }
-        std::thread::sleep(FOLLOW_POLL);
-        if stop::requested() {
-            return Ok(());
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! `stats`: the board at a glance. Tasks by status and by assignee, the oldest ready
+//! `stats`: the board at a glance, every figure an aggregate of the store (no rows are
+//! loaded to be counted). Tasks by status and by assignee, the oldest ready
 //! task, and what the model calls cost, all time and over the last 24 hours (requests
 //! by outcome, token sums, cost at the configured prices), with the provider breaker
 //! and the spend ceilings.
@@ -6,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use board_core::spend::window_start;
-use board_core::{Breaker, Ceilings, Spend, Status, Task, TaskFilter};
+use board_core::{Breaker, Ceilings, Spend, Status, Task};
 use serde_json::{json, Map, Value};
 
 use crate::failure::Failure;
@@ -14,24 +15,24 @@ use crate::output::{age, cell, print_json, width, Paint, Table};
 use crate::verbs::Ctx;
 
 /// Tasks per status, every status present (zero included) in the board's order.
-struct Counts([usize; Status::ALL.len()]);
+struct Counts([u64; Status::ALL.len()]);
 
 impl Counts {
     fn new() -> Counts {
         Counts([0; Status::ALL.len()])
     }
 
-    fn add(&mut self, status: Status) {
+    fn add(&mut self, status: Status, tasks: u64) {
         if let Some(i) = Status::ALL.iter().position(|s| *s == status) {
-            self.0[i] += 1;
+            self.0[i] += tasks;
         }
     }
 
-    fn total(&self) -> usize {
+    fn total(&self) -> u64 {
         self.0.iter().sum()
     }
 
-    fn get(&self, status: Status) -> usize {
+    fn get(&self, status: Status) -> u64 {
         Status::ALL
             .iter()
             .position(|s| *s == status)
@@ -194,10 +195,7 @@ fn print_llm(bill: &Bill, now: i64) {
 }
 
 pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
-    let tasks = ctx.store.list(&TaskFilter {
-        include_archived: true,
-        ..TaskFilter::default()
-    })?;
+    let counts = ctx.store.status_counts()?;
     let bill = Bill {
         all_time: ctx.store.spend(i64::MIN)?,
         day: ctx.store.spend(window_start(ctx.now))?,
@@ -209,21 +207,19 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     // Named assignees in name order; the unassigned (`None`) sort first in a BTreeMap
     // and are moved last when printed.
     let mut by_assignee: BTreeMap<Option<String>, Counts> = BTreeMap::new();
-    for t in &tasks {
-        by_status.add(t.status);
+    for c in counts {
+        by_status.add(c.status, c.tasks);
         by_assignee
-            .entry(t.assignee.clone())
+            .entry(c.assignee)
             .or_insert_with(Counts::new)
-            .add(t.status);
+            .add(c.status, c.tasks);
     }
     let mut assignees: Vec<(Option<String>, Counts)> = by_assignee.into_iter().collect();
     if assignees.first().is_some_and(|(who, _)| who.is_none()) {
         assignees.rotate_left(1);
     }
-    let oldest_ready: Option<&Task> = tasks
-        .iter()
-        .filter(|t| t.status == Status::Ready)
-        .min_by_key(|t| (t.created_at, t.id.clone()));
+    let oldest_ready = ctx.store.oldest(Status::Ready)?;
+    let oldest_ready = oldest_ready.as_ref();
 
     if ctx.json {
         print_json(&stats_json(ctx, &by_status, &assignees, oldest_ready, &bill));
@@ -266,7 +262,7 @@ mod tests {
     fn counts_hold_every_status_in_the_boards_order() {
         let mut counts = Counts::new();
         for status in [Status::Ready, Status::Done, Status::Ready] {
-            counts.add(status);
+            counts.add(status, 1);
         }
         assert_eq!(counts.total(), 3);
         assert_eq!(counts.get(Status::Ready), 2);

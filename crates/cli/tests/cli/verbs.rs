@@ -241,7 +241,15 @@ fn show_human_and_json() {
         .collect();
     assert_eq!(
         keys,
-        ["task", "parents", "children", "runs", "comments", "events"]
+        [
+            "task",
+            "parents",
+            "children",
+            "runs",
+            "comments",
+            "events",
+            "events_omitted"
+        ]
     );
     assert_eq!(shown["parents"][0]["id"], parent.as_str());
     assert_eq!(shown["comments"][0]["body"], "a note");

@@ -1,0 +1,101 @@
+//! The flags of the verbs that read or trim a large board: `list`, `events`, `gc`.
+
+use board_core::{Status, TaskId};
+use clap::Args;
+
+use super::parse_duration;
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<Status>,
+    #[arg(long, value_name = "PROFILE")]
+    pub assignee: Option<String>,
+    /// Include archived tasks
+    #[arg(long)]
+    pub archived: bool,
+    /// At most N tasks (a page); the next page starts after the last one shown
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Only the tasks after task ID in the list's order (the cursor of the next page)
+    #[arg(long, value_name = "ID")]
+    pub after: Option<TaskId>,
+    /// One JSON object per line instead of one array
+    #[arg(long)]
+    pub jsonl: bool,
+}
+
+/// How many events `events` shows without `--all` or `--limit`.
+pub const EVENTS_SHOWN: u64 = 100;
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    #[arg(value_name = "ID")]
+    pub id: Option<TaskId>,
+    /// Keep printing new events as they happen, until Ctrl-C, SIGINT or SIGTERM
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Every matching event, oldest first, instead of the newest ones
+    #[arg(long, conflicts_with = "limit")]
+    pub all: bool,
+    /// The newest N matching events [default: 100]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Only events after event id N, or at or after a time (2026-12-01T08:00:00Z,
+    /// "2026-12-01 08:00" local time, or an age such as 2h)
+    #[arg(long, value_name = "TIME|EVENT_ID", value_parser = parse_since)]
+    pub since: Option<Since>,
+    /// Only events of this kind (claimed, completed, heartbeat, ...)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+}
+
+/// Where `events --since` starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Since {
+    /// After this event id.
+    Event(i64),
+    /// At or after this moment (Unix seconds).
+    Time(i64),
+    /// At or after this long before now.
+    Age(i64),
+}
+
+/// `42` is an event id; `2h` an age; anything else a moment, RFC 3339 or local
+/// `YYYY-MM-DD HH:MM[:SS]`.
+pub fn parse_since(text: &str) -> Result<Since, String> {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map(Since::Event)
+            .map_err(|_| format!("not an event id: {text:?}"));
+    }
+    if let Ok(age) = parse_duration(text) {
+        return Ok(Since::Age(age));
+    }
+    if let Ok(moment) = text.parse::<jiff::Timestamp>() {
+        return Ok(Since::Time(moment.as_second()));
+    }
+    let civil = text
+        .parse::<jiff::civil::DateTime>()
+        .map_err(|_| format!("not a time or event id: {text:?} (expected e.g. 2026-12-01T08:00:00Z, \"2026-12-01 08:00\", 2h or 42)"))?;
+    civil
+        .to_zoned(jiff::tz::TimeZone::system())
+        .map(|z| Since::Time(z.timestamp().as_second()))
+        .map_err(|e| format!("not a time here: {text:?} ({e})"))
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Say what would be removed, and remove nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove archived tasks (with their runs, events, comments and links) last changed
+    /// longer ago than DUR [default: kanban.gc_archived_older_than, else none]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub archived_older_than: Option<i64>,
+    /// Remove the routine events (heartbeats, edits, ...) of done tasks older than DUR
+    /// [default: kanban.gc_events_older_than, else none]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub events_older_than: Option<i64>,
+}

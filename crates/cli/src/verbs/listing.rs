@@ -1,0 +1,269 @@
+//! The verbs that print many rows: `list` and `events` (and `events --follow`). Rows are
+//! written as the store yields them, never gathered first, so the memory a listing
+//! holds does not grow with the board: a human table is laid out a chunk at a time,
+//! `--json` writes its array element by element, `--jsonl` one object per line.
+
+use std::io::{BufWriter, Write};
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use board_core::shapes::list_filter;
+use board_core::{Event, EventFilter, Task, TaskFilter};
+use serde_json::Value;
+
+use crate::args::{EventsArgs, ListArgs, Since, EVENTS_SHOWN};
+use crate::failure::Failure;
+use crate::output::{event_json, event_line, task_json, TaskTable};
+use crate::stop;
+use crate::verbs::Ctx;
+
+/// Writes one JSON array an element at a time, laid out exactly as
+/// `serde_json::to_string_pretty` lays out the whole array.
+struct JsonArray<W: Write> {
+    out: W,
+    count: usize,
+}
+
+impl<W: Write> JsonArray<W> {
+    fn new(out: W) -> JsonArray<W> {
+        JsonArray { out, count: 0 }
+    }
+
+    fn push(&mut self, value: &Value) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        self.out
+            .write_all(if self.count == 0 { b"[\n" } else { b",\n" })?;
+        for (i, line) in text.lines().enumerate() {
+            if i > 0 {
+                self.out.write_all(b"\n")?;
+            }
+            write!(self.out, "  {line}")?;
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> std::io::Result<()> {
+        self.out
+            .write_all(if self.count == 0 { b"[]\n" } else { b"\n]\n" })?;
+        self.out.flush()
+    }
+}
+
+/// Where rows go, in the output form asked for.
+enum Sink<W: Write> {
+    Table(TaskTable<W>),
+    Lines { out: W, human: bool, any: bool },
+    Array(JsonArray<W>),
+}
+
+impl<W: Write> Sink<W> {
+    fn json(out: W, lines: bool) -> Sink<W> {
+        if lines {
+            Sink::Lines {
+                out,
+                human: false,
+                any: false,
+            }
+        } else {
+            Sink::Array(JsonArray::new(out))
+        }
+    }
+
+    fn line(&mut self, value: impl FnOnce() -> Value, text: impl FnOnce() -> String) -> std::io::Result<()> {
+        match self {
+            Sink::Table(_) => Ok(()),
+            Sink::Lines { out, human, any } => {
+                *any = true;
+                match human {
+                    true => writeln!(out, "{}", text()),
+                    false => writeln!(out, "{}", value()),
+                }
+            }
+            Sink::Array(array) => array.push(&value()),
+        }
+    }
+
+    fn finish(self, empty: &str) -> std::io::Result<()> {
+        match self {
+            Sink::Table(table) => table.finish(),
+            Sink::Lines { mut out, human, any } => {
+                if human && !any {
+                    writeln!(out, "{empty}")?;
+                }
+                out.flush()
+            }
+            Sink::Array(array) => array.finish(),
+        }
+    }
+}
+
+/// The outcome of writing to stdout: a reader that went away (`| head`) ends the
+/// listing quietly; any other failure is reported.
+fn written(result: std::io::Result<()>) -> Result<(), Failure> {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::Refused(format!("cannot write the output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Hands each row to `write`, remembering the first write error and stopping there.
+fn visiting<'a, T>(
+    failed: &'a mut Option<std::io::Error>,
+    mut write: impl FnMut(T) -> std::io::Result<()> + 'a,
+) -> impl FnMut(T) -> ControlFlow<()> + 'a {
+    move |row| match write(row) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(e) => {
+            *failed = Some(e);
+            ControlFlow::Break(())
+        }
+    }
+}
+
+pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
+    let filter = TaskFilter {
+        limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        after: a.after,
+        ..list_filter(a.status, a.assignee, a.archived)
+    };
+    let out = BufWriter::new(std::io::stdout().lock());
+    let mut sink = match ctx.json || a.jsonl {
+        true => Sink::json(out, a.jsonl),
+        false => Sink::Table(TaskTable::new(out, ctx.now, ctx.paint)),
+    };
+    let (mut shown, mut last) = (0usize, None);
+    let mut failed = None;
+    let mut visit = visiting(&mut failed, |t: Task| {
+        shown += 1;
+        last = Some(t.id.clone());
+        match &mut sink {
+            Sink::Table(table) => table.push(t),
+            other => other.line(|| task_json(&t), String::new),
+        }
+    });
+    ctx.store.for_each_task(&filter, &mut visit)?;
+    drop(visit);
+    if let Some(e) = failed {
+        return written(Err(e));
+    }
+    written(sink.finish("no tasks"))?;
+    if let (Some(limit), Some(last)) = (filter.limit, last) {
+        if shown == limit {
+            eprintln!("kanban: the next page: --after {last}");
+        }
+    }
+    Ok(())
+}
+
+/// The filter of `events`: the newest `--limit` (100) unless `--all`, narrowed by
+/// the task, `--since` and `--kind`.
+fn events_filter(ctx: &Ctx, a: &EventsArgs) -> EventFilter {
+    let (after_id, since) = match a.since {
+        Some(Since::Event(id)) => (id, None),
+        Some(Since::Time(at)) => (0, Some(at)),
+        Some(Since::Age(secs)) => (0, Some(ctx.now.saturating_sub(secs))),
+        None => (0, None),
+    };
+    let limit = (!a.all).then(|| a.limit.unwrap_or(EVENTS_SHOWN));
+    EventFilter {
+        task_id: a.id.clone(),
+        after_id,
+        limit: limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        kind: a.kind.clone(),
+        since,
+        newest: !a.all,
+    }
+}
+
+pub fn events(ctx: &Ctx, a: EventsArgs) -> Result<(), Failure> {
+    if let Some(id) = &a.id {
+        ctx.store.get(id)?;
+    }
+    let filter = events_filter(ctx, &a);
+    let with_task = a.id.is_none();
+    if a.follow {
+        // Installed before the first read: a Ctrl-C from then on ends the stream cleanly.
+        stop::install()?;
+        return follow_events(ctx, filter, with_task);
+    }
+    let out = BufWriter::new(std::io::stdout().lock());
+    let mut sink = match ctx.json {
+        true => Sink::json(out, false),
+        false => Sink::Lines {
+            out,
+            human: true,
+            any: false,
+        },
+    };
+    let mut shown = 0usize;
+    let mut failed = None;
+    let mut visit = visiting(&mut failed, |e: Event| {
+        shown += 1;
+        sink.line(
+            || event_json(&e),
+            || event_line(&e, ctx.now, with_task, ctx.paint),
+        )
+    });
+    ctx.store.for_each_event(&filter, &mut visit)?;
+    drop(visit);
+    if let Some(e) = failed {
+        return written(Err(e));
+    }
+    written(sink.finish(&ctx.paint.dim("no events")))?;
+    if !ctx.json && filter.limit == Some(shown) {
+        eprintln!("kanban: the newest {shown} shown; older ones: --limit N, --since or --all");
+    }
+    Ok(())
+}
+
+/// How often `events --follow` asks the board for what was appended since.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// Prints the events of `filter` (the newest, as `events` does), then each new one as
+/// it is appended (one JSON object per line with `--json`), until SIGINT or SIGTERM,
+/// or until stdout's reader goes away; either ends the command successfully, after a
+/// whole line.
+fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool) -> Result<(), Failure> {
+    let head = EventFilter {
+        limit: Some(1),
+        newest: true,
+        ..EventFilter::default()
+    };
+    let newest_before = ctx.store.events(&head)?.last().map_or(0, |e| e.id);
+    let mut out = std::io::stdout().lock();
+    let mut next = filter.clone();
+    let mut after = filter.after_id;
+    loop {
+        let events = ctx.store.events(&next)?;
+        // Ages are of the moment each batch is printed, not of the command's start.
+        let now = board_home::now();
+        for e in &events {
+            let line = if ctx.json {
+                event_json(e).to_string()
+            } else {
+                event_line(e, now, with_task, ctx.paint)
+            };
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                return Ok(());
+            }
+            after = after.max(e.id);
+        }
+        // After the first read, everything appended since, oldest first.
+        next = EventFilter {
+            after_id: after.max(newest_before),
+            limit: None,
+            newest: false,
+            ..filter.clone()
+        };
+        if stop::requested() {
+            return Ok(());
+        }
+        std::thread::sleep(FOLLOW_POLL);
+        if stop::requested() {
+            return Ok(());
+        }
+    }
+}

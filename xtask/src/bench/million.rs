@@ -1,0 +1,257 @@
+//! `cargo xtask bench --scale 1m`: the everyday commands on boards of 1k, 100k and 1M
+//! tasks (five events a task), each timed with its peak memory, with the ratios against
+//! the smaller boards in the same run (issue 19). The boards are written once by the
+//! `bench_scale` example (direct SQL in one transaction) under `target/bench/scale/`
+//! and reused until the schema changes; every measurement runs on a copy.
+//! `--scale 10k` (1k and 10k boards) checks the harness quickly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use super::{example, mkdir, output, path_str, Paths, Results, Row};
+
+const EVENTS_PER_TASK: usize = 5;
+const READY: usize = 1_000;
+/// Timed runs per command, after one discarded.
+const SCALE_RUNS: usize = 3;
+
+/// The board sizes of a scale.
+pub(super) fn sizes(scale: &str) -> Result<Vec<usize>, String> {
+    match scale {
+        "1m" => Ok(vec![1_000, 100_000, 1_000_000]),
+        "10k" => Ok(vec![1_000, 10_000]),
+        other => Err(format!("bench: no scale {other:?} (expected 1m)")),
+    }
+}
+
+fn name(size: usize) -> String {
+    match size {
+        s if s >= 1_000_000 => format!("{}m", s / 1_000_000),
+        s => format!("{}k", s / 1000),
+    }
+}
+
+/// Builds (or reuses) the board of `size` tasks; a tenth of them archived.
+fn board(paths: &Paths, size: usize) -> Result<PathBuf, String> {
+    let dir = paths.bench.join("scale");
+    mkdir(&dir)?;
+    let db = dir.join(format!("board-{}.db", name(size)));
+    let stamp = db.with_extension("stamp");
+    let version = example(paths, "bench_tick", &["version"])?;
+    let wanted = format!(
+        "tasks {size}, events {EVENTS_PER_TASK}, ready {READY}, schema {}",
+        version["schema_version"]
+    );
+    if db.exists() && std::fs::read_to_string(&stamp).unwrap_or_default().trim() == wanted {
+        return Ok(db);
+    }
+    for stale in [
+        db.clone(),
+        db.with_extension("db-wal"),
+        db.with_extension("db-shm"),
+    ] {
+        let _ = std::fs::remove_file(stale);
+    }
+    eprintln!(
+        "xtask: bench: building the {} board (once; reused until the schema changes)",
+        name(size)
+    );
+    let (tasks, events, ready, archived) = (
+        size.to_string(),
+        EVENTS_PER_TASK.to_string(),
+        READY.min(size / 2).to_string(),
+        (size / 10).to_string(),
+    );
+    let args = [
+        "build",
+        "--db",
+        path_str(&db)?,
+        "--tasks",
+        &tasks,
+        "--events-per-task",
+        &events,
+        "--ready",
+        &ready,
+        "--archived",
+        &archived,
+    ];
+    let built = example(paths, "bench_scale", &args)?;
+    eprintln!("xtask: bench: built {built}");
+    std::fs::write(&stamp, wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    Ok(db)
+}
+
+/// A fresh home holding a copy of the board.
+fn home(paths: &Paths, db: &Path, size: usize) -> Result<PathBuf, String> {
+    let home = paths.work.join(format!("scale-{}", name(size)));
+    if home.exists() {
+        std::fs::remove_dir_all(&home).map_err(|e| format!("cannot empty {}: {e}", home.display()))?;
+    }
+    mkdir(&home)?;
+    std::fs::copy(db, home.join("kanban.db")).map_err(|e| format!("cannot copy {}: {e}", db.display()))?;
+    Ok(home)
+}
+
+/// Runs `program args` under `/usr/bin/time`: its wall time in ms and peak RSS in MB.
+fn measured(program: &Path, args: &[String]) -> Result<(f64, f64), String> {
+    let started = Instant::now();
+    let out = output(
+        Command::new("/usr/bin/time")
+            .args(["-f", "peak_rss_kb %M"])
+            .arg(program)
+            .args(args)
+            .stdout(std::process::Stdio::null()),
+    )?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kb: f64 = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("peak_rss_kb "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no peak RSS from /usr/bin/time: {stderr}"))?;
+    Ok((ms, kb / 1024.0))
+}
+
+/// The commands timed on every board: (key, label, arguments after `--home H`).
+fn commands(ready_id: &str) -> Vec<(&'static str, &'static str, Vec<String>)> {
+    let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    vec![
+        ("create", "kanban create", words(&["create", "scale bench"])),
+        ("show", "kanban show ID", words(&["show", ready_id])),
+        (
+            "list_ready",
+            "kanban list --status ready",
+            words(&["list", "--status", "ready"]),
+        ),
+        (
+            "list_json",
+            "kanban list --json (all)",
+            words(&["list", "--json", "--archived"]),
+        ),
+        ("stats", "kanban stats", words(&["stats"])),
+        ("events", "kanban events (newest 100)", words(&["events"])),
+    ]
+}
+
+/// One command on one board: key, label, times in ms, peak RSS in MB.
+type Measured = (String, String, Vec<f64>, Vec<f64>);
+
+/// One size: every command `SCALE_RUNS` times, then the tick, then one `gc`.
+fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
+    let db = board(paths, size)?;
+    let home = home(paths, &db, size)?;
+    let kanban = paths.kanban();
+    let with_home = |args: &[String]| {
+        let mut all = vec![
+            "--home".to_owned(),
+            path_str(&home).map(str::to_owned).unwrap_or_default(),
+        ];
+        all.extend_from_slice(args);
+        all
+    };
+    let listed = output(Command::new(&kanban).args(with_home(&[
+        "list".into(),
+        "--status".into(),
+        "ready".into(),
+        "--limit".into(),
+        "1".into(),
+        "--jsonl".into(),
+    ])))?;
+    let first: serde_json::Value =
+        serde_json::from_slice(&listed.stdout).map_err(|e| format!("list --jsonl: {e}"))?;
+    let ready_id = first["id"].as_str().ok_or("no ready task")?.to_owned();
+    let mut rows = Vec::new();
+    for (key, label, args) in commands(&ready_id) {
+        let (mut times, mut rss) = (Vec::new(), Vec::new());
+        for run in 0..=SCALE_RUNS {
+            let (ms, mb) = measured(&kanban, &with_home(&args))?;
+            if run > 0 {
+                times.push(ms);
+                rss.push(mb);
+            }
+        }
+        rows.push((key.to_owned(), label.to_owned(), times, rss));
+    }
+    let tick = paths.examples.join("bench_tick");
+    let args = [
+        "tick".to_owned(),
+        "--home".to_owned(),
+        path_str(&home)?.to_owned(),
+        "--ticks".to_owned(),
+        "5".to_owned(),
+    ];
+    let (ms, mb) = measured(&tick, &args)?;
+    rows.push((
+        "tick".to_owned(),
+        "dispatcher tick (process, 6 ticks)".to_owned(),
+        vec![ms],
+        vec![mb],
+    ));
+    let gc = ["gc", "--archived-older-than", "30d", "--events-older-than", "30d"].map(str::to_owned);
+    let (ms, mb) = measured(&kanban, &with_home(&gc))?;
+    rows.push((
+        "gc".to_owned(),
+        "kanban gc (30d, 30d)".to_owned(),
+        vec![ms],
+        vec![mb],
+    ));
+    Ok(rows)
+}
+
+/// Adds the rows of every size, the largest with its ratios against the smaller.
+pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(), String> {
+    let sizes = sizes(scale)?;
+    let mut by_size = Vec::new();
+    for size in &sizes {
+        eprintln!("xtask: bench: scale {} ...", name(*size));
+        by_size.push((*size, measure_size(paths, *size)?));
+    }
+    let smallest = &by_size[0].1;
+    for (size, rows) in &by_size {
+        for (i, (key, label, times, rss)) in rows.iter().enumerate() {
+            let n = name(*size);
+            let mut row = Row::new(
+                &format!("scale.{key}.{n}"),
+                &format!("{label}, {n}"),
+                "ms",
+                times.clone(),
+            );
+            let base = super::median(&smallest[i].2);
+            if *size != sizes[0] {
+                let ratio = row.median() / base;
+                row = row.ratio(ratio, &format!("{n}/{}", name(sizes[0])));
+                if !matches!(key.as_str(), "list_json" | "gc") {
+                    row = row.goal("within 1.5x of 1k", ratio <= 1.5);
+                }
+            }
+            results.rows.push(row);
+            let peak = Row::new(
+                &format!("scale.{key}.{n}.rss"),
+                &format!("{label}, {n}: peak RSS"),
+                "MB",
+                rss.clone(),
+            );
+            let pass = peak.median() < 30.0;
+            results.rows.push(if *key == "tick" {
+                peak
+            } else {
+                peak.goal("< 30 MB", pass)
+            });
+        }
+        if let Some((_, _, times, _)) = rows.iter().find(|(key, ..)| key == "list_json") {
+            let rows_per_s = *size as f64 / (super::median(times) / 1e3);
+            let row = Row::new(
+                &format!("scale.list_rate.{}", name(*size)),
+                &format!("list --json rows/s, {}", name(*size)),
+                "rows/s",
+                vec![rows_per_s],
+            );
+            results
+                .rows
+                .push(row.clone().goal(">= 500k rows/s", rows_per_s >= 500_000.0));
+        }
+    }
+    Ok(())
+}
