@@ -47,5 +47,5 @@ pub use store::{
 pub use transition::{Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Comment, Event, Lease, LeaseColumns, Link, LlmCall, Outcome, Run,
-    RunId, Status, Tally, Task, TaskId, Timestamp,
+    RunId, Status, Tally, Task, TaskId, Timestamp, DECOMPOSITION_EVENTS,
 };

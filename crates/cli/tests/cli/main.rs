@@ -27,6 +27,7 @@ mod reliability_db_faults;
 mod reliability_model_faults;
 mod reliability_secrets;
 mod report_channel;
+mod service;
 mod several_gateways;
 mod size_caps;
 mod snapshots;
