@@ -119,7 +119,12 @@ pub fn stop(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
 pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
     let s = gateway::control::status(home, board_home::now()).map_err(gateway_failure)?;
     let systemd = service::systemd_present().map_err(service_failure)?;
-    let unit = service::installed(home.dir(), None).map_err(service_failure)?;
+    // A file of the unit's name that we did not write is reported, not driven.
+    let (unit, foreign) = match service::installed(home.dir(), None) {
+        Ok(unit) => (unit, None),
+        Err(ServiceError::Foreign { path }) => (None, Some(path)),
+        Err(e) => return Err(service_failure(e)),
+    };
     let states = match (&unit, systemd) {
         (Some(unit), true) => Some((
             unit.query("is-active").map_err(service_failure)?,
@@ -135,6 +140,7 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         let mut value = json!(s);
         value["systemd"] = json!(systemd);
         value["service"] = json!(service);
+        value["foreign_unit"] = json!(foreign);
         print_json(&value);
         return Ok(());
     }
@@ -155,7 +161,10 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
     let service = match (&unit, states) {
         (Some(unit), Some((active, enabled))) => format!("{}: {active}, {enabled}", unit_line(unit)),
         (Some(unit), None) => format!("{} (no systemd on this machine)", unit_line(unit)),
-        (None, _) => "no unit installed".to_owned(),
+        (None, _) => match &foreign {
+            Some(path) => format!("{} was not written by `kanban gateway install`", path.display()),
+            None => "no unit installed".to_owned(),
+        },
     };
     println!("service        {service}");
     Ok(())

@@ -223,6 +223,14 @@ fn a_unit_file_we_did_not_write_is_kept_unless_forced() {
     let stderr = s.refused("absent", &["gateway", "uninstall"]);
     assert!(stderr.contains("refusing to replace it"), "{stderr}");
     assert!(path.exists());
+    let text = s.ok("absent", &["gateway", "status"]);
+    assert!(
+        text.ends_with(&format!(
+            "{} was not written by `kanban gateway install`\n",
+            path.display()
+        )),
+        "{text}"
+    );
 
     s.ok("absent", &["gateway", "install", "--force"]);
     assert!(std::fs::read_to_string(&path)
