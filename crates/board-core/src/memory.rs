@@ -537,6 +537,11 @@ impl Store for MemStore {
         for outcome in b.runs.values().filter_map(|r| r.outcome) {
             *tally.runs.entry(outcome.as_str().to_owned()).or_default() += 1;
         }
+        for event in &b.events {
+            if crate::types::DECOMPOSITION_EVENTS.contains(&event.kind.as_str()) {
+                *tally.decompositions.entry(event.kind.clone()).or_default() += 1;
+            }
+        }
         for call in &b.llm_calls {
             *tally.llm_calls.entry(call.outcome.clone()).or_default() += 1;
             tally.prompt_tokens += call.prompt_tokens.unwrap_or(0).max(0) as u64;

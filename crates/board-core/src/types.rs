@@ -416,6 +416,8 @@ pub struct Tally {
     /// Tokens the billed requests reported.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Decomposition events per kind, of [`DECOMPOSITION_EVENTS`] only.
+    pub decompositions: std::collections::BTreeMap<String, u64>,
 }
 
 /// Tasks of one assignee (`None`: unassigned) in one status, counted by the store.
@@ -444,6 +446,16 @@ pub struct DaySpend {
     pub tokens: u64,
     pub failures: u64,
 }
+
+/// The events that end a decomposition: a fan-out (`decomposed`), one tightened task
+/// (`specified`), a failed automatic one (`auto_decompose_failed`), which parks its card
+/// at the failure limit (`auto_decompose_parked`, beside the failure).
+pub const DECOMPOSITION_EVENTS: [&str; 4] = [
+    "decomposed",
+    "specified",
+    "auto_decompose_failed",
+    "auto_decompose_parked",
+];
 
 /// Everything on a board at one moment: what the invariants are checked against.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -413,6 +413,14 @@ impl Store for PgStore {
                 &[],
             )?;
             let calls = tx.query("SELECT outcome AS key, COUNT(*) AS n FROM llm_calls GROUP BY outcome", &[])?;
+            // Read through the partial index task_events_decompositions, whose WHERE this
+            // repeats (board_core::DECOMPOSITION_EVENTS).
+            let decompositions = tx.query(
+                "SELECT kind AS key, COUNT(*) AS n FROM task_events
+                 WHERE kind IN ('decomposed', 'specified', 'auto_decompose_failed', 'auto_decompose_parked')
+                 GROUP BY kind",
+                &[],
+            )?;
             let tokens = tx.query(
                 "SELECT COALESCE(SUM(GREATEST(prompt_tokens, 0)), 0)::BIGINT AS prompt,
                         COALESCE(SUM(GREATEST(completion_tokens, 0)), 0)::BIGINT AS completion
@@ -428,6 +436,7 @@ impl Store for PgStore {
                 llm_calls: rows::counts(&calls)?,
                 prompt_tokens: rows::sum(totals, "prompt")?,
                 completion_tokens: rows::sum(totals, "completion")?,
+                decompositions: rows::counts(&decompositions)?,
             })
         })
     }

@@ -438,6 +438,13 @@ impl Store for SqliteStore {
                 llm_calls: counts("SELECT outcome, COUNT(*) FROM llm_calls GROUP BY outcome")?,
                 prompt_tokens,
                 completion_tokens,
+                // Read through the partial index task_events_decompositions, whose WHERE
+                // this repeats (board_core::DECOMPOSITION_EVENTS).
+                decompositions: counts(
+                    "SELECT kind, COUNT(*) FROM task_events
+                     WHERE kind IN ('decomposed', 'specified', 'auto_decompose_failed', 'auto_decompose_parked')
+                     GROUP BY kind",
+                )?,
             })
         })
     }

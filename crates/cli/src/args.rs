@@ -245,13 +245,52 @@ pub enum GatewayCommand {
     /// the next tick, an invalid one is refused in its log and the running config kept
     #[command(after_help = "Examples:\n  kanban gateway reload")]
     Reload,
-    /// Stop the running gateway (SIGTERM) and wait for it to exit; its workers keep running
+    /// Stop the gateway and wait for it to exit (systemctl stop when its unit is installed
+    /// and systemd runs, else SIGTERM); its workers keep running
     #[command(after_help = "Examples:\n  kanban gateway stop")]
     Stop,
     /// Whether a gateway runs on this home (running, stopped or crashed), its pid, uptime,
-    /// last tick age, tick count and workers, from gateway.pid and gateway.json
+    /// last tick age, tick count and workers, from gateway.pid and gateway.json; and its
+    /// systemd unit's state when one is installed
     #[command(after_help = "Examples:\n  kanban gateway status\n  kanban gateway status --json")]
     Status,
+    /// Write a systemd unit running this home's gateway, then reload systemd and enable it
+    #[command(
+        after_help = "Examples:\n  kanban gateway install\n  sudo kanban --home /srv/kanban gateway install --system\n\nUser units go to ~/.config/systemd/user, system units to /etc/systemd/system\n($KANBAN_SYSTEMD_UNIT_DIR overrides both). The unit is named for the home, so\nseveral homes can be installed side by side."
+    )]
+    Install {
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Replace a unit file of that name that `kanban gateway install` did not write
+        #[arg(long)]
+        force: bool,
+    },
+    /// Stop and disable this home's systemd unit, and remove it
+    #[command(after_help = "Examples:\n  kanban gateway uninstall")]
+    Uninstall {
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Remove a unit file of that name that `kanban gateway install` did not write
+        #[arg(long)]
+        force: bool,
+    },
+    /// Start this home's installed unit (systemctl start); without systemd, refused
+    #[command(after_help = "Examples:\n  kanban gateway start")]
+    Start,
+    /// Restart this home's installed unit (systemctl restart); without systemd, refused
+    #[command(after_help = "Examples:\n  kanban gateway restart")]
+    Restart,
+}
+
+/// Which service manager a unit belongs to.
+#[derive(Debug, Args)]
+pub struct ScopeArgs {
+    /// The user's own service manager (systemctl --user) [default for install]
+    #[arg(long, conflicts_with = "system")]
+    pub user: bool,
+    /// The machine's service manager; the unit runs as the home's owner (needs root)
+    #[arg(long)]
+    pub system: bool,
 }
 
 /// How the gateway logs.

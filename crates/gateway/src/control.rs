@@ -59,6 +59,8 @@ pub struct Status {
     pub last_tick_age_seconds: Option<i64>,
     pub ticks: Option<u64>,
     pub workers: Option<u64>,
+    /// The provider breaker's state as the last tick saw it (`closed`, `open`...).
+    pub breaker: Option<String>,
 }
 
 /// The state of the gateway on `home`, at `now`. The tick figures are those of the last
@@ -91,6 +93,10 @@ pub fn status(home: &Home, now: board_core::Timestamp) -> Result<Status, Gateway
         last_tick_age_seconds: number("last_tick_at").map(|t| now - t),
         ticks: file.as_ref().and_then(|f| f["ticks"].as_u64()),
         workers: file.as_ref().and_then(|f| f["workers"].as_u64()),
+        breaker: file
+            .as_ref()
+            .and_then(|f| f["cost_safety"]["breaker"]["state"].as_str())
+            .map(str::to_owned),
     })
 }
 

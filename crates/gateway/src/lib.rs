@@ -12,5 +12,6 @@ pub mod metrics;
 pub mod plan;
 pub mod process;
 pub mod reload;
+pub mod service;
 mod settings;
 pub mod supervisor;

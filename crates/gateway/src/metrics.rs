@@ -16,6 +16,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use board_core::breaker::Breaker;
 use board_core::{Status, Store, Tally};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -78,6 +79,7 @@ impl Monitor {
         let board = Arc::new(BoardTally {
             store,
             tally: Mutex::new(Tally::default()),
+            breaker: Mutex::new(Breaker::default()),
         });
         let mut registry = Registry::with_prefix("kanban");
         let g = &gateway;
@@ -188,13 +190,16 @@ impl Monitor {
 
     /// The metrics in the text format, the board's counts read now.
     fn scrape(&self) -> Result<String, String> {
-        let tally = self
-            .board
-            .store
+        let store = &self.board.store;
+        let tally = store
             .tally()
             .map_err(|e| format!("cannot count the board: {e}"))?;
+        let breaker = store
+            .breaker()
+            .map_err(|e| format!("cannot read the provider breaker: {e}"))?;
         let registry = lock(&self.registry);
         *lock(&self.board.tally) = tally;
+        *lock(&self.board.breaker) = breaker;
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).map_err(|e| e.to_string())?;
         Ok(text)
@@ -205,10 +210,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The board's counts, set from one `Store::tally` just before each encoding.
+/// The board's counts and its provider breaker, set from one `Store::tally` and one
+/// `Store::breaker` just before each encoding.
 struct BoardTally {
     store: Arc<dyn Store>,
     tally: Mutex<Tally>,
+    breaker: Mutex<Breaker>,
 }
 
 impl std::fmt::Debug for BoardTally {
@@ -230,7 +237,7 @@ impl Collector for BoardTally {
         for (status, n) in tasks {
             ConstGauge::new(n as i64).encode(family.encode_family(&[("status", status)])?)?;
         }
-        let counters: [LabelledCounter<'_>; 3] = [
+        let counters: [LabelledCounter<'_>; 4] = [
             (
                 "runs_ended",
                 "Runs ended, by outcome",
@@ -252,6 +259,12 @@ impl Collector for BoardTally {
                     ("completion", tally.completion_tokens),
                 ],
             ),
+            (
+                "decompositions",
+                "Decompositions ended, by outcome, on the board",
+                "outcome",
+                decomposition_outcomes(&tally.decompositions),
+            ),
         ];
         for (name, help, label, values) in counters {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
@@ -271,8 +284,44 @@ impl Collector for BoardTally {
             None,
             MetricType::Counter,
         )?;
-        ConstCounter::new(failures).encode(family)
+        ConstCounter::new(failures).encode(family)?;
+        encode_breaker(&lock(&self.breaker), &mut encoder)
     }
+}
+
+/// The decomposition events by kind as outcomes that add up: `split` (a fan-out),
+/// `specified` (one tightened task), `failed` (an automatic one that failed and will be
+/// retried) and `parked` (one that failed at the limit and parked its card).
+fn decomposition_outcomes(kinds: &std::collections::BTreeMap<String, u64>) -> Vec<(&'static str, u64)> {
+    let count = |kind: &str| kinds.get(kind).copied().unwrap_or(0);
+    let parked = count("auto_decompose_parked");
+    vec![
+        ("split", count("decomposed")),
+        ("specified", count("specified")),
+        ("failed", count("auto_decompose_failed").saturating_sub(parked)),
+        ("parked", parked),
+    ]
+}
+
+/// The provider breaker: open or not, and while open when the next probe may go.
+fn encode_breaker(breaker: &Breaker, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let family = encoder.encode_descriptor(
+        "breaker_open",
+        "Whether the decomposer's provider breaker is open (automatic decompositions paused)",
+        None,
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(i64::from(breaker.open)).encode(family)?;
+    if let (true, Some(at)) = (breaker.open, breaker.probe_at) {
+        let family = encoder.encode_descriptor(
+            "breaker_next_probe_timestamp",
+            "When the open breaker may send its next probe (Unix time)",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(at).encode(family)?;
+    }
+    Ok(())
 }
 
 /// A counter family: name, help, its label and each label value's count.

@@ -102,21 +102,31 @@ pub fn listings_and_queues(board: &dyn Board) {
 }
 
 /// The tally counts tasks by status, ended runs by outcome, model requests by outcome and
-/// their tokens (a request without a token count adds nothing).
+/// their tokens (a request without a token count adds nothing), and the events that end
+/// decompositions by kind.
 pub fn tally_counts_the_board(board: &dyn Board) {
     let s = board.connect();
     assert_eq!(s.tally().unwrap(), crate::Tally::default(), "an empty board");
     let done = ready_task(&*s, "done");
     let running = ready_task(&*s, "running");
     ready_task(&*s, "waiting");
-    s.create(
-        &NewTask {
-            triage: true,
-            ..NewTask::titled("rough")
-        },
-        T0,
-    )
-    .unwrap();
+    let rough = s
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("rough")
+            },
+            T0,
+        )
+        .unwrap();
+    let policy = crate::RetryPolicy {
+        base_seconds: 1,
+        failure_limit: 2,
+    };
+    for at in [T0, T0 + 10] {
+        s.record_decompose_failure(&rough.id, "no answer", policy, 0.0, at)
+            .unwrap();
+    }
     s.claim(&done.id, 900, T0).unwrap();
     assert!(s.complete(&done.id, &Completion::default(), T0 + 1).unwrap());
     s.claim(&running.id, 900, T0).unwrap();
@@ -150,4 +160,8 @@ pub fn tally_counts_the_board(board: &dyn Board) {
     assert_eq!(tally.runs, map(&[("completed", 1)]));
     assert_eq!(tally.llm_calls, map(&[("http_error", 1), ("ok", 2)]));
     assert_eq!((tally.prompt_tokens, tally.completion_tokens), (107, 23));
+    assert_eq!(
+        tally.decompositions,
+        map(&[("auto_decompose_failed", 2), ("auto_decompose_parked", 1)])
+    );
 }

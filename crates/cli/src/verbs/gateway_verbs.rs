@@ -10,7 +10,7 @@ use crate::args::{GatewayCommand, LogArgs};
 use crate::failure::{one_line, Failure};
 use crate::output::print_json;
 
-use super::Ctx;
+use super::{gateway_service, Ctx};
 
 /// The breaker and the ceilings in two lines, for a dry run.
 fn print_cost_safety(safety: &serde_json::Value) {
@@ -44,12 +44,16 @@ pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayComman
                 &format!("asked the gateway (pid {pid}) to reload config.yaml; its log says what changed"),
             );
         }
-        GatewayCommand::Stop => {
-            let pid = gateway::control::stop(home, STOP_LIMIT).map_err(gateway_failure)?;
-            let line = format!("stopped the gateway (pid {pid}); its workers keep running");
-            return report(&ctx, json!({"stopped": pid}), &line);
+        GatewayCommand::Stop => return gateway_service::stop(&ctx, home),
+        GatewayCommand::Status => return gateway_service::status(&ctx, home),
+        GatewayCommand::Start => return gateway_service::start(&ctx, home, "start"),
+        GatewayCommand::Restart => return gateway_service::start(&ctx, home, "restart"),
+        GatewayCommand::Install { scope, force } => {
+            return gateway_service::install(&ctx, home, &scope, force)
         }
-        GatewayCommand::Status => return status(&ctx, home),
+        GatewayCommand::Uninstall { scope, force } => {
+            return gateway_service::uninstall(&ctx, home, &scope, force)
+        }
     };
     gateway::logging::init(log_options(&log)?).map_err(|e| Failure::Usage(e.to_string()))?;
     let loaded = Loaded {
@@ -57,32 +61,6 @@ pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayComman
         warnings,
     };
     gateway::daemon::run(home, ctx.store, loaded, replace).map_err(gateway_failure)
-}
-
-/// How long `gateway stop` waits: the gateway's own shutdown is quick (it cancels model
-/// calls and leaves workers running), so this only guards against a stuck one.
-const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
-    let s = gateway::control::status(home, board_home::now()).map_err(gateway_failure)?;
-    if ctx.json {
-        print_json(&json!(s));
-        return Ok(());
-    }
-    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
-    println!("state          {}", s.state);
-    println!("pid            {}", or_dash(s.pid.map(|p| p.to_string())));
-    println!(
-        "uptime         {}",
-        or_dash(s.uptime_seconds.map(|u| format!("{u} s")))
-    );
-    println!(
-        "last tick      {}",
-        or_dash(s.last_tick_age_seconds.map(|a| format!("{a} s ago")))
-    );
-    println!("ticks          {}", or_dash(s.ticks.map(|n| n.to_string())));
-    println!("workers        {}", or_dash(s.workers.map(|n| n.to_string())));
-    Ok(())
 }
 
 fn report(ctx: &Ctx, value: serde_json::Value, line: &str) -> Result<(), Failure> {

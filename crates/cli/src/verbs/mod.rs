@@ -6,6 +6,7 @@ mod config;
 mod context;
 mod decompose;
 mod desk;
+mod gateway_service;
 mod gateway_verbs;
 mod gc;
 mod graph;

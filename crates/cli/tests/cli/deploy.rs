@@ -10,6 +10,8 @@ use std::process::Command;
 use board_core::{Status, Store, TaskId};
 use serde_json::Value;
 
+use fake_llm::Reply;
+
 use crate::gateway_board::{worker_profile, Board, Setup};
 
 /// The workspace's virtualenv interpreter (`cargo xtask venv`).
@@ -128,10 +130,19 @@ fn metrics_and_health_match_the_board_and_sighup_reloads_the_config() {
     let tasks: Vec<TaskId> = (0..20)
         .map(|i| b.create(&[&format!("task {i}"), "--assignee", "worker"]))
         .collect();
+    // One decomposition through the fake model: the card is specified into one task.
+    b.reply(
+        "tighten the docs",
+        Reply::text(r#"{"fanout": false, "title": "tighten the docs", "body": "one page"}"#),
+    );
+    let card = b.create(&["tighten the docs", "--triage", "--assignee", "worker"]);
     b.start_gateway();
     let base = format!("http://{}", metrics_address(&b));
-    b.wait_for("the 20 tasks done", || {
-        tasks.iter().all(|t| b.task(t).status == Status::Done)
+    b.wait_for("the 20 tasks and the card done", || {
+        tasks
+            .iter()
+            .chain([&card])
+            .all(|t| b.task(t).status == Status::Done)
     });
     b.prove_ticks(2);
 
@@ -149,12 +160,30 @@ fn metrics_and_health_match_the_board_and_sighup_reloads_the_config() {
         .iter()
         .filter(|r| r.outcome.is_some_and(|o| o.as_str() == "completed"))
         .count();
-    assert_eq!(completed, 20);
+    assert_eq!(completed, 21);
     assert_eq!(
         metrics["kanban_runs_ended_total{outcome=completed}"],
         completed as f64
     );
-    assert_eq!(metrics["kanban_spawns_total"], 20.0);
+    assert_eq!(metrics["kanban_spawns_total"], 21.0);
+    let events = |kind: &str| snapshot.events.iter().filter(|e| e.kind == kind).count() as f64;
+    // The card, and the probe cards prove_ticks has decomposed the same way.
+    assert!(snapshot
+        .events
+        .iter()
+        .any(|e| e.task_id == card && e.kind == "specified"));
+    for (outcome, kind) in [
+        ("split", "decomposed"),
+        ("specified", "specified"),
+        ("parked", "auto_decompose_parked"),
+    ] {
+        let key = format!("kanban_decompositions_total{{outcome={outcome}}}");
+        assert_eq!(metrics.get(&key), Some(&events(kind)), "{key} in {metrics:#?}");
+    }
+    assert_eq!(metrics["kanban_decompositions_total{outcome=failed}"], 0.0);
+    assert_eq!(metrics["kanban_breaker_open"], 0.0);
+    assert!(!b.db().breaker().unwrap().open);
+    assert!(!metrics.contains_key("kanban_breaker_next_probe_timestamp_seconds"));
     let calls = b.db().llm_calls(None).unwrap();
     assert_eq!(
         metrics["kanban_llm_requests_total{outcome=ok}"],
@@ -190,14 +219,11 @@ fn metrics_and_health_match_the_board_and_sighup_reloads_the_config() {
     );
 
     // A broken edit is refused, naming its key; the running config (max_spawn 0) is kept.
+    // `kanban gateway reload` checks the file first: refused in one line naming the key,
+    // and the gateway is not signalled (its log gains no reload line).
     write_config(&b, &config.replace("max_spawn: 4", "max_spawn: four"));
-    hangup(&b);
-    let line = nth_log_line(&b, "config reload refused", 1);
-    assert!(
-        line.contains("ERROR") && line.contains("kanban.max_spawn"),
-        "{line}"
-    );
-    // The CLI refuses the broken file too, so the ticks are counted in gateway.json.
+    // The CLI refuses the broken file (so no probe card can prove ticks): they are
+    // counted in gateway.json.
     let ticks = || -> u64 {
         std::fs::read(b.path().join("gateway.json"))
             .ok()
@@ -205,6 +231,21 @@ fn metrics_and_health_match_the_board_and_sighup_reloads_the_config() {
             .and_then(|status| status["ticks"].as_u64())
             .unwrap_or(0)
     };
+    let out = b.kanban(&["gateway", "reload"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("kanban.max_spawn"), "{stderr}");
+    let before = ticks();
+    b.wait_for("two more ticks", || ticks() >= before + 2);
+    assert_eq!(log_lines_with(&b, "config reload"), 1, "{}", b.gateway_log());
+    // SIGHUP itself: one ERROR line naming the key, and the running config kept.
+    hangup(&b);
+    let line = nth_log_line(&b, "config reload refused", 1);
+    assert!(
+        line.contains("ERROR") && line.contains("kanban.max_spawn"),
+        "{line}"
+    );
     let before = ticks();
     b.wait_for("three more ticks", || ticks() >= before + 3);
     assert_eq!(b.task(&waiting).status, Status::Ready);
@@ -262,6 +303,7 @@ fn status_tells_a_running_a_stopped_and_a_crashed_gateway_apart() {
     assert_eq!(s["pid"], pid);
     assert!(s["ticks"].as_u64().unwrap() >= 1, "{s}");
     assert_eq!(s["workers"], 0);
+    assert_eq!(s["breaker"], "closed", "{s}");
     assert!((0..60).contains(&s["uptime_seconds"].as_i64().unwrap()), "{s}");
     assert!(
         (0..5).contains(&s["last_tick_age_seconds"].as_i64().unwrap()),

@@ -32,6 +32,7 @@ mod reliability_secrets;
 mod report_channel;
 mod scratch_schema;
 mod retention;
+mod service;
 mod several_gateways;
 mod size_caps;
 mod snapshots;
