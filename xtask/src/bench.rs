@@ -22,10 +22,10 @@
 
 mod board;
 mod gateway;
+mod million;
 mod outage;
 mod peer;
 mod postgres;
-mod million;
 mod scale;
 mod store;
 mod web;

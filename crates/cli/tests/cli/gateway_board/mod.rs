@@ -185,10 +185,20 @@ impl Board {
 
     /// The gateway's tick count, from `gateway.json` (0 before its first tick).
     pub fn ticks(&self) -> u64 {
+        self.status_count("ticks")
+    }
+
+    /// The ticks the interval started: all ticks but those a wake-up started.
+    pub fn periodic_ticks(&self) -> u64 {
+        self.status_count("ticks")
+            .saturating_sub(self.status_count("wakeups"))
+    }
+
+    fn status_count(&self, key: &str) -> u64 {
         std::fs::read_to_string(self.path().join("gateway.json"))
             .ok()
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .and_then(|status| status["ticks"].as_u64())
+            .and_then(|status| status[key].as_u64())
             .unwrap_or(0)
     }
 
