@@ -15,7 +15,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   demo    the product on a temporary home: a fake model, a gateway, real workers
-  ci      everything CI checks: formatting, clippy with -D warnings, every test
+  ci      everything CI checks: formatting, sizes, clippy with -D warnings, every test
   sizes   no source file over 600 lines, no function over 80, unless a `// size:` comment says why
   venv    the Python virtualenv the tests drive our binaries from (target/venv)
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
@@ -144,6 +144,7 @@ fn ci() -> Result<(), String> {
         )),
     };
     run(&cargo, &["fmt", "--all", "--", "--check"])?;
+    sizes::check(&workspace_root())?;
     venv::ensure()?;
     run(
         &cargo,

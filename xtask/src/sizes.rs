@@ -75,7 +75,7 @@ fn oversized(text: &str) -> Vec<String> {
     for (at, line) in lines.iter().enumerate() {
         let Some(name) = fn_name(line) else { continue };
         let indent = &line[..line.len() - line.trim_start().len()];
-        if line.trim_end().ends_with('}') || line.trim_end().ends_with(';') {
+        if line.trim_end().ends_with('}') || is_declaration(&lines[at..]) {
             continue;
         }
         let close = format!("{indent}}}");
@@ -92,6 +92,16 @@ fn oversized(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Whether the signature starting the lines ends in `;` (a trait method without a
+/// default body) before it opens a body with `{`.
+fn is_declaration(lines: &[&str]) -> bool {
+    lines
+        .iter()
+        .map(|l| l.trim_end())
+        .find(|l| l.ends_with('{') || l.ends_with(';'))
+        .is_some_and(|l| l.ends_with(';'))
 }
 
 /// The name of the function a line opens, if it opens one.
@@ -163,5 +173,10 @@ mod tests {
         assert_eq!(fn_name("fn send(&self) -> u8;"), Some("send"));
         assert_eq!(fn_name("let f = fn_name(x);"), None);
         assert!(oversized("fn a() {}\nfn b();\n").is_empty());
+        let trait_body = format!(
+            "trait T {{\n    fn declared(\n        &self,\n    ) -> u8;\n{}}}\n",
+            body("short", 80, "    ")
+        );
+        assert!(oversized(&trait_body).is_empty(), "{:?}", oversized(&trait_body));
     }
 }

@@ -4,6 +4,7 @@
 //! it to check the pure core, and a real backend must behave the same. Ids are drawn
 //! from counters, so it is deterministic.
 
+mod import;
 mod reads;
 mod retention;
 
@@ -22,8 +23,6 @@ use crate::retention::{Compacted, Freed};
 use crate::spend::Spend;
 use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
-mod import;
-
 use crate::types::{
     BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, Status, StatusCount, Tally, Task,
     TaskId, Timestamp,
@@ -491,20 +490,7 @@ impl Store for MemStore {
     }
 
     fn spend(&self, since: Timestamp) -> StoreResult<Spend> {
-        let b = self.board();
-        let mut sum = Spend::default();
-        for call in b.llm_calls.iter().filter(|c| c.started_at >= since) {
-            let one = Spend {
-                requests: 1,
-                prompt_tokens: call.prompt_tokens.unwrap_or(0),
-                completion_tokens: call.completion_tokens.unwrap_or(0),
-                cost: call.cost,
-                over_budget: i64::from(call.over_budget),
-                ..Spend::default()
-            };
-            sum.add(call.outcome.clone(), &one);
-        }
-        Ok(sum)
+        Ok(self.board().spend(since))
     }
 
     fn breaker(&self) -> StoreResult<Breaker> {
@@ -529,25 +515,7 @@ impl Store for MemStore {
     }
 
     fn tally(&self) -> StoreResult<Tally> {
-        let b = self.board();
-        let mut tally = Tally::default();
-        for task in b.tasks.values() {
-            *tally.tasks.entry(task.status.as_str().to_owned()).or_default() += 1;
-        }
-        for outcome in b.runs.values().filter_map(|r| r.outcome) {
-            *tally.runs.entry(outcome.as_str().to_owned()).or_default() += 1;
-        }
-        for event in &b.events {
-            if crate::types::DECOMPOSITION_EVENTS.contains(&event.kind.as_str()) {
-                *tally.decompositions.entry(event.kind.clone()).or_default() += 1;
-            }
-        }
-        for call in &b.llm_calls {
-            *tally.llm_calls.entry(call.outcome.clone()).or_default() += 1;
-            tally.prompt_tokens += call.prompt_tokens.unwrap_or(0).max(0) as u64;
-            tally.completion_tokens += call.completion_tokens.unwrap_or(0).max(0) as u64;
-        }
-        Ok(tally)
+        Ok(self.board().tally())
     }
 
     fn status_counts(&self) -> StoreResult<Vec<StatusCount>> {

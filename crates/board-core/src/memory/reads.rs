@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use super::{queue_order, Board};
+use crate::spend::Spend;
 use crate::store::{EventFilter, StoreResult, TaskFilter, Visit};
-use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Task, Timestamp};
+use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Tally, Task, Timestamp};
 
 const DAY: i64 = 86_400;
 
@@ -75,6 +76,47 @@ impl Board {
             .iter()
             .filter(|e| Self::event_matches(filter, e))
             .count() as u64)
+    }
+
+    /// The ledger summed over the calls started at or after `since`.
+    pub(super) fn spend(&self, since: Timestamp) -> Spend {
+        let b = self;
+        let mut sum = Spend::default();
+        for call in b.llm_calls.iter().filter(|c| c.started_at >= since) {
+            let one = Spend {
+                requests: 1,
+                prompt_tokens: call.prompt_tokens.unwrap_or(0),
+                completion_tokens: call.completion_tokens.unwrap_or(0),
+                cost: call.cost,
+                over_budget: i64::from(call.over_budget),
+                ..Spend::default()
+            };
+            sum.add(call.outcome.clone(), &one);
+        }
+        sum
+    }
+
+    /// Tasks by status, runs by outcome, decompositions and model requests counted.
+    pub(super) fn tally(&self) -> Tally {
+        let b = self;
+        let mut tally = Tally::default();
+        for task in b.tasks.values() {
+            *tally.tasks.entry(task.status.as_str().to_owned()).or_default() += 1;
+        }
+        for outcome in b.runs.values().filter_map(|r| r.outcome) {
+            *tally.runs.entry(outcome.as_str().to_owned()).or_default() += 1;
+        }
+        for event in &b.events {
+            if crate::types::DECOMPOSITION_EVENTS.contains(&event.kind.as_str()) {
+                *tally.decompositions.entry(event.kind.clone()).or_default() += 1;
+            }
+        }
+        for call in &b.llm_calls {
+            *tally.llm_calls.entry(call.outcome.clone()).or_default() += 1;
+            tally.prompt_tokens += call.prompt_tokens.unwrap_or(0).max(0) as u64;
+            tally.completion_tokens += call.completion_tokens.unwrap_or(0).max(0) as u64;
+        }
+        tally
     }
 
     pub(super) fn status_counts(&self) -> Vec<StatusCount> {

@@ -21,18 +21,20 @@ use decompose::endpoint::check_base_url;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use smart_default::SmartDefault;
-use yaml_rust2::parser::{Event, Parser};
-use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
 
 use crate::CONFIG_FILE;
 
 mod decomposer;
+mod error;
 mod fields;
 pub mod hermes;
 mod template;
+mod text;
 mod yaml;
 
+pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
+use text::{emit, yaml_root};
 
 /// The implied profile every config has.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -347,115 +349,6 @@ pub struct Loaded {
     pub warnings: Vec<Warning>,
 }
 
-/// Something in the file that is ignored rather than refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Warning {
-    /// A key this version does not know, by its full path (`kanban.max_spwn`).
-    UnknownKey(String),
-    /// `model.api_key` is in a file that other users can read.
-    KeyReadable(PathBuf),
-    /// Keys a Hermes config holds that the board does not use, by their full paths.
-    HermesKeys(Vec<String>),
-    /// A `provider` (by its key's path) that names one the board cannot call.
-    Provider {
-        /// `model.provider` or `auxiliary.kanban_decomposer.provider`.
-        key: &'static str,
-        /// The name given.
-        name: String,
-    },
-}
-
-impl fmt::Display for Warning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Warning::UnknownKey(path) => write!(f, "{CONFIG_FILE}: unknown key {path} (ignored)"),
-            Warning::KeyReadable(path) => write!(
-                f,
-                "{CONFIG_FILE}: model.api_key is readable by other users: run chmod 600 {}, \
-                 or better move the key to the variable named by model.api_key_env",
-                path.display()
-            ),
-            Warning::HermesKeys(paths) => write!(
-                f,
-                "{CONFIG_FILE}: Hermes settings not used by kanban (ignored): {}",
-                paths.join(", ")
-            ),
-            Warning::Provider { key, name } => write!(
-                f,
-                "{CONFIG_FILE}: {key}: kanban cannot call provider {name:?} (it speaks the \
-                 OpenAI chat-completions API: {}); the endpoint is base_url",
-                hermes::provider_names()
-            ),
-        }
-    }
-}
-
-/// Why a config could not be used. Its `Display` is one line naming the file and, for a
-/// bad value, the key's full path.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file exists but could not be read.
-    #[error("{}: cannot read the config: {source}", path.display())]
-    Read {
-        /// The config's path.
-        path: PathBuf,
-        /// What the system said.
-        source: std::io::Error,
-    },
-    /// The path is a directory, a FIFO or another thing that is not a regular file.
-    #[error("{}: the config is {what}, not a file", path.display())]
-    NotAFile {
-        /// The config's path.
-        path: PathBuf,
-        /// `a directory`, or `not a regular file`.
-        what: &'static str,
-    },
-    /// The file is bigger than any hand-written config.
-    #[error("{CONFIG_FILE}: {bytes} bytes is too big for a config (at most {MAX_FILE_BYTES})")]
-    TooBig {
-        /// Its size.
-        bytes: u64,
-    },
-    /// The bytes are not UTF-8.
-    #[error("{CONFIG_FILE}: not valid UTF-8 (line {line})")]
-    NotUtf8 {
-        /// The 1-based line of the first bad byte.
-        line: usize,
-    },
-    /// The text is not YAML.
-    #[error("{CONFIG_FILE}: YAML syntax error at line {line}, column {column}: {message}")]
-    Syntax {
-        /// 1-based.
-        line: usize,
-        /// 1-based.
-        column: usize,
-        /// The parser's description.
-        message: String,
-    },
-    /// The YAML is well formed but not shaped like a config (several documents, a list
-    /// at the top, too many aliases).
-    #[error("{CONFIG_FILE}: {0}")]
-    Shape(String),
-    /// A key holds a value it cannot have.
-    #[error("{CONFIG_FILE}: {key}: {problem}")]
-    Invalid {
-        /// The key's full path, `kanban.max_spawn`, `profiles.coder.command`.
-        key: String,
-        /// What was wrong.
-        problem: String,
-    },
-}
-
-impl ConfigError {
-    fn invalid(key: &str, problem: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid {
-            key: key.to_owned(),
-            problem: problem.into(),
-        }
-    }
-}
-
 /// Refuses a body, result or comment of more than `cap` bytes (`kanban.max_text_bytes`),
 /// with the message every reader of the cap shows.
 pub fn text_within_cap(what: &str, bytes: usize, cap: usize) -> Result<(), String> {
@@ -665,34 +558,6 @@ impl Config {
     }
 }
 
-/// One YAML document as a tree: no BOM, few aliases, null for an empty file.
-fn yaml_root(text: &str) -> Result<Yaml, ConfigError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    check_aliases(text)?;
-    let docs = YamlLoader::load_from_str(text).map_err(|e| ConfigError::Syntax {
-        line: e.marker().line(),
-        column: e.marker().col() + 1,
-        message: syntax_message(e.info()),
-    })?;
-    if docs.len() > 1 {
-        return Err(ConfigError::Shape(format!(
-            "expected one YAML document, got {}",
-            docs.len()
-        )));
-    }
-    Ok(docs.into_iter().next().unwrap_or(Yaml::Null))
-}
-
-/// A tree as block YAML, without the document marker.
-fn emit(value: &Value) -> String {
-    let doc = json_to_yaml(value);
-    let mut out = String::new();
-    // Writing to a String cannot fail, and the tree holds no unrepresentable value.
-    let _ = YamlEmitter::new(&mut out).dump(&doc);
-    let body = out.strip_prefix("---\n").unwrap_or(&out);
-    format!("{body}\n")
-}
-
 /// Whether a user other than the owner can read the config: the file grants them read
 /// and the home lets them reach it.
 fn readable_by_others(home: &Path, file: &std::fs::Metadata) -> bool {
@@ -707,58 +572,6 @@ fn or_fallback<'a>(value: &'a str, fallback: &'a str) -> &'a str {
         fallback
     } else {
         value
-    }
-}
-
-fn json_to_yaml(value: &Value) -> Yaml {
-    match value {
-        Value::Null => Yaml::Null,
-        Value::Bool(b) => Yaml::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Yaml::Integer(i),
-            None => Yaml::Real(n.to_string()),
-        },
-        Value::String(s) => Yaml::String(s.clone()),
-        Value::Array(items) => Yaml::Array(items.iter().map(json_to_yaml).collect()),
-        Value::Object(map) => Yaml::Hash(
-            map.iter()
-                .map(|(k, v)| (Yaml::String(k.clone()), json_to_yaml(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// Refuses a file with more aliases than a config could need, before the loader copies them.
-fn check_aliases(text: &str) -> Result<(), ConfigError> {
-    let mut parser = Parser::new_from_str(text);
-    let mut aliases = 0;
-    // A syntax error stops the count; the loader reports it with its position.
-    while let Ok((event, _)) = parser.next_token() {
-        match event {
-            Event::StreamEnd => break,
-            Event::Alias(_) => aliases += 1,
-            _ => {}
-        }
-        if aliases > MAX_ALIASES {
-            return Err(ConfigError::Shape(format!(
-                "more than {MAX_ALIASES} YAML aliases; a config needs few"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The parser's words, with its duplicate-key message (which quotes the key as Rust
-/// debug output, `String("max_spawn")`) made readable.
-fn syntax_message(info: &str) -> String {
-    let duplicate = info.strip_suffix(": duplicated key in mapping").map(|key| {
-        key.strip_prefix("String(")
-            .and_then(|k| k.strip_suffix(')'))
-            .unwrap_or(key)
-    });
-    match duplicate {
-        Some(key) => format!("duplicate key {key}"),
-        None => info.to_owned(),
     }
 }
 
