@@ -30,7 +30,7 @@ use serde_json::Value;
 
 pub use tools::{
     BadCall, BlockTask, Call, Comment, CompleteTask, CreateTask, Heartbeat, LinkTasks, ListTasks, OwnTask,
-    TaskRef,
+    TaskRef, LIST_LIMIT, MAX_LIST_LIMIT,
 };
 
 /// What the tools do: the board's verbs, each answering with its `--json` value or the

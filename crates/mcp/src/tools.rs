@@ -20,7 +20,16 @@ pub struct ListTasks {
     /// Include archived tasks (default false).
     #[serde(default)]
     pub archived: bool,
+    /// At most this many tasks, 1 to 1000 (default 100); ask for the next page with `after`.
+    pub limit: Option<u64>,
+    /// Only the tasks after this task id in the list's order: the last id of the page before.
+    pub after: Option<String>,
 }
+
+/// How many tasks `list_tasks` answers with when the call does not say.
+pub const LIST_LIMIT: u64 = 100;
+/// The most tasks one `list_tasks` call may ask for.
+pub const MAX_LIST_LIMIT: u64 = 1000;
 
 /// A tool that names one task.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -3,6 +3,8 @@
 //! the smaller boards in the same run (issue 19). The boards are written once by the
 //! `bench_scale` example (direct SQL in one transaction) under `target/bench/scale/`
 //! and reused until the schema changes; every measurement runs on a copy.
+//! `kanban gc` runs beside a writer claiming and completing ready tasks, and the slowest
+//! of those completes is its own row (issue 19: never blocked over 100 ms).
 //! `--scale 10k` (1k and 10k boards) checks the harness quickly.
 
 use std::path::{Path, PathBuf};
@@ -105,13 +107,18 @@ fn measured(program: &Path, args: &[String]) -> Result<(f64, f64), String> {
     )?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let kb: f64 = stderr
+    Ok((ms, peak_mb(&stderr)?))
+}
+
+/// The peak RSS in MB that `/usr/bin/time -f "peak_rss_kb %M"` wrote last.
+fn peak_mb(stderr: &str) -> Result<f64, String> {
+    stderr
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("peak_rss_kb "))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("no peak RSS from /usr/bin/time: {stderr}"))?;
-    Ok((ms, kb / 1024.0))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .ok_or_else(|| format!("no peak RSS from /usr/bin/time: {stderr}"))
 }
 
 /// The commands timed on every board: (key, label, arguments after `--home H`).
@@ -190,14 +197,77 @@ fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
         vec![mb],
     ));
     let gc = ["gc", "--archived-older-than", "30d", "--events-older-than", "30d"].map(str::to_owned);
-    let (ms, mb) = measured(&kanban, &with_home(&gc))?;
+    let (ms, mb, completes) = gc_beside_writer(&kanban, &with_home(&gc), &with_home)?;
     rows.push((
         "gc".to_owned(),
         "kanban gc (30d, 30d)".to_owned(),
         vec![ms],
         vec![mb],
     ));
+    if !completes.is_empty() {
+        let slowest = completes.iter().copied().fold(0.0, f64::max);
+        rows.push((
+            "gc_write".to_owned(),
+            "kanban complete during gc (slowest)".to_owned(),
+            vec![slowest],
+            vec![],
+        ));
+    }
     Ok(rows)
+}
+
+/// Runs `gc` (as `measured` does) while claiming ready tasks and timing each one's
+/// `kanban complete`, a writer beside the batches: gc's time in ms, its peak RSS in MB,
+/// and the time of every complete that ran while it did.
+fn gc_beside_writer(
+    kanban: &Path,
+    gc: &[String],
+    with_home: &dyn Fn(&[String]) -> Vec<String>,
+) -> Result<(f64, f64, Vec<f64>), String> {
+    let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let listed = output(Command::new(kanban).args(with_home(&words(&[
+        "list", "--status", "ready", "--limit", "500", "--jsonl",
+    ]))))?;
+    let mut ready = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|t| t["id"].as_str().map(str::to_owned))
+        .collect::<Vec<_>>()
+        .into_iter();
+    let started = Instant::now();
+    let mut child = Command::new("/usr/bin/time")
+        .args(["-f", "peak_rss_kb %M"])
+        .arg(kanban)
+        .args(gc)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run gc: {e}"))?;
+    let mut completes = Vec::new();
+    while child
+        .try_wait()
+        .map_err(|e| format!("waiting for gc: {e}"))?
+        .is_none()
+    {
+        let Some(id) = ready.next() else { break };
+        let claimed = output(Command::new(kanban).args(with_home(&words(&["claim", &id, "--json"]))))?;
+        let claim: serde_json::Value =
+            serde_json::from_slice(&claimed.stdout).map_err(|e| format!("claim --json: {e}"))?;
+        let run = claim["run_id"].to_string();
+        let at = Instant::now();
+        output(Command::new(kanban).args(with_home(&words(&["complete", &id, "--run", &run]))))?;
+        completes.push(at.elapsed().as_secs_f64() * 1e3);
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for gc: {e}"))?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(format!("gc failed ({}): {}", out.status, stderr.trim()));
+    }
+    Ok((ms, peak_mb(&stderr)?, completes))
 }
 
 /// Adds the rows of every size, the largest with its ratios against the smaller.
@@ -210,7 +280,7 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
     }
     let smallest = &by_size[0].1;
     for (size, rows) in &by_size {
-        for (i, (key, label, times, rss)) in rows.iter().enumerate() {
+        for (key, label, times, rss) in rows {
             let n = name(*size);
             let mut row = Row::new(
                 &format!("scale.{key}.{n}"),
@@ -218,8 +288,13 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 "ms",
                 times.clone(),
             );
-            let base = super::median(&smallest[i].2);
-            if *size != sizes[0] {
+            if key == "gc_write" {
+                let pass = row.median() < 100.0;
+                results.rows.push(row.goal("< 100 ms", pass));
+                continue;
+            }
+            let base = smallest.iter().find(|r| &r.0 == key).map(|r| super::median(&r.2));
+            if let (Some(base), true) = (base, *size != sizes[0]) {
                 let ratio = row.median() / base;
                 row = row.ratio(ratio, &format!("{n}/{}", name(sizes[0])));
                 if !matches!(key.as_str(), "list_json" | "gc") {

@@ -93,8 +93,8 @@ impl Tools {
                     status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
                     assignee: a.assignee,
                     archived: a.archived,
-                    limit: None,
-                    after: None,
+                    limit: Some(list_limit(a.limit)?),
+                    after: a.after.as_deref().map(parse_id).transpose()?,
                     jsonl: false,
                 };
                 Ok(list_json(&read::listed(&ctx, args)?))
@@ -171,6 +171,17 @@ impl mcp::Verbs for Tools {
 fn answered(desk: &Desk, verb: &str, finished: Finished) -> Result<Value, Failure> {
     finished.won(desk, verb)?;
     Ok(finished.to_json())
+}
+
+/// The page size of a `list_tasks` call: its `limit`, else the default; at most the cap.
+fn list_limit(limit: Option<u64>) -> Result<u64, Failure> {
+    match limit.unwrap_or(mcp::LIST_LIMIT) {
+        n @ 1..=mcp::MAX_LIST_LIMIT => Ok(n),
+        n => Err(Failure::Usage(format!(
+            "limit: {n} is out of range (1 to {})",
+            mcp::MAX_LIST_LIMIT
+        ))),
+    }
 }
 
 fn optional_id(id: Option<String>) -> Result<Option<TaskId>, Failure> {

@@ -155,6 +155,23 @@ fn the_rust_sdk_lists_the_tools_and_calls_them() {
         assert_eq!(task, board.json(&["show", &id])["task"]);
         let listed = answer(&call(&client, "list_tasks", json!({"status": "ready"})).await);
         assert_eq!(listed, board.json(&["list", "--status", "ready"]));
+        // A page at a time: `limit` and `after` as `list --limit --after`; never unbounded.
+        answer(&call(&client, "create_task", json!({"title": "second"})).await);
+        // The CLI says on stderr where the next page starts; its stdout is the same list.
+        let listed_page = |args: &[&str]| -> Value {
+            let out = board.kanban(args).arg("--json").output().expect("run kanban");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            serde_json::from_slice(&out.stdout).expect("JSON")
+        };
+        let page = answer(&call(&client, "list_tasks", json!({"limit": 1})).await);
+        assert_eq!(page, listed_page(&["list", "--limit", "1"]));
+        let first_id = page[0]["id"].as_str().expect("id").to_owned();
+        let next = answer(&call(&client, "list_tasks", json!({"limit": 1, "after": first_id})).await);
+        assert_eq!(next, listed_page(&["list", "--limit", "1", "--after", &first_id]));
+        assert_ne!(page, next);
+        let (error, message) = text(&call(&client, "list_tasks", json!({"limit": 5000})).await);
+        assert!(error);
+        assert_eq!(message, "limit: 5000 is out of range (1 to 1000)");
         let (error, message) =
             text(&call(&client, "comment", json!({"task_id": "t_00000000", "text": "x"})).await);
         assert!(error);

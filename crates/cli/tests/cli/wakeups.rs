@@ -157,6 +157,40 @@ fn postgres_writes_wake_the_gateway() {
     wakes_the_gateway(true);
 }
 
+/// A burst of wake-ups while the gateway ticks is one pending wake-up, not one tick
+/// each: 500 datagrams sent at once start a handful of ticks (each 20 ms after the last
+/// at the earliest), where one tick apiece would take over ten seconds.
+#[test]
+fn a_burst_of_wake_ups_starts_few_ticks() {
+    let mut b = WakeBoard::new(false);
+    b.board.start_gateway();
+    let before = b.wakeups();
+    let socket = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    let path = b.board.path().join("gateway.wake");
+    let mut sent = 0;
+    for _ in 0..500 {
+        // A full queue already holds a pending wake-up; the sender never waits.
+        if socket.send_to(&[], &path).is_ok() {
+            sent += 1;
+        }
+    }
+    assert!(sent > 0, "no datagram reached {}", path.display());
+    let mut last = (b.wakeups(), Instant::now());
+    crate::gateway_board::wait_until("the wake-ups to settle", Duration::from_secs(20), || {
+        let now = b.wakeups();
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+        now > before && last.1.elapsed() > Duration::from_millis(500)
+    });
+    let started = b.wakeups() - before;
+    assert!(
+        started <= 25,
+        "{sent} datagrams started {started} ticks; a burst should start a few"
+    );
+    assert!(b.board.gateway_alive(), "{}", b.board.gateway_log());
+}
+
 /// The listener's session terminated: the gateway says so once, goes on ticking,
 /// listens again after its pause, and a write wakes it as before.
 #[test]
