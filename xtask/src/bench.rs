@@ -100,6 +100,17 @@ impl Paths {
         }
     }
 
+    /// The paths with `work/` emptied, as every run starts.
+    fn emptied(root: &Path, debug: bool) -> Result<Paths, String> {
+        let paths = Paths::new(root, debug);
+        if paths.work.exists() {
+            std::fs::remove_dir_all(&paths.work)
+                .map_err(|e| format!("cannot empty {}: {e}", paths.work.display()))?;
+        }
+        mkdir(&paths.work)?;
+        Ok(paths)
+    }
+
     pub(crate) fn kanban(&self) -> PathBuf {
         self.bins.join("kanban")
     }
@@ -261,12 +272,7 @@ fn run_scale(root: &Path, size: &str) -> Result<(), String> {
         build.insert(1, "--release");
     }
     crate::run(&crate::cargo(), &build)?;
-    let paths = Paths::new(root, profile == "debug");
-    if paths.work.exists() {
-        std::fs::remove_dir_all(&paths.work)
-            .map_err(|e| format!("cannot empty {}: {e}", paths.work.display()))?;
-    }
-    mkdir(&paths.work)?;
+    let paths = Paths::emptied(root, profile == "debug")?;
     let started = Instant::now();
     let mut results = Results::default();
     million::run(&paths, &mut results, size)?;
@@ -335,12 +341,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         build.extend(["-p", "board-postgres"]);
     }
     crate::run(&crate::cargo(), &build)?;
-    let paths = Paths::new(root, debug);
-    if paths.work.exists() {
-        std::fs::remove_dir_all(&paths.work)
-            .map_err(|e| format!("cannot empty {}: {e}", paths.work.display()))?;
-    }
-    mkdir(&paths.work)?;
+    let paths = Paths::emptied(root, debug)?;
     let started = Instant::now();
     let mut results = Results::default();
 

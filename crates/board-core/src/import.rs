@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use crate::graph::check_title;
 use crate::refusal::Refusal;
-use crate::types::{Comment, Event, Link, Run, Status, Task};
+use crate::store::{StoreError, StoreResult};
+use crate::transition::NewEvent;
+use crate::types::{Comment, Event, Link, Run, Status, Task, TaskId, Timestamp};
 
 /// One task of another board with its history.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,6 +124,89 @@ fn check(incoming: &ImportedTask) -> Result<(), String> {
         Some(other) => Err(format!("an event or comment belongs to {other}")),
         None => Ok(()),
     }
+}
+
+/// The writes of an import on one store transaction; [`import_batch`] decides what to
+/// write and in which order, the same on every store.
+pub trait ImportWrites {
+    /// The task of ours holding this id, if any.
+    fn task(&mut self, id: &TaskId) -> StoreResult<Option<Task>>;
+    /// Whether a task of ours holds this idempotency key.
+    fn key_taken(&mut self, key: &str) -> StoreResult<bool>;
+    fn insert_task(&mut self, task: &Task) -> StoreResult<()>;
+    /// Inserts a closed run under a fresh id of this board and returns that id.
+    fn insert_run(&mut self, run: &Run) -> StoreResult<i64>;
+    /// Inserts one of the source's events, its time kept, its run id already mapped.
+    fn insert_event(&mut self, event: &Event) -> StoreResult<()>;
+    /// Inserts one of the source's comments, its author and time kept.
+    fn insert_comment(&mut self, comment: &Comment) -> StoreResult<()>;
+    /// Appends events of this board, stamped `now`.
+    fn push_events(&mut self, id: &TaskId, events: &[NewEvent], now: Timestamp) -> StoreResult<()>;
+    /// Links as `Store::link` does, with its refusals.
+    fn link(&mut self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
+}
+
+/// Writes a batch: each task decided by [`landing`] and, when new, inserted whole with
+/// its history; then the links, each decided as `link` decides it.
+pub fn import_batch(
+    w: &mut impl ImportWrites,
+    batch: &ImportBatch,
+    now: Timestamp,
+) -> StoreResult<ImportOutcome> {
+    let mut outcome = ImportOutcome::default();
+    for incoming in &batch.tasks {
+        let existing = w.task(&incoming.task.id)?;
+        let mut landed = landing(existing.as_ref(), incoming);
+        if landed == Landed::Imported {
+            landed = insert_imported(w, incoming, now)?;
+        }
+        outcome.tasks.push(landed);
+    }
+    for l in &batch.links {
+        outcome.links.push(match w.link(&l.parent_id, &l.child_id, now) {
+            Ok(()) => LinkLanded::Added,
+            Err(StoreError::Refused(r)) => link_refused(r),
+            Err(e) => return Err(e),
+        });
+    }
+    Ok(outcome)
+}
+
+/// One new task: its row (without an idempotency key another task holds), its runs under
+/// fresh ids, its events and comments, and the `imported` event.
+fn insert_imported(
+    w: &mut impl ImportWrites,
+    incoming: &ImportedTask,
+    now: Timestamp,
+) -> StoreResult<Landed> {
+    let mut task = incoming.task.clone();
+    let key_taken = match &task.idempotency_key {
+        Some(key) => w.key_taken(key)?,
+        None => false,
+    };
+    if key_taken {
+        task.idempotency_key = None;
+    }
+    w.insert_task(&task)?;
+    let mut fresh = Vec::with_capacity(incoming.runs.len());
+    for run in &incoming.runs {
+        fresh.push((run.id, w.insert_run(run)?));
+    }
+    for e in &incoming.events {
+        w.insert_event(&Event {
+            run_id: mapped_run(e.run_id, &fresh),
+            ..e.clone()
+        })?;
+    }
+    for c in &incoming.comments {
+        w.insert_comment(c)?;
+    }
+    let note = NewEvent::new("imported", None, incoming.note.clone());
+    w.push_events(&task.id, &[note], now)?;
+    Ok(match key_taken {
+        true => Landed::ImportedWithoutKey,
+        false => Landed::Imported,
+    })
 }
 
 /// A link `link` refused: one that exists already changed nothing and is `Present`.

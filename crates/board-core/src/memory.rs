@@ -562,7 +562,7 @@ impl Store for MemStore {
     }
 
     fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
-        Ok(self.board().import(batch, now))
+        crate::import::import_batch(&mut *self.board(), batch, now)
     }
 
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {

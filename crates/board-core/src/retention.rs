@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::store::{Store, StoreResult};
+use crate::store::{Store, StoreError, StoreResult};
 use crate::types::{TaskId, Timestamp};
 
 /// The event kinds retention removes from done tasks: notes of a run's progress and of
@@ -53,6 +53,64 @@ impl Freed {
     pub fn rows(&self) -> u64 {
         self.tasks + self.runs + self.events + self.comments + self.links
     }
+}
+
+/// The reads and deletes of one batch of archived tasks on a SQL store's transaction;
+/// [`gc_archived_rows`] decides what goes, the same on every such store. Each row read
+/// is a task id with whether that task is archived and last changed before the cut-off.
+pub trait GcRows {
+    /// Up to `window` tasks with ids above `after`, in id order.
+    fn tasks_after(
+        &mut self,
+        after: &str,
+        before: Timestamp,
+        window: usize,
+    ) -> StoreResult<Vec<(String, bool)>>;
+    /// The task the newest event belongs to.
+    fn newest_event_task(&mut self) -> StoreResult<Option<String>>;
+    /// The link component of `seed` (every task linked to it, directly or through
+    /// others, itself included), in id order; locked where the store locks rows.
+    fn component(&mut self, seed: &str, before: Timestamp) -> StoreResult<Vec<(String, bool)>>;
+    /// Deletes one task with its links, runs, events, comments and lease.
+    fn remove_task(&mut self, id: &str) -> StoreResult<Freed>;
+}
+
+/// One batch of archived tasks: the next `window` tasks after `after`, and for each old
+/// archived one its whole link component when every member is old and archived, the
+/// seed is its smallest id (so a component goes once) and it does not hold the newest
+/// event (so no event id is handed out twice). Returns what went and where the next
+/// batch starts (`None` when the tasks are done).
+pub fn gc_archived_rows(
+    rows: &mut impl GcRows,
+    before: Timestamp,
+    after: Option<&TaskId>,
+    window: usize,
+) -> StoreResult<(Freed, Option<TaskId>)> {
+    let window = window.max(1);
+    let looked = rows.tasks_after(after.map_or("", TaskId::as_str), before, window)?;
+    let next = match looked.last() {
+        Some((id, _)) if looked.len() == window => Some(id.parse::<TaskId>().map_err(|e| {
+            StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}"))
+        })?),
+        _ => None,
+    };
+    let keep = rows.newest_event_task()?;
+    let mut freed = Freed::default();
+    for (seed, old) in &looked {
+        if !old {
+            continue;
+        }
+        let members = rows.component(seed, before)?;
+        let whole = !members.is_empty() && members.iter().all(|(_, old)| *old);
+        let first = members.first().is_some_and(|(id, _)| id == seed);
+        let kept = members.iter().any(|(id, _)| Some(id.as_str()) == keep.as_deref());
+        if whole && first && !kept {
+            for (id, _) in &members {
+                freed.add(rows.remove_task(id)?);
+            }
+        }
+    }
+    Ok((freed, next))
 }
 
 /// What handing the freed space back did.

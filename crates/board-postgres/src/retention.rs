@@ -2,8 +2,9 @@
 //! back for a dry run). What is kept and why: `board_core::retention`. The statements
 //! are SQLite's, so both boards remove the same rows.
 
+use board_core::retention::{gc_archived_rows, GcRows};
 use board_core::store::StoreResult;
-use board_core::{Compacted, Freed, StoreError, TaskId, Timestamp, ROUTINE_EVENTS};
+use board_core::{Compacted, Freed, TaskId, Timestamp, ROUTINE_EVENTS};
 
 use crate::rows::get;
 use crate::tx::Tx;
@@ -21,42 +22,58 @@ const COMPONENT: &str = r#"
     SELECT t.id, (t.status = 'archived' AND t.updated_at < $2) AS old
     FROM tasks t WHERE t.id IN (SELECT id FROM component) ORDER BY t.id FOR UPDATE"#;
 
-/// The component of `seed` when it is removable whole and `seed` is its smallest id;
-/// the component holding the newest event is kept, as on SQLite.
-fn removable_component(
-    tx: &mut Tx<'_>,
-    seed: &str,
-    before: Timestamp,
-    keep: Option<&str>,
-) -> StoreResult<Option<Vec<String>>> {
-    let found = tx.query(COMPONENT, &[&seed, &before])?;
-    let members = found
-        .iter()
-        .map(|r| Ok((get::<String>(r, "id")?, get::<bool>(r, "old")?)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    let whole = !members.is_empty() && members.iter().all(|(_, old)| *old);
-    let first = members.first().is_some_and(|(id, _)| id == seed);
-    let kept = members.iter().any(|(id, _)| Some(id.as_str()) == keep);
-    Ok((whole && first && !kept).then(|| members.into_iter().map(|(id, _)| id).collect()))
+/// A batch of archived tasks on one PostgreSQL transaction (`board_core::retention::gc_archived_rows`).
+struct GcTx<'a, 'c>(&'a mut Tx<'c>);
+
+impl GcRows for GcTx<'_, '_> {
+    fn tasks_after(
+        &mut self,
+        after: &str,
+        before: Timestamp,
+        window: usize,
+    ) -> StoreResult<Vec<(String, bool)>> {
+        let found = self.0.query(
+            "SELECT id, (status = 'archived' AND updated_at < $2) AS old FROM tasks WHERE id > $1 ORDER BY id LIMIT $3",
+            &[&after, &before, &(window as i64)],
+        )?;
+        found.iter().map(id_and_old).collect()
+    }
+
+    fn newest_event_task(&mut self) -> StoreResult<Option<String>> {
+        self.0
+            .query_opt("SELECT task_id FROM task_events ORDER BY id DESC LIMIT 1", &[])?
+            .map(|r| get::<String>(&r, "task_id"))
+            .transpose()
+    }
+
+    fn component(&mut self, seed: &str, before: Timestamp) -> StoreResult<Vec<(String, bool)>> {
+        let found = self.0.query(COMPONENT, &[&seed, &before])?;
+        found.iter().map(id_and_old).collect()
+    }
+
+    fn remove_task(&mut self, id: &str) -> StoreResult<Freed> {
+        let tx = &mut *self.0;
+        let links = tx.execute(
+            "DELETE FROM task_links WHERE parent_id = $1 OR child_id = $1",
+            &[&id],
+        )?;
+        let events = tx.execute("DELETE FROM task_events WHERE task_id = $1", &[&id])?;
+        let comments = tx.execute("DELETE FROM task_comments WHERE task_id = $1", &[&id])?;
+        let runs = tx.execute("DELETE FROM task_runs WHERE task_id = $1", &[&id])?;
+        tx.execute("DELETE FROM decomposition_leases WHERE task_id = $1", &[&id])?;
+        let tasks = tx.execute("DELETE FROM tasks WHERE id = $1", &[&id])?;
+        Ok(Freed {
+            tasks,
+            runs,
+            events,
+            comments,
+            links,
+        })
+    }
 }
 
-fn remove_task(tx: &mut Tx<'_>, id: &str) -> StoreResult<Freed> {
-    let links = tx.execute(
-        "DELETE FROM task_links WHERE parent_id = $1 OR child_id = $1",
-        &[&id],
-    )?;
-    let events = tx.execute("DELETE FROM task_events WHERE task_id = $1", &[&id])?;
-    let comments = tx.execute("DELETE FROM task_comments WHERE task_id = $1", &[&id])?;
-    let runs = tx.execute("DELETE FROM task_runs WHERE task_id = $1", &[&id])?;
-    tx.execute("DELETE FROM decomposition_leases WHERE task_id = $1", &[&id])?;
-    let tasks = tx.execute("DELETE FROM tasks WHERE id = $1", &[&id])?;
-    Ok(Freed {
-        tasks,
-        runs,
-        events,
-        comments,
-        links,
-    })
+fn id_and_old(r: &postgres::Row) -> StoreResult<(String, bool)> {
+    Ok((get::<String>(r, "id")?, get::<bool>(r, "old")?))
 }
 
 pub(crate) fn gc_archived(
@@ -65,37 +82,7 @@ pub(crate) fn gc_archived(
     after: Option<&TaskId>,
     window: usize,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
-    let window = window.max(1);
-    let found = tx.query(
-        "SELECT id, (status = 'archived' AND updated_at < $2) AS old FROM tasks WHERE id > $1 ORDER BY id LIMIT $3",
-        &[&after.map_or("", TaskId::as_str), &before, &(window as i64)],
-    )?;
-    let looked = found
-        .iter()
-        .map(|r| Ok((get::<String>(r, "id")?, get::<bool>(r, "old")?)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    let next = match looked.last() {
-        Some((id, _)) if looked.len() == window => Some(id.parse::<TaskId>().map_err(|e| {
-            StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}"))
-        })?),
-        _ => None,
-    };
-    let keep = tx
-        .query_opt("SELECT task_id FROM task_events ORDER BY id DESC LIMIT 1", &[])?
-        .map(|r| get::<String>(&r, "task_id"))
-        .transpose()?;
-    let mut freed = Freed::default();
-    for (seed, old) in &looked {
-        if !old {
-            continue;
-        }
-        if let Some(members) = removable_component(tx, seed, before, keep.as_deref())? {
-            for id in &members {
-                freed.add(remove_task(tx, id)?);
-            }
-        }
-    }
-    Ok((freed, next))
+    gc_archived_rows(&mut GcTx(tx), before, after, window)
 }
 
 pub(crate) fn gc_events(

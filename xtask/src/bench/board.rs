@@ -15,7 +15,9 @@ use super::{
 /// or the board's shape changed, since the 100k one takes a while.
 pub(super) fn boards(paths: &Paths) -> Result<(), String> {
     mkdir(&paths.bench.join("boards"))?;
-    let shape = |size: usize| format!("tasks {size}, ready {BOARD_READY}, triage {BOARD_TRIAGE}, schema ");
+    let shape = |size: usize| {
+        format!("tasks {size}, ready {BOARD_READY}, triage {BOARD_TRIAGE} cooling a century, schema ")
+    };
     for size in BOARD_SIZES {
         let board = paths.board(size);
         let stamp = board.with_extension("stamp");

@@ -1,6 +1,7 @@
 //! Retention batches (`kanban gc`), each run inside one write transaction by the caller
 //! (rolled back for a dry run). What is kept and why: `board_core::retention`.
 
+use board_core::retention::{gc_archived_rows, GcRows};
 use board_core::store::StoreResult;
 use board_core::{Freed, TaskId, Timestamp, ROUTINE_EVENTS};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -19,57 +20,66 @@ const COMPONENT: &str = "
     SELECT t.id, t.status = 'archived' AND t.updated_at < ?2 FROM component c JOIN tasks t ON t.id = c.id
     ORDER BY t.id";
 
-/// The task the newest event belongs to: its component is kept, so that the newest
-/// event id is never freed and handed out again.
-fn newest_event_task(conn: &Connection) -> StoreResult<Option<String>> {
-    conn.prepare_cached("SELECT task_id FROM task_events ORDER BY id DESC LIMIT 1")
-        .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
-        .map_err(backend)
-}
+/// A batch of archived tasks on one SQLite transaction (`board_core::retention::gc_archived_rows`).
+struct GcTx<'a>(&'a Connection);
 
-/// The component of `seed` when it is removable whole and `seed` is its smallest id (so
-/// a component is removed once, from its first task); else `None`.
-fn removable_component(
-    conn: &Connection,
-    seed: &str,
-    before: Timestamp,
-    keep: Option<&str>,
-) -> StoreResult<Option<Vec<String>>> {
-    let mut stmt = conn.prepare_cached(COMPONENT).map_err(backend)?;
-    let members = stmt
-        .query_map(params![seed, before], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
-        })
-        .map_err(backend)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(backend)?;
-    let whole = !members.is_empty() && members.iter().all(|(_, old)| *old);
-    let first = members.first().is_some_and(|(id, _)| id == seed);
-    let kept = members.iter().any(|(id, _)| Some(id.as_str()) == keep);
-    Ok((whole && first && !kept).then(|| members.into_iter().map(|(id, _)| id).collect()))
-}
-
-fn remove_task(conn: &Connection, id: &str) -> StoreResult<Freed> {
-    let delete = |sql: &str| -> StoreResult<u64> {
-        let n = conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute([id]))
+impl GcTx<'_> {
+    fn id_and_old(&self, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<(String, bool)>> {
+        let mut stmt = self.0.prepare_cached(sql).map_err(backend)?;
+        let rows = stmt
+            .query_map(params, |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(backend)?;
-        Ok(n as u64)
-    };
-    let links = delete("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1")?;
-    let events = delete("DELETE FROM task_events WHERE task_id = ?1")?;
-    let comments = delete("DELETE FROM task_comments WHERE task_id = ?1")?;
-    let runs = delete("DELETE FROM task_runs WHERE task_id = ?1")?;
-    delete("DELETE FROM decomposition_leases WHERE task_id = ?1")?;
-    let tasks = delete("DELETE FROM tasks WHERE id = ?1")?;
-    Ok(Freed {
-        tasks,
-        runs,
-        events,
-        comments,
-        links,
-    })
+        rows.collect::<Result<_, _>>().map_err(backend)
+    }
+}
+
+impl GcRows for GcTx<'_> {
+    fn tasks_after(
+        &mut self,
+        after: &str,
+        before: Timestamp,
+        window: usize,
+    ) -> StoreResult<Vec<(String, bool)>> {
+        self.id_and_old(
+            "SELECT id, status = 'archived' AND updated_at < ?2 FROM tasks WHERE id > ?1 ORDER BY id LIMIT ?3",
+            params![after, before, window as i64],
+        )
+    }
+
+    fn newest_event_task(&mut self) -> StoreResult<Option<String>> {
+        self.0
+            .prepare_cached("SELECT task_id FROM task_events ORDER BY id DESC LIMIT 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+            .map_err(backend)
+    }
+
+    fn component(&mut self, seed: &str, before: Timestamp) -> StoreResult<Vec<(String, bool)>> {
+        self.id_and_old(COMPONENT, params![seed, before])
+    }
+
+    fn remove_task(&mut self, id: &str) -> StoreResult<Freed> {
+        let delete = |sql: &str| -> StoreResult<u64> {
+            let n = self
+                .0
+                .prepare_cached(sql)
+                .and_then(|mut s| s.execute([id]))
+                .map_err(backend)?;
+            Ok(n as u64)
+        };
+        let links = delete("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1")?;
+        let events = delete("DELETE FROM task_events WHERE task_id = ?1")?;
+        let comments = delete("DELETE FROM task_comments WHERE task_id = ?1")?;
+        let runs = delete("DELETE FROM task_runs WHERE task_id = ?1")?;
+        delete("DELETE FROM decomposition_leases WHERE task_id = ?1")?;
+        let tasks = delete("DELETE FROM tasks WHERE id = ?1")?;
+        Ok(Freed {
+            tasks,
+            runs,
+            events,
+            comments,
+            links,
+        })
+    }
 }
 
 pub(super) fn gc_archived(
@@ -78,38 +88,7 @@ pub(super) fn gc_archived(
     after: Option<&TaskId>,
     window: usize,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
-    let window = window.max(1);
-    let looked: Vec<(String, bool)> = conn
-        .prepare_cached(
-            "SELECT id, status = 'archived' AND updated_at < ?2 FROM tasks WHERE id > ?1 ORDER BY id LIMIT ?3",
-        )
-        .and_then(|mut s| {
-            s.query_map(
-                params![after.map_or("", TaskId::as_str), before, window as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?
-            .collect()
-        })
-        .map_err(backend)?;
-    let next = match looked.last() {
-        Some((id, _)) if looked.len() == window => Some(id.parse::<TaskId>().map_err(|e| {
-            board_core::StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}"))
-        })?),
-        _ => None,
-    };
-    let keep = newest_event_task(conn)?;
-    let mut freed = Freed::default();
-    for (seed, old) in &looked {
-        if !old {
-            continue;
-        }
-        if let Some(members) = removable_component(conn, seed, before, keep.as_deref())? {
-            for id in &members {
-                freed.add(remove_task(conn, id)?);
-            }
-        }
-    }
-    Ok((freed, next))
+    gc_archived_rows(&mut GcTx(conn), before, after, window)
 }
 
 pub(super) fn gc_events(
