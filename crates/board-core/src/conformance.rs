@@ -74,6 +74,12 @@ fn assert_board_ok(store: &dyn Store) {
     if let Err(v) = check_invariants(&snapshot) {
         panic!("{v}\n{snapshot:#?}");
     }
+    let counts = store.status_counts().expect("status counts");
+    assert_eq!(
+        counts,
+        crate::StatusCount::of_tasks(&snapshot.tasks),
+        "status_counts disagree with the tasks"
+    );
 }
 
 /// Counts its calls, and runs `during` in the middle of the termination.

@@ -428,6 +428,29 @@ pub struct StatusCount {
     pub tasks: u64,
 }
 
+impl StatusCount {
+    /// Counts `tasks` as `Store::status_counts` answers: one entry per assignee and
+    /// status with at least one task, unassigned first, then by assignee and status name.
+    pub fn of_tasks<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Vec<StatusCount> {
+        let mut counts: std::collections::BTreeMap<(Option<&str>, &str), (Status, u64)> =
+            std::collections::BTreeMap::new();
+        for t in tasks {
+            counts
+                .entry((t.assignee.as_deref(), t.status.as_str()))
+                .or_insert((t.status, 0))
+                .1 += 1;
+        }
+        counts
+            .into_iter()
+            .map(|((assignee, _), (status, tasks))| StatusCount {
+                assignee: assignee.map(str::to_owned),
+                status,
+                tasks,
+            })
+            .collect()
+    }
+}
+
 /// Finished tasks counted by the slot of their completion and the bucket of their
 /// ready-to-done time (see `Store::finished`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -179,6 +179,42 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_events_decompositions ON task_events(kind)
         WHERE kind IN ('decomposed', 'specified', 'auto_decompose_failed', 'auto_decompose_parked');
     "#,
+    // 7: `stats` reads the tasks per assignee and status from a table the file keeps
+    // itself, so its cost does not grow with the board. Triggers on `tasks` keep it in
+    // the same transaction as every write; `assigned` 0 (with `assignee` '') stands for
+    // an unassigned task, so the key has no null. Rows that reach zero stay, and reads
+    // skip them.
+    r#"
+    CREATE TABLE task_counts (
+        assigned INTEGER NOT NULL,
+        assignee TEXT NOT NULL,
+        status TEXT NOT NULL,
+        tasks INTEGER NOT NULL,
+        PRIMARY KEY (assigned, assignee, status)
+    ) WITHOUT ROWID;
+    INSERT INTO task_counts (assigned, assignee, status, tasks)
+        SELECT assignee IS NOT NULL, COALESCE(assignee, ''), status, COUNT(*)
+        FROM tasks GROUP BY 1, 2, 3;
+    CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+        INSERT INTO task_counts (assigned, assignee, status, tasks)
+            VALUES (NEW.assignee IS NOT NULL, COALESCE(NEW.assignee, ''), NEW.status, 1)
+            ON CONFLICT (assigned, assignee, status) DO UPDATE SET tasks = tasks + 1;
+    END;
+    CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+        UPDATE task_counts SET tasks = tasks - 1
+            WHERE assigned = (OLD.assignee IS NOT NULL) AND assignee = COALESCE(OLD.assignee, '')
+              AND status = OLD.status;
+    END;
+    CREATE TRIGGER task_counts_update AFTER UPDATE OF status, assignee ON tasks
+        WHEN OLD.status IS NOT NEW.status OR OLD.assignee IS NOT NEW.assignee BEGIN
+        UPDATE task_counts SET tasks = tasks - 1
+            WHERE assigned = (OLD.assignee IS NOT NULL) AND assignee = COALESCE(OLD.assignee, '')
+              AND status = OLD.status;
+        INSERT INTO task_counts (assigned, assignee, status, tasks)
+            VALUES (NEW.assignee IS NOT NULL, COALESCE(NEW.assignee, ''), NEW.status, 1)
+            ON CONFLICT (assigned, assignee, status) DO UPDATE SET tasks = tasks + 1;
+    END;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -13,7 +13,7 @@ mod ops;
 mod step;
 
 use super::{Board, T0};
-use crate::{check_invariants, check_step};
+use crate::{check_invariants, check_step, StatusCount};
 use ops::{ops_strategy, Op, KINDS};
 use step::{Step, Stop};
 
@@ -84,6 +84,14 @@ fn run_ops(board: &dyn Board, ops: &[Op], tally: &mut Tally) -> Result<(), TestC
         let after = s.snapshot().map_err(|e| fail(step, op, e.to_string()))?;
         check_invariants(&after).map_err(|v| fail(step, op, v.to_string()))?;
         check_step(&before, &after).map_err(|v| fail(step, op, v.to_string()))?;
+        let counted = s.status_counts().map_err(|e| fail(step, op, e.to_string()))?;
+        if counted != StatusCount::of_tasks(&after.tasks) {
+            return Err(fail(
+                step,
+                op,
+                format!("status_counts {counted:?} disagree with the tasks"),
+            ));
+        }
         let changed = after != before;
         if !accepted && changed {
             return Err(fail(step, op, "refused, yet the board changed".into()));

@@ -4,7 +4,7 @@ use super::{ready_task, Board, T0};
 use crate::retention::{sweep, Freed, Pacer, Sweep};
 use crate::store::{EventFilter, Store, StoreError};
 use crate::types::{Task, TaskId};
-use crate::{check_invariants, Completion, NewTask, Refusal};
+use crate::{check_invariants, Completion, NewTask, Refusal, StatusCount};
 
 /// Every batch timed as instant: the pacer grows the batches to its maximum.
 fn sweep_all(s: &dyn Store, before: i64, dry_run: bool, window: usize) -> (Freed, u64) {
@@ -132,6 +132,12 @@ pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Board) {
     ready_task(&*s, "last");
     let freed = sweep_all(&*s, T0 + 500, false, 1).0;
     assert_eq!((freed.tasks, freed.links), (3, 2));
-    check_invariants(&s.snapshot().unwrap()).unwrap();
+    let after = s.snapshot().unwrap();
+    check_invariants(&after).unwrap();
+    assert_eq!(
+        s.status_counts().unwrap(),
+        StatusCount::of_tasks(&after.tasks),
+        "the counts follow the removed tasks"
+    );
     assert_eq!(s.list(&Default::default()).unwrap().len(), 1);
 }

@@ -120,21 +120,7 @@ impl Board {
     }
 
     pub(super) fn status_counts(&self) -> Vec<StatusCount> {
-        let mut counts: BTreeMap<(Option<String>, &str), (Status, u64)> = BTreeMap::new();
-        for t in self.tasks.values() {
-            counts
-                .entry((t.assignee.clone(), t.status.as_str()))
-                .or_insert((t.status, 0))
-                .1 += 1;
-        }
-        counts
-            .into_iter()
-            .map(|((assignee, _), (status, tasks))| StatusCount {
-                assignee,
-                status,
-                tasks,
-            })
-            .collect()
+        StatusCount::of_tasks(self.tasks.values())
     }
 
     pub(super) fn oldest(&self, status: Status) -> Option<Task> {

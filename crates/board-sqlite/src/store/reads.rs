@@ -131,7 +131,10 @@ pub(super) fn count_events(conn: &Connection, filter: &EventFilter) -> StoreResu
 
 pub(super) fn status_counts(conn: &Connection) -> StoreResult<Vec<StatusCount>> {
     let mut stmt = conn
-        .prepare_cached("SELECT assignee, status, COUNT(*) FROM tasks GROUP BY assignee, status ORDER BY assignee, status")
+        .prepare_cached(
+            "SELECT CASE WHEN assigned THEN assignee END, status, tasks FROM task_counts
+             WHERE tasks > 0 ORDER BY assigned, assignee, status",
+        )
         .map_err(backend)?;
     let rows = stmt
         .query_map([], |r| {
