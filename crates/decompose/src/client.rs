@@ -213,8 +213,9 @@ pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings
 /// configured prices.
 ///
 /// Every answer (any reply at all) and every provider fault is a signal to the provider
-/// breaker; a retry is skipped when the attempt is the breaker's probe, or when it is
-/// automatic and the breaker no longer says the provider is up.
+/// breaker; a retry is skipped when the attempt is the breaker's probe, when it is
+/// automatic and the breaker no longer says the provider is up, or when it is a
+/// person's and the breaker is open.
 ///
 /// The n-th retry waits `n * settings.retry_backoff`, or the server's `Retry-After`
 /// when it sent one, never more than [`MAX_RETRY_WAIT`]. A row that cannot be written
@@ -250,8 +251,13 @@ pub async fn call_model<C: ModelClient>(
             Ok(completion) => return Ok(completion),
             Err(failure) => failure,
         };
-        let breaker_says_stop =
-            attempt.automatic && !breaker.as_ref().is_some_and(|b| b.retry_allowed(&attempt.id));
+        // An automatic attempt retries only while the provider is known up; a person's
+        // is sent once while the breaker shows the provider down.
+        let breaker_says_stop = match &breaker {
+            Some(b) if attempt.automatic => !b.retry_allowed(&attempt.id),
+            Some(b) => b.open,
+            None => attempt.automatic,
+        };
         if !failure.is_transient()
             || retries >= settings.transient_retries
             || attempt.probe

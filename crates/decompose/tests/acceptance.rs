@@ -806,3 +806,55 @@ async fn a_reached_ceiling_refuses_until_over_budget_and_rows_carry_their_cost()
     );
     assert!(rows.iter().all(|r| r.cost.is_some_and(|c| c > 0.0)), "{rows:?}");
 }
+
+/// A person's call while the breaker is open is still sent (one request), and what it
+/// learns moves the breaker: a 429 with `Retry-After` pushes the next probe back, a
+/// success closes it.
+#[tokio::test]
+async fn a_manual_call_during_an_open_breaker_is_sent_and_its_answer_moves_the_breaker() {
+    let board = Board::new().await;
+    let cards = ["one", "two", "three", "four"].map(|title| board.triage(title));
+    for card in &cards[..2] {
+        board
+            .llm
+            .script_task(card.as_str(), vec![Reply::error(503, "overloaded")]);
+        board.decompose(card, Mode::Automatic).await;
+    }
+    let opened = board.store.breaker().unwrap();
+    assert!(opened.open, "two cards failed with no success between");
+    let probe_at = opened.probe_at.expect("a probe time");
+
+    let slow_down = Reply::Error {
+        status: 429,
+        message: "slow down".into(),
+        retry_after: Some(3000),
+    };
+    board.llm.script_task(cards[2].as_str(), vec![slow_down]);
+    let refused = board.decompose(&cards[2], Mode::Manual).await;
+    assert!(!refused.ok, "{refused:?}");
+    assert_eq!(board.requests_for(&cards[2]).len(), 1, "sent once, not retried");
+    let held = board.store.breaker().unwrap();
+    assert!(held.open);
+    assert_eq!(held.probe_at, Some(board.now() + 3000), "was {probe_at}");
+    assert_eq!(
+        held.last_error.as_deref().map(|e| e.contains("slow down")),
+        Some(true)
+    );
+
+    board
+        .llm
+        .script_task(cards[3].as_str(), vec![single("Four, clearer")]);
+    let outcome = board.decompose(&cards[3], Mode::Manual).await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(board.requests_for(&cards[3]).len(), 1);
+    assert!(
+        !board.store.breaker().unwrap().open,
+        "a person's success closes it"
+    );
+    assert_eq!(board.events_of(&cards[3], "breaker_closed").len(), 1);
+    assert_eq!(
+        board.store.llm_calls(None).unwrap().len(),
+        4,
+        "every request is one row"
+    );
+}
