@@ -257,6 +257,8 @@ fn run_scale(root: &Path, size: &str) -> Result<(), String> {
     million::sizes(size)?;
     // The hidden 10k scale checks the harness on debug binaries, quickly.
     let profile = if size == "10k" { "debug" } else { "release" };
+    // The same packages as the other workloads' build, so the features cargo unifies
+    // are the same and one release build serves both.
     let mut build = vec![
         "build",
         "--bins",
@@ -267,6 +269,8 @@ fn run_scale(root: &Path, size: &str) -> Result<(), String> {
         "gateway",
         "-p",
         "cli",
+        "-p",
+        "fake-llm",
     ];
     if profile == "release" {
         build.insert(1, "--release");

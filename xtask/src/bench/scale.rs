@@ -311,7 +311,7 @@ fn whole_loop(
         let seconds = started.elapsed().as_secs_f64();
         drop(running);
         let events = json_line(&output(
-            kanban(paths, &homes[0], url.as_deref()).args(["events", "--json"]),
+            kanban(paths, &homes[0], url.as_deref()).args(["events", "--all", "--kind", "claimed", "--json"]),
         )?)?;
         let claims = events
             .as_array()
