@@ -35,9 +35,10 @@ pub(crate) fn for_each_task(
         (false, true) => "$1::text IS NULL",
         (false, false) => "$1::text IS NULL AND status <> 'archived'",
     };
-    let assignee_clause = match filter.assignee {
-        Some(_) => "assignee = $2",
-        None => "$2::text IS NULL",
+    let assignee_clause = match (&filter.assignee, filter.unassigned) {
+        (Some(_), _) => "assignee = $2",
+        (None, true) => "$2::text IS NULL AND assignee IS NULL",
+        (None, false) => "$2::text IS NULL",
     };
     let (after_clause, (priority, created_at, seq)) = match &filter.after {
         Some(id) => {

@@ -26,6 +26,7 @@ impl Board {
                     .assignee
                     .as_ref()
                     .is_none_or(|a| t.assignee.as_ref() == Some(a))
+                && (!filter.unassigned || t.assignee.is_none())
                 && after
                     .as_ref()
                     .is_none_or(|a| queue_order(t, a) == std::cmp::Ordering::Greater)

@@ -38,10 +38,10 @@ pub(super) fn for_each_task(
         (None, true) => "?1 IS NULL",
         (None, false) => "?1 IS NULL AND status <> 'archived'",
     };
-    let assignee_clause = if filter.assignee.is_some() {
-        "assignee = ?2"
-    } else {
-        "?2 IS NULL"
+    let assignee_clause = match (&filter.assignee, filter.unassigned) {
+        (Some(_), _) => "assignee = ?2",
+        (None, true) => "?2 IS NULL AND assignee IS NULL",
+        (None, false) => "?2 IS NULL",
     };
     let after_clause = if filter.after.is_some() {
         "AND (priority < ?4 OR (priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))))"
