@@ -7,10 +7,16 @@ use super::parse_duration;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    #[arg(long, value_name = "STATUS")]
+    /// Only tasks in this status
+    #[arg(long, value_name = "STATUS", value_parser = super::statuses())]
     pub status: Option<Status>,
-    #[arg(long, value_name = "PROFILE")]
+    /// Only tasks assigned to PROFILE, or with `none` the unassigned ones
+    #[arg(long, value_name = "PROFILE|none", conflicts_with = "mine")]
     pub assignee: Option<String>,
+    /// Only tasks assigned to you: $KANBAN_PROFILE inside a worker, else $USER, $LOGNAME
+    /// or the uid
+    #[arg(long)]
+    pub mine: bool,
     /// Include archived tasks
     #[arg(long)]
     pub archived: bool,
@@ -30,6 +36,7 @@ pub const EVENTS_SHOWN: u64 = 100;
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
+    /// Only this task's events
     #[arg(value_name = "ID")]
     pub id: Option<TaskId>,
     /// Keep printing new events as they happen, until Ctrl-C, SIGINT or SIGTERM
