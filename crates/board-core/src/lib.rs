@@ -53,5 +53,6 @@ pub use store::{
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LeaseColumns, Link,
-    LlmCall, Outcome, Run, RunId, Status, StatusCount, Tally, Task, TaskId, Timestamp, DECOMPOSITION_EVENTS,
+    LlmCall, Outcome, Run, RunId, Status, StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
+    DECOMPOSITION_EVENTS,
 };

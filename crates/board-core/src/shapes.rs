@@ -136,6 +136,7 @@ pub fn list_filter(status: Option<Status>, assignee: Option<String>, archived: b
         include_archived: archived || status == Some(Status::Archived),
         assignee: assignee.filter(|_| !unassigned),
         unassigned,
+        order: Default::default(),
         limit: None,
         after: None,
     }

@@ -16,7 +16,7 @@ pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
     BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId, Status,
-    StatusCount, Tally, Task, TaskId, Timestamp,
+    StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
 };
 
 /// Why a store call failed.
@@ -41,8 +41,8 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Which tasks `list` returns, in claim order (priority desc, then age). Archived tasks
-/// only when asked for.
+/// Which tasks `list` returns, in `order` (claim order by default: priority desc, then
+/// age). Archived tasks only when asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskFilter {
     pub status: Option<Status>,
@@ -51,6 +51,8 @@ pub struct TaskFilter {
     pub unassigned: bool,
     pub include_archived: bool,
     pub limit: Option<usize>,
+    /// The order, sorted by the store's query (never after the read).
+    pub order: TaskOrder,
     /// A page's cursor: only the tasks after this one in the order. Tasks created
     /// meanwhile land after the cursor or before it, so paging to the end reads every
     /// task present throughout exactly once. An unknown id is refused (`NoSuchTask`).

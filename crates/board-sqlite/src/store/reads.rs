@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
-use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId};
+use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId, TaskOrder};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tasks::{each_decoded, query_tasks};
@@ -43,6 +43,14 @@ pub(super) fn for_each_task(
         (None, true) => "?2 IS NULL AND assignee IS NULL",
         (None, false) => "?2 IS NULL",
     };
+    if filter.order != TaskOrder::Priority {
+        return for_each_sorted(
+            conn,
+            filter,
+            &format!("{status_clause} AND {assignee_clause}"),
+            visit,
+        );
+    }
     let after_clause = if filter.after.is_some() {
         "AND (priority < ?4 OR (priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))))"
     } else {
@@ -66,6 +74,53 @@ pub(super) fn for_each_task(
             priority,
             created_at,
             rowid
+        ])
+        .map_err(backend)?;
+    each_decoded(rows, task_from_row, visit)
+}
+
+/// The sort key of an order other than claim order, as ascending columns; rowid breaks
+/// the ties that remain.
+fn order_key(order: TaskOrder) -> String {
+    match order {
+        TaskOrder::Priority => "-priority, created_at".to_owned(),
+        TaskOrder::Created => "created_at".to_owned(),
+        TaskOrder::Updated => "-updated_at, created_at".to_owned(),
+        TaskOrder::Title => "title, created_at".to_owned(),
+        TaskOrder::Status => {
+            let ranks: String = Status::ALL
+                .iter()
+                .enumerate()
+                .map(|(rank, s)| format!(" WHEN '{}' THEN {rank}", s.as_str()))
+                .collect();
+            format!("CASE status{ranks} END, -priority, created_at")
+        }
+    }
+}
+
+/// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
+/// task. ?1 status, ?2 assignee, ?3 limit, ?4 the cursor's id.
+fn for_each_sorted(
+    conn: &Connection,
+    filter: &TaskFilter,
+    clause: &str,
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    cursor(conn, filter.after.as_ref())?;
+    let key = order_key(filter.order);
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {clause}
+           AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
+         ORDER BY {key}, rowid LIMIT ?3"
+    );
+    let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query(params![
+            filter.status.map(|s| s.as_str()),
+            filter.assignee,
+            limit,
+            filter.after.as_ref().map(TaskId::as_str)
         ])
         .map_err(backend)?;
     each_decoded(rows, task_from_row, visit)
