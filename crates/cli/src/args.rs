@@ -17,7 +17,7 @@ mod tasks;
 
 pub use config::ConfigCommand;
 pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
-pub use tasks::{statuses, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs};
+pub use tasks::{orders, statuses, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs};
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
 const GLOBAL: &str = "Global options";
@@ -55,10 +55,10 @@ pub enum Verb {
         after_help = "Examples:\n  kanban create \"fix the login bug\" --priority 5 --assignee coder\n  kanban create \"ship it\" --parent t_1a2b3c4d --parent t_5e6f7a8b\n  kanban create \"rough idea\" --triage --body-file notes.md\n  echo \"details\" | kanban create \"from stdin\" --body-file -"
     )]
     Create(CreateArgs),
-    /// List tasks (priority desc, then age)
+    /// List tasks (priority desc, then age; --sort for another order)
     #[command(
         visible_alias = "ls",
-        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --archived --json\n  kanban list --limit 50 --after t_1a2b3c4d   # the page after that task\n  kanban list --jsonl > board.jsonl"
+        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --mine --sort updated\n  kanban list --assignee none\n  kanban list --archived --json\n  kanban list --limit 50 --after t_1a2b3c4d   # the page after that task\n  kanban list --jsonl > board.jsonl"
     )]
     List(ListArgs),
     /// Show a task with its parents, children, runs, comments and recent events

@@ -1,6 +1,6 @@
 //! The flags of the verbs that read or trim a large board: `list`, `events`, `gc`.
 
-use board_core::{Status, TaskId};
+use board_core::{Status, TaskId, TaskOrder};
 use clap::Args;
 
 use super::parse_duration;
@@ -20,6 +20,10 @@ pub struct ListArgs {
     /// Include archived tasks
     #[arg(long)]
     pub archived: bool,
+    /// The order: priority (claim order, the default), created (oldest first), updated
+    /// (latest change first), title, or status (triage first, then claim order)
+    #[arg(long, value_name = "FIELD", value_parser = super::orders())]
+    pub sort: Option<TaskOrder>,
     /// At most N tasks (a page); the next page starts after the last one shown
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,

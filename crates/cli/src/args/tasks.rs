@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use board_core::{BlockKind, RunId, Status, TaskId};
+use board_core::{BlockKind, RunId, Status, TaskId, TaskOrder};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
 
@@ -21,6 +21,11 @@ where
 /// The statuses, as a value list.
 pub fn statuses() -> impl TypedValueParser<Value = Status> {
     words(Status::ALL, Status::as_str)
+}
+
+/// The orders of `list --sort`, as a value list.
+pub fn orders() -> impl TypedValueParser<Value = TaskOrder> {
+    words(TaskOrder::ALL, TaskOrder::as_str)
 }
 
 /// The block kinds, as a value list.

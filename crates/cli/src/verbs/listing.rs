@@ -129,6 +129,7 @@ pub fn task_filter(a: ListArgs) -> TaskFilter {
     TaskFilter {
         limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         after: a.after,
+        order: a.sort.unwrap_or_default(),
         ..list_filter(a.status, assignee, a.archived)
     }
 }

@@ -94,6 +94,7 @@ impl Tools {
                     assignee: a.assignee,
                     mine: false,
                     archived: a.archived,
+                    sort: None,
                     limit: Some(list_limit(a.limit)?),
                     after: a.after.as_deref().map(parse_id).transpose()?,
                     jsonl: false,

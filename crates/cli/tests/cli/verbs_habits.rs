@@ -181,6 +181,41 @@ fn list_mine_and_the_unassigned() {
 }
 
 #[test]
+fn list_sorts_by_the_field_asked_for_and_pages_in_that_order() {
+    let board = Board::init();
+    let low = board.create(&["b low", "--priority", "1"]);
+    let high = board.create(&["c high", "--priority", "9"]);
+    let first = board.create(&["A first"]);
+    board.ok(&["edit", low.as_str(), "--body", "changed"]);
+    let ids = |args: &[&str]| -> Vec<String> {
+        board
+            .json(args)
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|t| t["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&["list"]), [high.as_str(), low.as_str(), first.as_str()]);
+    assert_eq!(
+        ids(&["list", "--sort", "title"]),
+        [first.as_str(), low.as_str(), high.as_str()]
+    );
+    assert_eq!(
+        ids(&["list", "--sort", "created"]),
+        [low.as_str(), high.as_str(), first.as_str()]
+    );
+    assert_eq!(
+        ids(&["list", "--sort", "title", "--after", first.as_str()]),
+        [low.as_str(), high.as_str()]
+    );
+    assert_eq!(
+        ids(&["list", "--sort", "title", "--after", low.as_str()]),
+        [high.as_str()]
+    );
+}
+
+#[test]
 fn create_none_overrides_the_default_assignee() {
     let board = Board::init();
     board.ok(&["config", "set", "kanban.default_assignee", "coder"]);

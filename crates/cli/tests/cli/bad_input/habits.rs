@@ -85,6 +85,18 @@ fn bad_input_to_the_hermes_habits() {
             "not a task id: \"waiting\"".into(),
         ),
         (
+            "list unknown sort",
+            vec!["list", "--sort", "age"],
+            2,
+            "invalid value 'age' for '--sort <FIELD>'".into(),
+        ),
+        (
+            "list sorted after unknown",
+            vec!["list", "--sort", "title", "--after", unknown],
+            1,
+            no_such.clone(),
+        ),
+        (
             "dispatch --max zero",
             vec!["dispatch", "--max", "0"],
             2,
