@@ -64,18 +64,25 @@ pub(super) fn for_each_task(
         Some((p, c, r)) => (Some(p), Some(c), Some(r)),
         None => (None, None, None),
     };
-    let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
-    let rows = stmt
-        .query(params![
-            filter.status.map(|s| s.as_str()),
-            filter.assignee,
-            limit,
-            priority,
-            created_at,
-            rowid
-        ])
-        .map_err(backend)?;
+    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let params = params![status, filter.assignee, limit, priority, created_at, rowid];
+    visit_tasks(conn, &sql, params, visit)
+}
+
+/// A list's limit as SQLite's (-1 for none).
+fn limit_of(filter: &TaskFilter) -> i64 {
+    filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+/// Runs one statement of `tasks` rows, handing `visit` each row as it is decoded.
+fn visit_tasks(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let rows = stmt.query(params).map_err(backend)?;
     each_decoded(rows, task_from_row, visit)
 }
 
@@ -113,17 +120,9 @@ fn for_each_sorted(
            AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
          ORDER BY {key}, rowid LIMIT ?3"
     );
-    let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
-    let rows = stmt
-        .query(params![
-            filter.status.map(|s| s.as_str()),
-            filter.assignee,
-            limit,
-            filter.after.as_ref().map(TaskId::as_str)
-        ])
-        .map_err(backend)?;
-    each_decoded(rows, task_from_row, visit)
+    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let after = filter.after.as_ref().map(TaskId::as_str);
+    visit_tasks(conn, &sql, params![status, filter.assignee, limit, after], visit)
 }
 
 /// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 kind,
