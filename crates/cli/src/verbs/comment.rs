@@ -13,10 +13,11 @@ pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     let (id, text) = match a.words.as_slice() {
         [] => return Err(Failure::Usage("comment needs TEXT".to_owned())),
         [text] => (None, text.clone()),
-        words => match id_and_words(words, worker.is_some())? {
-            (_, []) => return Err(Failure::Usage("comment needs TEXT".to_owned())),
-            (id, text) => (id, text.join(" ")),
-        },
+        // Two words or more: after an id there is text.
+        words => {
+            let (id, text) = id_and_words(words, worker.is_some())?;
+            (id, text.join(" "))
+        }
     };
     let comment = add_comment(desk, id, &text, a.author.as_deref(), worker.as_ref())?;
     if desk.json {
