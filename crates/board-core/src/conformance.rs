@@ -50,7 +50,7 @@ pub use runs::{
 };
 pub use streaming::{
     aggregates_count_the_board, events_filter_by_kind_time_and_newest, pages_cover_every_task_once,
-    streamed_reads_equal_collected_ones,
+    sorted_lists_page_in_their_order, streamed_reads_equal_collected_ones,
 };
 
 use crate::store::{Store, Termination, Terminator};
@@ -157,6 +157,7 @@ macro_rules! store_conformance_tests {
             streamed_reads_equal_collected_ones,
             events_filter_by_kind_time_and_newest,
             pages_cover_every_task_once,
+            sorted_lists_page_in_their_order,
             aggregates_count_the_board,
             gc_removes_old_archived_components_and_routine_events,
             gc_takes_a_component_once_all_of_it_is_old,

@@ -47,11 +47,12 @@ pub use refusal::Refusal;
 pub use retention::{sweep, Compacted, Freed, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
-    Claim, Committed, Completion, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome, RetryPolicy,
-    RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator, Visit,
+    Claim, Committed, Completion, Creation, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome,
+    RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LeaseColumns, Link,
-    LlmCall, Outcome, Run, RunId, Status, StatusCount, Tally, Task, TaskId, Timestamp, DECOMPOSITION_EVENTS,
+    LlmCall, Outcome, Run, RunId, Status, StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
+    DECOMPOSITION_EVENTS,
 };

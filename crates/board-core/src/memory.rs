@@ -21,7 +21,9 @@ use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed};
 use crate::spend::Spend;
-use crate::store::{Committed, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit};
+use crate::store::{
+    Committed, Creation, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit,
+};
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{
     BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, Status, StatusCount, Tally, Task,
@@ -228,11 +230,11 @@ impl Board {
 }
 
 impl Store for MemStore {
-    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task> {
+    fn create_or_find(&self, request: &NewTask, now: Timestamp) -> StoreResult<Creation> {
         let mut b = self.board();
         if let Some(key) = &request.idempotency_key {
             if let Some(t) = b.tasks.values().find(|t| t.idempotency_key.as_ref() == Some(key)) {
-                return Ok(t.clone());
+                return Ok(Creation::Exists(t.clone()));
             }
         }
         let parents = request
@@ -244,7 +246,7 @@ impl Store for MemStore {
         let created = graph::create(request, id, &parents, now)?;
         let task = created.task.clone();
         b.insert_created(created, now);
-        Ok(task)
+        Ok(Creation::Created(task))
     }
 
     fn get(&self, id: &TaskId) -> StoreResult<Task> {

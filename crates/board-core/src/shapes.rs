@@ -127,16 +127,23 @@ pub fn list_json(tasks: &[Task]) -> Value {
     Value::Array(tasks.iter().map(task_json).collect())
 }
 
-/// The filter `list` applies: asking for archived tasks by status means wanting to see them.
+/// The filter `list` applies: asking for archived tasks by status means wanting to see
+/// them, and the assignee `none` means nobody (as `assign ID none` clears it).
 pub fn list_filter(status: Option<Status>, assignee: Option<String>, archived: bool) -> TaskFilter {
+    let unassigned = assignee.as_deref() == Some(NO_ASSIGNEE);
     TaskFilter {
         status,
         include_archived: archived || status == Some(Status::Archived),
-        assignee,
+        assignee: assignee.filter(|_| !unassigned),
+        unassigned,
+        order: Default::default(),
         limit: None,
         after: None,
     }
 }
+
+/// The word that stands for no assignee wherever a profile is named.
+pub const NO_ASSIGNEE: &str = "none";
 
 /// How many of a task's events `show` carries, newest kept.
 pub const SHOW_EVENTS: usize = 20;

@@ -16,7 +16,7 @@ pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
     BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId, Status,
-    StatusCount, Tally, Task, TaskId, Timestamp,
+    StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
 };
 
 /// Why a store call failed.
@@ -41,14 +41,18 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Which tasks `list` returns, in claim order (priority desc, then age). Archived tasks
-/// only when asked for.
+/// Which tasks `list` returns, in `order` (claim order by default: priority desc, then
+/// age). Archived tasks only when asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskFilter {
     pub status: Option<Status>,
     pub assignee: Option<String>,
+    /// Only the tasks nobody is assigned (`assignee` is then `None`).
+    pub unassigned: bool,
     pub include_archived: bool,
     pub limit: Option<usize>,
+    /// The order, sorted by the store's query (never after the read).
+    pub order: TaskOrder,
     /// A page's cursor: only the tasks after this one in the order. Tasks created
     /// meanwhile land after the cursor or before it, so paging to the end reads every
     /// task present throughout exactly once. An unknown id is refused (`NoSuchTask`).
@@ -70,6 +74,36 @@ pub struct EventFilter {
 
 /// What a visitor of streamed rows says after each row: go on, or stop the read.
 pub type Visit = ControlFlow<()>;
+
+/// What `create` did: made the task, or found the one its idempotency key already names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Creation {
+    Created(Task),
+    /// The task created earlier with the same idempotency key, unchanged.
+    Exists(Task),
+}
+
+impl Creation {
+    pub fn task(&self) -> &Task {
+        match self {
+            Creation::Created(t) | Creation::Exists(t) => t,
+        }
+    }
+
+    pub fn into_task(self) -> Task {
+        match self {
+            Creation::Created(t) | Creation::Exists(t) => t,
+        }
+    }
+
+    /// `created` or `exists`, as the command line and the web API say it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Creation::Created(_) => "created",
+            Creation::Exists(_) => "exists",
+        }
+    }
+}
 
 /// A claim just taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,8 +187,13 @@ pub struct Committed {
 /// The board's storage. Every method that writes is atomic: it happens whole, with its
 /// events, or not at all.
 pub trait Store: Send + Sync {
-    /// Creates a task. With an idempotency key already used, returns that task unchanged.
-    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task>;
+    /// Creates a task. With an idempotency key already used, returns that task unchanged
+    /// and says so.
+    fn create_or_find(&self, request: &NewTask, now: Timestamp) -> StoreResult<Creation>;
+    /// [`Store::create_or_find`], the task alone.
+    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task> {
+        self.create_or_find(request, now).map(Creation::into_task)
+    }
     fn get(&self, id: &TaskId) -> StoreResult<Task>;
     /// Hands `visit` the tasks of `filter` one by one as the query yields them, so the
     /// memory a read holds does not grow with the board; `Break` ends the read.

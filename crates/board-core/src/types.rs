@@ -135,6 +135,25 @@ word_enum!(
     }
 );
 
+word_enum!(
+    /// The order `list` returns tasks in (`list --sort`). Ties go to the older task.
+    #[derive(Default)]
+    TaskOrder, "sort order" {
+        /// Claim order: the highest priority first, then the oldest.
+        #[default]
+        Priority = "priority",
+        /// The oldest first.
+        Created = "created",
+        /// The most recently changed first.
+        Updated = "updated",
+        /// By title, in byte order.
+        Title = "title",
+        /// By status in the order of a task's life (triage first, archived last), then
+        /// in claim order.
+        Status = "status",
+    }
+);
+
 impl Status {
     /// A parent in this status no longer holds its children back.
     pub fn releases_children(self) -> bool {

@@ -215,6 +215,16 @@ impl Home {
         Ok(Config::load(&self.dir)?)
     }
 
+    /// `kanban config set`: one key of the config ([`crate::config::set_key`]), in a home
+    /// created when missing and checked as any home is before its config is read.
+    pub fn set_config(&self, key: &str, value: &str) -> Result<serde_json::Value, HomeError> {
+        self.create()?;
+        check_home(&self.dir)?;
+        Ok(crate::config::set_key(&self.dir, key, value, &|name| {
+            std::env::var(name).ok()
+        })?)
+    }
+
     /// Creates what is missing but the config, loads the config (read only) and opens
     /// the store, whose settings come from it; a broken config stops here.
     pub fn open(&self) -> Result<Opened, HomeError> {

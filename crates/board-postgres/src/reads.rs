@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
-use board_core::{DaySpend, Event, Finished, Status, StatusCount, StoreError, Task, TaskId};
+use board_core::{DaySpend, Event, Finished, Status, StatusCount, StoreError, Task, TaskId, TaskOrder};
 
 use crate::apply::require_task;
 use crate::rows::{self, event_columns, get, task_columns, word};
@@ -35,10 +35,19 @@ pub(crate) fn for_each_task(
         (false, true) => "$1::text IS NULL",
         (false, false) => "$1::text IS NULL AND status <> 'archived'",
     };
-    let assignee_clause = match filter.assignee {
-        Some(_) => "assignee = $2",
-        None => "$2::text IS NULL",
+    let assignee_clause = match (&filter.assignee, filter.unassigned) {
+        (Some(_), _) => "assignee = $2",
+        (None, true) => "$2::text IS NULL AND assignee IS NULL",
+        (None, false) => "$2::text IS NULL",
     };
+    if filter.order != TaskOrder::Priority {
+        return for_each_sorted(
+            tx,
+            filter,
+            &format!("{status_clause} AND {assignee_clause}"),
+            visit,
+        );
+    }
     let (after_clause, (priority, created_at, seq)) = match &filter.after {
         Some(id) => {
             let (p, c, s) = cursor(tx, id)?;
@@ -60,6 +69,50 @@ pub(crate) fn for_each_task(
     let status = filter.status.map(|s| s.as_str());
     let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     let params: Params<'_> = &[&status, &filter.assignee, &limit, &priority, &created_at, &seq];
+    tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
+}
+
+/// The sort key of an order other than claim order, as ascending columns; seq breaks the
+/// ties that remain. Titles compare byte by byte (`COLLATE "C"`), as SQLite's do.
+fn order_key(order: TaskOrder) -> String {
+    match order {
+        TaskOrder::Priority => "-priority, created_at".to_owned(),
+        TaskOrder::Created => "created_at".to_owned(),
+        TaskOrder::Updated => "-updated_at, created_at".to_owned(),
+        TaskOrder::Title => "title COLLATE \"C\", created_at".to_owned(),
+        TaskOrder::Status => {
+            let ranks: String = Status::ALL
+                .iter()
+                .enumerate()
+                .map(|(rank, s)| format!(" WHEN '{}' THEN {rank}", s.as_str()))
+                .collect();
+            format!("CASE status{ranks} END, -priority, created_at")
+        }
+    }
+}
+
+/// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
+/// task. $1 status, $2 assignee, $3 limit, $4 the cursor's id.
+fn for_each_sorted(
+    tx: &mut Tx<'_>,
+    filter: &TaskFilter,
+    clause: &str,
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    if let Some(id) = &filter.after {
+        cursor(tx, id)?;
+    }
+    let key = order_key(filter.order);
+    let sql = format!(
+        "SELECT {} FROM tasks WHERE {clause}
+           AND ($4::text IS NULL OR ROW({key}, seq) > (SELECT {key}, seq FROM tasks WHERE id = $4))
+         ORDER BY {key}, seq LIMIT $3",
+        task_columns!()
+    );
+    let status = filter.status.map(|s| s.as_str());
+    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let after = filter.after.as_ref().map(TaskId::as_str);
+    let params: Params<'_> = &[&status, &filter.assignee, &limit, &after];
     tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
 }
 

@@ -39,7 +39,7 @@
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Claim, Committed, EventFilter, StoreResult, TaskFilter, Visit};
+use board_core::store::{Claim, Committed, Creation, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
@@ -92,7 +92,7 @@ fn limit(n: Option<usize>) -> Option<i64> {
 }
 
 impl Store for PgStore {
-    fn create(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Task> {
+    fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
         self.write(|tx| {
             if let Some(key) = &request.idempotency_key {
                 let by_key = concat!(
@@ -101,7 +101,7 @@ impl Store for PgStore {
                     " FROM tasks WHERE idempotency_key = $1"
                 );
                 if let Some(row) = tx.query_opt(by_key, &[key])? {
-                    return rows::task(&row);
+                    return rows::task(&row).map(Creation::Exists);
                 }
             }
             let mut parents = Vec::with_capacity(request.parents.len());
@@ -111,7 +111,7 @@ impl Store for PgStore {
             let id = unused_task_id(tx, &[])?;
             let created = graph::create(request, id, &parents, now)?;
             insert_created(tx, &created, now)?;
-            Ok(created.task)
+            Ok(Creation::Created(created.task))
         })
     }
 

@@ -6,7 +6,7 @@ use std::sync::MutexGuard;
 
 use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Committed, EventFilter, StoreResult, TaskFilter, Visit};
+use board_core::store::{Committed, Creation, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
@@ -151,12 +151,12 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
-    fn create(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Task> {
+    fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
         self.write(|tx| {
             if let Some(key) = &request.idempotency_key {
                 let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = ?1");
                 if let Some(t) = query_tasks(tx, &sql, [key])?.pop() {
-                    return Ok(t);
+                    return Ok(Creation::Exists(t));
                 }
             }
             let parents = request
@@ -167,7 +167,7 @@ impl Store for SqliteStore {
             let id = unused_task_id(tx, &[])?;
             let created = graph::create(request, id, &parents, now)?;
             insert_created(tx, &created, now)?;
-            Ok(created.task)
+            Ok(Creation::Created(created.task))
         })
     }
 

@@ -6,13 +6,21 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use board_core::{BlockKind, RunId, TaskId};
+use board_core::{RunId, TaskId};
 use clap::{Args, Parser, Subcommand};
 use clap_complete::Shell;
+use gateway::logging::{LogArgs, Verbosity};
 
+mod config;
 mod reads;
+mod tasks;
 
+pub use config::ConfigCommand;
 pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
+pub use tasks::{orders, statuses, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs};
+
+/// Where every verb's help lists the flags that go with any verb, apart from its own.
+const GLOBAL: &str = "Global options";
 
 /// A durable kanban board for AI agents.
 #[derive(Debug, Parser)]
@@ -24,12 +32,15 @@ pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
 )]
 pub struct Cli {
     /// The board's home directory [default: $KANBAN_HOME, else ~/.kanban]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
 
     /// Print pure JSON on stdout (warnings go to stderr)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
+
+    #[command(flatten, next_help_heading = GLOBAL)]
+    pub verbosity: Verbosity,
 
     #[command(subcommand)]
     pub verb: Verb,
@@ -44,15 +55,16 @@ pub enum Verb {
         after_help = "Examples:\n  kanban create \"fix the login bug\" --priority 5 --assignee coder\n  kanban create \"ship it\" --parent t_1a2b3c4d --parent t_5e6f7a8b\n  kanban create \"rough idea\" --triage --body-file notes.md\n  echo \"details\" | kanban create \"from stdin\" --body-file -"
     )]
     Create(CreateArgs),
-    /// List tasks (priority desc, then age)
+    /// List tasks (priority desc, then age; --sort for another order)
     #[command(
         visible_alias = "ls",
-        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --archived --json\n  kanban list --limit 50 --after t_1a2b3c4d   # the page after that task\n  kanban list --jsonl > board.jsonl"
+        after_help = "Examples:\n  kanban ls\n  kanban list --status ready --assignee coder\n  kanban list --mine --sort updated\n  kanban list --assignee none\n  kanban list --archived --json\n  kanban list --limit 50 --after t_1a2b3c4d   # the page after that task\n  kanban list --jsonl > board.jsonl"
     )]
     List(ListArgs),
     /// Show a task with its parents, children, runs, comments and recent events
     #[command(after_help = "Examples:\n  kanban show t_1a2b3c4d\n  kanban show t_1a2b3c4d --json")]
     Show {
+        /// The task
         #[arg(value_name = "ID")]
         id: TaskId,
     },
@@ -60,23 +72,33 @@ pub enum Verb {
     Edit(EditArgs),
     /// Set a task's assignee (refused while it runs)
     Assign {
+        /// The task
         #[arg(value_name = "ID")]
         id: TaskId,
         /// A profile name, or `none` to clear the assignee
         #[arg(value_name = "PROFILE|none")]
         profile: String,
     },
+    /// Set a task's assignee; with --reclaim a running task's worker is stopped first
+    #[command(
+        after_help = "Examples:\n  kanban reassign t_1a2b3c4d reviewer\n  kanban reassign t_1a2b3c4d coder --reclaim   # stop its worker first\n  kanban reassign t_1a2b3c4d none\n\nWithout --reclaim a running task is refused, as assign refuses it."
+    )]
+    Reassign(ReassignArgs),
     /// Make CHILD wait for PARENT (cycles and self-links are refused)
     Link {
+        /// The task to wait for
         #[arg(value_name = "PARENT")]
         parent: TaskId,
+        /// The task that waits
         #[arg(value_name = "CHILD")]
         child: TaskId,
     },
     /// Remove the link PARENT -> CHILD
     Unlink {
+        /// The task waited for
         #[arg(value_name = "PARENT")]
         parent: TaskId,
+        /// The task that waits
         #[arg(value_name = "CHILD")]
         child: TaskId,
     },
@@ -85,6 +107,7 @@ pub enum Verb {
         after_help = "Examples:\n  kanban claim t_1a2b3c4d\n  kanban claim t_1a2b3c4d --ttl 3600 --json"
     )]
     Claim {
+        /// The task
         #[arg(value_name = "ID")]
         id: TaskId,
         /// Lease length in seconds [default: kanban.claim_ttl_seconds in config.yaml, 900]
@@ -110,35 +133,44 @@ pub enum Verb {
     Complete(CompleteArgs),
     /// Block a task: it needs something before it can go on
     #[command(
-        after_help = "Examples:\n  kanban block t_1a2b3c4d \"waiting for the API key\" --kind needs_input\n  kanban block \"cannot reach the database\" --kind transient   # inside a worker"
+        after_help = "Examples:\n  kanban block t_1a2b3c4d waiting for the API key --kind needs_input\n  kanban block t_1a2b3c4d \"waiting for the API key\"\n  kanban block cannot reach the database --kind transient   # inside a worker"
     )]
     Block(BlockArgs),
     /// Return blocked tasks to ready (or todo while a parent is open)
     Unblock {
+        /// The tasks
         #[arg(value_name = "ID", required = true)]
         ids: Vec<TaskId>,
+        /// Why, recorded in the unblocked event
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
     /// Stop a task's worker and return the task to ready
     Reclaim {
+        /// The task
         #[arg(value_name = "ID")]
         id: TaskId,
         /// Only if RUN is still the current run
         #[arg(long, value_name = "RUN")]
         run: Option<RunId>,
+        /// Why, recorded with the ended run
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
     /// Archive tasks (a running one is reclaimed first)
     Archive {
+        /// The tasks
         #[arg(value_name = "ID", required = true)]
         ids: Vec<TaskId>,
     },
     /// Add a comment to a task
+    #[command(
+        after_help = "Examples:\n  kanban comment t_1a2b3c4d the tests pass on staging\n  kanban comment t_1a2b3c4d \"the tests pass\" --author alice\n  kanban comment found the cause   # inside a worker: its own task"
+    )]
     Comment(CommentArgs),
     /// A task's run history
     Runs {
+        /// The task
         #[arg(value_name = "ID")]
         id: TaskId,
     },
@@ -183,11 +215,17 @@ pub enum Verb {
     #[command(after_help = "Examples:\n  kanban specify t_1a2b3c4d\n  kanban specify --all")]
     Specify(ModelCallArgs),
     /// One dispatcher pass without the gateway: reclaim, decompose, promote, claim, spawn
-    #[command(after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --dry-run --json")]
+    #[command(
+        after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --dry-run --json\n  kanban dispatch --max 1   # spawn at most one worker"
+    )]
     Dispatch {
         /// Say what the pass would do, and change nothing
         #[arg(long)]
         dry_run: bool,
+        /// Hold at most N workers in this pass, so spawn at most N less those running
+        /// (kanban.max_spawn for this pass) [default: kanban.max_spawn]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+        max: Option<u16>,
     },
     /// Run the gateway until SIGINT or SIGTERM
     #[command(subcommand)]
@@ -221,6 +259,7 @@ pub enum Verb {
     },
     /// Print a shell completion script
     Completions {
+        /// The shell the script is for
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]
         shell: String,
     },
@@ -293,34 +332,11 @@ pub struct ScopeArgs {
     pub system: bool,
 }
 
-/// How the gateway logs.
-#[derive(Debug, Args)]
-pub struct LogArgs {
-    /// One line per event for people, or one JSON object per line for a log shipper
-    /// [default: $KANBAN_LOG_FORMAT, else human]
-    #[arg(long, value_name = "FORMAT", value_parser = ["human", "json"])]
-    pub log_format: Option<String>,
-    /// Log more: debug, then trace (wins over RUST_LOG)
-    #[arg(short, long, action = clap::ArgAction::Count, conflicts_with = "quiet")]
-    pub verbose: u8,
-    /// Log less: warnings, then errors, then nothing (wins over RUST_LOG)
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub quiet: u8,
-}
-
-/// `kanban config ...`.
-#[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
-    /// Validate config.yaml: warnings on stderr, the effective values on stdout (the API
-    /// key redacted); exit 1 when it is invalid
-    #[command(after_help = "Examples:\n  kanban config check\n  kanban config check --json")]
-    Check,
-}
-
 /// The cards of a manual model call: one id, or every triage card.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("cards").required(true).args(["id", "all"])))]
 pub struct ModelCallArgs {
+    /// The triage card
     #[arg(value_name = "ID")]
     pub id: Option<TaskId>,
     /// Every triage card, in list order
@@ -329,91 +345,6 @@ pub struct ModelCallArgs {
     /// Send even though a daily spend ceiling is reached (the ledger records it)
     #[arg(long)]
     pub over_budget: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct CreateArgs {
-    pub title: String,
-    /// The task's body
-    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// Read the body from a file, or from stdin with `-`
-    #[arg(long, value_name = "PATH|-")]
-    pub body_file: Option<PathBuf>,
-    /// The profile to run it
-    #[arg(long, value_name = "PROFILE")]
-    pub assignee: Option<String>,
-    /// A task this one waits for (repeatable)
-    #[arg(long = "parent", value_name = "ID")]
-    pub parents: Vec<TaskId>,
-    /// Higher runs first
-    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
-    pub priority: i64,
-    /// Put it in triage for the decomposer
-    #[arg(long)]
-    pub triage: bool,
-    /// Creating twice with the same key returns the first task
-    #[arg(long, value_name = "KEY")]
-    pub idempotency_key: Option<String>,
-    /// A worker running longer is stopped: 90, 90s, 15m, 2h
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-    pub max_runtime: Option<i64>,
-}
-
-#[derive(Debug, Args)]
-pub struct EditArgs {
-    #[arg(value_name = "ID")]
-    pub id: TaskId,
-    #[arg(long, value_name = "TEXT")]
-    pub title: Option<String>,
-    #[arg(long, value_name = "TEXT")]
-    pub body: Option<String>,
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub priority: Option<i64>,
-}
-
-#[derive(Debug, Args)]
-pub struct CompleteArgs {
-    /// The tasks [default: $KANBAN_TASK]
-    #[arg(value_name = "ID")]
-    pub ids: Vec<TaskId>,
-    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
-    #[arg(long, value_name = "RUN")]
-    pub run: Option<RunId>,
-    /// Land a journaled completion of run RUN that already ended
-    #[arg(long, value_name = "RUN", conflicts_with = "run")]
-    pub replay_run: Option<RunId>,
-    /// What the children's workers will read
-    #[arg(long, value_name = "TEXT")]
-    pub result: Option<String>,
-    /// A short account of the run
-    #[arg(long, value_name = "TEXT")]
-    pub summary: Option<String>,
-    /// A JSON value stored with the run
-    #[arg(long, value_name = "JSON", value_parser = parse_json)]
-    pub metadata: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Args)]
-pub struct BlockArgs {
-    /// `[ID] [REASON]`: inside a worker the id may be left out
-    #[arg(value_name = "ID|REASON", num_args = 0..=2)]
-    pub words: Vec<String>,
-    /// dependency, needs_input, capability or transient
-    #[arg(long, value_name = "KIND")]
-    pub kind: Option<BlockKind>,
-    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
-    #[arg(long, value_name = "RUN")]
-    pub run: Option<RunId>,
-}
-
-#[derive(Debug, Args)]
-pub struct CommentArgs {
-    /// `[ID] TEXT`: inside a worker the id may be left out
-    #[arg(value_name = "ID|TEXT", num_args = 1..=2, required = true)]
-    pub words: Vec<String>,
-    #[arg(long, value_name = "NAME")]
-    pub author: Option<String>,
 }
 
 pub use board_home::config::parse_duration;
@@ -553,13 +484,71 @@ mod tests {
         for args in [
             &["create", "ship it", "--max-runtime", "soon"][..],
             &["complete", "t_1a2b3c4d", "--metadata", "{"],
-            &["list", "--status", "finished"],
             &["claim", "t_1a2b3c4d", "--ttl", "0"],
+            &["dispatch", "--max", "0"],
         ] {
             let err = parsed(args).expect_err("refused");
             assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}: {err}");
             assert_eq!(err.exit_code(), 2, "{args:?}");
         }
+        for args in [
+            &["list", "--status", "finished"][..],
+            &["block", "t_1a2b3c4d", "--kind", "bored"],
+        ] {
+            let err = parsed(args).expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::InvalidValue, "{args:?}: {err}");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    /// Every argument of every verb, `--help` and `--version` aside.
+    fn every_argument(command: &clap::Command, path: String, out: &mut Vec<(String, clap::Arg)>) {
+        for arg in command.get_arguments() {
+            if !matches!(arg.get_id().as_str(), "help" | "version") {
+                out.push((path.clone(), arg.clone()));
+            }
+        }
+        for sub in command.get_subcommands() {
+            every_argument(sub, format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_argument_says_what_it_is() {
+        let mut args = Vec::new();
+        every_argument(&Cli::command(), "kanban".to_owned(), &mut args);
+        let silent: Vec<String> = args
+            .iter()
+            .filter(|(_, arg)| arg.get_help().is_none())
+            .map(|(path, arg)| format!("{path} {}", arg.get_id()))
+            .collect();
+        assert!(silent.is_empty(), "arguments without help: {silent:?}");
+    }
+
+    #[test]
+    fn statuses_and_block_kinds_are_value_lists() {
+        let names = |parser: clap::builder::ValueParser| -> Vec<String> {
+            parser
+                .possible_values()
+                .expect("a value list")
+                .map(|v| v.get_name().to_owned())
+                .collect()
+        };
+        let statuses: Vec<&str> = board_core::Status::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            names(clap::builder::ValueParser::new(super::statuses())),
+            statuses
+        );
+        let kinds: Vec<&str> = board_core::BlockKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names(clap::builder::ValueParser::new(super::tasks::block_kinds())),
+            kinds
+        );
+        let cli = parsed(&["list", "--status", "blocked"]).expect("parses");
+        let Verb::List(list) = cli.verb else {
+            panic!("not list: {:?}", cli.verb);
+        };
+        assert_eq!(list.status, Some(board_core::Status::Blocked));
     }
 
     #[test]

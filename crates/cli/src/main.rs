@@ -20,12 +20,15 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     if !matches!(cli.verb, Verb::Gateway(_)) {
-        failure::print_warnings();
         // A reader that stops early (`kanban ls | head`) ends a command quietly, as it
         // does any Unix tool, instead of failing a write. The gateway keeps ignoring
         // SIGPIPE: a closed log pipe must not stop it.
         // SAFETY: restoring the default disposition of one signal before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    if let Err(e) = start_log(&cli) {
+        eprintln!("kanban: {}", one_line(&e.to_string()));
+        return ExitCode::from(2);
     }
     let outcome = match cli.verb {
         // A completion script needs no board, so it creates no home.
@@ -41,6 +44,21 @@ fn main() -> ExitCode {
                 eprintln!("kanban: {}", one_line(message));
             }
             ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+/// The gateway always logs; any other verb logs as it does when `-v`, `-q` or `RUST_LOG`
+/// asks, and otherwise prints only the libraries' warnings, one line each.
+fn start_log(cli: &args::Cli) -> Result<(), gateway::logging::LogError> {
+    use gateway::logging::{init, LogArgs, LogOptions};
+    match &cli.verb {
+        Verb::Gateway(args::GatewayCommand::Run { log, .. }) => init(LogOptions::new(*log, cli.verbosity)),
+        _ if cli.verbosity.asked() => init(LogOptions::new(LogArgs::default(), cli.verbosity)),
+        Verb::Gateway(_) => Ok(()),
+        _ => {
+            failure::print_warnings();
+            Ok(())
         }
     }
 }

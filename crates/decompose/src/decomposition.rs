@@ -47,6 +47,32 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Why nothing was committed, in one line that names the card once: the reason as it
+    /// is when it already names the card (a store refusal does), else after `ID: `.
+    /// `None` when a plan was committed.
+    ///
+    /// ```
+    /// use board_core::TaskId;
+    /// use decompose::Outcome;
+    ///
+    /// let id = TaskId::from_random([1, 2, 3, 4]);
+    /// let gone = Outcome::refused(id.clone(), format!("no such task: {id}"));
+    /// assert_eq!(gone.refusal().unwrap(), "no such task: t_01020304");
+    /// let no_model = Outcome::refused(id, "no model".into());
+    /// assert_eq!(no_model.refusal().unwrap(), "t_01020304: no model");
+    /// ```
+    pub fn refusal(&self) -> Option<String> {
+        if self.ok {
+            return None;
+        }
+        let reason = self.reason.as_deref().unwrap_or("failed");
+        Some(if reason.contains(self.task_id.as_str()) {
+            reason.to_owned()
+        } else {
+            format!("{}: {reason}", self.task_id)
+        })
+    }
+
     /// A decomposition that committed nothing, for `reason`.
     pub fn refused(task_id: TaskId, reason: String) -> Outcome {
         Outcome {

@@ -10,12 +10,14 @@ use tracing_subscriber::EnvFilter;
 pub const FORMAT_ENV: &str = "KANBAN_LOG_FORMAT";
 
 /// How each log line is written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     /// `2026-01-01T00:00:00.000000Z  INFO gateway started home=...`
     #[default]
+    #[value(help = "one line per event, for people")]
     Human,
     /// `{"timestamp":"...","level":"INFO","message":"gateway started","home":"..."}`
+    #[value(help = "one JSON object per line, for a log shipper")]
     Json,
 }
 
@@ -38,6 +40,39 @@ impl FromStr for LogFormat {
 #[error("{0}")]
 pub struct LogError(String);
 
+/// `-v` and `-q`, on every command line that logs (`kanban` and `kanban-gateway`).
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct Verbosity {
+    /// Log more: debug, then trace (wins over RUST_LOG)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Log less: warnings, then errors, then nothing (wins over RUST_LOG)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub quiet: u8,
+}
+
+impl Verbosity {
+    /// `-v` minus `-q`.
+    pub fn shift(&self) -> i8 {
+        i8::try_from(i16::from(self.verbose) - i16::from(self.quiet)).unwrap_or(0)
+    }
+
+    /// Whether a log was asked for: `-v`, `-q` or `RUST_LOG`. The verbs other than the
+    /// gateway log only then, so that their stderr stays one line a failure.
+    pub fn asked(&self) -> bool {
+        self.verbose > 0 || self.quiet > 0 || std::env::var("RUST_LOG").is_ok_and(|v| !v.trim().is_empty())
+    }
+}
+
+/// The gateway's own log flag.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct LogArgs {
+    /// One line per event for people, or one JSON object per line for a log shipper
+    /// [default: $KANBAN_LOG_FORMAT, else human]
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
 /// What the command line says about the log: `--log-format`, and `-v` minus `-q`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LogOptions {
@@ -46,6 +81,13 @@ pub struct LogOptions {
 }
 
 impl LogOptions {
+    pub fn new(log: LogArgs, verbosity: Verbosity) -> LogOptions {
+        LogOptions {
+            format: log.log_format,
+            verbosity: verbosity.shift(),
+        }
+    }
+
     /// The format: the flag, else `KANBAN_LOG_FORMAT`, else human.
     fn format(&self) -> Result<LogFormat, LogError> {
         match (self.format, std::env::var(FORMAT_ENV)) {

@@ -232,9 +232,8 @@ async fn decompose_card(State(app): State<App>, Path(id): Path<String>) -> Reply
         &now,
     )
     .await;
-    if !outcome.ok {
-        let reason = outcome.reason.unwrap_or_else(|| "failed".to_owned());
-        return Err(ApiError::conflict(format!("{id}: {reason}")));
+    if let Some(refusal) = outcome.refusal() {
+        return Err(ApiError::conflict(refusal));
     }
     serde_json::to_value(&outcome)
         .map(Json)

@@ -82,9 +82,10 @@ pub fn idempotent_create(board: &dyn Board) {
         idempotency_key: Some("job-42".into()),
         ..NewTask::titled("once")
     };
-    let a = s.create(&request, T0).unwrap();
-    let b = s.create(&request, T0 + 1).unwrap();
-    assert_eq!(a, b);
+    let a = s.create_or_find(&request, T0).unwrap();
+    let b = s.create_or_find(&request, T0 + 1).unwrap();
+    assert!(matches!(a, crate::Creation::Created(_)), "{a:?}");
+    assert_eq!(b, crate::Creation::Exists(a.into_task()));
     assert_eq!(s.snapshot().unwrap().tasks.len(), 1);
 }
 

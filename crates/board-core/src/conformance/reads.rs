@@ -79,6 +79,14 @@ pub fn listings_and_queues(board: &dyn Board) {
         ..Default::default()
     };
     assert_eq!(ids(s.list(&by_assignee).unwrap()), vec![high.id.clone()]);
+    let unassigned = crate::TaskFilter {
+        unassigned: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(s.list(&unassigned).unwrap()),
+        vec![low.id.clone(), triage.id.clone()]
+    );
     let limited = crate::TaskFilter {
         limit: Some(1),
         ..Default::default()

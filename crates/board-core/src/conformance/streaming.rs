@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 
 use super::{ready_task, Board, T0};
 use crate::store::{EventFilter, StoreError, TaskFilter};
-use crate::types::{DaySpend, Finished, LlmCall, Status, StatusCount, Task, TaskId};
+use crate::types::{DaySpend, Finished, LlmCall, Status, StatusCount, Task, TaskId, TaskOrder};
 use crate::{Completion, NewTask, Refusal};
 
 fn ids(tasks: &[Task]) -> Vec<TaskId> {
@@ -275,4 +275,76 @@ pub fn aggregates_count_the_board(board: &dyn Board) {
         vec![spend(day - 1, 1, 12, 0), spend(day, 2, 24, 1)]
     );
     assert_eq!(s.daily_spend(day * 86_400).unwrap(), vec![spend(day, 2, 24, 1)]);
+}
+
+/// Every order of `list --sort` is the store's, and pages of it (each after the last of
+/// the one before) read it whole; titles sort byte by byte.
+pub fn sorted_lists_page_in_their_order(board: &dyn Board) {
+    let s = board.connect();
+    let make = |title: &str, priority: i64, triage: bool, at: i64| {
+        let request = NewTask {
+            priority,
+            triage,
+            ..NewTask::titled(title)
+        };
+        s.create(&request, at).unwrap().id
+    };
+    let banana = make("banana", 1, false, T0);
+    let apple = make("apple", 5, false, T0 + 1);
+    let zulu = make("Zulu", 0, false, T0 + 2);
+    let date = make("date", 2, true, T0 + 3);
+    let elder = make("elder", 3, false, T0 + 4);
+    s.edit(&apple, None, Some("changed last".into()), None, T0 + 10)
+        .unwrap();
+    let expected = [
+        (TaskOrder::Priority, vec![&apple, &elder, &date, &banana, &zulu]),
+        (TaskOrder::Created, vec![&banana, &apple, &zulu, &date, &elder]),
+        (TaskOrder::Updated, vec![&apple, &elder, &date, &zulu, &banana]),
+        (TaskOrder::Title, vec![&zulu, &apple, &banana, &date, &elder]),
+        (TaskOrder::Status, vec![&date, &apple, &elder, &banana, &zulu]),
+    ];
+    for (order, want) in expected {
+        let want: Vec<TaskId> = want.into_iter().cloned().collect();
+        let all = s
+            .list(&TaskFilter {
+                order,
+                ..TaskFilter::default()
+            })
+            .unwrap();
+        assert_eq!(ids(&all), want, "{order}");
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let page = s
+                .list(&TaskFilter {
+                    order,
+                    limit: Some(2),
+                    after: after.clone(),
+                    ..TaskFilter::default()
+                })
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            paged.extend(ids(&page));
+        }
+        assert_eq!(paged, want, "{order} in pages");
+    }
+    let ready_by_title = s
+        .list(&TaskFilter {
+            order: TaskOrder::Title,
+            status: Some(Status::Ready),
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    assert_eq!(ids(&ready_by_title), [zulu, apple, banana, elder]);
+    let unknown = TaskId::from_random([7, 7, 7, 8]);
+    let refused = s.list(&TaskFilter {
+        order: TaskOrder::Title,
+        after: Some(unknown.clone()),
+        ..TaskFilter::default()
+    });
+    assert_eq!(
+        refused.unwrap_err(),
+        StoreError::Refused(Refusal::NoSuchTask(unknown))
+    );
 }

@@ -2,15 +2,29 @@
 //! and the web board's charts, computed from the board in memory as the SQL stores
 //! compute them in one statement.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use super::{queue_order, Board};
 use crate::spend::Spend;
 use crate::store::{EventFilter, StoreResult, TaskFilter, Visit};
-use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Tally, Task, Timestamp};
+use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Tally, Task, TaskOrder, Timestamp};
 
 const DAY: i64 = 86_400;
+
+/// Two tasks in a list's order, as the SQL stores order them (ties to the older task,
+/// then here to the id, where they go to the rowid).
+fn ordered(order: TaskOrder, a: &Task, b: &Task) -> Ordering {
+    let older = a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id));
+    match order {
+        TaskOrder::Priority => queue_order(a, b),
+        TaskOrder::Created => older,
+        TaskOrder::Updated => b.updated_at.cmp(&a.updated_at).then(older),
+        TaskOrder::Title => a.title.as_bytes().cmp(b.title.as_bytes()).then(older),
+        TaskOrder::Status => a.status.cmp(&b.status).then(queue_order(a, b)),
+    }
+}
 
 impl Board {
     /// The tasks of `filter` in claim order, after its cursor, at most its limit.
@@ -26,11 +40,15 @@ impl Board {
                     .assignee
                     .as_ref()
                     .is_none_or(|a| t.assignee.as_ref() == Some(a))
+                && (!filter.unassigned || t.assignee.is_none())
                 && after
                     .as_ref()
-                    .is_none_or(|a| queue_order(t, a) == std::cmp::Ordering::Greater)
+                    .is_none_or(|a| ordered(filter.order, t, a) == Ordering::Greater)
         };
-        Ok(self.sorted(keep, filter.limit.unwrap_or(usize::MAX)))
+        let mut tasks: Vec<Task> = self.tasks.values().filter(|t| keep(t)).cloned().collect();
+        tasks.sort_by(|a, b| ordered(filter.order, a, b));
+        tasks.truncate(filter.limit.unwrap_or(usize::MAX));
+        Ok(tasks)
     }
 
     fn event_matches(filter: &EventFilter, e: &Event) -> bool {

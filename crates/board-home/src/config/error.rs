@@ -63,6 +63,17 @@ pub enum ConfigError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The new file could not be written (`kanban config set`); the old one stands.
+    #[error("{}: cannot write the config: {source}", path.display())]
+    Write {
+        /// The config's path.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// `kanban config get` or `set` named a key the config does not have.
+    #[error("{CONFIG_FILE}: unknown key {0} (`kanban config check` lists the keys)")]
+    UnknownKey(String),
     /// The path is a directory, a FIFO or another thing that is not a regular file.
     #[error("{}: the config is {what}, not a file", path.display())]
     NotAFile {

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use smart_default::SmartDefault;
 use crate::CONFIG_FILE;
 
 mod decomposer;
+mod edit;
 mod error;
 mod fields;
 pub mod hermes;
@@ -32,9 +32,10 @@ mod template;
 mod text;
 mod yaml;
 
+pub use edit::{as_yaml, set_key};
 pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
-use text::{emit, yaml_root};
+use text::{emit, read_file, yaml_root};
 
 /// The implied profile every config has.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -388,44 +389,12 @@ impl Config {
 
     /// [`Config::load`] with the environment given.
     pub fn load_with_env(home: &Path, env: EnvLookup<'_>) -> Result<Loaded, ConfigError> {
-        let path = Config::path(home);
-        let meta = match std::fs::metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Config::parse("", env),
-            Err(source) => return Err(ConfigError::Read { path, source }),
+        let Some((text, meta)) = read_file(&Config::path(home))? else {
+            return Config::parse("", env);
         };
-        if meta.is_dir() {
-            return Err(ConfigError::NotAFile {
-                path,
-                what: "a directory",
-            });
-        }
-        // A FIFO would block the read forever.
-        if !meta.is_file() {
-            return Err(ConfigError::NotAFile {
-                path,
-                what: "not a regular file",
-            });
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(ConfigError::TooBig { bytes: meta.len() });
-        }
-        let mut bytes = Vec::new();
-        std::fs::File::open(&path)
-            .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-            .map_err(|source| ConfigError::Read {
-                path: path.clone(),
-                source,
-            })?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-            ConfigError::NotUtf8 {
-                line: 1 + valid.iter().filter(|&&b| b == b'\n').count(),
-            }
-        })?;
         let (mut loaded, key_in_file) = Config::parse_text(&text, env)?;
         if key_in_file && readable_by_others(home, &meta) {
-            loaded.warnings.push(Warning::KeyReadable(path));
+            loaded.warnings.push(Warning::KeyReadable(Config::path(home)));
         }
         Ok(loaded)
     }

@@ -1,11 +1,58 @@
-//! The config file as YAML text: one document read with few aliases, and a tree written
-//! back as block YAML.
+//! The config file as YAML text: the file read with its checks, one document parsed with
+//! few aliases, and a tree written back as block YAML.
+
+use std::io::Read;
+use std::path::Path;
 
 use serde_json::Value;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
 
-use super::{ConfigError, MAX_ALIASES};
+use super::{ConfigError, MAX_ALIASES, MAX_FILE_BYTES};
+
+/// The config's text and metadata; `None` when there is no file.
+pub(super) fn read_file(path: &Path) -> Result<Option<(String, std::fs::Metadata)>, ConfigError> {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    if meta.is_dir() {
+        return Err(ConfigError::NotAFile {
+            path: path.to_owned(),
+            what: "a directory",
+        });
+    }
+    // A FIFO would block the read forever.
+    if !meta.is_file() {
+        return Err(ConfigError::NotAFile {
+            path: path.to_owned(),
+            what: "not a regular file",
+        });
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ConfigError::TooBig { bytes: meta.len() });
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        ConfigError::NotUtf8 {
+            line: 1 + valid.iter().filter(|&&b| b == b'\n').count(),
+        }
+    })?;
+    Ok(Some((text, meta)))
+}
 
 /// One YAML document as a tree: no BOM, few aliases, null for an empty file.
 pub(super) fn yaml_root(text: &str) -> Result<Yaml, ConfigError> {
@@ -27,10 +74,14 @@ pub(super) fn yaml_root(text: &str) -> Result<Yaml, ConfigError> {
 
 /// A tree as block YAML, without the document marker.
 pub(super) fn emit(value: &Value) -> String {
-    let doc = json_to_yaml(value);
+    emit_yaml(&json_to_yaml(value))
+}
+
+/// A YAML tree as block YAML, without the document marker.
+pub(super) fn emit_yaml(doc: &Yaml) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail, and the tree holds no unrepresentable value.
-    let _ = YamlEmitter::new(&mut out).dump(&doc);
+    let _ = YamlEmitter::new(&mut out).dump(doc);
     let body = out.strip_prefix("---\n").unwrap_or(&out);
     format!("{body}\n")
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
-use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId};
+use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId, TaskOrder};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tasks::{each_decoded, query_tasks};
@@ -38,11 +38,19 @@ pub(super) fn for_each_task(
         (None, true) => "?1 IS NULL",
         (None, false) => "?1 IS NULL AND status <> 'archived'",
     };
-    let assignee_clause = if filter.assignee.is_some() {
-        "assignee = ?2"
-    } else {
-        "?2 IS NULL"
+    let assignee_clause = match (&filter.assignee, filter.unassigned) {
+        (Some(_), _) => "assignee = ?2",
+        (None, true) => "?2 IS NULL AND assignee IS NULL",
+        (None, false) => "?2 IS NULL",
     };
+    if filter.order != TaskOrder::Priority {
+        return for_each_sorted(
+            conn,
+            filter,
+            &format!("{status_clause} AND {assignee_clause}"),
+            visit,
+        );
+    }
     let after_clause = if filter.after.is_some() {
         "AND (priority < ?4 OR (priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))))"
     } else {
@@ -56,19 +64,65 @@ pub(super) fn for_each_task(
         Some((p, c, r)) => (Some(p), Some(c), Some(r)),
         None => (None, None, None),
     };
-    let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
-    let rows = stmt
-        .query(params![
-            filter.status.map(|s| s.as_str()),
-            filter.assignee,
-            limit,
-            priority,
-            created_at,
-            rowid
-        ])
-        .map_err(backend)?;
+    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let params = params![status, filter.assignee, limit, priority, created_at, rowid];
+    visit_tasks(conn, &sql, params, visit)
+}
+
+/// A list's limit as SQLite's (-1 for none).
+fn limit_of(filter: &TaskFilter) -> i64 {
+    filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+/// Runs one statement of `tasks` rows, handing `visit` each row as it is decoded.
+fn visit_tasks(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let rows = stmt.query(params).map_err(backend)?;
     each_decoded(rows, task_from_row, visit)
+}
+
+/// The sort key of an order other than claim order, as ascending columns; rowid breaks
+/// the ties that remain.
+fn order_key(order: TaskOrder) -> String {
+    match order {
+        TaskOrder::Priority => "-priority, created_at".to_owned(),
+        TaskOrder::Created => "created_at".to_owned(),
+        TaskOrder::Updated => "-updated_at, created_at".to_owned(),
+        TaskOrder::Title => "title, created_at".to_owned(),
+        TaskOrder::Status => {
+            let ranks: String = Status::ALL
+                .iter()
+                .enumerate()
+                .map(|(rank, s)| format!(" WHEN '{}' THEN {rank}", s.as_str()))
+                .collect();
+            format!("CASE status{ranks} END, -priority, created_at")
+        }
+    }
+}
+
+/// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
+/// task. ?1 status, ?2 assignee, ?3 limit, ?4 the cursor's id.
+fn for_each_sorted(
+    conn: &Connection,
+    filter: &TaskFilter,
+    clause: &str,
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
+    cursor(conn, filter.after.as_ref())?;
+    let key = order_key(filter.order);
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {clause}
+           AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
+         ORDER BY {key}, rowid LIMIT ?3"
+    );
+    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let after = filter.after.as_ref().map(TaskId::as_str);
+    visit_tasks(conn, &sql, params![status, filter.assignee, limit, after], visit)
 }
 
 /// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 kind,

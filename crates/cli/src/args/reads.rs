@@ -1,19 +1,29 @@
 //! The flags of the verbs that read or trim a large board: `list`, `events`, `gc`.
 
-use board_core::{Status, TaskId};
+use board_core::{Status, TaskId, TaskOrder};
 use clap::Args;
 
 use super::parse_duration;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    #[arg(long, value_name = "STATUS")]
+    /// Only tasks in this status
+    #[arg(long, value_name = "STATUS", value_parser = super::statuses())]
     pub status: Option<Status>,
-    #[arg(long, value_name = "PROFILE")]
+    /// Only tasks assigned to PROFILE, or with `none` the unassigned ones
+    #[arg(long, value_name = "PROFILE|none", conflicts_with = "mine")]
     pub assignee: Option<String>,
+    /// Only tasks assigned to you: $KANBAN_PROFILE inside a worker, else $USER, $LOGNAME
+    /// or the uid
+    #[arg(long)]
+    pub mine: bool,
     /// Include archived tasks
     #[arg(long)]
     pub archived: bool,
+    /// The order: priority (claim order, the default), created (oldest first), updated
+    /// (latest change first), title, or status (triage first, then claim order)
+    #[arg(long, value_name = "FIELD", value_parser = super::orders())]
+    pub sort: Option<TaskOrder>,
     /// At most N tasks (a page); the next page starts after the last one shown
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
@@ -30,6 +40,7 @@ pub const EVENTS_SHOWN: u64 = 100;
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
+    /// Only this task's events
     #[arg(value_name = "ID")]
     pub id: Option<TaskId>,
     /// Keep printing new events as they happen, until Ctrl-C, SIGINT or SIGTERM

@@ -5,15 +5,19 @@ use board_core::{Comment, TaskId};
 use crate::args::CommentArgs;
 use crate::failure::Failure;
 use crate::output::{comment_json, print_json};
-use crate::verbs::{parse_id, target, Desk, Worker};
+use crate::verbs::{caller, id_and_words, target, Desk, Worker};
 
 pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let mut words = a.words.into_iter();
-    let (id, text) = match (words.next(), words.next()) {
-        (Some(id), Some(text)) => (Some(parse_id(&id)?), text),
-        (Some(text), None) => (None, text),
-        (None, _) => return Err(Failure::Usage("comment needs TEXT".to_owned())),
+    // A lone word is the text, on the worker's own task (outside one, `target` asks for an id).
+    let (id, text) = match a.words.as_slice() {
+        [] => return Err(Failure::Usage("comment needs TEXT".to_owned())),
+        [text] => (None, text.clone()),
+        // Two words or more: after an id there is text.
+        words => {
+            let (id, text) = id_and_words(words, worker.is_some())?;
+            (id, text.join(" "))
+        }
     };
     let comment = add_comment(desk, id, &text, a.author.as_deref(), worker.as_ref())?;
     if desk.json {
@@ -24,7 +28,7 @@ pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Comments on a task (a worker's own by default).
+/// Comments on a task (a worker's own by default), as `author`, else the caller.
 pub fn add_comment(
     desk: &Desk,
     id: Option<TaskId>,
@@ -34,5 +38,6 @@ pub fn add_comment(
 ) -> Result<Comment, Failure> {
     desk.within_cap("the comment", text)?;
     let (id, _) = target(id, None, worker, "comment")?;
-    desk.comment(&id, author, text)
+    let author = author.map_or_else(caller, str::to_owned);
+    desk.comment(&id, Some(&author), text)
 }

@@ -1,9 +1,11 @@
-//! `config check`: validate the home's `config.yaml` and print its effective values.
+//! `config check`, `get`, `set` and `path`: the home's `config.yaml`.
 //!
-//! It opens no board and creates nothing, so it works on a home whose config would stop
-//! every other verb, and on a home that does not exist yet (every default).
+//! None opens a board, so they work on a home whose config would stop every other verb,
+//! and `check`, `get` and `path` on a home that does not exist yet (every default).
 
-use board_home::Home;
+use board_home::config::{as_yaml, ConfigError};
+use board_home::{Home, HomeError};
+use serde_json::{json, Value};
 
 use crate::args::ConfigCommand;
 use crate::failure::Failure;
@@ -12,6 +14,16 @@ use crate::output::print_json;
 pub fn run(home: &Home, json: bool, command: ConfigCommand) -> Result<(), Failure> {
     match command {
         ConfigCommand::Check => check(home, json),
+        ConfigCommand::Get { key } => get(home, json, &key),
+        ConfigCommand::Set { key, value } => set(home, json, &key, &value),
+        ConfigCommand::Path => {
+            let path = home.config();
+            match json {
+                true => print_json(&json!({ "path": path, "exists": path.exists() })),
+                false => println!("{}", path.display()),
+            }
+            Ok(())
+        }
     }
 }
 
@@ -34,4 +46,35 @@ fn check(home: &Home, json: bool) -> Result<(), Failure> {
     println!("# effective configuration of {}{note}", path.display());
     print!("{}", loaded.config.effective_yaml());
     Ok(())
+}
+
+fn get(home: &Home, json: bool, key: &str) -> Result<(), Failure> {
+    let loaded = home.load_config()?;
+    let value = loaded
+        .config
+        .effective_value(key)
+        .ok_or_else(|| Failure::from(HomeError::from(ConfigError::UnknownKey(key.to_owned()))))?;
+    print_value(json, &value);
+    Ok(())
+}
+
+fn set(home: &Home, json: bool, key: &str, value: &str) -> Result<(), Failure> {
+    let value = home.set_config(key, value)?;
+    if json {
+        print_json(&json!({ "key": key, "value": value }));
+    } else {
+        println!("set {key} in {}", home.config().display());
+        print_value(false, &value);
+    }
+    Ok(())
+}
+
+/// A scalar as itself (text unquoted); a section or a list as block YAML.
+fn print_value(json: bool, value: &Value) {
+    match value {
+        _ if json => print_json(value),
+        Value::String(text) => println!("{text}"),
+        Value::Object(_) | Value::Array(_) => print!("{}", as_yaml(value)),
+        other => println!("{other}"),
+    }
 }

@@ -51,12 +51,8 @@ pub fn decompose_json(ctx: &Ctx, id: &TaskId) -> Result<Value, Failure> {
     let settings = ctx.config.decomposer_settings();
     let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
     let outcome = call_card(&runtime()?, ctx, &client, &settings, id, Call::Decompose, false);
-    if !outcome.ok {
-        let reason = outcome.reason.as_deref().unwrap_or("failed");
-        return Err(Failure::Refused(format!(
-            "{id}: {}",
-            crate::failure::one_line(reason)
-        )));
+    if let Some(refusal) = outcome.refusal() {
+        return Err(Failure::Refused(crate::failure::one_line(&refusal)));
     }
     serde_json::to_value(&outcome).map_err(|e| Failure::Refused(format!("cannot write the outcome: {e}")))
 }
@@ -114,9 +110,8 @@ fn print(outcome: &Outcome, json: bool) {
         return;
     }
     let id = &outcome.task_id;
-    if !outcome.ok {
-        let reason = outcome.reason.as_deref().unwrap_or("failed");
-        eprintln!("kanban: {id}: {}", crate::failure::one_line(reason));
+    if let Some(refusal) = outcome.refusal() {
+        eprintln!("kanban: {}", crate::failure::one_line(&refusal));
     } else if outcome.fanout {
         let children: Vec<&str> = outcome.child_ids.iter().map(TaskId::as_str).collect();
         println!(

@@ -4,9 +4,7 @@
 use board_home::{Home, Loaded, Warning};
 use serde_json::json;
 
-use gateway::logging::LogOptions;
-
-use crate::args::{GatewayCommand, LogArgs};
+use crate::args::GatewayCommand;
 use crate::failure::{one_line, Failure};
 use crate::output::print_json;
 
@@ -34,8 +32,9 @@ fn gateway_failure(e: gateway::daemon::GatewayError) -> Failure {
 /// Runs the gateway in this process until SIGINT or SIGTERM, on the board and config
 /// the verb opened and loaded.
 pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayCommand) -> Result<(), Failure> {
-    let (replace, log) = match command {
-        GatewayCommand::Run { replace, log } => (replace, log),
+    let replace = match command {
+        // The log was started with the command line (main.rs).
+        GatewayCommand::Run { replace, .. } => replace,
         GatewayCommand::Reload => {
             let pid = gateway::control::reload(home).map_err(gateway_failure)?;
             return report(
@@ -55,7 +54,6 @@ pub fn run(ctx: Ctx, home: &Home, warnings: Vec<Warning>, command: GatewayComman
             return gateway_service::uninstall(&ctx, home, &scope, force)
         }
     };
-    gateway::logging::init(log_options(&log)?).map_err(|e| Failure::Usage(e.to_string()))?;
     let loaded = Loaded {
         config: ctx.config,
         warnings,
@@ -72,22 +70,18 @@ fn report(ctx: &Ctx, value: serde_json::Value, line: &str) -> Result<(), Failure
     Ok(())
 }
 
-fn log_options(log: &LogArgs) -> Result<LogOptions, Failure> {
-    let format = log
-        .log_format
-        .as_deref()
-        .map(str::parse)
-        .transpose()
-        .map_err(|e: gateway::logging::LogError| Failure::Usage(e.to_string()))?;
-    let verbosity = i8::try_from(i16::from(log.verbose) - i16::from(log.quiet)).unwrap_or(0);
-    Ok(LogOptions { format, verbosity })
-}
-
-/// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do).
-pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool) -> Result<(), Failure> {
+/// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do). `max`
+/// stands in for `kanban.max_spawn` in this pass.
+pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool, max: Option<u16>) -> Result<(), Failure> {
     let Ctx {
-        store, config, json, ..
+        store,
+        mut config,
+        json,
+        ..
     } = ctx;
+    if let Some(max) = max {
+        config.kanban.max_spawn = usize::from(max);
+    }
     let report = gateway::daemon::dispatch_once(home, store, &config, dry_run).map_err(gateway_failure)?;
     if json {
         print_json(&json!(report));

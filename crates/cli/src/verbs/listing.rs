@@ -15,7 +15,7 @@ use crate::args::{EventsArgs, ListArgs, Since, EVENTS_SHOWN};
 use crate::failure::Failure;
 use crate::output::{event_json, event_line, task_json, TaskTable};
 use crate::stop;
-use crate::verbs::Ctx;
+use crate::verbs::{caller, Ctx};
 
 /// Writes one JSON array an element at a time, laid out exactly as
 /// `serde_json::to_string_pretty` lays out the whole array.
@@ -123,15 +123,23 @@ fn visiting<'a, T>(
     }
 }
 
-pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
-    let filter = TaskFilter {
+/// The store's filter of `list`'s flags; `--mine` is the caller's name as an assignee.
+pub fn task_filter(a: ListArgs) -> TaskFilter {
+    let assignee = if a.mine { Some(caller()) } else { a.assignee };
+    TaskFilter {
         limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         after: a.after,
-        ..list_filter(a.status, a.assignee, a.archived)
-    };
+        order: a.sort.unwrap_or_default(),
+        ..list_filter(a.status, assignee, a.archived)
+    }
+}
+
+pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
+    let jsonl = a.jsonl;
+    let filter = task_filter(a);
     let out = BufWriter::new(std::io::stdout().lock());
-    let mut sink = match ctx.json || a.jsonl {
-        true => Sink::json(out, a.jsonl),
+    let mut sink = match ctx.json || jsonl {
+        true => Sink::json(out, jsonl),
         false => Sink::Table(TaskTable::new(out, ctx.now, ctx.paint)),
     };
     let (mut shown, mut last) = (0usize, None);

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use board_core::shapes::{comment_json, list_json, task_json, Shown};
+use board_core::shapes::{comment_json, list_json, Shown};
 use board_core::{BlockKind, Status, Store, TaskId};
 use board_home::{now, Config, Home};
 use mcp::Call;
@@ -92,7 +92,9 @@ impl Tools {
                 let args = ListArgs {
                     status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
                     assignee: a.assignee,
+                    mine: false,
                     archived: a.archived,
+                    sort: None,
                     limit: Some(list_limit(a.limit)?),
                     after: a.after.as_deref().map(parse_id).transpose()?,
                     jsonl: false,
@@ -107,6 +109,7 @@ impl Tools {
                     body: Some(a.body),
                     body_file: None,
                     assignee: a.assignee,
+                    created_by: None,
                     parents: a.parents.iter().map(|p| parse_id(p)).collect::<Result<_, _>>()?,
                     priority: a.priority,
                     triage: a.triage,
@@ -118,7 +121,7 @@ impl Tools {
                         .transpose()
                         .map_err(Failure::Usage)?,
                 };
-                Ok(task_json(&tasks::create_task(&ctx, args)?))
+                Ok(tasks::creation_json(&tasks::create_task(&ctx, args)?))
             }
             Call::Comment(a) => {
                 let id = optional_id(a.task_id)?;

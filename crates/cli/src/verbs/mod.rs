@@ -10,6 +10,7 @@ mod gateway_service;
 mod gateway_verbs;
 mod gc;
 mod graph;
+mod identity;
 mod import_hermes;
 mod listing;
 mod mcp;
@@ -32,6 +33,7 @@ use crate::failure::Failure;
 use crate::output::Paint;
 
 pub use desk::Desk;
+pub use identity::caller;
 pub use setup::completions;
 
 /// What every verb runs with.
@@ -128,6 +130,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Create(a) => tasks::create(&ctx, a),
         Verb::Edit(a) => tasks::edit(&ctx, a),
         Verb::Assign { id, profile } => tasks::assign(&ctx, id, profile),
+        Verb::Reassign(a) => tasks::reassign(&ctx, a),
         Verb::Archive { ids } => tasks::archive(&ctx, ids),
         Verb::List(a) => listing::list(&ctx, a),
         Verb::Show { id } => read::show(&ctx, &id),
@@ -143,7 +146,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
-        Verb::Dispatch { dry_run } => gateway_verbs::dispatch(ctx, &home, dry_run),
+        Verb::Dispatch { dry_run, max } => gateway_verbs::dispatch(ctx, &home, dry_run, max),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
         Verb::Mcp => mcp::serve(ctx, home),
@@ -191,6 +194,32 @@ pub fn within_cap(ctx: &Ctx, what: &str, text: &str) -> Result<(), Failure> {
 /// A task id given as a free word (where a positional may be an id or text).
 pub fn parse_id(text: &str) -> Result<TaskId, Failure> {
     text.parse::<TaskId>().map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// `[ID] WORDS...` of `block` and `comment`: the first word is the task when it parses
+/// as a task id, and the rest are the text. Otherwise, inside a worker (whose own task is
+/// meant), every word is the text; outside one, the first word had to be an id.
+pub fn id_and_words(words: &[String], in_worker: bool) -> Result<(Option<TaskId>, &[String]), Failure> {
+    let Some((first, rest)) = words.split_first() else {
+        return Ok((None, words));
+    };
+    match parse_id(first) {
+        Ok(id) => Ok((Some(id), rest)),
+        Err(_) if in_worker => Ok((None, words)),
+        Err(e) => Err(e),
+    }
+}
+
+/// A profile named on the command line: `none` is nobody; a blank name is refused, the
+/// same way wherever a profile is named.
+pub fn profile_choice(profile: &str) -> Result<Option<String>, Failure> {
+    match profile {
+        board_core::shapes::NO_ASSIGNEE => Ok(None),
+        blank if blank.trim().is_empty() => Err(Failure::Usage(
+            "a profile name cannot be empty (use `none` for nobody)".to_owned(),
+        )),
+        name => Ok(Some(name.to_owned())),
+    }
 }
 
 /// The end of a verb that acted on several tasks: one refusal is returned to be
@@ -274,6 +303,35 @@ mod tests {
     fn a_word_that_is_not_a_task_id_is_a_usage_error() {
         assert_eq!(parse_id("t_0000000a").expect("an id"), id("t_0000000a"));
         assert_eq!(parse_id("fix the bug").expect_err("not an id").exit_code(), 2);
+    }
+
+    fn words(text: &[&str]) -> Vec<String> {
+        text.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_first_word_is_the_task_only_when_it_is_a_task_id() {
+        let given = words(&["t_0000000a", "waiting", "for", "keys"]);
+        let (task, rest) = id_and_words(&given, false).expect("an id");
+        assert_eq!((task, rest), (Some(id("t_0000000a")), &given[1..]));
+        let (task, rest) = id_and_words(&given, true).expect("an id");
+        assert_eq!((task, rest), (Some(id("t_0000000a")), &given[1..]));
+        let given = words(&["waiting", "for", "keys"]);
+        let (task, rest) = id_and_words(&given, true).expect("the worker's task");
+        assert_eq!((task, rest), (None, &given[..]));
+        let failure = id_and_words(&given, false).expect_err("no id outside a worker");
+        let message = failure.message().expect("a message");
+        assert!(message.starts_with("not a task id: \"waiting\""), "{message}");
+    }
+
+    #[test]
+    fn none_is_nobody_and_a_blank_profile_is_refused() {
+        assert_eq!(profile_choice("none").expect("nobody"), None);
+        assert_eq!(profile_choice("coder").expect("a name"), Some("coder".to_owned()));
+        for blank in ["", "  "] {
+            let failure = profile_choice(blank).expect_err("blank");
+            assert_eq!(failure.exit_code(), 2);
+        }
     }
 
     #[test]

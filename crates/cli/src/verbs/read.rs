@@ -1,7 +1,7 @@
 //! Verbs that read one task: `show`, `runs` (and the gathered list of the MCP tool).
 
-use board_core::shapes::{list_filter, Shown, SHOW_EVENTS};
-use board_core::{Comment, Run, Task, TaskFilter, TaskId, Timestamp};
+use board_core::shapes::{Shown, SHOW_EVENTS};
+use board_core::{Comment, Run, Task, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::args::ListArgs;
@@ -11,12 +11,7 @@ use crate::verbs::Ctx;
 
 /// The tasks `list` shows, gathered: for the MCP tool, which answers with one document.
 pub fn listed(ctx: &Ctx, a: ListArgs) -> Result<Vec<Task>, Failure> {
-    let filter = TaskFilter {
-        limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
-        after: a.after,
-        ..list_filter(a.status, a.assignee, a.archived)
-    };
-    Ok(ctx.store.list(&filter)?)
+    Ok(ctx.store.list(&super::listing::task_filter(a))?)
 }
 
 pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {

@@ -1,48 +1,69 @@
-//! Verbs that make or change a card: `create`, `edit`, `assign`, `archive`.
+//! Verbs that make or change a card: `create`, `edit`, `assign`, `reassign`, `archive`.
 
 use std::io::Read;
 use std::path::Path;
 
-use board_core::{clean_title, NewTask, Task, TaskId};
+use board_core::{clean_title, Creation, NewTask, ReclaimOutcome, RunId, Status, Task, TaskId};
 use board_home::config::text_within_cap;
+use gateway::supervisor::ProcessGroupTerminator;
 use serde_json::Value;
 
-use crate::args::{CreateArgs, EditArgs};
+use crate::args::{CreateArgs, EditArgs, ReassignArgs};
 use crate::failure::Failure;
 use crate::output::{plain, print_json, status_label, task_json};
-use crate::verbs::{within_cap, Ctx};
+use crate::verbs::{caller, profile_choice, within_cap, Ctx};
 
 pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
-    let task = create_task(ctx, a)?;
+    let creation = create_task(ctx, a)?;
     if ctx.json {
-        print_json(&task_json(&task));
+        print_json(&creation_json(&creation));
     } else {
-        println!("created {}  {}", task.id, ctx.paint.status(task.status));
+        let task = creation.task();
+        println!(
+            "{} {}  {}",
+            creation.as_str(),
+            task.id,
+            ctx.paint.status(task.status)
+        );
     }
     Ok(())
 }
 
-/// Creates the task `kanban create` would.
-pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Task, Failure> {
+/// The `create --json` document: the task, and whether it was `created` or `exists`.
+pub fn creation_json(creation: &Creation) -> Value {
+    let mut task = task_json(creation.task());
+    if let Value::Object(map) = &mut task {
+        map.insert("outcome".to_owned(), Value::from(creation.as_str()));
+    }
+    task
+}
+
+/// Creates the task `kanban create` would, or finds the one its idempotency key names.
+pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Creation, Failure> {
     let body = match (a.body, a.body_file) {
         (Some(body), _) => body,
         (None, Some(path)) => read_body(&path, ctx.config.kanban.max_text_bytes)?,
         (None, None) => String::new(),
     };
     within_cap(ctx, "the body", &body)?;
+    let assignee = a.assignee.as_deref().map(profile_choice).transpose()?;
     let request = NewTask {
         title: clean_title(&a.title),
         body,
-        assignee: a.assignee,
+        assignee: assignee.clone().flatten(),
         priority: a.priority,
-        created_by: None,
+        created_by: Some(a.created_by.unwrap_or_else(caller)),
         triage: a.triage,
         parents: a.parents,
         idempotency_key: a.idempotency_key,
         max_runtime_seconds: a.max_runtime,
-    }
-    .or_assignee(&ctx.config.kanban.default_assignee);
-    Ok(ctx.store.create(&request, ctx.now)?)
+    };
+    // `--assignee none` means nobody, even where a default assignee is set.
+    let request = match assignee {
+        Some(_) => request,
+        None => request.or_assignee(&ctx.config.kanban.default_assignee),
+    };
+    Ok(ctx.store.create_or_find(&request, ctx.now)?)
 }
 
 /// Reads a body from a file, or from stdin for `-`; it must be UTF-8 text. No more than
@@ -81,26 +102,48 @@ pub fn edit(ctx: &Ctx, a: EditArgs) -> Result<(), Failure> {
 }
 
 pub fn assign(ctx: &Ctx, id: TaskId, profile: String) -> Result<(), Failure> {
-    let assignee = match profile.as_str() {
-        "none" => None,
-        "" => {
-            return Err(Failure::Usage(
-                "a profile name cannot be empty (use `none` to clear)".to_owned(),
-            ))
-        }
-        _ => Some(profile),
-    };
-    let task = ctx.store.assign(&id, assignee, ctx.now)?;
-    if ctx.json {
-        print_json(&task_json(&task));
-    } else {
-        println!(
-            "assigned {} to {}",
-            task.id,
-            plain(task.assignee.as_deref().unwrap_or("nobody"), false)
-        );
-    }
+    let task = ctx.store.assign(&id, profile_choice(&profile)?, ctx.now)?;
+    print_assigned(ctx, &task, "assigned", None);
     Ok(())
+}
+
+/// `assign`, with `--reclaim` stopping a running task's worker first. A worker that
+/// survives keeps its claim, and the task is not reassigned.
+pub fn reassign(ctx: &Ctx, a: ReassignArgs) -> Result<(), Failure> {
+    let assignee = profile_choice(&a.profile)?;
+    let mut reclaimed = None;
+    if a.reclaim {
+        let task = ctx.store.get(&a.id)?;
+        if let (Status::Running, Some(run)) = (task.status, task.current_run_id()) {
+            let reason = a.reason.unwrap_or_else(|| format!("reassigned to {}", a.profile));
+            let outcome =
+                ctx.store
+                    .reclaim(&a.id, Some(run), Some(reason), &ProcessGroupTerminator, ctx.now)?;
+            if outcome != ReclaimOutcome::Reclaimed {
+                return Err(Failure::Refused(format!(
+                    "the worker of {} could not be stopped (run {run}); it is not reassigned",
+                    a.id
+                )));
+            }
+            reclaimed = Some(run);
+        }
+    }
+    let task = ctx.store.assign(&a.id, assignee, ctx.now)?;
+    print_assigned(ctx, &task, "reassigned", reclaimed);
+    Ok(())
+}
+
+fn print_assigned(ctx: &Ctx, task: &Task, verb: &str, reclaimed: Option<RunId>) {
+    if ctx.json {
+        print_json(&task_json(task));
+        return;
+    }
+    let reclaimed = reclaimed.map_or_else(String::new, |run| format!(" (run {run} reclaimed)"));
+    println!(
+        "{verb} {} to {}{reclaimed}",
+        task.id,
+        plain(task.assignee.as_deref().unwrap_or("nobody"), false)
+    );
 }
 
 /// Archives each task in turn; a refusal of one does not stop the others.

@@ -9,7 +9,7 @@ use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
 use crate::verbs::desk::BoardReads;
-use crate::verbs::{parse_id, settle, target, Ctx, Desk, Worker};
+use crate::verbs::{id_and_words, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
 /// `ttl` defaults to `kanban.claim_ttl_seconds`.
@@ -100,17 +100,8 @@ pub fn complete_one(
 
 pub fn block(desk: &Desk, a: BlockArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
-    let mut words = a.words.into_iter();
-    let (id, reason) = match (words.next(), words.next()) {
-        (None, _) => (None, None),
-        (Some(id), Some(reason)) => (Some(parse_id(&id)?), Some(reason)),
-        // One word: an id, or (inside a worker, whose id is implied) the reason.
-        (Some(word), None) => match (parse_id(&word), &worker) {
-            (Ok(id), _) => (Some(id), None),
-            (Err(_), Some(_)) => (None, Some(word)),
-            (Err(e), None) => return Err(e),
-        },
-    };
+    let (id, words) = id_and_words(&a.words, worker.is_some())?;
+    let reason = (!words.is_empty()).then(|| words.join(" "));
     let blocked = block_one(desk, id, reason, a.kind, a.run, worker.as_ref())?;
     finish(desk, "block", &blocked)
 }

@@ -37,6 +37,7 @@ mod several_gateways;
 mod size_caps;
 mod snapshots;
 mod verbs;
+mod verbs_habits;
 mod wakeups;
 mod worker;
 mod worker_boundary;

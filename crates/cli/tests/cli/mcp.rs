@@ -152,6 +152,13 @@ fn the_rust_sdk_lists_the_tools_and_calls_them() {
             .await,
         );
         let id = task["id"].as_str().expect("id").to_owned();
+        let mut task = task;
+        let outcome = task.as_object_mut().and_then(|t| t.remove("outcome"));
+        assert_eq!(
+            outcome,
+            Some(json!("created")),
+            "create_task says `created` as create --json does"
+        );
         assert_eq!(task, board.json(&["show", &id])["task"]);
         let listed = answer(&call(&client, "list_tasks", json!({"status": "ready"})).await);
         assert_eq!(listed, board.json(&["list", "--status", "ready"]));

@@ -1,6 +1,7 @@
 //! The gateway's tests through its public API, one module per suite, all in one test
 //! binary so a build links it once.
 
+mod binary;
 mod dispatcher;
 mod plan_and_tick;
 mod worker_boundary;

@@ -90,6 +90,9 @@ pub fn snapshot_of(db: &Path) -> BoardSnapshot {
 
 pub const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
 
+/// The login name every test command runs as: the default author and creator.
+pub const USER: &str = "tester";
+
 /// The binary with none of the caller's board variables.
 pub fn bare() -> Command {
     Command::from_std(isolated(std::process::Command::new(KANBAN)))
@@ -99,6 +102,10 @@ fn isolated(mut cmd: std::process::Command) -> std::process::Command {
     cmd.env_remove("KANBAN_HOME")
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID")
+        .env_remove("KANBAN_PROFILE")
+        .env_remove("RUST_LOG")
+        .env_remove("LOGNAME")
+        .env("USER", USER)
         .env("NO_COLOR", "1")
         .env("COLUMNS", "100");
     cmd

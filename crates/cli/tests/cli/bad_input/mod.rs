@@ -11,6 +11,8 @@ use std::path::Path;
 
 use common::{bare, snapshot_of, unprivileged, Board};
 
+mod habits;
+
 /// A board with one task in each interesting state.
 struct Fixture {
     board: Board,
@@ -178,7 +180,7 @@ fn bad_input_matrix() {
             "block unknown kind",
             vec!["block", ready, "--kind", "bored"],
             2,
-            "unknown block kind \"bored\"".into(),
+            "invalid value 'bored' for '--kind <KIND>'".into(),
         ),
         (
             "block reason without id",
@@ -226,7 +228,7 @@ fn bad_input_matrix() {
             "list unknown status",
             vec!["list", "--status", "later"],
             2,
-            "unknown status \"later\"".into(),
+            "invalid value 'later' for '--status <STATUS>'".into(),
         ),
         (
             "create without title",

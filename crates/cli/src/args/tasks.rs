@@ -1,0 +1,151 @@
+//! The flags of the verbs that make or change a card (`create`, `edit`, `reassign`,
+//! `complete`, `block`, `comment`), and the value lists of the board's own words.
+
+use std::path::PathBuf;
+
+use board_core::{BlockKind, RunId, Status, TaskId, TaskOrder};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Args;
+
+use super::{parse_duration, parse_json};
+
+/// A value parser offering every word of a board enum (so `--help` and the completion
+/// scripts list them) and yielding the enum.
+fn words<T>(all: &'static [T], word: fn(T) -> &'static str) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = board_core::types::UnknownWord> + Copy + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(all.iter().map(|v| PossibleValue::new(word(*v)))).try_map(|w| w.parse::<T>())
+}
+
+/// The statuses, as a value list.
+pub fn statuses() -> impl TypedValueParser<Value = Status> {
+    words(Status::ALL, Status::as_str)
+}
+
+/// The orders of `list --sort`, as a value list.
+pub fn orders() -> impl TypedValueParser<Value = TaskOrder> {
+    words(TaskOrder::ALL, TaskOrder::as_str)
+}
+
+/// The block kinds, as a value list.
+pub fn block_kinds() -> impl TypedValueParser<Value = BlockKind> {
+    words(BlockKind::ALL, BlockKind::as_str)
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// What the task is, in one line
+    pub title: String,
+    /// The task's body
+    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Read the body from a file, or from stdin with `-`
+    #[arg(long, value_name = "PATH|-")]
+    pub body_file: Option<PathBuf>,
+    /// The profile to run it, or `none` for nobody [default: kanban.default_assignee]
+    #[arg(long, value_name = "PROFILE|none")]
+    pub assignee: Option<String>,
+    /// Who asks for it [default: $KANBAN_PROFILE inside a worker, else $USER, $LOGNAME or
+    /// the uid]
+    #[arg(long, value_name = "NAME")]
+    pub created_by: Option<String>,
+    /// A task this one waits for (repeatable)
+    #[arg(long = "parent", value_name = "ID")]
+    pub parents: Vec<TaskId>,
+    /// Higher runs first
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Put it in triage for the decomposer
+    #[arg(long)]
+    pub triage: bool,
+    /// Creating twice with the same key returns the first task (and says `exists`)
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// A worker running longer is stopped: 90, 90s, 15m, 2h
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    /// The task
+    #[arg(value_name = "ID")]
+    pub id: TaskId,
+    /// The new title
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+    /// The new body
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+    /// The new priority (higher runs first)
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReassignArgs {
+    /// The task
+    #[arg(value_name = "ID")]
+    pub id: TaskId,
+    /// A profile name, or `none` to clear the assignee
+    #[arg(value_name = "PROFILE|none")]
+    pub profile: String,
+    /// When the task runs, stop its worker and return it to ready first
+    #[arg(long)]
+    pub reclaim: bool,
+    /// Why, recorded with the reclaim [default: reassigned to PROFILE]
+    #[arg(long, value_name = "TEXT", requires = "reclaim")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// The tasks [default: $KANBAN_TASK]
+    #[arg(value_name = "ID")]
+    pub ids: Vec<TaskId>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+    /// Land a journaled completion of run RUN that already ended
+    #[arg(long, value_name = "RUN", conflicts_with = "run")]
+    pub replay_run: Option<RunId>,
+    /// What the children's workers will read
+    #[arg(long, value_name = "TEXT")]
+    pub result: Option<String>,
+    /// A short account of the run
+    #[arg(long, value_name = "TEXT")]
+    pub summary: Option<String>,
+    /// A JSON value stored with the run
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Args)]
+pub struct BlockArgs {
+    /// `[ID] [REASON...]`: the first word is the task when it is a task id; the other
+    /// words, joined by spaces, are the reason. Inside a worker, when the first word is
+    /// not a task id, every word is the reason and the task is the worker's own
+    #[arg(value_name = "ID|REASON")]
+    pub words: Vec<String>,
+    /// What the task waits for
+    #[arg(long, value_name = "KIND", value_parser = block_kinds())]
+    pub kind: Option<BlockKind>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+}
+
+#[derive(Debug, Args)]
+pub struct CommentArgs {
+    /// `[ID] TEXT...`: the first word is the task when it is a task id and more words
+    /// follow; the other words, joined by spaces, are the text. Inside a worker, when the
+    /// first word is not a task id (or is the only word), every word is the text and the
+    /// task is the worker's own
+    #[arg(value_name = "ID|TEXT", required = true)]
+    pub words: Vec<String>,
+    /// Who says it [default: $KANBAN_PROFILE inside a worker, else $USER, $LOGNAME or the
+    /// uid]
+    #[arg(long, value_name = "NAME")]
+    pub author: Option<String>,
+}

@@ -1,0 +1,16 @@
+//! Who is calling: the name a comment's author, a task's `created_by` and `list --mine`
+//! default to.
+
+/// Inside a worker (`KANBAN_TASK` and `KANBAN_RUN_ID` set) its profile, `KANBAN_PROFILE`;
+/// else the user's login name, `$USER`, else `$LOGNAME`, else the uid.
+pub fn caller() -> String {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let in_worker = var("KANBAN_TASK").is_some() && var("KANBAN_RUN_ID").is_some();
+    in_worker
+        .then(|| var("KANBAN_PROFILE"))
+        .flatten()
+        .or_else(|| var("USER"))
+        .or_else(|| var("LOGNAME"))
+        // SAFETY: getuid cannot fail and touches no memory of ours.
+        .unwrap_or_else(|| unsafe { libc::getuid() }.to_string())
+}
