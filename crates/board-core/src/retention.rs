@@ -124,6 +124,19 @@ pub struct Compacted {
     pub wal_bytes_freed: Option<u64>,
 }
 
+/// The least and the most a sweep leaves the write lock free between two batches.
+pub const MIN_REST_MICROS: u64 = 10_000;
+pub const MAX_REST_MICROS: u64 = 100_000;
+
+/// How long a sweep leaves the write lock free after a batch that took `micros`: twice
+/// the batch, at least [`MIN_REST_MICROS`] and at most [`MAX_REST_MICROS`]. A writer
+/// waiting on the lock retries on its own clock (SQLite's busy handler sleeps a few
+/// milliseconds, then longer), so the lock must be free most of the time for it to find
+/// it free soon; back-to-back batches would starve it.
+pub fn rest_after(micros: u64) -> u64 {
+    micros.saturating_mul(2).clamp(MIN_REST_MICROS, MAX_REST_MICROS)
+}
+
 /// Sizes retention batches: each batch looks at `window` rows; a batch that took longer
 /// than half the budget halves the next window, one well under a quarter of it doubles
 /// it, within `[min, max]`. Time is passed in, never read here.
@@ -253,6 +266,13 @@ mod tests {
             pacer.took(1_000);
         }
         assert_eq!(pacer.window(), 4000, "never above the maximum");
+    }
+
+    #[test]
+    fn the_rest_after_a_batch_is_twice_the_batch_within_bounds() {
+        assert_eq!(rest_after(8_000), 16_000);
+        assert_eq!(rest_after(100), MIN_REST_MICROS);
+        assert_eq!(rest_after(u64::MAX), MAX_REST_MICROS);
     }
 
     #[test]

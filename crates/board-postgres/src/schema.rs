@@ -167,6 +167,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_events_decompositions ON task_events (kind)
         WHERE kind IN ('decomposed', 'specified', 'auto_decompose_failed', 'auto_decompose_parked');
     "#,
+    // 5: a list of the whole board in claim order walks this index instead of sorting
+    // every row first.
+    r#"
+    CREATE INDEX tasks_by_priority ON tasks (priority DESC, created_at, seq);
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

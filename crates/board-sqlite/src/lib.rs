@@ -376,17 +376,15 @@ const PAGE_SIZE: i64 = 1024;
 /// SQLite's 1000: fewer checkpoints, each of which costs a sync of the main file.
 const WAL_AUTOCHECKPOINT: i64 = 10_000;
 
-/// How much of the board file is read through a memory map.
-const MMAP_SIZE: i64 = 256 * 1024 * 1024;
-
 fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
     conn.busy_timeout(options.busy_timeout)?;
     conn.pragma_update(None, "page_size", PAGE_SIZE)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)?;
-    // Reads through a memory map instead of a pread per page: listing a thousand tasks
-    // of a large board touches thousands of pages.
-    conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
+    // No memory map: the pages a command maps stay in its resident memory, so a list or
+    // a gc of a large board would hold up to the whole file. Reads go through SQLite's
+    // own page cache (2 MiB), whatever the size of the board.
+    conn.pragma_update(None, "mmap_size", 0)?;
     // A `kanban` command is a short process: folding the WAL into the file whenever the
     // last connection closes would cost it a checkpoint (and its syncs) per command.
     // The WAL stays, and the periodic checkpoint does the folding.

@@ -215,6 +215,12 @@ pub const MIGRATIONS: &[&str] = &[
             ON CONFLICT (assigned, assignee, status) DO UPDATE SET tasks = tasks + 1;
     END;
     "#,
+    // 8: a list of the whole board in claim order (`kanban list`, `list --json`) walks
+    // this index instead of sorting every row first, so it streams in bounded memory. A
+    // claim or a completion does not change these columns, so they never write it.
+    r#"
+    CREATE INDEX tasks_by_priority ON tasks(priority DESC, created_at);
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -112,8 +112,19 @@ impl SqliteStore {
         let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let before = size(&wal);
         let conn = self.conn();
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        // A passive checkpoint copies the WAL into the file without holding writers
+        // back; the truncating one after it (which blocks new writers while it runs)
+        // then has only the frames committed in between to copy.
+        let (log, copied): (i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
             .map_err(backend)?;
+        let whole = log >= 0 && copied == log;
+        if whole {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(backend)?;
+        }
         let free: i64 = conn
             .query_row(
                 "SELECT freelist_count * page_size FROM pragma_freelist_count, pragma_page_size",
@@ -122,7 +133,12 @@ impl SqliteStore {
             )
             .map_err(backend)?;
         Ok(Compacted {
-            action: "wal_checkpoint(TRUNCATE)".to_owned(),
+            action: if whole {
+                "wal_checkpoint(TRUNCATE)"
+            } else {
+                "wal_checkpoint(PASSIVE): a reader holds the rest of the WAL"
+            }
+            .to_owned(),
             reusable_bytes: Some(free.max(0) as u64),
             wal_bytes_freed: Some(before.saturating_sub(size(&wal))),
         })

@@ -4,9 +4,9 @@
 //! (SQLite: a WAL checkpoint) and says what it freed. Nothing is removed unless an age
 //! is given, on the command line or in `config.yaml`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use board_core::{sweep, Compacted, Pacer, Sweep, Swept};
+use board_core::{rest_after, sweep, Compacted, Pacer, Sweep, Swept};
 use serde_json::json;
 
 use crate::args::GcArgs;
@@ -19,8 +19,10 @@ use crate::verbs::Ctx;
 const FIRST_WINDOW: usize = 256;
 const MIN_WINDOW: usize = 16;
 const MAX_WINDOW: usize = 4096;
-/// The longest a batch should hold the write lock.
-const BATCH_BUDGET_MICROS: u64 = 50_000;
+/// The longest a batch should hold the write lock: the pacer keeps batches between a
+/// quarter and a half of it, and rests twice a batch's time after it, so a writer waiting
+/// for the lock finds it free within a few of its retries.
+const BATCH_BUDGET_MICROS: u64 = 20_000;
 
 fn plural(n: u64, one: &str) -> String {
     match (n, one.ends_with('h')) {
@@ -83,6 +85,7 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> Result<(), Failure> {
         let started = Instant::now();
         let freed = batch();
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        std::thread::sleep(Duration::from_micros(rest_after(micros)));
         (freed, micros)
     })?;
     let compacted = match request.dry_run || swept.freed.rows() == 0 {

@@ -22,22 +22,31 @@ use crate::verbs::{caller, Ctx};
 struct JsonArray<W: Write> {
     out: W,
     count: usize,
+    /// One element's pretty JSON, reused from row to row.
+    element: Vec<u8>,
 }
 
 impl<W: Write> JsonArray<W> {
     fn new(out: W) -> JsonArray<W> {
-        JsonArray { out, count: 0 }
+        JsonArray {
+            out,
+            count: 0,
+            element: Vec::new(),
+        }
     }
 
     fn push(&mut self, value: &Value) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        self.element.clear();
+        serde_json::to_writer_pretty(&mut self.element, value).map_err(std::io::Error::other)?;
         self.out
-            .write_all(if self.count == 0 { b"[\n" } else { b",\n" })?;
-        for (i, line) in text.lines().enumerate() {
+            .write_all(if self.count == 0 { b"[\n  " } else { b",\n  " })?;
+        // Every line of the element one level deeper; JSON text has no raw newline
+        // inside a string, so each newline byte ends a line.
+        for (i, line) in self.element.split(|b| *b == b'\n').enumerate() {
             if i > 0 {
-                self.out.write_all(b"\n")?;
+                self.out.write_all(b"\n  ")?;
             }
-            write!(self.out, "  {line}")?;
+            self.out.write_all(line)?;
         }
         self.count += 1;
         Ok(())
@@ -273,5 +282,34 @@ fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool) -> Result<(), 
         if stop::requested() {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::JsonArray;
+
+    /// The streamed array is byte for byte the whole array pretty-printed at once.
+    #[test]
+    fn a_streamed_array_is_laid_out_as_the_whole_array() {
+        let elements = [
+            json!({"id": "t_1", "nested": {"list": [1, 2], "empty": {}}, "text": "two\nlines"}),
+            json!([]),
+            json!("plain"),
+        ];
+        let mut streamed = Vec::new();
+        let mut array = JsonArray::new(&mut streamed);
+        for element in &elements {
+            array.push(element).unwrap();
+        }
+        array.finish().unwrap();
+        let whole = format!("{}\n", serde_json::to_string_pretty(&json!(elements)).unwrap());
+        assert_eq!(String::from_utf8(streamed).unwrap(), whole);
+
+        let mut empty = Vec::new();
+        JsonArray::new(&mut empty).finish().unwrap();
+        assert_eq!(empty, b"[]\n");
     }
 }
