@@ -66,21 +66,13 @@ impl NewEvent {
     }
 }
 
-/// The event kinds after which a dispatcher may have work at once: a task became ready
-/// (`created`, `promoted`, `unblocked`, `reclaimed`), a card entered triage or became due
-/// again (`created`, `decompose_reset`), or a worker's run ended and freed its slot
-/// (`completed`, `blocked`, `archived`). A store wakes the gateways sharing the board
-/// when a write that appends one of these commits (docs/gateway.md#wake-ups).
-pub const WAKING_EVENTS: &[&str] = &[
-    "created",
-    "promoted",
-    "unblocked",
-    "reclaimed",
-    "decompose_reset",
-    "completed",
-    "blocked",
-    "archived",
-];
+/// The event kinds after which any dispatcher may have work at once: a task became
+/// ready (`created`, `promoted`, `unblocked`, `reclaimed`), or a card entered triage or
+/// became due again (`created`, `decompose_reset`). A store wakes the gateways sharing
+/// the board when a write that appends one of these commits (docs/gateway.md#wake-ups).
+/// A run that ended frees a slot on one gateway only, once its worker has exited: that
+/// gateway learns it from the worker's report channel, and no other is woken for it.
+pub const WAKING_EVENTS: &[&str] = &["created", "promoted", "unblocked", "reclaimed", "decompose_reset"];
 
 /// Whether an event of `kind` may give a dispatcher work at once ([`WAKING_EVENTS`]).
 pub fn wakes_dispatcher(kind: &str) -> bool {

@@ -137,17 +137,31 @@ pub struct Terms {
     pub max_text_bytes: usize,
 }
 
+/// Called when a worker that ended its run through its channel (a completion or a block
+/// the board accepted) has closed it: its process is gone and its slot is free.
+pub type OnFinished = Arc<dyn Fn() + Send + Sync>;
+
 /// Opens the channel of a worker about to start: the end the worker inherits (the
 /// caller hands its number to the worker and closes it once the worker runs), while a
 /// thread of this process serves the other end until every holder of the worker's end
-/// has closed it.
-pub fn open(store: Arc<dyn Store>, bound: Bound, terms: Terms) -> std::io::Result<OwnedFd> {
+/// has closed it, then calls `finished` if the worker ended its run through it.
+pub fn open(
+    store: Arc<dyn Store>,
+    bound: Bound,
+    terms: Terms,
+    finished: Option<OnFinished>,
+) -> std::io::Result<OwnedFd> {
     let (ours, theirs) = seqpacket_pair()?;
     let name = format!("channel {}", bound.task);
     std::thread::Builder::new()
         .name(name)
         .stack_size(CHANNEL_STACK_BYTES)
-        .spawn(move || serve(&ours, store.as_ref(), &bound, &terms))?;
+        .spawn(move || {
+            let ended = serve(&ours, store.as_ref(), &bound, &terms);
+            if let (true, Some(finished)) = (ended, finished) {
+                finished();
+            }
+        })?;
     Ok(theirs)
 }
 
@@ -185,12 +199,15 @@ fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 }
 
 /// Serves one worker's channel: each packet brings the end of a conversation, served
-/// to its end before the next, so a worker's reports are applied one at a time.
-fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) {
+/// to its end before the next, so a worker's reports are applied one at a time. Once
+/// every holder of the worker's end has closed it, says whether the worker ended its
+/// run through it.
+fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) -> bool {
+    let mut ended = false;
     loop {
         match receive_fd(channel) {
             Ok(Some(conversation)) => {
-                if let Err(e) = converse(conversation, store, bound, terms) {
+                if let Err(e) = converse(conversation, store, bound, terms, &mut ended) {
                     tracing::debug!(task = %bound.task, error = %e, "a report conversation ended early");
                 }
             }
@@ -198,12 +215,20 @@ fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) {
             Ok(None) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // End of file: the worker and everything it started have closed the channel.
-            Err(_) => return,
+            Err(_) => return ended,
         }
     }
 }
 
-fn converse(conversation: OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) -> std::io::Result<()> {
+/// Serves one conversation; `ended` is set once a completion or a block of the bound
+/// run is accepted.
+fn converse(
+    conversation: OwnedFd,
+    store: &dyn Store,
+    bound: &Bound,
+    terms: &Terms,
+    ended: &mut bool,
+) -> std::io::Result<()> {
     let stream = UnixStream::from(conversation);
     stream.set_read_timeout(Some(CONVERSATION_IDLE))?;
     stream.set_write_timeout(Some(CONVERSATION_IDLE))?;
@@ -218,7 +243,12 @@ fn converse(conversation: OwnedFd, store: &dyn Store, bound: &Bound, terms: &Ter
             return Ok(());
         };
         let answer = match serde_json::from_slice::<Report>(&line) {
-            Ok(report) => apply(store, bound, terms, report, board_home::now()),
+            Ok(report) => {
+                let ends = matches!(report, Report::Complete { .. } | Report::Block { .. });
+                let answer = apply(store, bound, terms, report, board_home::now());
+                *ended |= ends && matches!(answer, Answer::Won { ok: true });
+                answer
+            }
             Err(e) => Answer::Usage {
                 message: format!("a report the gateway cannot read: {e}"),
             },

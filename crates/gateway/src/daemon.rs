@@ -240,7 +240,15 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
     let monitor = Monitor::new(store.clone(), config.kanban.dispatch_interval());
-    let mut dispatcher = Dispatcher::new(store, home.clone(), pool).on_host(&config.gateway.host_id());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let finished = {
+        let wake = wake.clone();
+        Arc::new(move || wake.notify_one())
+    };
+    // A worker that ended its run through its channel wakes the tick once it is gone.
+    let processes = OsProcesses::new(home.clone(), store.clone()).on_finished(finished);
+    let mut dispatcher =
+        Dispatcher::with_processes(store, Box::new(processes), pool).on_host(&config.gateway.host_id());
     dispatcher.adopt(started_at);
     if let Some(bind) = config.gateway.metrics_bind() {
         let token = std::env::var(metrics::TOKEN_ENV).ok();
@@ -252,7 +260,6 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
             })?;
         tracing::info!(address = %local, "serving /healthz and /metrics");
     }
-    let wake = Arc::new(tokio::sync::Notify::new());
     let _listening = listen(home, &config, &wake);
     tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
     let ticking = Ticking {

@@ -482,6 +482,8 @@ pub trait Processes: Send {
 pub struct OsProcesses {
     home: Home,
     channels: Option<Arc<dyn Store>>,
+    /// Called when a worker that ended its run through its channel is gone.
+    finished: Option<channel::OnFinished>,
     workers: BTreeMap<TaskId, Worker>,
 }
 
@@ -492,8 +494,16 @@ impl OsProcesses {
         OsProcesses {
             home,
             channels: Some(store),
+            finished: None,
             workers: BTreeMap::new(),
         }
+    }
+
+    /// Calls `finished` each time a worker that completed or blocked its run through its
+    /// channel has exited, so its slot can be filled at once (the gateway's wake-up).
+    pub fn on_finished(mut self, finished: channel::OnFinished) -> OsProcesses {
+        self.finished = Some(finished);
+        self
     }
 
     /// Process control whose workers get no channel and report through the home: a
@@ -502,6 +512,7 @@ impl OsProcesses {
         OsProcesses {
             home,
             channels: None,
+            finished: None,
             workers: BTreeMap::new(),
         }
     }
@@ -515,7 +526,8 @@ impl Processes for OsProcesses {
                     task: assignment.task.id.clone(),
                     run: assignment.run_id,
                 };
-                Some(channel::open(store.clone(), bound, assignment.terms)?)
+                let finished = self.finished.clone();
+                Some(channel::open(store.clone(), bound, assignment.terms, finished)?)
             }
             None => None,
         };

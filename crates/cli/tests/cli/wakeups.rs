@@ -1,6 +1,6 @@
 //! Wake-ups (docs/gateway.md#wake-ups): with a 30 s tick, a gateway acts on a task
-//! created ready, on a child its parent's completion releases, and on a card dropped
-//! into triage well within two seconds, on SQLite (the CLI's datagram, the gateway's own
+//! created ready, on a child its parent's completion releases, on a card dropped into
+//! triage and on the slot a finished worker frees well within two seconds, on SQLite (the CLI's datagram, the gateway's own
 //! writes) and on PostgreSQL (`NOTIFY` in the write's transaction).
 
 use std::sync::Arc;
@@ -29,6 +29,10 @@ struct WakeBoard {
 
 impl WakeBoard {
     fn new(postgres: bool) -> WakeBoard {
+        WakeBoard::with_slots(postgres, 4)
+    }
+
+    fn with_slots(postgres: bool, max_spawn: usize) -> WakeBoard {
         let mut env = Vec::new();
         let mut pg = None;
         if postgres {
@@ -47,7 +51,7 @@ impl WakeBoard {
         let board = Board::new(Setup {
             env,
             profiles: &profiles,
-            max_spawn: 4,
+            max_spawn,
             interval_seconds: INTERVAL_SECONDS,
             ..Setup::default()
         });
@@ -155,6 +159,39 @@ fn sqlite_writes_wake_the_gateway() {
 #[test]
 fn postgres_writes_wake_the_gateway() {
     wakes_the_gateway(true);
+}
+
+/// A worker that completes through its report channel and exits frees its slot at
+/// once: with `max_spawn: 1` and a 30 s tick, the task waiting for the slot starts well
+/// before the next tick. Both tasks exist before the gateway starts, so only the first
+/// worker's exit can start the second.
+fn a_finished_worker_frees_its_slot_at_once(postgres: bool) {
+    let mut b = WakeBoard::with_slots(postgres, 1);
+    let first = b
+        .board
+        .create(&["first", "--assignee", "quick", "--priority", "5"]);
+    let second = b.board.create(&["second", "--assignee", "quick"]);
+    b.board.start_gateway();
+    b.within_limit("the first task done", Instant::now(), || {
+        b.status(&first) == Status::Done
+    });
+    let done = Instant::now();
+    let took = b.within_limit("first done to second spawned", done, || b.spawned(&second));
+    eprintln!("first done -> second spawned: {took:?}");
+    b.within_limit("the second task done", Instant::now(), || {
+        b.status(&second) == Status::Done
+    });
+    assert!(b.board.gateway_alive(), "{}", b.board.gateway_log());
+}
+
+#[test]
+fn sqlite_a_finished_worker_frees_its_slot_at_once() {
+    a_finished_worker_frees_its_slot_at_once(false);
+}
+
+#[test]
+fn postgres_a_finished_worker_frees_its_slot_at_once() {
+    a_finished_worker_frees_its_slot_at_once(true);
 }
 
 /// A burst of wake-ups while the gateway ticks is one pending wake-up, not one tick
