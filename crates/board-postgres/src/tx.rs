@@ -38,9 +38,12 @@ pub(crate) struct Tx<'a> {
     retry: bool,
 }
 
-/// The error ended the session (the server closed it, or said FATAL before closing).
+/// The error ended the session: the server closed it, said FATAL before closing, or
+/// the socket failed under it (a reset before the client saw the close).
 pub(crate) fn session_ended(e: &postgres::Error) -> bool {
-    e.is_closed() || e.as_db_error().is_some_and(|db| db.severity() == "FATAL")
+    e.is_closed()
+        || e.as_db_error().is_some_and(|db| db.severity() == "FATAL")
+        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
 
 /// Retrying after these is safe: the transaction rolled back whole, and running it
