@@ -88,41 +88,10 @@ impl Tools {
         desk.now = ctx.now;
         let desk = &*desk;
         match call {
-            Call::ListTasks(a) => {
-                let args = ListArgs {
-                    status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
-                    assignee: a.assignee,
-                    mine: false,
-                    archived: a.archived,
-                    sort: None,
-                    limit: Some(list_limit(a.limit)?),
-                    after: a.after.as_deref().map(parse_id).transpose()?,
-                    jsonl: false,
-                };
-                Ok(list_json(&read::listed(&ctx, args)?))
-            }
+            Call::ListTasks(a) => list_tasks(&ctx, a),
             Call::ShowTask(a) => Ok(Shown::read(ctx.store.as_ref(), &parse_id(&a.task_id)?)?.to_json()),
             Call::TaskContext(a) => context::context_json(desk, optional_id(a.task_id)?, worker),
-            Call::CreateTask(a) => {
-                let args = CreateArgs {
-                    title: a.title,
-                    body: Some(a.body),
-                    body_file: None,
-                    assignee: a.assignee,
-                    created_by: None,
-                    parents: a.parents.iter().map(|p| parse_id(p)).collect::<Result<_, _>>()?,
-                    priority: a.priority,
-                    triage: a.triage,
-                    idempotency_key: a.idempotency_key,
-                    max_runtime: a
-                        .max_runtime
-                        .as_deref()
-                        .map(parse_duration)
-                        .transpose()
-                        .map_err(Failure::Usage)?,
-                };
-                Ok(tasks::creation_json(&tasks::create_task(&ctx, args)?))
-            }
+            Call::CreateTask(a) => create_task(&ctx, a),
             Call::Comment(a) => {
                 let id = optional_id(a.task_id)?;
                 let c = comment::add_comment(desk, id, &a.text, a.author.as_deref(), worker)?;
@@ -161,6 +130,43 @@ impl Tools {
             Call::LinkTasks(a) => graph::linked(&ctx, &parse_id(&a.parent_id)?, &parse_id(&a.child_id)?),
         }
     }
+}
+
+/// `list_tasks`: a page of `kanban list --json`.
+fn list_tasks(ctx: &Ctx, a: mcp::ListTasks) -> Result<Value, Failure> {
+    let args = ListArgs {
+        status: a.status.as_deref().map(parse_word::<Status>).transpose()?,
+        assignee: a.assignee,
+        mine: false,
+        archived: a.archived,
+        sort: None,
+        limit: Some(list_limit(a.limit)?),
+        after: a.after.as_deref().map(parse_id).transpose()?,
+        jsonl: false,
+    };
+    Ok(list_json(&read::listed(ctx, args)?))
+}
+
+/// `create_task`: `kanban create --json`.
+fn create_task(ctx: &Ctx, a: mcp::CreateTask) -> Result<Value, Failure> {
+    let args = CreateArgs {
+        title: a.title,
+        body: Some(a.body),
+        body_file: None,
+        assignee: a.assignee,
+        created_by: None,
+        parents: a.parents.iter().map(|p| parse_id(p)).collect::<Result<_, _>>()?,
+        priority: a.priority,
+        triage: a.triage,
+        idempotency_key: a.idempotency_key,
+        max_runtime: a
+            .max_runtime
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(Failure::Usage)?,
+    };
+    Ok(tasks::creation_json(&tasks::create_task(ctx, args)?))
 }
 
 impl mcp::Verbs for Tools {
