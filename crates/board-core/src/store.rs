@@ -339,6 +339,12 @@ pub trait Store: Send + Sync {
     /// Hands the space retention freed back: SQLite checkpoints its WAL (TRUNCATE),
     /// PostgreSQL refreshes its planner statistics.
     fn compact(&self) -> StoreResult<Compacted>;
+    /// Between the batches of a long write job (gc): folds what it wrote so far into the
+    /// board without holding any writer back, so no other writer's commit has to (SQLite:
+    /// a passive checkpoint). Nothing to do elsewhere.
+    fn settle(&self) -> StoreResult<()> {
+        Ok(())
+    }
 
     /// Claims a ready task under a fresh run.
     fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {

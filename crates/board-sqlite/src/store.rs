@@ -505,6 +505,12 @@ impl Store for SqliteStore {
         self.checkpoint()
     }
 
+    fn settle(&self) -> StoreResult<()> {
+        self.conn()
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .map_err(backend)
+    }
+
     fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
         self.write(|tx| import::import(tx, batch, now))
     }

@@ -85,8 +85,15 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> Result<(), Failure> {
         let started = Instant::now();
         let freed = batch();
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        std::thread::sleep(Duration::from_micros(rest_after(micros)));
-        (freed, micros)
+        let rest = Instant::now() + Duration::from_micros(rest_after(micros));
+        // What the batch wrote is folded in now, by gc, so that the WAL never grows to
+        // where the commit of a worker's `complete` would have to checkpoint it.
+        let settled = match request.dry_run {
+            true => Ok(()),
+            false => ctx.store.settle(),
+        };
+        std::thread::sleep(rest.saturating_duration_since(Instant::now()));
+        (freed.and_then(|f| settled.map(|()| f)), micros)
     })?;
     let compacted = match request.dry_run || swept.freed.rows() == 0 {
         true => None,
