@@ -154,6 +154,28 @@ word_enum!(
     }
 );
 
+impl TaskOrder {
+    /// The order's SQL sort key, as ascending columns (the stores break the ties that
+    /// remain by insertion); `byte_order` is the collation that makes titles compare byte
+    /// by byte (empty where that is the default, as on SQLite).
+    pub fn sql_key(self, byte_order: &str) -> String {
+        match self {
+            TaskOrder::Priority => "-priority, created_at".to_owned(),
+            TaskOrder::Created => "created_at".to_owned(),
+            TaskOrder::Updated => "-updated_at, created_at".to_owned(),
+            TaskOrder::Title => format!("title{byte_order}, created_at"),
+            TaskOrder::Status => {
+                let ranks: String = Status::ALL
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, s)| format!(" WHEN '{}' THEN {rank}", s.as_str()))
+                    .collect();
+                format!("CASE status{ranks} END, -priority, created_at")
+            }
+        }
+    }
+}
+
 impl Status {
     /// A parent in this status no longer holds its children back.
     pub fn releases_children(self) -> bool {

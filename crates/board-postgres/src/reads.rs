@@ -72,25 +72,6 @@ pub(crate) fn for_each_task(
     tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
 }
 
-/// The sort key of an order other than claim order, as ascending columns; seq breaks the
-/// ties that remain. Titles compare byte by byte (`COLLATE "C"`), as SQLite's do.
-fn order_key(order: TaskOrder) -> String {
-    match order {
-        TaskOrder::Priority => "-priority, created_at".to_owned(),
-        TaskOrder::Created => "created_at".to_owned(),
-        TaskOrder::Updated => "-updated_at, created_at".to_owned(),
-        TaskOrder::Title => "title COLLATE \"C\", created_at".to_owned(),
-        TaskOrder::Status => {
-            let ranks: String = Status::ALL
-                .iter()
-                .enumerate()
-                .map(|(rank, s)| format!(" WHEN '{}' THEN {rank}", s.as_str()))
-                .collect();
-            format!("CASE status{ranks} END, -priority, created_at")
-        }
-    }
-}
-
 /// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
 /// task. $1 status, $2 assignee, $3 limit, $4 the cursor's id.
 fn for_each_sorted(
@@ -102,7 +83,8 @@ fn for_each_sorted(
     if let Some(id) = &filter.after {
         cursor(tx, id)?;
     }
-    let key = order_key(filter.order);
+    // Titles compare byte by byte (`COLLATE "C"`), as SQLite's do; seq breaks ties.
+    let key = filter.order.sql_key(" COLLATE \"C\"");
     let sql = format!(
         "SELECT {} FROM tasks WHERE {clause}
            AND ($4::text IS NULL OR ROW({key}, seq) > (SELECT {key}, seq FROM tasks WHERE id = $4))

@@ -86,25 +86,6 @@ fn visit_tasks(
     each_decoded(rows, task_from_row, visit)
 }
 
-/// The sort key of an order other than claim order, as ascending columns; rowid breaks
-/// the ties that remain.
-fn order_key(order: TaskOrder) -> String {
-    match order {
-        TaskOrder::Priority => "-priority, created_at".to_owned(),
-        TaskOrder::Created => "created_at".to_owned(),
-        TaskOrder::Updated => "-updated_at, created_at".to_owned(),
-        TaskOrder::Title => "title, created_at".to_owned(),
-        TaskOrder::Status => {
-            let ranks: String = Status::ALL
-                .iter()
-                .enumerate()
-                .map(|(rank, s)| format!(" WHEN '{}' THEN {rank}", s.as_str()))
-                .collect();
-            format!("CASE status{ranks} END, -priority, created_at")
-        }
-    }
-}
-
 /// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
 /// task. ?1 status, ?2 assignee, ?3 limit, ?4 the cursor's id.
 fn for_each_sorted(
@@ -114,7 +95,8 @@ fn for_each_sorted(
     visit: &mut dyn FnMut(Task) -> Visit,
 ) -> StoreResult<()> {
     cursor(conn, filter.after.as_ref())?;
-    let key = order_key(filter.order);
+    // rowid breaks the ties that remain.
+    let key = filter.order.sql_key("");
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks WHERE {clause}
            AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
