@@ -115,12 +115,7 @@ impl SqliteStore {
         // A passive checkpoint copies the WAL into the file without holding writers
         // back; the truncating one after it (which blocks new writers while it runs)
         // then has only the frames committed in between to copy.
-        let (log, copied): (i64, i64) = conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                Ok((r.get(1)?, r.get(2)?))
-            })
-            .map_err(backend)?;
-        let whole = log >= 0 && copied == log;
+        let whole = passive_checkpoint(&conn)?;
         if whole {
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
                 .map_err(backend)?;
@@ -506,9 +501,7 @@ impl Store for SqliteStore {
     }
 
     fn settle(&self) -> StoreResult<()> {
-        self.conn()
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-            .map_err(backend)
+        passive_checkpoint(&self.conn()).map(drop)
     }
 
     fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
@@ -553,4 +546,15 @@ impl Store for SqliteStore {
             })
         })
     }
+}
+
+/// Copies what it can of the WAL into the file without holding any writer back; whether
+/// it copied the whole log (no reader held part of it).
+fn passive_checkpoint(conn: &Connection) -> StoreResult<bool> {
+    let (log, copied): (i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get(1)?, r.get(2)?))
+        })
+        .map_err(backend)?;
+    Ok(log >= 0 && copied == log)
 }
