@@ -43,6 +43,7 @@ pub use reclaim::{
 };
 pub use retention::{
     gc_removes_old_archived_components_and_routine_events, gc_takes_a_component_once_all_of_it_is_old,
+    remove_archived_deletes_one_task_and_never_reuses_event_ids,
 };
 pub use runs::{
     block_loop_sends_task_to_triage, block_recurrence_counts_same_kind_only, failures_count_to_give_up,
@@ -161,6 +162,7 @@ macro_rules! store_conformance_tests {
             aggregates_count_the_board,
             gc_removes_old_archived_components_and_routine_events,
             gc_takes_a_component_once_all_of_it_is_old,
+            remove_archived_deletes_one_task_and_never_reuses_event_ids,
             import_keeps_ids_and_history,
         );
 

@@ -48,6 +48,10 @@ struct Board {
     decomposition_leases: BTreeMap<TaskId, (String, Timestamp)>,
     breaker: Breaker,
     next_task: u32,
+    /// The last event and comment ids handed out: ids are never handed out twice, even
+    /// after the newest rows were removed (`archive --rm`, gc).
+    last_event_id: i64,
+    last_comment_id: i64,
 }
 
 impl MemStore {
@@ -128,9 +132,19 @@ impl Board {
         })
     }
 
+    fn next_event_id(&mut self) -> i64 {
+        self.last_event_id += 1;
+        self.last_event_id
+    }
+
+    fn next_comment_id(&mut self) -> i64 {
+        self.last_comment_id += 1;
+        self.last_comment_id
+    }
+
     fn push_events(&mut self, task_id: &TaskId, events: Vec<NewEvent>, now: Timestamp) {
         for e in events {
-            let id = self.events.last().map_or(0, |e| e.id) + 1;
+            let id = self.next_event_id();
             self.events.push(Event {
                 id,
                 task_id: task_id.clone(),
@@ -288,7 +302,7 @@ impl Store for MemStore {
         let facts = b.facts(id)?;
         let fresh = Fresh {
             run_id: b.runs.keys().next_back().map_or(1, |r| r + 1),
-            claim_lock: format!("lock-{}", b.events.len() + 1),
+            claim_lock: format!("lock-{}", b.last_event_id + 1),
         };
         let change = decide(&facts, request, &fresh, now)?;
         let task = change.task.clone();
@@ -331,7 +345,7 @@ impl Store for MemStore {
             return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
         }
         let comment = Comment {
-            id: b.comments.len() as i64 + 1,
+            id: b.next_comment_id(),
             task_id: id.clone(),
             author: author.map(str::to_owned),
             body: body.to_owned(),
@@ -554,6 +568,10 @@ impl Store for MemStore {
         dry_run: bool,
     ) -> StoreResult<(Freed, Option<i64>)> {
         Ok(self.board().gc_events(before, after_id, window, dry_run))
+    }
+
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        self.board().remove_archived(id)
     }
 
     fn compact(&self) -> StoreResult<Compacted> {

@@ -60,6 +60,10 @@ pub enum Refusal {
     AlreadyDecomposed(TaskId),
     #[error("invalid plan: {0}")]
     InvalidPlan(String),
+    #[error("task {0} is not archived; only an archived task can be deleted (archive it first)")]
+    NotArchived(TaskId),
+    #[error("task {id} is linked (directly or through others) to {other}, which is not archived; archive it too first")]
+    LinkedToLive { id: TaskId, other: TaskId },
 }
 
 fn show_run(run: Option<RunId>) -> String {

@@ -12,6 +12,7 @@
 
 use serde::Serialize;
 
+use crate::refusal::Refusal;
 use crate::store::{Store, StoreError, StoreResult};
 use crate::types::{TaskId, Timestamp};
 
@@ -73,6 +74,38 @@ pub trait GcRows {
     fn component(&mut self, seed: &str, before: Timestamp) -> StoreResult<Vec<(String, bool)>>;
     /// Deletes one task with its links, runs, events, comments and lease.
     fn remove_task(&mut self, id: &str) -> StoreResult<Freed>;
+    /// Makes sure no event id handed out so far is handed out again, even once the
+    /// newest event is removed (a store whose ids come from a sequence has nothing to do).
+    fn keep_event_ids(&mut self) -> StoreResult<()>;
+}
+
+/// `Store::remove_archived` on a SQL store's transaction: the task and every task of its
+/// link component must be archived; then the task goes with all of its rows.
+pub fn remove_archived_rows(rows: &mut impl GcRows, id: &TaskId) -> StoreResult<Freed> {
+    // Archived "before the end of time": every archived task counts.
+    let members = rows.component(id.as_str(), Timestamp::MAX)?;
+    let archived = |wanted: &str| members.iter().find(|(m, _)| m == wanted).map(|(_, a)| *a);
+    match archived(id.as_str()) {
+        None => return Err(Refusal::NoSuchTask(id.clone()).into()),
+        Some(false) => return Err(Refusal::NotArchived(id.clone()).into()),
+        Some(true) => {}
+    }
+    if let Some((other, _)) = members.iter().find(|(_, archived)| !archived) {
+        let other = parsed_id(other)?;
+        return Err(Refusal::LinkedToLive {
+            id: id.clone(),
+            other,
+        }
+        .into());
+    }
+    rows.keep_event_ids()?;
+    rows.remove_task(id.as_str())
+}
+
+/// A task id read back from a row.
+fn parsed_id(id: &str) -> StoreResult<TaskId> {
+    id.parse::<TaskId>()
+        .map_err(|e| StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}")))
 }
 
 /// One batch of archived tasks: the next `window` tasks after `after`, and for each old
@@ -89,9 +122,7 @@ pub fn gc_archived_rows(
     let window = window.max(1);
     let looked = rows.tasks_after(after.map_or("", TaskId::as_str), before, window)?;
     let next = match looked.last() {
-        Some((id, _)) if looked.len() == window => Some(id.parse::<TaskId>().map_err(|e| {
-            StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}"))
-        })?),
+        Some((id, _)) if looked.len() == window => Some(parsed_id(id)?),
         _ => None,
     };
     let keep = rows.newest_event_task()?;

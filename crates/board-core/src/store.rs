@@ -336,6 +336,12 @@ pub trait Store: Send + Sync {
         window: i64,
         dry_run: bool,
     ) -> StoreResult<(Freed, Option<i64>)>;
+    /// `kanban archive --rm`: permanently removes one archived task with its runs,
+    /// events, comments and links, in one transaction. Refused (nothing removed) unless
+    /// the task is archived and so is every task in its link component, so no live task
+    /// gains or loses a parent. Event ids stay unique: the ids removed are never handed
+    /// out again.
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed>;
     /// Hands the space retention freed back: SQLite checkpoints its WAL (TRUNCATE),
     /// PostgreSQL refreshes its planner statistics.
     fn compact(&self) -> StoreResult<Compacted>;

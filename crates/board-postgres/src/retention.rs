@@ -2,7 +2,7 @@
 //! back for a dry run). What is kept and why: `board_core::retention`. The statements
 //! are SQLite's, so both boards remove the same rows.
 
-use board_core::retention::{gc_archived_rows, GcRows};
+use board_core::retention::{gc_archived_rows, remove_archived_rows, GcRows};
 use board_core::store::StoreResult;
 use board_core::{Compacted, Freed, TaskId, Timestamp, ROUTINE_EVENTS};
 
@@ -70,6 +70,11 @@ impl GcRows for GcTx<'_, '_> {
             links,
         })
     }
+
+    fn keep_event_ids(&mut self) -> StoreResult<()> {
+        // Event ids come from a sequence, which never hands one out twice.
+        Ok(())
+    }
 }
 
 fn id_and_old(r: &postgres::Row) -> StoreResult<(String, bool)> {
@@ -83,6 +88,10 @@ pub(crate) fn gc_archived(
     window: usize,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
     gc_archived_rows(&mut GcTx(tx), before, after, window)
+}
+
+pub(crate) fn remove_archived(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<Freed> {
+    remove_archived_rows(&mut GcTx(tx), id)
 }
 
 pub(crate) fn gc_events(

@@ -477,6 +477,10 @@ impl Store for PgStore {
         self.batch(dry_run, |tx| retention::gc_events(tx, before, after_id, window))
     }
 
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        self.batch(false, |tx| retention::remove_archived(tx, id))
+    }
+
     fn compact(&self) -> StoreResult<Compacted> {
         self.read_one(retention::compact)
     }

@@ -69,6 +69,13 @@ pub static UPSERT_RUN: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// A new event: ?1 task, ?2 run, ?3 kind, ?4 payload, ?5 time. Its id is one more than
+/// the larger of the table's largest and the floor `archive --rm` leaves (migration 9);
+/// with neither (an empty board) it is NULL, and SQLite picks 1.
+pub const INSERT_EVENT: &str = "INSERT INTO task_events (id, task_id, run_id, kind, payload, created_at)
+    VALUES ((SELECT MAX(newest) + 1 FROM (SELECT MAX(id) AS newest FROM task_events UNION ALL SELECT id FROM event_floor)),
+            ?1, ?2, ?3, ?4, ?5)";
+
 pub static INSERT_LLM_CALL: LazyLock<String> = LazyLock::new(|| insert("llm_calls", &LLM_CALL_COLUMNS));
 
 /// A column holding one of the core's words (status, outcome, block kind) or an id.

@@ -221,6 +221,16 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX tasks_by_priority ON tasks(priority DESC, created_at);
     "#,
+    // 9: `archive --rm` may remove the newest event, whose id SQLite would otherwise
+    // hand out again (an events cursor would then skip the new event). The floor holds
+    // the largest event id ever handed out; an insert takes one more than the larger of
+    // it and the table's largest (`rows::INSERT_EVENT`).
+    r#"
+    CREATE TABLE event_floor (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        id INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

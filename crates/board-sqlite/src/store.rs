@@ -496,6 +496,10 @@ impl Store for SqliteStore {
         self.batch(dry_run, |tx| retention::gc_events(tx, before, after_id, window))
     }
 
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        self.write(|tx| retention::remove_archived(tx, id))
+    }
+
     fn compact(&self) -> StoreResult<Compacted> {
         self.checkpoint()
     }

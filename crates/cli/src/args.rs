@@ -157,11 +157,18 @@ pub enum Verb {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
-    /// Archive tasks (a running one is reclaimed first)
+    /// Archive tasks (a running one is reclaimed first), or delete archived ones for good
+    #[command(
+        after_help = "Examples:\n  kanban archive t_1a2b3c4d t_5e6f7a8b\n  kanban archive --rm t_1a2b3c4d   # deletes it with its runs, events and comments"
+    )]
     Archive {
-        /// The tasks
-        #[arg(value_name = "ID", required = true)]
+        /// The tasks to archive
+        #[arg(value_name = "ID", required_unless_present = "rm", conflicts_with = "rm")]
         ids: Vec<TaskId>,
+        /// Delete these archived tasks permanently, with their runs, events, comments and
+        /// links (refused for a task that is not archived or is linked to one that is not)
+        #[arg(long = "rm", value_name = "ID", num_args = 1..)]
+        rm: Vec<TaskId>,
     },
     /// Add a comment to a task
     #[command(

@@ -141,3 +141,82 @@ pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Board) {
     );
     assert_eq!(s.list(&Default::default()).unwrap().len(), 1);
 }
+
+/// The newest event's id on the board.
+fn newest_event_id(s: &dyn Store) -> i64 {
+    let head = EventFilter {
+        limit: Some(1),
+        newest: true,
+        ..EventFilter::default()
+    };
+    s.events(&head).unwrap().last().map_or(0, |e| e.id)
+}
+
+/// `archive --rm`: an archived task whose link component is all archived is deleted
+/// alone, with every row of its own; an unknown, live or live-linked one is refused and
+/// nothing changes; the ids of removed events, the newest included, are never handed
+/// out again.
+pub fn remove_archived_deletes_one_task_and_never_reuses_event_ids(board: &dyn Board) {
+    let s = board.connect();
+    let parent = done_task(&*s, "parent", 1);
+    s.comment(&parent.id, Some("ana"), "noted", T0 + 60).unwrap();
+    let child = child_of(&*s, &parent.id, "child");
+    let unknown: TaskId = "t_00000000".parse().unwrap();
+    let refused = |id: &TaskId| match s.remove_archived(id) {
+        Err(StoreError::Refused(refusal)) => refusal,
+        other => panic!("removing {id} was not refused: {other:?}"),
+    };
+    assert_eq!(refused(&unknown), Refusal::NoSuchTask(unknown.clone()));
+    assert_eq!(refused(&parent.id), Refusal::NotArchived(parent.id.clone()));
+    s.archive(&parent.id, T0 + 100).unwrap();
+    let before = s.snapshot().unwrap();
+    assert_eq!(
+        refused(&parent.id),
+        Refusal::LinkedToLive {
+            id: parent.id.clone(),
+            other: child.id.clone()
+        }
+    );
+    assert_eq!(s.snapshot().unwrap(), before, "a refusal removes nothing");
+
+    s.archive(&child.id, T0 + 110).unwrap();
+    let newest = newest_event_id(&*s);
+    let child_events = events_of(&*s, &[&child.id]);
+    let freed = s.remove_archived(&child.id).unwrap();
+    assert_eq!(
+        freed,
+        Freed {
+            tasks: 1,
+            runs: 0,
+            events: child_events,
+            comments: 0,
+            links: 1
+        }
+    );
+    assert!(newest_event_id(&*s) < newest, "the child held the newest event");
+    let after = s.snapshot().unwrap();
+    check_invariants(&after).unwrap();
+    assert_eq!(s.status_counts().unwrap(), StatusCount::of_tasks(&after.tasks));
+    assert_eq!(s.get(&parent.id).unwrap().status, crate::Status::Archived);
+
+    let next = ready_task(&*s, "next");
+    assert!(
+        newest_event_id(&*s) > newest,
+        "a removed event id is handed out again"
+    );
+    let parent_events = events_of(&*s, &[&parent.id]);
+    let freed = s.remove_archived(&parent.id).unwrap();
+    assert_eq!(
+        (freed.tasks, freed.runs, freed.events, freed.comments, freed.links),
+        (1, 1, parent_events, 1, 0)
+    );
+    assert!(matches!(
+        s.get(&parent.id),
+        Err(StoreError::Refused(Refusal::NoSuchTask(_)))
+    ));
+    assert_eq!(
+        s.list(&Default::default()).unwrap(),
+        vec![s.get(&next.id).unwrap()]
+    );
+    check_invariants(&s.snapshot().unwrap()).unwrap();
+}

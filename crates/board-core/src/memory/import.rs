@@ -31,13 +31,13 @@ impl ImportWrites for Board {
     }
 
     fn insert_event(&mut self, event: &Event) -> StoreResult<()> {
-        let id = self.events.len() as i64 + 1;
+        let id = self.next_event_id();
         self.events.push(Event { id, ..event.clone() });
         Ok(())
     }
 
     fn insert_comment(&mut self, comment: &Comment) -> StoreResult<()> {
-        let id = self.comments.len() as i64 + 1;
+        let id = self.next_comment_id();
         self.comments.push(Comment {
             id,
             ..comment.clone()

@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use super::Board;
+use crate::refusal::Refusal;
 use crate::retention::{Freed, ROUTINE_EVENTS};
+use crate::store::StoreResult;
 use crate::types::{Status, Task, TaskId, Timestamp};
 
 fn archived_before(t: &Task, before: Timestamp) -> bool {
@@ -45,6 +47,12 @@ impl Board {
         if !whole || holds_newest || members.first() != Some(seed) {
             return Freed::default();
         }
+        self.remove_members(&members, dry_run)
+    }
+
+    /// Removes `members` with their runs, events, comments, links and leases (or only
+    /// counts them, with `dry_run`).
+    fn remove_members(&mut self, members: &BTreeSet<TaskId>, dry_run: bool) -> Freed {
         let freed = Freed {
             tasks: members.len() as u64,
             runs: self
@@ -78,6 +86,26 @@ impl Board {
             self.tasks.retain(|id, _| !members.contains(id));
         }
         freed
+    }
+
+    /// `Store::remove_archived`: the task goes alone, once it and its whole link
+    /// component are archived.
+    pub(super) fn remove_archived(&mut self, id: &TaskId) -> StoreResult<Freed> {
+        if self.task(id)?.status != Status::Archived {
+            return Err(Refusal::NotArchived(id.clone()).into());
+        }
+        let live = self
+            .component(id)
+            .into_iter()
+            .find(|m| self.tasks.get(m).is_some_and(|t| t.status != Status::Archived));
+        if let Some(other) = live {
+            return Err(Refusal::LinkedToLive {
+                id: id.clone(),
+                other,
+            }
+            .into());
+        }
+        Ok(self.remove_members(&BTreeSet::from([id.clone()]), false))
     }
 
     pub(super) fn gc_archived(

@@ -11,7 +11,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::backend;
 use super::tasks::{decoded, get_task};
-use crate::rows::{run_from_row, with_params, Word, INSERT_TASK, RUN_COLUMNS, UPDATE_TASK, UPSERT_RUN};
+use crate::rows::{
+    run_from_row, with_params, Word, INSERT_EVENT, INSERT_TASK, RUN_COLUMNS, UPDATE_TASK, UPSERT_RUN,
+};
 
 /// Random hex from the operating system, for task ids and claim locks.
 fn random_bytes<const N: usize>() -> StoreResult<[u8; N]> {
@@ -90,9 +92,7 @@ pub(super) fn insert_events(
     if events.iter().any(|e| board_core::wakes_dispatcher(e.kind)) {
         WAKES.with(|w| w.set(true));
     }
-    let mut stmt = tx
-        .prepare_cached("INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-        .map_err(backend)?;
+    let mut stmt = tx.prepare_cached(INSERT_EVENT).map_err(backend)?;
     for e in events {
         stmt.execute(params![
             task_id.as_str(),

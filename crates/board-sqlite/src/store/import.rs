@@ -10,6 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::apply::{insert_events, insert_task, link, next_run_id, upsert_run};
 use super::backend;
 use super::tasks::get_task;
+use crate::rows::INSERT_EVENT;
 
 pub(super) fn import(tx: &Connection, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
     import_batch(&mut ImportTx(tx), batch, now)
@@ -47,9 +48,7 @@ impl ImportWrites for ImportTx<'_> {
 
     fn insert_event(&mut self, e: &Event) -> StoreResult<()> {
         self.0
-            .prepare_cached(
-                "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
+            .prepare_cached(INSERT_EVENT)
             .and_then(|mut s| {
                 s.execute(params![
                     e.task_id.as_str(),

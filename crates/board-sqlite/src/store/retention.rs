@@ -1,7 +1,7 @@
 //! Retention batches (`kanban gc`), each run inside one write transaction by the caller
 //! (rolled back for a dry run). What is kept and why: `board_core::retention`.
 
-use board_core::retention::{gc_archived_rows, GcRows};
+use board_core::retention::{gc_archived_rows, remove_archived_rows, GcRows};
 use board_core::store::StoreResult;
 use board_core::{Freed, TaskId, Timestamp, ROUTINE_EVENTS};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -80,6 +80,20 @@ impl GcRows for GcTx<'_> {
             links,
         })
     }
+
+    fn keep_event_ids(&mut self) -> StoreResult<()> {
+        // SQLite hands out one more than the largest id in the table: the floor holds
+        // the largest ever handed out, and every insert takes the larger of the two.
+        self.0
+            .prepare_cached(
+                "INSERT INTO event_floor (one, id)
+                 SELECT 1, newest FROM (SELECT MAX(id) AS newest FROM task_events) WHERE newest IS NOT NULL
+                 ON CONFLICT (one) DO UPDATE SET id = MAX(id, excluded.id)",
+            )
+            .and_then(|mut s| s.execute([]))
+            .map_err(backend)?;
+        Ok(())
+    }
 }
 
 pub(super) fn gc_archived(
@@ -89,6 +103,10 @@ pub(super) fn gc_archived(
     window: usize,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
     gc_archived_rows(&mut GcTx(conn), before, after, window)
+}
+
+pub(super) fn remove_archived(conn: &Connection, id: &TaskId) -> StoreResult<Freed> {
+    remove_archived_rows(&mut GcTx(conn), id)
 }
 
 pub(super) fn gc_events(

@@ -6,7 +6,7 @@ use std::path::Path;
 use board_core::{clean_title, Creation, NewTask, ReclaimOutcome, RunId, Status, Task, TaskId};
 use board_home::config::text_within_cap;
 use gateway::supervisor::ProcessGroupTerminator;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::args::{CreateArgs, EditArgs, ReassignArgs};
 use crate::failure::Failure;
@@ -159,6 +159,27 @@ pub fn archive(ctx: &Ctx, ids: Vec<TaskId>) -> Result<(), Failure> {
     }
     if ctx.json {
         print_json(&Value::Array(archived));
+    }
+    crate::verbs::settle(refused)
+}
+
+/// `archive --rm`: deletes each archived task in turn, with all of its rows; a refusal
+/// of one does not stop the others.
+pub fn delete_archived(ctx: &Ctx, ids: Vec<TaskId>) -> Result<(), Failure> {
+    let mut deleted: Vec<Value> = Vec::new();
+    let mut refused = Vec::new();
+    for id in ids {
+        match ctx.store.remove_archived(&id) {
+            Ok(freed) if ctx.json => deleted.push(json!({ "id": id, "deleted": true, "freed": freed })),
+            Ok(freed) => println!(
+                "deleted {id} ({} runs, {} events, {} comments, {} links)",
+                freed.runs, freed.events, freed.comments, freed.links
+            ),
+            Err(e) => refused.push(Failure::from(e)),
+        }
+    }
+    if ctx.json {
+        print_json(&Value::Array(deleted));
     }
     crate::verbs::settle(refused)
 }

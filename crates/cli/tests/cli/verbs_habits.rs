@@ -243,6 +243,47 @@ fn create_with_a_used_key_says_exists() {
 }
 
 #[test]
+fn archive_rm_deletes_archived_tasks_for_good() {
+    let board = Board::init();
+    let (parent, other) = (board.create(&["parent"]), board.create(&["other"]));
+    let child = board.create(&["child", "--parent", &parent]);
+    board.ok(&["comment", &parent, "noted"]);
+    board.ok(&["archive", &parent, &other]);
+    // The child is live: its parent stays; `other` goes all the same.
+    let out = board
+        .kanban(&["archive", "--rm", &parent, &other])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "task {parent} is linked (directly or through others) to {child}, which is not archived"
+        )),
+        "{stderr}"
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with(&format!("deleted {other} (0 runs, ")), "{said}");
+    board.ok(&["archive", &child]);
+    let all = board.json(&["events", "--all"]);
+    let newest = all.as_array().and_then(|a| a.last()).expect("events")["id"]
+        .as_i64()
+        .expect("id");
+    let deleted = board.json(&["archive", "--rm", &child, &parent]);
+    assert_eq!(deleted[0]["id"], child.as_str());
+    assert_eq!(deleted[1]["deleted"], true);
+    assert_eq!(deleted[1]["freed"]["comments"], 1);
+    assert_eq!(deleted[1]["freed"]["links"], 0, "the link went with the child");
+    let snapshot = board.snapshot();
+    assert!(snapshot.tasks.is_empty(), "{:?}", snapshot.tasks);
+    assert!(snapshot.events.is_empty() && snapshot.runs.is_empty() && snapshot.links.is_empty());
+    // The ids of the deleted events, the newest included, are not handed out again.
+    let next = board.create(&["next"]);
+    let events = board.json(&["events", &next]);
+    assert!(events[0]["id"].as_i64().expect("id") > newest, "{events}");
+}
+
+#[test]
 fn config_get_set_and_path() {
     let board = Board::init();
     let path = board.home().join("config.yaml");

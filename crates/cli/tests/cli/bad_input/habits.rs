@@ -1,5 +1,5 @@
 //! Bad input to the verbs and flags a Hermes user reaches for (`reassign`, `list --mine`,
-//! unquoted words, `config get/set`, `dispatch --max`), and blank profile names, which
+//! unquoted words, `config get/set`, `dispatch --max`, `archive --rm`), and blank profile names, which
 //! every verb refuses alike.
 
 use super::{check, fixture, words};
@@ -131,6 +131,30 @@ fn bad_input_to_the_hermes_habits() {
             vec!["decompose", unknown],
             1,
             no_such.clone(),
+        ),
+        (
+            "archive --rm unknown",
+            vec!["archive", "--rm", unknown],
+            1,
+            no_such.clone(),
+        ),
+        (
+            "archive --rm of a live task",
+            vec!["archive", "--rm", ready],
+            1,
+            format!("task {ready} is not archived; only an archived task can be deleted (archive it first)"),
+        ),
+        (
+            "archive --rm beside ids to archive",
+            vec!["archive", ready, "--rm", running],
+            2,
+            "cannot be used with".into(),
+        ),
+        (
+            "archive --rm without an id",
+            vec!["archive", "--rm"],
+            2,
+            "a value is required for '--rm <ID>...'".into(),
         ),
     ];
     let config = f.board.home().join("config.yaml");
