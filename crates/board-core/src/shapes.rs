@@ -9,40 +9,54 @@
 //! Objects are built key by key (serde_json keeps insertion order), so each shape is a
 //! contract written down here rather than whatever the structs derive.
 
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::{json, Value};
 
 use crate::store::{EventFilter, Store, StoreResult, TaskFilter};
 use crate::types::{Comment, Event, Run, Status, Task, TaskId, Timestamp};
 
 /// A task: every `tasks` column except the lease internals (`claim_lock`,
-/// `claim_expires`, `worker_pid`, `last_heartbeat_at`), in column order.
+/// `claim_expires`, `worker_pid`, `last_heartbeat_at`), in column order. Serializing it
+/// writes the object straight out, with no map built first (`list --json` streams a
+/// board this way); [`task_json`] is the same object as a value.
+pub struct TaskJson<'a>(pub &'a Task);
+
+impl Serialize for TaskJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let mut o = s.serialize_struct("Task", 24)?;
+        o.serialize_field("id", &t.id)?;
+        o.serialize_field("title", &t.title)?;
+        o.serialize_field("body", &t.body)?;
+        o.serialize_field("assignee", &t.assignee)?;
+        o.serialize_field("status", &t.status)?;
+        o.serialize_field("priority", &t.priority)?;
+        o.serialize_field("created_by", &t.created_by)?;
+        o.serialize_field("created_at", &t.created_at)?;
+        o.serialize_field("updated_at", &t.updated_at)?;
+        o.serialize_field("started_at", &t.started_at)?;
+        o.serialize_field("completed_at", &t.completed_at)?;
+        o.serialize_field("result", &t.result)?;
+        o.serialize_field("current_run_id", &t.current_run_id())?;
+        o.serialize_field("block_kind", &t.block_kind)?;
+        o.serialize_field("block_recurrences", &t.block_recurrences)?;
+        o.serialize_field("consecutive_failures", &t.consecutive_failures)?;
+        o.serialize_field("last_failure_error", &t.last_failure_error)?;
+        o.serialize_field("max_runtime_seconds", &t.max_runtime_seconds)?;
+        o.serialize_field("idempotency_key", &t.idempotency_key)?;
+        o.serialize_field("revision", &t.revision)?;
+        o.serialize_field("decompose_failures", &t.decompose_failures)?;
+        o.serialize_field("decompose_next_attempt_at", &t.decompose_next_attempt_at)?;
+        o.serialize_field("decompose_parked", &t.decompose_parked)?;
+        o.serialize_field("decompose_last_error", &t.decompose_last_error)?;
+        o.end()
+    }
+}
+
+/// [`TaskJson`] as a value.
 pub fn task_json(t: &Task) -> Value {
-    json!({
-        "id": t.id,
-        "title": t.title,
-        "body": t.body,
-        "assignee": t.assignee,
-        "status": t.status,
-        "priority": t.priority,
-        "created_by": t.created_by,
-        "created_at": t.created_at,
-        "updated_at": t.updated_at,
-        "started_at": t.started_at,
-        "completed_at": t.completed_at,
-        "result": t.result,
-        "current_run_id": t.current_run_id(),
-        "block_kind": t.block_kind,
-        "block_recurrences": t.block_recurrences,
-        "consecutive_failures": t.consecutive_failures,
-        "last_failure_error": t.last_failure_error,
-        "max_runtime_seconds": t.max_runtime_seconds,
-        "idempotency_key": t.idempotency_key,
-        "revision": t.revision,
-        "decompose_failures": t.decompose_failures,
-        "decompose_next_attempt_at": t.decompose_next_attempt_at,
-        "decompose_parked": t.decompose_parked,
-        "decompose_last_error": t.decompose_last_error,
-    })
+    // Every field is a string, a number, a flag or null, which a value always holds.
+    serde_json::to_value(TaskJson(t)).unwrap_or(Value::Null)
 }
 
 /// A run: every `task_runs` column except `claim_lock`, the token a guard compares and

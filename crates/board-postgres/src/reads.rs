@@ -1,6 +1,8 @@
 //! The streamed and aggregate reads: `list` and `events` row by row as the server sends
-//! them, and the counts of `stats` and the web board's charts, each one statement.
+//! them, and the counts of `stats` and the web board's charts, each one statement
+//! (a page after a cursor: two).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
@@ -48,28 +50,39 @@ pub(crate) fn for_each_task(
             visit,
         );
     }
-    let (after_clause, (priority, created_at, seq)) = match &filter.after {
-        Some(id) => {
-            let (p, c, s) = cursor(tx, id)?;
-            (
-                "AND (priority < $4 OR (priority = $4 AND (created_at, seq) > ($5, $6)))",
-                (Some(p), Some(c), Some(s)),
-            )
-        }
-        None => (
-            "AND $4::bigint IS NULL AND $5::bigint IS NULL AND $6::bigint IS NULL",
-            (None, None, None),
-        ),
-    };
-    let sql = format!(
-        "SELECT {} FROM tasks WHERE {status_clause} AND {assignee_clause} {after_clause}
-         ORDER BY priority DESC, created_at, seq LIMIT $3",
-        task_columns!()
-    );
     let status = filter.status.map(|s| s.as_str());
     let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let head = format!(
+        "SELECT {} FROM tasks WHERE {status_clause} AND {assignee_clause}",
+        task_columns!()
+    );
+    let Some(id) = &filter.after else {
+        let sql = format!("{head} ORDER BY priority DESC, created_at, seq LIMIT $3");
+        return tx.each_row(&sql, &[&status, &filter.assignee, &limit], |row| {
+            Ok(visit(rows::task(row)?))
+        });
+    };
+    // A page after a cursor is two index ranges, so a deep page costs what the first
+    // does: the rest of the cursor's priority, then the lower priorities.
+    let (priority, created_at, seq) = cursor(tx, id)?;
+    let (shown, stopped) = (Cell::new(0i64), Cell::new(false));
+    let mut counted = |row: &postgres::Row| -> StoreResult<Visit> {
+        shown.set(shown.get() + 1);
+        let next = visit(rows::task(row)?);
+        stopped.set(next.is_break());
+        Ok(next)
+    };
+    let rest = format!(
+        "{head} AND priority = $4 AND (created_at, seq) > ($5, $6) ORDER BY created_at, seq LIMIT $3"
+    );
     let params: Params<'_> = &[&status, &filter.assignee, &limit, &priority, &created_at, &seq];
-    tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
+    tx.each_row(&rest, params, &mut counted)?;
+    if stopped.get() || limit.is_some_and(|l| shown.get() >= l) {
+        return Ok(());
+    }
+    let lower = format!("{head} AND priority < $4 ORDER BY priority DESC, created_at, seq LIMIT $3");
+    let left = limit.map(|l| l - shown.get());
+    tx.each_row(&lower, &[&status, &filter.assignee, &left, &priority], counted)
 }
 
 /// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its

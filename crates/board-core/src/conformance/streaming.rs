@@ -5,12 +5,32 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use super::{ready_task, Board, T0};
-use crate::store::{EventFilter, StoreError, TaskFilter};
+use crate::store::{EventFilter, Store, StoreError, TaskFilter};
 use crate::types::{DaySpend, Finished, LlmCall, Status, StatusCount, Task, TaskId, TaskOrder};
 use crate::{Completion, NewTask, Refusal};
 
 fn ids(tasks: &[Task]) -> Vec<TaskId> {
     tasks.iter().map(|t| t.id.clone()).collect()
+}
+
+/// The whole board in `order`, read in pages of `size`, each after the last of the one before.
+fn paged(s: &dyn Store, order: TaskOrder, size: usize) -> Vec<TaskId> {
+    let (mut paged, mut after) = (Vec::new(), None);
+    loop {
+        let page = s
+            .list(&TaskFilter {
+                order,
+                limit: Some(size),
+                after: after.clone(),
+                ..TaskFilter::default()
+            })
+            .unwrap();
+        let Some(last) = page.last() else {
+            return paged;
+        };
+        after = Some(last.id.clone());
+        paged.extend(ids(&page));
+    }
 }
 
 /// A visitor sees what `list` and `events` return, in the same order, and a `Break`
@@ -191,6 +211,12 @@ pub fn pages_cover_every_task_once(board: &dyn Board) {
         ..TaskFilter::default()
     });
     assert_eq!(ids(&all_ready.unwrap()[2..4]), ids(&next));
+    // With no writer meanwhile, pages of any size laid end to end are the whole list,
+    // in its order, across every priority and tie of creation time.
+    let whole = ids(&s.list(&TaskFilter::default()).unwrap());
+    for size in [1, 3, 7] {
+        assert_eq!(paged(&*s, TaskOrder::Priority, size), whole, "pages of {size}");
+    }
 }
 
 /// The counts of `stats` and the web board's charts, each from one aggregate.
@@ -312,22 +338,7 @@ pub fn sorted_lists_page_in_their_order(board: &dyn Board) {
             })
             .unwrap();
         assert_eq!(ids(&all), want, "{order}");
-        let mut paged = Vec::new();
-        let mut after = None;
-        loop {
-            let page = s
-                .list(&TaskFilter {
-                    order,
-                    limit: Some(2),
-                    after: after.clone(),
-                    ..TaskFilter::default()
-                })
-                .unwrap();
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
-            paged.extend(ids(&page));
-        }
-        assert_eq!(paged, want, "{order} in pages");
+        assert_eq!(paged(&*s, order, 2), want, "{order} in pages");
     }
     let ready_by_title = s
         .list(&TaskFilter {

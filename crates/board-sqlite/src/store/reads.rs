@@ -1,6 +1,8 @@
 //! The streamed and aggregate reads: `list` and `events` row by row as SQLite yields
-//! them, and the counts of `stats` and the web board's charts, each one statement.
+//! them, and the counts of `stats` and the web board's charts, each one statement
+//! (a page after a cursor: two).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
@@ -51,22 +53,38 @@ pub(super) fn for_each_task(
             visit,
         );
     }
-    let after_clause = if filter.after.is_some() {
-        "AND (priority < ?4 OR (priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))))"
-    } else {
-        "AND ?4 IS NULL AND ?5 IS NULL AND ?6 IS NULL"
-    };
-    let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause} {after_clause}
-         ORDER BY priority DESC, created_at, rowid LIMIT ?3"
-    );
-    let (priority, created_at, rowid) = match cursor(conn, filter.after.as_ref())? {
-        Some((p, c, r)) => (Some(p), Some(c), Some(r)),
-        None => (None, None, None),
-    };
     let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let head = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause}");
+    let Some((priority, created_at, rowid)) = cursor(conn, filter.after.as_ref())? else {
+        let sql = format!("{head} ORDER BY priority DESC, created_at, rowid LIMIT ?3");
+        return visit_tasks(conn, &sql, params![status, filter.assignee, limit], visit);
+    };
+    // A page after a cursor is two index ranges, so a deep page costs what the first
+    // does: the rest of the cursor's priority, then the lower priorities.
+    let (shown, stopped) = (Cell::new(0i64), Cell::new(false));
+    let mut counted = |t: Task| {
+        shown.set(shown.get() + 1);
+        let next = visit(t);
+        stopped.set(next.is_break());
+        next
+    };
+    let rest = format!(
+        "{head} AND priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))
+         ORDER BY created_at, rowid LIMIT ?3"
+    );
     let params = params![status, filter.assignee, limit, priority, created_at, rowid];
-    visit_tasks(conn, &sql, params, visit)
+    visit_tasks(conn, &rest, params, &mut counted)?;
+    if stopped.get() || (limit >= 0 && shown.get() >= limit) {
+        return Ok(());
+    }
+    let lower = format!("{head} AND priority < ?4 ORDER BY priority DESC, created_at, rowid LIMIT ?3");
+    let left = if limit < 0 { -1 } else { limit - shown.get() };
+    visit_tasks(
+        conn,
+        &lower,
+        params![status, filter.assignee, left, priority],
+        &mut counted,
+    )
 }
 
 /// A list's limit as SQLite's (-1 for none).

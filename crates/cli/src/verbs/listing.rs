@@ -7,54 +7,56 @@ use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use board_core::shapes::list_filter;
+use board_core::shapes::{list_filter, TaskJson};
 use board_core::{Event, EventFilter, Task, TaskFilter};
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::ser::{Formatter, PrettyFormatter};
 
 use crate::args::{EventsArgs, ListArgs, Since, EVENTS_SHOWN};
 use crate::failure::Failure;
-use crate::output::{event_json, event_line, task_json, TaskTable};
+use crate::output::{event_json, event_line, TaskTable};
 use crate::stop;
 use crate::verbs::{caller, Ctx};
 
 /// Writes one JSON array an element at a time, laid out exactly as
-/// `serde_json::to_string_pretty` lays out the whole array.
+/// `serde_json::to_string_pretty` lays out the whole array: each element is serialized
+/// straight into the output, one level deep, by a copy of the array's own formatter.
 struct JsonArray<W: Write> {
     out: W,
+    format: PrettyFormatter<'static>,
     count: usize,
-    /// One element's pretty JSON, reused from row to row.
-    element: Vec<u8>,
 }
 
 impl<W: Write> JsonArray<W> {
     fn new(out: W) -> JsonArray<W> {
         JsonArray {
             out,
+            format: PrettyFormatter::new(),
             count: 0,
-            element: Vec::new(),
         }
     }
 
-    fn push(&mut self, value: &Value) -> std::io::Result<()> {
-        self.element.clear();
-        serde_json::to_writer_pretty(&mut self.element, value).map_err(std::io::Error::other)?;
-        self.out
-            .write_all(if self.count == 0 { b"[\n  " } else { b",\n  " })?;
-        // Every line of the element one level deeper; JSON text has no raw newline
-        // inside a string, so each newline byte ends a line.
-        for (i, line) in self.element.split(|b| *b == b'\n').enumerate() {
-            if i > 0 {
-                self.out.write_all(b"\n  ")?;
-            }
-            self.out.write_all(line)?;
+    fn push(&mut self, value: &impl Serialize) -> std::io::Result<()> {
+        let first = self.count == 0;
+        if first {
+            self.format.begin_array(&mut self.out)?;
         }
+        self.format.begin_array_value(&mut self.out, first)?;
+        // The copy carries the array's indentation; an element leaves it as it found it.
+        let mut element = serde_json::Serializer::with_formatter(&mut self.out, self.format.clone());
+        value.serialize(&mut element).map_err(std::io::Error::other)?;
+        self.format.end_array_value(&mut self.out)?;
         self.count += 1;
         Ok(())
     }
 
     fn finish(mut self) -> std::io::Result<()> {
-        self.out
-            .write_all(if self.count == 0 { b"[]\n" } else { b"\n]\n" })?;
+        if self.count == 0 {
+            self.out.write_all(b"[]")?;
+        } else {
+            self.format.end_array(&mut self.out)?;
+        }
+        self.out.write_all(b"\n")?;
         self.out.flush()
     }
 }
@@ -79,15 +81,20 @@ impl<W: Write> Sink<W> {
         }
     }
 
-    fn line(&mut self, value: impl FnOnce() -> Value, text: impl FnOnce() -> String) -> std::io::Result<()> {
+    fn line<J: Serialize>(
+        &mut self,
+        value: impl FnOnce() -> J,
+        text: impl FnOnce() -> String,
+    ) -> std::io::Result<()> {
         match self {
             Sink::Table(_) => Ok(()),
             Sink::Lines { out, human, any } => {
                 *any = true;
-                match human {
-                    true => writeln!(out, "{}", text()),
-                    false => writeln!(out, "{}", value()),
+                if *human {
+                    return writeln!(out, "{}", text());
                 }
+                serde_json::to_writer(&mut *out, &value()).map_err(std::io::Error::other)?;
+                out.write_all(b"\n")
             }
             Sink::Array(array) => array.push(&value()),
         }
@@ -158,7 +165,7 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
         last = Some(t.id.clone());
         match &mut sink {
             Sink::Table(table) => table.push(t),
-            other => other.line(|| task_json(&t), String::new),
+            other => other.line(|| TaskJson(&t), String::new),
         }
     });
     ctx.store.for_each_task(&filter, &mut visit)?;
