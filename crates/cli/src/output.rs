@@ -233,11 +233,30 @@ pub fn cell(text: impl Into<String>) -> comfy_table::Cell {
     comfy_table::Cell::new(plain(&text.into(), false))
 }
 
+/// The time zone local times are shown in: `$TZ` when it is set, else the zone file
+/// `/etc/localtime`, read once. Reading that file directly spares every command the walk
+/// of the whole zoneinfo directory that a lookup of the zone by its name costs.
+pub fn local_zone() -> jiff::tz::TimeZone {
+    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
+    ZONE.get_or_init(|| {
+        let from_file = || {
+            let bytes = std::fs::read("/etc/localtime").ok()?;
+            jiff::tz::TimeZone::tzif("Local", &bytes).ok()
+        };
+        match std::env::var_os("TZ") {
+            Some(_) => None,
+            None => from_file(),
+        }
+        .unwrap_or_else(jiff::tz::TimeZone::system)
+    })
+    .clone()
+}
+
 /// A moment as local wall-clock time, `2026-11-30 23:04` (the system's time zone, or `$TZ`).
 pub fn local_time(at: Timestamp) -> String {
     match jiff::Timestamp::from_second(at) {
         Ok(moment) => moment
-            .to_zoned(jiff::tz::TimeZone::system())
+            .to_zoned(local_zone())
             .strftime("%Y-%m-%d %H:%M")
             .to_string(),
         Err(_) => at.to_string(),

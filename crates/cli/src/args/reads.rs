@@ -91,7 +91,7 @@ pub fn parse_since(text: &str) -> Result<Since, String> {
         .parse::<jiff::civil::DateTime>()
         .map_err(|_| format!("not a time or event id: {text:?} (expected e.g. 2026-12-01T08:00:00Z, \"2026-12-01 08:00\", 2h or 42)"))?;
     civil
-        .to_zoned(jiff::tz::TimeZone::system())
+        .to_zoned(crate::output::local_zone())
         .map(|z| Since::Time(z.timestamp().as_second()))
         .map_err(|e| format!("not a time here: {text:?} ({e})"))
 }
