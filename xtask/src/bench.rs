@@ -400,6 +400,16 @@ fn cores() -> usize {
         .unwrap_or(0)
 }
 
+/// Copies a prebuilt board to `to` and flushes the copy to disk, so that no measurement
+/// pays for writing back the copy's pages (the first fsync after a copy of a large file
+/// would flush all of it, and stall every writer on the disk meanwhile).
+pub(crate) fn copy_board(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::copy(from, to)
+        .and_then(|_| std::fs::File::open(to))
+        .and_then(|copy| copy.sync_all())
+        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
+}
+
 pub(crate) fn mkdir(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
 }

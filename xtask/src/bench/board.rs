@@ -7,8 +7,8 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::{
-    example, json_line, mkdir, number, output, path_str, Invocation, Paths, Results, Row, BOARD_READY,
-    BOARD_SIZES, BOARD_TRIAGE, CLI_RUNS, CLI_WARMUP, RUNS, TICKS_PER_RUN,
+    copy_board, example, json_line, mkdir, number, output, path_str, Invocation, Paths, Results, Row,
+    BOARD_READY, BOARD_SIZES, BOARD_TRIAGE, CLI_RUNS, CLI_WARMUP, RUNS, TICKS_PER_RUN,
 };
 
 /// Builds (or reuses) the tick boards. A board is rebuilt only when the schema version
@@ -69,8 +69,7 @@ pub(super) fn home_with_board(paths: &Paths, size: usize, name: &str) -> Result<
     }
     mkdir(&home)?;
     let board = paths.board(size);
-    std::fs::copy(&board, home.join("kanban.db"))
-        .map_err(|e| format!("cannot copy {}: {e}", board.display()))?;
+    copy_board(&board, &home.join("kanban.db"))?;
     Ok(home)
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use super::{example, mkdir, output, path_str, Paths, Results, Row};
+use super::{copy_board, example, mkdir, output, path_str, Paths, Results, Row};
 
 const EVENTS_PER_TASK: usize = 5;
 const READY: usize = 1_000;
@@ -91,7 +91,7 @@ fn home(paths: &Paths, db: &Path, size: usize) -> Result<PathBuf, String> {
         std::fs::remove_dir_all(&home).map_err(|e| format!("cannot empty {}: {e}", home.display()))?;
     }
     mkdir(&home)?;
-    std::fs::copy(db, home.join("kanban.db")).map_err(|e| format!("cannot copy {}: {e}", db.display()))?;
+    copy_board(db, &home.join("kanban.db"))?;
     Ok(home)
 }
 

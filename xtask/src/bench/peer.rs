@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::gateway::Running;
 use super::outage::{push_rows, OutageModel, CARDS, OUTAGE, RECOVERY_LIMIT, TICK_SECONDS};
-use super::{json_line, median, mkdir, output, Paths, Results, Row, CLI_RUNS, CLI_WARMUP, RUNS};
+use super::{copy_board, json_line, median, mkdir, output, Paths, Results, Row, CLI_RUNS, CLI_WARMUP, RUNS};
 
 const PACKAGE: &str = "hermes-agent==0.19.0";
 const PEER_BOARD_TASKS: usize = 100_000;
@@ -349,8 +349,7 @@ fn cli(paths: &Paths, peer: &Peer, results: &mut Results) -> Result<(), String> 
     let home = paths.work.join("peer-cli");
     let _ = std::fs::remove_dir_all(&home);
     mkdir(&home)?;
-    std::fs::copy(cached.join("kanban.db"), home.join("kanban.db"))
-        .map_err(|e| format!("copying the peer board: {e}"))?;
+    copy_board(&cached.join("kanban.db"), &home.join("kanban.db"))?;
     let listed = json_line(&output(
         &mut peer.hermes(&home, &["list", "--status", "ready", "--json"]),
     )?)?;

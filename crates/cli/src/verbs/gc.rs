@@ -15,8 +15,9 @@ use crate::output::print_json;
 use crate::verbs::Ctx;
 
 /// Rows a batch looks at first, and its bounds: a batch taking more than half the
-/// budget halves the next one.
-const FIRST_WINDOW: usize = 256;
+/// budget halves the next one. The first batches read a cold board, so they start small
+/// and double while they stay quick.
+const FIRST_WINDOW: usize = 16;
 const MIN_WINDOW: usize = 16;
 const MAX_WINDOW: usize = 4096;
 /// The longest a batch should hold the write lock: the pacer keeps batches between a
