@@ -13,7 +13,6 @@ mod schema;
 mod store;
 
 use std::fs::OpenOptions;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -234,34 +233,34 @@ impl SqliteStore {
 /// Refuses a file that is not ours without writing to it. Returns the
 /// `(application_id, user_version)` of an existing board, `None` when there is no file
 /// or an empty one (a new board).
+///
+/// The file is only ever read through SQLite, never through a descriptor of our own:
+/// POSIX record locks belong to the process, so closing any descriptor of the file would
+/// drop the locks every SQLite connection of this process holds on it, and another
+/// process would then take the board for its own alone (and, closing, remove the WAL
+/// this process still writes to). SQLite keeps its descriptors open while they matter.
 fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     let io_err = |source| OpenError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(e)),
     };
-    if file.metadata().map_err(io_err)?.is_dir() {
+    if meta.is_dir() {
         return Err(io_err(std::io::Error::other("is a directory, not a board file")));
     }
-    let mut header = [0u8; 100];
-    let mut read = 0;
-    while read < header.len() {
-        match file.read(&mut header[read..]).map_err(io_err)? {
-            0 => break,
-            n => read += n,
+    match meta.len() {
+        0 => return Ok(None),
+        // Shorter than SQLite's header: not a database of any kind.
+        1..100 => {
+            return Err(OpenError::NotSqlite {
+                path: path.to_path_buf(),
+            })
         }
-    }
-    if read == 0 {
-        return Ok(None);
-    }
-    if read < header.len() || &header[..16] != b"SQLite format 3\0" {
-        return Err(OpenError::NotSqlite {
-            path: path.to_path_buf(),
-        });
+        _ => {}
     }
     let conn = open_for_identity(path).map_err(|e| OpenError::Sqlite {
         path: path.to_path_buf(),
@@ -385,10 +384,12 @@ fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
     // a gc of a large board would hold up to the whole file. Reads go through SQLite's
     // own page cache (2 MiB), whatever the size of the board.
     conn.pragma_update(None, "mmap_size", 0)?;
-    // A `kanban` command is a short process: folding the WAL into the file whenever the
-    // last connection closes would cost it a checkpoint (and its syncs) per command.
-    // The WAL stays, and the periodic checkpoint does the folding.
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    // The last connection to close folds the WAL into the file and removes it (SQLite's
+    // default). A `kanban` command is a short process, often the only one on the board:
+    // a WAL left behind is read whole by the next command to open the board (it rebuilds
+    // the WAL index from it), and since that rebuilt index forgets what was already
+    // checkpointed, the log would never restart and every command would pay for all of
+    // it. While a gateway holds the board open, no command is the last to close.
     conn.pragma_update(None, "foreign_keys", "ON")?;
     let sync = match options.synchronous {
         Synchronous::Full => "FULL",

@@ -171,3 +171,40 @@ fn read_only_opening_writes_nothing() {
     assert_eq!(reader.get(&t.id).unwrap().title, "readable");
     assert!(reader.create(&NewTask::titled("nope"), 2).is_err());
 }
+
+/// POSIX record locks belong to the process: opening and dropping a second store on the
+/// board in this process must leave the first store's locks in place. Otherwise another
+/// process, closing, takes itself for the last user of the board and removes the WAL the
+/// first store still writes to, and that store's next commits are lost.
+#[test]
+fn a_second_store_in_one_process_keeps_the_first_ones_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    let first = SqliteStore::open(&path, &Options::default()).unwrap();
+    first.create(&NewTask::titled("one"), 1_000).unwrap();
+    drop(SqliteStore::open_read_only(&path).unwrap());
+    drop(SqliteStore::open(&path, &Options::default()).unwrap());
+    let other = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("SELECT count(*) FROM tasks")
+        .output()
+        .expect("run sqlite3 (the Debian package sqlite3)");
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&other.stdout).trim(), "1");
+    assert!(
+        path.with_extension("db-wal").exists(),
+        "another process removed the WAL of a board this process holds open"
+    );
+    first.create(&NewTask::titled("two"), 2_000).unwrap();
+    drop(first);
+    let again = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(
+        again.list(&Default::default()).unwrap().len(),
+        2,
+        "a commit was lost"
+    );
+}

@@ -1,5 +1,6 @@
 //! Reads of a board too large to hold: `list` streamed in every form and paged with a
-//! cursor, `events` bounded by default, `show` of a task with many events.
+//! cursor, `events` bounded by default, `show` of a task with many events; and a board
+//! that commands alone use, which stays one file so that no command reads a growing log.
 
 use std::collections::BTreeMap;
 
@@ -189,4 +190,24 @@ fn show_of_a_busy_task_keeps_the_newest_events_and_counts_the_rest() {
     assert_eq!(shown["events_omitted"], 132);
     let human = board.ok(&["show", t.id.as_str()]);
     assert!(human.contains("Events (last 20 of 152)"), "{human}");
+}
+
+/// Every command opens the board anew; a write-ahead log left behind would be read whole
+/// by the next one, and would never restart, so each command would cost more than the
+/// last. The last connection to close folds the log into the file and removes it.
+#[test]
+fn a_board_only_commands_use_leaves_no_log_behind() {
+    let board = Board::init();
+    let wal = board.db().with_extension("db-wal");
+    for i in 0..40 {
+        let id = board.create(&[&format!("task {i}")]);
+        board.ok(&["comment", &id, "noted"]);
+        assert!(
+            !wal.exists(),
+            "after {} writes the log is still there ({} bytes)",
+            2 * (i + 1),
+            std::fs::metadata(&wal).map_or(0, |m| m.len())
+        );
+    }
+    assert_eq!(board.json(&["list"]).as_array().map(Vec::len), Some(40));
 }
