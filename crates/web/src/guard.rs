@@ -40,26 +40,23 @@ pub async fn check(State(access): State<Access>, request: Request, next: Next) -
         set_cookie = query.as_deref().is_some_and(|q| same(q, token));
         let presented = bearer(headers).or_else(|| cookie(headers)).or(query);
         if !presented.is_some_and(|p| same(&p, token)) {
-            return ApiError::new(
+            return refuse(
                 StatusCode::UNAUTHORIZED,
                 "this board needs its token (Authorization: Bearer TOKEN, or ?token=TOKEN once)",
-            )
-            .into_response();
+            );
         }
     } else if !host_is_loopback(headers, access.bound) {
-        return ApiError::new(
+        return refuse(
             StatusCode::FORBIDDEN,
             "the Host header does not name this loopback server",
-        )
-        .into_response();
+        );
     }
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if changes && !same_origin(headers) {
-        return ApiError::new(
+        return refuse(
             StatusCode::FORBIDDEN,
             "cross-origin request refused: Origin does not match Host",
-        )
-        .into_response();
+        );
     }
     let mut response = next.run(request).await;
     if set_cookie {
@@ -70,6 +67,17 @@ pub async fn check(State(access): State<Access>, request: Request, next: Next) -
             }
         }
     }
+    response
+}
+
+/// A refusal, on a connection that ends with it: the request's body is never read, so
+/// the connection cannot carry another request, and `Connection: close` tells the
+/// client to open a new one rather than send on the one the server is closing.
+fn refuse(status: StatusCode, message: &str) -> Response {
+    let mut response = ApiError::new(status, message).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 

@@ -32,6 +32,14 @@ async fn a_non_loopback_bind_needs_a_token_to_start() {
 async fn status_of(s: &Served, request: reqwest::RequestBuilder) -> u16 {
     let r = request.send().await.expect("send");
     let status = r.status().as_u16();
+    if matches!(status, 401 | 403) {
+        // The refused request's body was never read: the connection ends with it.
+        assert_eq!(
+            r.headers().get("connection").and_then(|v| v.to_str().ok()),
+            Some("close"),
+            "a refusal keeps its connection open"
+        );
+    }
     if status >= 400 {
         let body: serde_json::Value = r.json().await.expect("a JSON error");
         error(&body);
