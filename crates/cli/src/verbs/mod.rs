@@ -223,6 +223,31 @@ pub fn profile_choice(profile: &str) -> Result<Option<String>, Failure> {
     }
 }
 
+/// A verb that acts on several tasks (`archive`, `archive --rm`, `unblock`): `act` on
+/// each in turn, a refusal of one not stopping the others. With `--json` one array of
+/// what `shown` makes of each success; otherwise the `line` of each, as it succeeds.
+pub fn each_task<T>(
+    ctx: &Ctx,
+    ids: Vec<TaskId>,
+    mut act: impl FnMut(&TaskId) -> board_core::StoreResult<T>,
+    shown: impl Fn(&TaskId, &T) -> serde_json::Value,
+    line: impl Fn(&TaskId, &T) -> String,
+) -> Result<(), Failure> {
+    let mut done = Vec::new();
+    let mut refused = Vec::new();
+    for id in ids {
+        match act(&id) {
+            Ok(value) if ctx.json => done.push(shown(&id, &value)),
+            Ok(value) => println!("{}", line(&id, &value)),
+            Err(e) => refused.push(Failure::from(e)),
+        }
+    }
+    if ctx.json {
+        crate::output::print_json(&serde_json::Value::Array(done));
+    }
+    settle(refused)
+}
+
 /// The end of a verb that acted on several tasks: one refusal is returned to be
 /// printed like any other; several are printed here, one line each.
 pub fn settle(mut refused: Vec<Failure>) -> Result<(), Failure> {

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::args::{CreateArgs, EditArgs, ReassignArgs};
 use crate::failure::Failure;
 use crate::output::{plain, print_json, status_label, task_json};
-use crate::verbs::{caller, profile_choice, within_cap, Ctx};
+use crate::verbs::{caller, each_task, profile_choice, within_cap, Ctx};
 
 pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
     let creation = create_task(ctx, a)?;
@@ -148,38 +148,28 @@ fn print_assigned(ctx: &Ctx, task: &Task, verb: &str, reclaimed: Option<RunId>) 
 
 /// Archives each task in turn; a refusal of one does not stop the others.
 pub fn archive(ctx: &Ctx, ids: Vec<TaskId>) -> Result<(), Failure> {
-    let mut archived: Vec<Value> = Vec::new();
-    let mut refused = Vec::new();
-    for id in ids {
-        match ctx.store.archive(&id, ctx.now) {
-            Ok(task) if ctx.json => archived.push(task_json(&task)),
-            Ok(task) => println!("archived {}  {}", task.id, status_label(task.status)),
-            Err(e) => refused.push(Failure::from(e)),
-        }
-    }
-    if ctx.json {
-        print_json(&Value::Array(archived));
-    }
-    crate::verbs::settle(refused)
+    each_task(
+        ctx,
+        ids,
+        |id| ctx.store.archive(id, ctx.now),
+        |_, task| task_json(task),
+        |_, task| format!("archived {}  {}", task.id, status_label(task.status)),
+    )
 }
 
 /// `archive --rm`: deletes each archived task in turn, with all of its rows; a refusal
 /// of one does not stop the others.
 pub fn delete_archived(ctx: &Ctx, ids: Vec<TaskId>) -> Result<(), Failure> {
-    let mut deleted: Vec<Value> = Vec::new();
-    let mut refused = Vec::new();
-    for id in ids {
-        match ctx.store.remove_archived(&id) {
-            Ok(freed) if ctx.json => deleted.push(json!({ "id": id, "deleted": true, "freed": freed })),
-            Ok(freed) => println!(
+    each_task(
+        ctx,
+        ids,
+        |id| ctx.store.remove_archived(id),
+        |id, freed| json!({ "id": id, "deleted": true, "freed": freed }),
+        |id, freed| {
+            format!(
                 "deleted {id} ({} runs, {} events, {} comments, {} links)",
                 freed.runs, freed.events, freed.comments, freed.links
-            ),
-            Err(e) => refused.push(Failure::from(e)),
-        }
-    }
-    if ctx.json {
-        print_json(&Value::Array(deleted));
-    }
-    crate::verbs::settle(refused)
+            )
+        },
+    )
 }

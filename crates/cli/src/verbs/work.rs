@@ -9,7 +9,7 @@ use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
 use crate::verbs::desk::BoardReads;
-use crate::verbs::{id_and_words, settle, target, Ctx, Desk, Worker};
+use crate::verbs::{each_task, id_and_words, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
 /// `ttl` defaults to `kanban.claim_ttl_seconds`.
@@ -121,19 +121,13 @@ pub fn block_one(
 }
 
 pub fn unblock(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(), Failure> {
-    let mut unblocked: Vec<Value> = Vec::new();
-    let mut refused = Vec::new();
-    for id in ids {
-        match ctx.store.unblock(&id, reason.clone(), ctx.now) {
-            Ok(task) if ctx.json => unblocked.push(task_json(&task)),
-            Ok(task) => println!("unblocked {}  {}", task.id, status_label(task.status)),
-            Err(e) => refused.push(Failure::from(e)),
-        }
-    }
-    if ctx.json {
-        print_json(&Value::Array(unblocked));
-    }
-    settle(refused)
+    each_task(
+        ctx,
+        ids,
+        |id| ctx.store.unblock(id, reason.clone(), ctx.now),
+        |_, task| task_json(task),
+        |_, task| format!("unblocked {}  {}", task.id, status_label(task.status)),
+    )
 }
 
 pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String>) -> Result<(), Failure> {
