@@ -79,24 +79,34 @@ pub trait GcRows {
     fn keep_event_ids(&mut self) -> StoreResult<()>;
 }
 
-/// `Store::remove_archived` on a SQL store's transaction: the task and every task of its
-/// link component must be archived; then the task goes with all of its rows.
+/// Why `archive --rm` refuses `id`, given its link component as `(task, archived)`
+/// pairs (itself included; empty when there is no such task), or `None` when it may
+/// go: it must be archived, and so must every task it is linked to, directly or not.
+pub fn removal_refused(id: &TaskId, component: &[(TaskId, bool)]) -> Option<Refusal> {
+    match component.iter().find(|(m, _)| m == id) {
+        None => Some(Refusal::NoSuchTask(id.clone())),
+        Some((_, false)) => Some(Refusal::NotArchived(id.clone())),
+        Some(_) => component
+            .iter()
+            .find(|(_, archived)| !archived)
+            .map(|(other, _)| Refusal::LinkedToLive {
+                id: id.clone(),
+                other: other.clone(),
+            }),
+    }
+}
+
+/// `Store::remove_archived` on a SQL store's transaction ([`removal_refused`]); then the
+/// task goes with all of its rows.
 pub fn remove_archived_rows(rows: &mut impl GcRows, id: &TaskId) -> StoreResult<Freed> {
     // Archived "before the end of time": every archived task counts.
-    let members = rows.component(id.as_str(), Timestamp::MAX)?;
-    let archived = |wanted: &str| members.iter().find(|(m, _)| m == wanted).map(|(_, a)| *a);
-    match archived(id.as_str()) {
-        None => return Err(Refusal::NoSuchTask(id.clone()).into()),
-        Some(false) => return Err(Refusal::NotArchived(id.clone()).into()),
-        Some(true) => {}
-    }
-    if let Some((other, _)) = members.iter().find(|(_, archived)| !archived) {
-        let other = parsed_id(other)?;
-        return Err(Refusal::LinkedToLive {
-            id: id.clone(),
-            other,
-        }
-        .into());
+    let component = rows
+        .component(id.as_str(), Timestamp::MAX)?
+        .into_iter()
+        .map(|(member, archived)| Ok((parsed_id(&member)?, archived)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    if let Some(refusal) = removal_refused(id, &component) {
+        return Err(refusal.into());
     }
     rows.keep_event_ids()?;
     rows.remove_task(id.as_str())

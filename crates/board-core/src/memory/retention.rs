@@ -4,8 +4,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use super::Board;
-use crate::refusal::Refusal;
-use crate::retention::{Freed, ROUTINE_EVENTS};
+use crate::retention::{removal_refused, Freed, ROUTINE_EVENTS};
 use crate::store::StoreResult;
 use crate::types::{Status, Task, TaskId, Timestamp};
 
@@ -89,21 +88,21 @@ impl Board {
     }
 
     /// `Store::remove_archived`: the task goes alone, once it and its whole link
-    /// component are archived.
+    /// component are archived (`retention::removal_refused`).
     pub(super) fn remove_archived(&mut self, id: &TaskId) -> StoreResult<Freed> {
-        if self.task(id)?.status != Status::Archived {
-            return Err(Refusal::NotArchived(id.clone()).into());
-        }
-        let live = self
-            .component(id)
-            .into_iter()
-            .find(|m| self.tasks.get(m).is_some_and(|t| t.status != Status::Archived));
-        if let Some(other) = live {
-            return Err(Refusal::LinkedToLive {
-                id: id.clone(),
-                other,
-            }
-            .into());
+        let component: Vec<(TaskId, bool)> = match self.tasks.contains_key(id) {
+            true => self
+                .component(id)
+                .into_iter()
+                .map(|m| {
+                    let archived = self.tasks.get(&m).is_some_and(|t| t.status == Status::Archived);
+                    (m, archived)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        if let Some(refusal) = removal_refused(id, &component) {
+            return Err(refusal.into());
         }
         Ok(self.remove_members(&BTreeSet::from([id.clone()]), false))
     }
