@@ -47,8 +47,9 @@ pub use refusal::Refusal;
 pub use retention::{rest_after, sweep, Compacted, Freed, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
-    Claim, Committed, Completion, Creation, DecompositionLease, EventFilter, NoWorkers, ReclaimOutcome,
-    RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator, Visit,
+    after_cursor, Claim, Committed, Completion, Creation, CursorRange, DecompositionLease, EventFilter,
+    NoWorkers, ReclaimOutcome, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination,
+    Terminator, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{

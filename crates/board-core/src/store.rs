@@ -75,6 +75,38 @@ pub struct EventFilter {
 /// What a visitor of streamed rows says after each row: go on, or stop the read.
 pub type Visit = ControlFlow<()>;
 
+/// One of the two index ranges a page of claim order after a cursor is read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CursorRange {
+    /// The tasks of the cursor's priority after it.
+    Rest,
+    /// The tasks of every lower priority.
+    Lower,
+}
+
+/// Reads a page of claim order after a cursor as two index ranges, so that a deep page
+/// costs what the first does: `range(Rest, limit, visit)`, then, unless that ended the
+/// read or filled the page, `range(Lower, what is left of the limit, visit)`.
+pub fn after_cursor(
+    limit: Option<usize>,
+    visit: &mut dyn FnMut(Task) -> Visit,
+    mut range: impl FnMut(CursorRange, Option<usize>, &mut dyn FnMut(Task) -> Visit) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let (shown, stopped) = (std::cell::Cell::new(0usize), std::cell::Cell::new(false));
+    let mut counted = |t: Task| {
+        shown.set(shown.get() + 1);
+        let next = visit(t);
+        stopped.set(next.is_break());
+        next
+    };
+    range(CursorRange::Rest, limit, &mut counted)?;
+    let left = limit.map(|l| l.saturating_sub(shown.get()));
+    if stopped.get() || left == Some(0) {
+        return Ok(());
+    }
+    range(CursorRange::Lower, left, &mut counted)
+}
+
 /// What `create` did: made the task, or found the one its idempotency key already names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Creation {

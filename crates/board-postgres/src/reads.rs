@@ -1,16 +1,20 @@
 //! The streamed and aggregate reads: `list` and `events` row by row as the server sends
 //! them, and the counts of `stats` and the web board's charts, each one statement
-//! (a page after a cursor: two).
+//! (a page after a cursor: two, `board_core::store::after_cursor`).
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
+use board_core::store::{after_cursor, CursorRange, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::{DaySpend, Event, Finished, Status, StatusCount, StoreError, Task, TaskId, TaskOrder};
 
 use crate::apply::require_task;
 use crate::rows::{self, event_columns, get, task_columns, word};
 use crate::tx::{Params, Tx};
+
+/// A read's limit as a query parameter (NULL: none).
+pub(crate) fn sql_limit(limit: Option<usize>) -> Option<i64> {
+    limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
 
 /// Where a page's cursor task sits in the claim order: priority, created_at, seq.
 fn cursor(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<(i64, i64, i64)> {
@@ -51,7 +55,7 @@ pub(crate) fn for_each_task(
         );
     }
     let status = filter.status.map(|s| s.as_str());
-    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let limit = sql_limit(filter.limit);
     let head = format!(
         "SELECT {} FROM tasks WHERE {status_clause} AND {assignee_clause}",
         task_columns!()
@@ -62,27 +66,25 @@ pub(crate) fn for_each_task(
             Ok(visit(rows::task(row)?))
         });
     };
-    // A page after a cursor is two index ranges, so a deep page costs what the first
-    // does: the rest of the cursor's priority, then the lower priorities.
     let (priority, created_at, seq) = cursor(tx, id)?;
-    let (shown, stopped) = (Cell::new(0i64), Cell::new(false));
-    let mut counted = |row: &postgres::Row| -> StoreResult<Visit> {
-        shown.set(shown.get() + 1);
-        let next = visit(rows::task(row)?);
-        stopped.set(next.is_break());
-        Ok(next)
-    };
-    let rest = format!(
-        "{head} AND priority = $4 AND (created_at, seq) > ($5, $6) ORDER BY created_at, seq LIMIT $3"
-    );
-    let params: Params<'_> = &[&status, &filter.assignee, &limit, &priority, &created_at, &seq];
-    tx.each_row(&rest, params, &mut counted)?;
-    if stopped.get() || limit.is_some_and(|l| shown.get() >= l) {
-        return Ok(());
-    }
-    let lower = format!("{head} AND priority < $4 ORDER BY priority DESC, created_at, seq LIMIT $3");
-    let left = limit.map(|l| l - shown.get());
-    tx.each_row(&lower, &[&status, &filter.assignee, &left, &priority], counted)
+    after_cursor(filter.limit, visit, |range, limit, visit| {
+        let limit = sql_limit(limit);
+        let each = |row: &postgres::Row| Ok(visit(rows::task(row)?));
+        match range {
+            CursorRange::Rest => tx.each_row(
+                &format!(
+                    "{head} AND priority = $4 AND (created_at, seq) > ($5, $6) ORDER BY created_at, seq LIMIT $3"
+                ),
+                &[&status, &filter.assignee, &limit, &priority, &created_at, &seq],
+                each,
+            ),
+            CursorRange::Lower => tx.each_row(
+                &format!("{head} AND priority < $4 ORDER BY priority DESC, created_at, seq LIMIT $3"),
+                &[&status, &filter.assignee, &limit, &priority],
+                each,
+            ),
+        }
+    })
 }
 
 /// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
@@ -105,7 +107,7 @@ fn for_each_sorted(
         task_columns!()
     );
     let status = filter.status.map(|s| s.as_str());
-    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let limit = sql_limit(filter.limit);
     let after = filter.after.as_ref().map(TaskId::as_str);
     let params: Params<'_> = &[&status, &filter.assignee, &limit, &after];
     tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
@@ -140,7 +142,7 @@ pub(crate) fn for_each_event(
         format!("SELECT {columns} FROM task_events WHERE {clause} ORDER BY id LIMIT $5")
     };
     let task = filter.task_id.as_ref().map(TaskId::as_str);
-    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let limit = sql_limit(filter.limit);
     let params: Params<'_> = &[&task, &filter.after_id, &filter.kind, &filter.since, &limit];
     tx.each_row(&sql, params, |row| Ok(visit(rows::event(row)?)))
 }

@@ -87,10 +87,6 @@ const DUE_TRIAGE: &str = concat!(
      ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
 );
 
-fn limit(n: Option<usize>) -> Option<i64> {
-    n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
-}
-
 impl Store for PgStore {
     fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
         self.write(|tx| {
@@ -295,12 +291,12 @@ impl Store for PgStore {
     }
 
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
-        let limit = self::limit(Some(limit));
+        let limit = reads::sql_limit(Some(limit));
         self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit]))
     }
 
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        let limit = self::limit(Some(limit));
+        let limit = reads::sql_limit(Some(limit));
         self.read_one(|tx| tasks(tx, EXPIRED_LEASES, &[&now, &limit]))
     }
 
@@ -309,7 +305,7 @@ impl Store for PgStore {
     }
 
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        let limit = self::limit(Some(limit));
+        let limit = reads::sql_limit(Some(limit));
         self.read_one(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
     }
 
@@ -531,7 +527,7 @@ impl PgStore {
             " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1
              FOR NO KEY UPDATE SKIP LOCKED"
         );
-        let limit = self::limit(Some(limit));
+        let limit = reads::sql_limit(Some(limit));
         self.write(|tx| {
             let ready = tx.query(sql, &[&limit])?;
             claim_rows(tx, &ready, ttl, now)

@@ -1,11 +1,10 @@
 //! The streamed and aggregate reads: `list` and `events` row by row as SQLite yields
 //! them, and the counts of `stats` and the web board's charts, each one statement
-//! (a page after a cursor: two).
+//! (a page after a cursor: two, `board_core::store::after_cursor`).
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use board_core::store::{EventFilter, StoreResult, TaskFilter, Visit};
+use board_core::store::{after_cursor, CursorRange, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId, TaskOrder};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -53,43 +52,37 @@ pub(super) fn for_each_task(
             visit,
         );
     }
-    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter.limit));
     let head = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause}");
     let Some((priority, created_at, rowid)) = cursor(conn, filter.after.as_ref())? else {
         let sql = format!("{head} ORDER BY priority DESC, created_at, rowid LIMIT ?3");
         return visit_tasks(conn, &sql, params![status, filter.assignee, limit], visit);
     };
-    // A page after a cursor is two index ranges, so a deep page costs what the first
-    // does: the rest of the cursor's priority, then the lower priorities.
-    let (shown, stopped) = (Cell::new(0i64), Cell::new(false));
-    let mut counted = |t: Task| {
-        shown.set(shown.get() + 1);
-        let next = visit(t);
-        stopped.set(next.is_break());
-        next
-    };
-    let rest = format!(
-        "{head} AND priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))
-         ORDER BY created_at, rowid LIMIT ?3"
-    );
-    let params = params![status, filter.assignee, limit, priority, created_at, rowid];
-    visit_tasks(conn, &rest, params, &mut counted)?;
-    if stopped.get() || (limit >= 0 && shown.get() >= limit) {
-        return Ok(());
-    }
-    let lower = format!("{head} AND priority < ?4 ORDER BY priority DESC, created_at, rowid LIMIT ?3");
-    let left = if limit < 0 { -1 } else { limit - shown.get() };
-    visit_tasks(
-        conn,
-        &lower,
-        params![status, filter.assignee, left, priority],
-        &mut counted,
-    )
+    after_cursor(filter.limit, visit, |range, limit, visit| {
+        let limit = limit_of(limit);
+        match range {
+            CursorRange::Rest => visit_tasks(
+                conn,
+                &format!(
+                    "{head} AND priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))
+                     ORDER BY created_at, rowid LIMIT ?3"
+                ),
+                params![status, filter.assignee, limit, priority, created_at, rowid],
+                visit,
+            ),
+            CursorRange::Lower => visit_tasks(
+                conn,
+                &format!("{head} AND priority < ?4 ORDER BY priority DESC, created_at, rowid LIMIT ?3"),
+                params![status, filter.assignee, limit, priority],
+                visit,
+            ),
+        }
+    })
 }
 
 /// A list's limit as SQLite's (-1 for none).
-fn limit_of(filter: &TaskFilter) -> i64 {
-    filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
+fn limit_of(limit: Option<usize>) -> i64 {
+    limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
 }
 
 /// Runs one statement of `tasks` rows, handing `visit` each row as it is decoded.
@@ -120,7 +113,7 @@ fn for_each_sorted(
            AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
          ORDER BY {key}, rowid LIMIT ?3"
     );
-    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter));
+    let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter.limit));
     let after = filter.after.as_ref().map(TaskId::as_str);
     visit_tasks(conn, &sql, params![status, filter.assignee, limit, after], visit)
 }
