@@ -239,15 +239,13 @@ pub fn cell(text: impl Into<String>) -> comfy_table::Cell {
 pub fn local_zone() -> jiff::tz::TimeZone {
     static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
     ZONE.get_or_init(|| {
-        let from_file = || {
-            let bytes = std::fs::read("/etc/localtime").ok()?;
-            jiff::tz::TimeZone::tzif("Local", &bytes).ok()
-        };
-        match std::env::var_os("TZ") {
-            Some(_) => None,
-            None => from_file(),
+        if std::env::var_os("TZ").is_some() {
+            return jiff::tz::TimeZone::system();
         }
-        .unwrap_or_else(jiff::tz::TimeZone::system)
+        std::fs::read("/etc/localtime")
+            .ok()
+            .and_then(|bytes| jiff::tz::TimeZone::tzif("Local", &bytes).ok())
+            .unwrap_or_else(jiff::tz::TimeZone::system)
     })
     .clone()
 }
