@@ -119,6 +119,13 @@ fn model_faults_are_billed_boundedly_and_write_nothing() {
     let parked_bills: BTreeMap<&str, usize> = cards.iter().map(|(t, c)| (*t, b.bills(c))).collect();
     let seen = b.ticks();
     b.wait_for("three more ticks", || b.ticks() >= seen + 3);
+    // The kill must not land while a request is in flight (sent, not yet answered or
+    // timed out, so not yet in the ledger): every request sent so far is billed first.
+    b.wait_for("no request in flight", || {
+        cards
+            .values()
+            .all(|c| b.bills(c) == b.db().llm_calls(Some(c)).map_or(usize::MAX, |rows| rows.len()))
+    });
     b.kill_gateway();
     let snapshot = b.snapshot();
     check_board(&snapshot).unwrap();
