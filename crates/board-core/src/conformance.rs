@@ -42,6 +42,7 @@ pub use reclaim::{
     stale_guards_change_nothing,
 };
 pub use retention::{
+    gc_batches_stop_at_their_deadline_and_the_sweep_still_ends,
     gc_removes_old_archived_components_and_routine_events, gc_takes_a_component_once_all_of_it_is_old,
     remove_archived_deletes_one_task_and_never_reuses_event_ids,
 };
@@ -162,6 +163,7 @@ macro_rules! store_conformance_tests {
             aggregates_count_the_board,
             gc_removes_old_archived_components_and_routine_events,
             gc_takes_a_component_once_all_of_it_is_old,
+            gc_batches_stop_at_their_deadline_and_the_sweep_still_ends,
             remove_archived_deletes_one_task_and_never_reuses_event_ids,
             import_keeps_ids_and_history,
         );

@@ -44,7 +44,7 @@ pub use import::{ImportBatch, ImportOutcome, ImportedTask, Landed, LinkLanded};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
-pub use retention::{rest_after, sweep, Compacted, Freed, Pacer, Sweep, Swept, ROUTINE_EVENTS};
+pub use retention::{rest_after, sweep, Compacted, Freed, GcBatch, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
     after_cursor, Claim, Committed, Completion, Creation, CursorRange, DecompositionLease, EventFilter,

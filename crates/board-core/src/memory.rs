@@ -19,7 +19,7 @@ use crate::graph::{self, Created, NewTask};
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::retention::{Compacted, Freed};
+use crate::retention::{Compacted, Freed, GcBatch};
 use crate::spend::Spend;
 use crate::store::{
     Committed, Creation, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit,
@@ -554,20 +554,18 @@ impl Store for MemStore {
         &self,
         before: Timestamp,
         after: Option<&TaskId>,
-        window: usize,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<TaskId>)> {
-        Ok(self.board().gc_archived(before, after, window, dry_run))
+        Ok(self.board().gc_archived(before, after, batch))
     }
 
     fn gc_events(
         &self,
         before: Timestamp,
         after_id: i64,
-        window: i64,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<i64>)> {
-        Ok(self.board().gc_events(before, after_id, window, dry_run))
+        self.board().gc_events(before, after_id, batch)
     }
 
     fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {

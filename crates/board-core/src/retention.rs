@@ -10,6 +10,8 @@
 //! only [`ROUTINE_EVENTS`] go. The ledger (`llm_calls`) stays whole: the spend ceilings
 //! and the bill read it.
 
+use std::time::{Duration, Instant};
+
 use serde::Serialize;
 
 use crate::refusal::Refusal;
@@ -118,28 +120,51 @@ fn parsed_id(id: &str) -> StoreResult<TaskId> {
         .map_err(|e| StoreError::Backend(format!("task row {id:?} has an id the board never writes: {e}")))
 }
 
+/// The bounds of one retention batch: how many rows it looks at, and the moment after
+/// which it starts nothing new. A batch always does one piece of work (a component, a
+/// step of events), so a sweep advances whatever the deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcBatch {
+    pub window: usize,
+    pub until: Instant,
+    /// Rolled back: the batch counts what it would remove.
+    pub dry_run: bool,
+}
+
+impl GcBatch {
+    fn over(&self) -> bool {
+        Instant::now() >= self.until
+    }
+}
+
 /// One batch of archived tasks: the next `window` tasks after `after`, and for each old
 /// archived one its whole link component when every member is old and archived, the
 /// seed is its smallest id (so a component goes once) and it does not hold the newest
-/// event (so no event id is handed out twice). Returns what went and where the next
-/// batch starts (`None` when the tasks are done).
+/// event (so no event id is handed out twice). Past the batch's deadline it stops before
+/// the next component. Returns what went and where the next batch starts (`None` when
+/// the tasks are done).
 pub fn gc_archived_rows(
     rows: &mut impl GcRows,
     before: Timestamp,
     after: Option<&TaskId>,
-    window: usize,
+    batch: &GcBatch,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
-    let window = window.max(1);
+    let window = batch.window.max(1);
     let looked = rows.tasks_after(after.map_or("", TaskId::as_str), before, window)?;
-    let next = match looked.last() {
+    let mut next = match looked.last() {
         Some((id, _)) if looked.len() == window => Some(parsed_id(id)?),
         _ => None,
     };
     let keep = rows.newest_event_task()?;
     let mut freed = Freed::default();
-    for (seed, old) in &looked {
+    let mut worked = false;
+    for (at, (seed, old)) in looked.iter().enumerate() {
         if !old {
             continue;
+        }
+        if worked && batch.over() {
+            next = Some(parsed_id(&looked[at - 1].0)?);
+            break;
         }
         let members = rows.component(seed, before)?;
         let whole = !members.is_empty() && members.iter().all(|(_, old)| *old);
@@ -149,9 +174,43 @@ pub fn gc_archived_rows(
             for (id, _) in &members {
                 freed.add(rows.remove_task(id)?);
             }
+            worked = true;
         }
     }
     Ok((freed, next))
+}
+
+/// Event ids an events batch removes with one statement; between two, a batch past its
+/// deadline stops.
+pub const EVENT_STEP: i64 = 256;
+
+/// One batch of events: the ids in `(after_id, after_id + window]`, a step of
+/// [`EVENT_STEP`] ids at a time, `remove(from, upto)` removing the routine events of
+/// done tasks in `(from, upto]` below `newest` (the board's newest event id, which stays
+/// so that no id is handed out twice) and saying how many went. Returns what went and
+/// the next cursor (`None` past the newest event).
+pub fn gc_event_steps(
+    after_id: i64,
+    newest: i64,
+    batch: &GcBatch,
+    mut remove: impl FnMut(i64, i64) -> StoreResult<u64>,
+) -> StoreResult<(Freed, Option<i64>)> {
+    let window = i64::try_from(batch.window.max(1)).unwrap_or(i64::MAX);
+    let end = after_id.saturating_add(window);
+    let (mut from, mut events) = (after_id, 0);
+    loop {
+        let upto = from.saturating_add(EVENT_STEP).min(end);
+        events += remove(from, upto)?;
+        from = upto;
+        if from >= end || from >= newest || batch.over() {
+            break;
+        }
+    }
+    let freed = Freed {
+        events,
+        ..Freed::default()
+    };
+    Ok((freed, (from < newest).then_some(from)))
 }
 
 /// What handing the freed space back did.
@@ -204,6 +263,11 @@ impl Pacer {
         self.window
     }
 
+    /// The longest a batch should take: its deadline is this long after it starts.
+    pub fn budget(&self) -> Duration {
+        Duration::from_micros(self.budget_micros)
+    }
+
     /// Records how long the last batch took.
     pub fn took(&mut self, micros: u64) {
         if micros > self.budget_micros / 2 {
@@ -224,6 +288,17 @@ pub struct Sweep {
     pub dry_run: bool,
 }
 
+impl Sweep {
+    /// The next batch, starting now.
+    fn batch(&self, pacer: &Pacer) -> GcBatch {
+        GcBatch {
+            window: pacer.window(),
+            until: Instant::now() + pacer.budget(),
+            dry_run: self.dry_run,
+        }
+    }
+}
+
 /// What a sweep did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Swept {
@@ -237,7 +312,8 @@ pub struct Swept {
 pub type Timer<'a> = dyn FnMut(&mut dyn FnMut() -> StoreResult<Freed>) -> (StoreResult<Freed>, u64) + 'a;
 
 /// Runs the batches of `request` to the end: archived tasks in id order, then events in
-/// id order, each batch sized by `pacer` from the time `timer` measured for the last.
+/// id order, each batch sized by `pacer` from the time `timer` measured for the last,
+/// and given the pacer's budget from its start as its deadline ([`GcBatch`]).
 pub fn sweep(
     store: &dyn Store,
     request: &Sweep,
@@ -254,10 +330,10 @@ pub fn sweep(
     if let Some(before) = request.archived_before {
         let mut after: Option<TaskId> = None;
         loop {
-            let window = pacer.window();
             let mut next = None;
             let timed = timer(&mut || {
-                let (freed, cursor) = store.gc_archived(before, after.as_ref(), window, request.dry_run)?;
+                let batch = request.batch(pacer);
+                let (freed, cursor) = store.gc_archived(before, after.as_ref(), &batch)?;
                 next = cursor;
                 Ok(freed)
             });
@@ -271,10 +347,10 @@ pub fn sweep(
     if let Some(before) = request.events_before {
         let mut after = 0;
         loop {
-            let window = i64::try_from(pacer.window()).unwrap_or(i64::MAX);
             let mut next = None;
             let timed = timer(&mut || {
-                let (freed, cursor) = store.gc_events(before, after, window, request.dry_run)?;
+                let batch = request.batch(pacer);
+                let (freed, cursor) = store.gc_events(before, after, &batch)?;
                 next = cursor;
                 Ok(freed)
             });

@@ -10,7 +10,7 @@ use crate::graph::NewTask;
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::retention::{Compacted, Freed};
+use crate::retention::{Compacted, Freed, GcBatch};
 use crate::spend::Spend;
 pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
@@ -343,30 +343,30 @@ pub trait Store: Send + Sync {
     fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>>;
     /// The ledger per UTC day (`started_at / 86400`) from `since` on, in one aggregate.
     fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>>;
-    /// One batch of retention: of the tasks after `after` in id order (at most `window`
-    /// of them looked at), removes each archived task last changed before `before` with
-    /// its runs, events, comments and links, together with every task linked to it
-    /// (its link component), when all of them are archived and changed before `before`;
-    /// a component with a live or newer task is kept whole. Runs in one transaction,
-    /// rolled back with `dry_run`. Returns what it removed and the cursor of the next
-    /// batch (`None` once the last task was looked at).
+    /// One batch of retention: of the tasks after `after` in id order (at most
+    /// `batch.window` of them looked at), removes each archived task last changed before
+    /// `before` with its runs, events, comments and links, together with every task
+    /// linked to it (its link component), when all of them are archived and changed
+    /// before `before`; a component with a live or newer task is kept whole. Past
+    /// `batch.until` it starts no further component. Runs in one transaction, rolled back
+    /// with `batch.dry_run` (`retention::gc_archived_rows`). Returns what it removed and
+    /// the cursor of the next batch (`None` once the last task was looked at).
     fn gc_archived(
         &self,
         before: Timestamp,
         after: Option<&TaskId>,
-        window: usize,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<TaskId>)>;
-    /// One batch of retention: of the events with ids in `(after_id, after_id + window]`,
-    /// removes the routine ones (`retention::ROUTINE_EVENTS`) of done tasks created
-    /// before `before`. One transaction, rolled back with `dry_run`. Returns what it
-    /// removed and the next cursor (`None` past the newest event).
+    /// One batch of retention: of the events with ids in `(after_id, after_id +
+    /// batch.window]`, removes the routine ones (`retention::ROUTINE_EVENTS`) of done
+    /// tasks created before `before`, a step of ids at a time until `batch.until`
+    /// (`retention::gc_event_steps`). One transaction, rolled back with `batch.dry_run`.
+    /// Returns what it removed and the next cursor (`None` past the newest event).
     fn gc_events(
         &self,
         before: Timestamp,
         after_id: i64,
-        window: i64,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<i64>)>;
     /// `kanban archive --rm`: permanently removes one archived task with its runs,
     /// events, comments and links, in one transaction. Refused (nothing removed) unless

@@ -2,7 +2,7 @@
 //! back for a dry run). What is kept and why: `board_core::retention`. The statements
 //! are SQLite's, so both boards remove the same rows.
 
-use board_core::retention::{gc_archived_rows, remove_archived_rows, GcRows};
+use board_core::retention::{gc_archived_rows, gc_event_steps, remove_archived_rows, GcBatch, GcRows};
 use board_core::store::StoreResult;
 use board_core::{Compacted, Freed, TaskId, Timestamp, ROUTINE_EVENTS};
 
@@ -85,9 +85,9 @@ pub(crate) fn gc_archived(
     tx: &mut Tx<'_>,
     before: Timestamp,
     after: Option<&TaskId>,
-    window: usize,
+    batch: &GcBatch,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
-    gc_archived_rows(&mut GcTx(tx), before, after, window)
+    gc_archived_rows(&mut GcTx(tx), before, after, batch)
 }
 
 pub(crate) fn remove_archived(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<Freed> {
@@ -98,7 +98,7 @@ pub(crate) fn gc_events(
     tx: &mut Tx<'_>,
     before: Timestamp,
     after_id: i64,
-    window: i64,
+    batch: &GcBatch,
 ) -> StoreResult<(Freed, Option<i64>)> {
     let newest: i64 = get(
         &tx.query_one(
@@ -107,24 +107,17 @@ pub(crate) fn gc_events(
         )?,
         "newest",
     )?;
-    let upto = after_id.saturating_add(window.max(1));
     let kinds: Vec<&str> = ROUTINE_EVENTS.to_vec();
-    // The newest event stays (`id < $4`), as on SQLite.
-    let events = tx.execute(
-        "DELETE FROM task_events WHERE id IN (
-             SELECT e.id FROM task_events e JOIN tasks t ON t.id = e.task_id
-             WHERE e.id > $1 AND e.id <= $2 AND e.id < $4 AND e.created_at < $3
-               AND e.kind = ANY($5) AND t.status = 'done')",
-        &[&after_id, &upto, &before, &newest, &kinds],
-    )?;
-    let next = (upto < newest).then_some(upto);
-    Ok((
-        Freed {
-            events,
-            ..Freed::default()
-        },
-        next,
-    ))
+    gc_event_steps(after_id, newest, batch, |from, upto| {
+        // The newest event stays (`id < $4`), as on SQLite.
+        tx.execute(
+            "DELETE FROM task_events WHERE id IN (
+                 SELECT e.id FROM task_events e JOIN tasks t ON t.id = e.task_id
+                 WHERE e.id > $1 AND e.id <= $2 AND e.id < $4 AND e.created_at < $3
+                   AND e.kind = ANY($5) AND t.status = 'done')",
+            &[&from, &upto, &before, &newest, &kinds],
+        )
+    })
 }
 
 /// After a sweep: autovacuum reclaims the dead rows; fresh statistics keep the planner's

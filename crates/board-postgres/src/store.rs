@@ -43,8 +43,8 @@ use board_core::store::{Claim, Committed, Creation, EventFilter, StoreResult, Ta
 use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, ImportBatch, ImportOutcome, LlmCall, Refusal, Request, Run, Signal, Spend, Status,
-    StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Refusal, Request, Run, Signal, Spend,
+    Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 
 use crate::apply::{
@@ -457,20 +457,22 @@ impl Store for PgStore {
         &self,
         before: Timestamp,
         after: Option<&TaskId>,
-        window: usize,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<TaskId>)> {
-        self.batch(dry_run, |tx| retention::gc_archived(tx, before, after, window))
+        self.batch(batch.dry_run, |tx| {
+            retention::gc_archived(tx, before, after, batch)
+        })
     }
 
     fn gc_events(
         &self,
         before: Timestamp,
         after_id: i64,
-        window: i64,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<i64>)> {
-        self.batch(dry_run, |tx| retention::gc_events(tx, before, after_id, window))
+        self.batch(batch.dry_run, |tx| {
+            retention::gc_events(tx, before, after_id, batch)
+        })
     }
 
     fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {

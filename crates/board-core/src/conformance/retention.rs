@@ -1,19 +1,33 @@
 //! Scenarios of retention: what a sweep removes and keeps, its dry run, its batches.
 
 use super::{ready_task, Board, T0};
-use crate::retention::{sweep, Freed, Pacer, Sweep};
+use std::time::Instant;
+
+use crate::retention::{sweep, Freed, GcBatch, Pacer, Sweep, EVENT_STEP};
 use crate::store::{EventFilter, Store, StoreError};
 use crate::types::{Task, TaskId};
 use crate::{check_invariants, Completion, NewTask, Refusal, StatusCount};
 
 /// Every batch timed as instant: the pacer grows the batches to its maximum.
 fn sweep_all(s: &dyn Store, before: i64, dry_run: bool, window: usize) -> (Freed, u64) {
+    sweep_within(s, before, dry_run, window, 50_000)
+}
+
+/// A sweep in batches of `window` rows, each with `budget_micros` from its start as its
+/// deadline.
+fn sweep_within(
+    s: &dyn Store,
+    before: i64,
+    dry_run: bool,
+    window: usize,
+    budget_micros: u64,
+) -> (Freed, u64) {
     let request = Sweep {
         archived_before: Some(before),
         events_before: Some(before),
         dry_run,
     };
-    let mut pacer = Pacer::new(window, window, window, 50_000);
+    let mut pacer = Pacer::new(window, window, window, budget_micros);
     let swept = sweep(s, &request, &mut pacer, &mut |batch| (batch(), 0)).expect("sweep");
     (swept.freed, swept.batches)
 }
@@ -140,6 +154,53 @@ pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Board) {
         "the counts follow the removed tasks"
     );
     assert_eq!(s.list(&Default::default()).unwrap().len(), 1);
+}
+
+/// A batch past its deadline starts nothing after its first component or its first step
+/// of events, and says where the next one starts; a sweep whose every batch is past its
+/// deadline at once still removes what an unhurried one counts.
+pub fn gc_batches_stop_at_their_deadline_and_the_sweep_still_ends(board: &dyn Board) {
+    let s = board.connect();
+    let before = T0 + 500;
+    for title in ["old a", "old b", "old c"] {
+        let t = done_task(&*s, title, 1);
+        s.archive(&t.id, T0 + 100).unwrap();
+    }
+    // More heartbeats than one step of events holds.
+    done_task(&*s, "worked", EVENT_STEP + 20);
+    ready_task(&*s, "newest");
+    let (counted, _) = sweep_all(&*s, before, true, 1000);
+    assert_eq!(counted.tasks, 3);
+    assert!(counted.events > EVENT_STEP as u64);
+
+    let late = GcBatch {
+        window: 1000,
+        until: Instant::now(),
+        dry_run: false,
+    };
+    let (freed, next) = s.gc_archived(before, None, &late).unwrap();
+    assert_eq!(freed.tasks, 1, "one component, then the deadline");
+    let (again, _) = s.gc_archived(before, next.as_ref(), &late).unwrap();
+    assert_eq!(
+        again.tasks, 1,
+        "the next batch starts at the cursor and takes the next one"
+    );
+    let (events, next_id) = s.gc_events(before, 0, &late).unwrap();
+    assert_eq!(next_id, Some(EVENT_STEP), "one step of ids, then the deadline");
+    assert!(events.events > 0 && events.events <= EVENT_STEP as u64);
+
+    let (rest, batches) = sweep_within(&*s, before, false, 1000, 0);
+    let mut total = freed;
+    total.add(again);
+    total.add(events);
+    total.add(rest);
+    assert_eq!(
+        total, counted,
+        "every batch stopped early, and the sweep still removed it all"
+    );
+    // The last component, then the events a step of ids at a time (two steps).
+    assert!(batches >= 3, "a batch per component and per step: {batches}");
+    check_invariants(&s.snapshot().unwrap()).unwrap();
 }
 
 /// The newest event's id on the board.

@@ -1,12 +1,13 @@
 //! `MemStore`'s retention batches, the reference for the SQL stores' (see
 //! `crate::retention` for what is kept and why).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
 
 use super::Board;
-use crate::retention::{removal_refused, Freed, ROUTINE_EVENTS};
+use crate::retention::{gc_event_steps, removal_refused, Freed, GcBatch, ROUTINE_EVENTS};
 use crate::store::StoreResult;
-use crate::types::{Status, Task, TaskId, Timestamp};
+use crate::types::{Event, Status, Task, TaskId, Timestamp};
 
 fn archived_before(t: &Task, before: Timestamp) -> bool {
     t.status == Status::Archived && t.updated_at < before
@@ -111,24 +112,27 @@ impl Board {
         &mut self,
         before: Timestamp,
         after: Option<&TaskId>,
-        window: usize,
-        dry_run: bool,
+        batch: &GcBatch,
     ) -> (Freed, Option<TaskId>) {
+        let window = batch.window.max(1);
         let looked: Vec<TaskId> = self
             .tasks
             .keys()
             .filter(|id| after.is_none_or(|a| *id > a))
-            .take(window.max(1))
+            .take(window)
             .cloned()
             .collect();
-        let next = (looked.len() == window.max(1))
-            .then(|| looked.last().cloned())
-            .flatten();
+        let mut next = (looked.len() == window).then(|| looked.last().cloned()).flatten();
         let mut freed = Freed::default();
-        for id in &looked {
-            if self.tasks.get(id).is_some_and(|t| archived_before(t, before)) {
-                freed.add(self.remove_component(id, before, dry_run));
+        for (at, id) in looked.iter().enumerate() {
+            if !self.tasks.get(id).is_some_and(|t| archived_before(t, before)) {
+                continue;
             }
+            if freed.tasks > 0 && Instant::now() >= batch.until {
+                next = Some(looked[at - 1].clone());
+                break;
+            }
+            freed.add(self.remove_component(id, before, batch.dry_run));
         }
         (freed, next)
     }
@@ -137,32 +141,25 @@ impl Board {
         &mut self,
         before: Timestamp,
         after_id: i64,
-        window: i64,
-        dry_run: bool,
-    ) -> (Freed, Option<i64>) {
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<i64>)> {
         let newest = self.events.last().map_or(0, |e| e.id);
-        let upto = after_id.saturating_add(window.max(1));
-        let removable = |e: &crate::types::Event, tasks: &std::collections::BTreeMap<TaskId, Task>| {
-            e.id > after_id
-                && e.id <= upto
-                // The newest event stays, so that no id is ever handed out twice.
-                && e.id < newest
-                && e.created_at < before
-                && ROUTINE_EVENTS.contains(&e.kind.as_str())
-                && tasks.get(&e.task_id).is_some_and(|t| t.status == Status::Done)
-        };
-        let events = self.events.iter().filter(|e| removable(e, &self.tasks)).count() as u64;
-        if !dry_run {
-            let tasks = &self.tasks;
-            self.events.retain(|e| !removable(e, tasks));
-        }
-        let next = (upto < newest).then_some(upto);
-        (
-            Freed {
-                events,
-                ..Freed::default()
-            },
-            next,
-        )
+        gc_event_steps(after_id, newest, batch, |from, upto| {
+            let removable = |e: &Event, tasks: &BTreeMap<TaskId, Task>| {
+                e.id > from
+                    && e.id <= upto
+                    // The newest event stays, so that no id is ever handed out twice.
+                    && e.id < newest
+                    && e.created_at < before
+                    && ROUTINE_EVENTS.contains(&e.kind.as_str())
+                    && tasks.get(&e.task_id).is_some_and(|t| t.status == Status::Done)
+            };
+            let events = self.events.iter().filter(|e| removable(e, &self.tasks)).count() as u64;
+            if !batch.dry_run {
+                let tasks = &self.tasks;
+                self.events.retain(|e| !removable(e, tasks));
+            }
+            Ok(events)
+        })
     }
 }

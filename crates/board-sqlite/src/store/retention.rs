@@ -1,7 +1,7 @@
 //! Retention batches (`kanban gc`), each run inside one write transaction by the caller
 //! (rolled back for a dry run). What is kept and why: `board_core::retention`.
 
-use board_core::retention::{gc_archived_rows, remove_archived_rows, GcRows};
+use board_core::retention::{gc_archived_rows, gc_event_steps, remove_archived_rows, GcBatch, GcRows};
 use board_core::store::StoreResult;
 use board_core::{Freed, TaskId, Timestamp, ROUTINE_EVENTS};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -100,9 +100,9 @@ pub(super) fn gc_archived(
     conn: &Connection,
     before: Timestamp,
     after: Option<&TaskId>,
-    window: usize,
+    batch: &GcBatch,
 ) -> StoreResult<(Freed, Option<TaskId>)> {
-    gc_archived_rows(&mut GcTx(conn), before, after, window)
+    gc_archived_rows(&mut GcTx(conn), before, after, batch)
 }
 
 pub(super) fn remove_archived(conn: &Connection, id: &TaskId) -> StoreResult<Freed> {
@@ -113,12 +113,11 @@ pub(super) fn gc_events(
     conn: &Connection,
     before: Timestamp,
     after_id: i64,
-    window: i64,
+    batch: &GcBatch,
 ) -> StoreResult<(Freed, Option<i64>)> {
     let newest: i64 = conn
         .query_row("SELECT COALESCE(MAX(id), 0) FROM task_events", [], |r| r.get(0))
         .map_err(backend)?;
-    let upto = after_id.saturating_add(window.max(1));
     let kinds = ROUTINE_EVENTS
         .iter()
         .map(|k| format!("'{k}'"))
@@ -131,16 +130,52 @@ pub(super) fn gc_events(
              WHERE e.id > ?1 AND e.id <= ?2 AND e.id < ?4 AND e.created_at < ?3
                AND e.kind IN ({kinds}) AND t.status = 'done')"
     );
-    let events = conn
-        .prepare_cached(&sql)
-        .and_then(|mut s| s.execute(params![after_id, upto, before, newest]))
-        .map_err(backend)? as u64;
-    let next = (upto < newest).then_some(upto);
-    Ok((
-        Freed {
-            events,
-            ..Freed::default()
-        },
-        next,
-    ))
+    let mut delete = conn.prepare_cached(&sql).map_err(backend)?;
+    gc_event_steps(after_id, newest, batch, |from, upto| {
+        let removed = delete
+            .execute(params![from, upto, before, newest])
+            .map_err(backend)?;
+        Ok(removed as u64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use board_core::{GcBatch, Store};
+
+    use crate::{Options, SqliteStore};
+
+    /// A retention batch commits with `synchronous = NORMAL`, and only it: the board's
+    /// own setting is back once the batch ends, committed or rolled back.
+    #[test]
+    fn a_retention_batch_relaxes_the_sync_for_its_own_commit_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("kanban.db"), &Options::default()).unwrap();
+        let level = |s: &SqliteStore| -> i64 {
+            s.conn()
+                .pragma_query_value(None, "synchronous", |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(level(&store), 2, "FULL by default");
+        let seen = std::cell::Cell::new(0);
+        for dry_run in [false, true] {
+            store
+                .batch(dry_run, |tx| {
+                    seen.set(tx.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap());
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(seen.get(), 1, "NORMAL inside the batch");
+            assert_eq!(level(&store), 2, "FULL again after it (dry run: {dry_run})");
+        }
+        let batch = GcBatch {
+            window: 16,
+            until: Instant::now(),
+            dry_run: false,
+        };
+        store.gc_events(0, 0, &batch).unwrap();
+        assert_eq!(level(&store), 2);
+    }
 }

@@ -21,8 +21,10 @@ const FIRST_WINDOW: usize = 16;
 const MIN_WINDOW: usize = 16;
 const MAX_WINDOW: usize = 4096;
 /// The longest a batch should hold the write lock: the pacer keeps batches between a
-/// quarter and a half of it, and rests twice a batch's time after it, so a writer waiting
-/// for the lock finds it free within a few of its retries.
+/// quarter and a half of it, a batch starts no new work past it (a window that grew over
+/// rows with nothing to remove can meet a stretch dense with work), and the sweep rests
+/// twice a batch's time after it, so a writer waiting for the lock finds it free within a
+/// few of its retries.
 const BATCH_BUDGET_MICROS: u64 = 20_000;
 
 fn plural(n: u64, one: &str) -> String {
