@@ -375,6 +375,12 @@ const PAGE_SIZE: i64 = 1024;
 /// SQLite's 1000: fewer checkpoints, each of which costs a sync of the main file.
 const WAL_AUTOCHECKPOINT: i64 = 10_000;
 
+/// The page cache of a connection, in KiB. A list of the whole board in claim order
+/// visits the table's pages once per priority; with every interior page and the index
+/// it walks held, each visit is one read instead of a walk from the root (a 1M-task
+/// board lists about twice as fast as with SQLite's 2 MiB).
+const CACHE_KIB: i64 = 8192;
+
 fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
     conn.busy_timeout(options.busy_timeout)?;
     conn.pragma_update(None, "page_size", PAGE_SIZE)?;
@@ -382,8 +388,10 @@ fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)?;
     // No memory map: the pages a command maps stay in its resident memory, so a list or
     // a gc of a large board would hold up to the whole file. Reads go through SQLite's
-    // own page cache (2 MiB), whatever the size of the board.
+    // own page cache instead, whatever the size of the board: CACHE_KIB, filled only as
+    // pages are read, so a command that reads a few pages holds a few.
     conn.pragma_update(None, "mmap_size", 0)?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     // The last connection to close folds the WAL into the file and removes it (SQLite's
     // default). A `kanban` command is a short process, often the only one on the board:
     // a WAL left behind is read whole by the next command to open the board (it rebuilds
