@@ -92,35 +92,17 @@ impl SqliteStore {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed when it succeeds, or
     /// rolled back whole with `dry_run` (the dry run of a retention batch counts exactly
     /// what the batch would remove).
-    ///
-    /// A retention batch commits without waiting for the disk (WAL's `synchronous =
-    /// NORMAL` for its commit alone): a sync can stall for far longer than a batch may
-    /// hold the write lock, and what a batch removed is safe to lose. The board stays
-    /// whole after a power cut either way, the next `gc` removes whatever came back, and
-    /// the checkpoint that ends a sweep syncs the file.
     fn batch<T>(&self, dry_run: bool, f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        if !dry_run {
+            return self.write(f);
+        }
         let mut conn = self.conn();
-        let synchronous: i64 = conn
-            .pragma_query_value(None, "synchronous", |r| r.get(0))
-            .map_err(backend)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(backend)?;
-        let result = conn
+        let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)
-            .and_then(|tx| {
-                let out = f(&tx)?;
-                match dry_run {
-                    true => tx.rollback(),
-                    false => tx.commit(),
-                }
-                .map_err(backend)?;
-                Ok(out)
-            });
-        let restored = conn
-            .pragma_update(None, "synchronous", synchronous)
-            .map_err(backend);
-        result.and_then(|out| restored.map(|()| out))
+            .map_err(backend)?;
+        let out = f(&tx)?;
+        tx.rollback().map_err(backend)?;
+        Ok(out)
     }
 
     /// Checkpoints the write-ahead log into the database and truncates it, and says
