@@ -156,6 +156,37 @@ fn commands(ready_id: &str) -> Vec<(&'static str, &'static str, Vec<String>)> {
 /// One command on one board: key, label, times in ms, peak RSS in MB.
 type Measured = (String, String, Vec<f64>, Vec<f64>);
 
+/// The dispatcher tick on the board of `home`: the ticks' own times, timed by the
+/// dispatcher's process on one connection after a warm-up tick, as a gateway ticks; the
+/// peak RSS is the process's.
+fn tick_row(paths: &Paths, home: &Path) -> Result<Measured, String> {
+    let tick = paths.examples.join("bench_tick");
+    let args = [
+        "tick".to_owned(),
+        "--home".to_owned(),
+        path_str(home)?.to_owned(),
+        "--ticks".to_owned(),
+        "100".to_owned(),
+    ];
+    let (_, mb, stdout) = timed(&tick, &args, std::process::Stdio::piped())?;
+    let ticks = serde_json::from_slice::<serde_json::Value>(&stdout)
+        .ok()
+        .and_then(|v| v["ticks_ms"].as_array().cloned())
+        .ok_or_else(|| {
+            format!(
+                "bench_tick printed no ticks_ms: {}",
+                String::from_utf8_lossy(&stdout)
+            )
+        })?;
+    let ticks: Vec<f64> = ticks.iter().filter_map(serde_json::Value::as_f64).collect();
+    Ok((
+        "tick".to_owned(),
+        format!("dispatcher tick (median of {})", ticks.len()),
+        ticks,
+        vec![mb],
+    ))
+}
+
 /// One size: every command `SCALE_RUNS` times, then the tick, then one `gc`.
 fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
     let db = board(paths, size)?;
@@ -192,33 +223,7 @@ fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
         }
         rows.push((key.to_owned(), label.to_owned(), times, rss));
     }
-    let tick = paths.examples.join("bench_tick");
-    let args = [
-        "tick".to_owned(),
-        "--home".to_owned(),
-        path_str(&home)?.to_owned(),
-        "--ticks".to_owned(),
-        "100".to_owned(),
-    ];
-    // The ticks' own times, timed by the dispatcher's process on one connection after a
-    // warm-up tick, as a gateway ticks; the peak RSS is the process's.
-    let (_, mb, stdout) = timed(&tick, &args, std::process::Stdio::piped())?;
-    let ticks = serde_json::from_slice::<serde_json::Value>(&stdout)
-        .ok()
-        .and_then(|v| v["ticks_ms"].as_array().cloned())
-        .ok_or_else(|| {
-            format!(
-                "bench_tick printed no ticks_ms: {}",
-                String::from_utf8_lossy(&stdout)
-            )
-        })?;
-    let ticks: Vec<f64> = ticks.iter().filter_map(serde_json::Value::as_f64).collect();
-    rows.push((
-        "tick".to_owned(),
-        format!("dispatcher tick (median of {})", ticks.len()),
-        ticks,
-        vec![mb],
-    ));
+    rows.push(tick_row(paths, &home)?);
     let gc = ["gc", "--archived-older-than", "30d", "--events-older-than", "30d"].map(str::to_owned);
     let (ms, mb, completes) = gc_beside_writer(&kanban, &with_home(&gc), &with_home)?;
     rows.push((
