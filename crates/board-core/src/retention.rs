@@ -132,8 +132,9 @@ pub struct GcBatch {
 }
 
 impl GcBatch {
-    fn over(&self) -> bool {
-        Instant::now() >= self.until
+    /// Whether the batch starts nothing more: it did some work and its deadline passed.
+    pub fn stops(&self, worked: bool) -> bool {
+        worked && Instant::now() >= self.until
     }
 }
 
@@ -162,7 +163,7 @@ pub fn gc_archived_rows(
         if !old {
             continue;
         }
-        if worked && batch.over() {
+        if batch.stops(worked) {
             next = Some(parsed_id(&looked[at - 1].0)?);
             break;
         }
@@ -202,7 +203,7 @@ pub fn gc_event_steps(
         let upto = from.saturating_add(EVENT_STEP).min(end);
         events += remove(from, upto)?;
         from = upto;
-        if from >= end || from >= newest || batch.over() {
+        if from >= end || from >= newest || batch.stops(true) {
             break;
         }
     }

@@ -378,7 +378,7 @@ const WAL_AUTOCHECKPOINT: i64 = 10_000;
 /// The page cache of a connection, in KiB. A list of the whole board in claim order
 /// visits the table's pages once per priority; with every interior page and the index
 /// it walks held, each visit is one read instead of a walk from the root (a 1M-task
-/// board lists about twice as fast as with SQLite's 2 MiB).
+/// board's `list --json` took 3.3 s instead of 4.1-4.3 s with SQLite's 2 MiB).
 const CACHE_KIB: i64 = 8192;
 
 fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {

@@ -1,8 +1,7 @@
 //! `MemStore`'s retention batches, the reference for the SQL stores' (see
 //! `crate::retention` for what is kept and why).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Instant;
+use std::collections::{BTreeSet, VecDeque};
 
 use super::Board;
 use crate::retention::{gc_event_steps, removal_refused, Freed, GcBatch, ROUTINE_EVENTS};
@@ -128,7 +127,7 @@ impl Board {
             if !self.tasks.get(id).is_some_and(|t| archived_before(t, before)) {
                 continue;
             }
-            if freed.tasks > 0 && Instant::now() >= batch.until {
+            if batch.stops(freed.tasks > 0) {
                 next = Some(looked[at - 1].clone());
                 break;
             }
@@ -145,21 +144,23 @@ impl Board {
     ) -> StoreResult<(Freed, Option<i64>)> {
         let newest = self.events.last().map_or(0, |e| e.id);
         gc_event_steps(after_id, newest, batch, |from, upto| {
-            let removable = |e: &Event, tasks: &BTreeMap<TaskId, Task>| {
-                e.id > from
-                    && e.id <= upto
-                    // The newest event stays, so that no id is ever handed out twice.
-                    && e.id < newest
+            // Events are kept in id order: a step reads its own range only.
+            let start = self.events.partition_point(|e| e.id <= from);
+            let end = self.events.partition_point(|e| e.id <= upto);
+            let tasks = &self.tasks;
+            let removable = |e: &Event| {
+                // The newest event stays, so that no id is ever handed out twice.
+                e.id < newest
                     && e.created_at < before
                     && ROUTINE_EVENTS.contains(&e.kind.as_str())
                     && tasks.get(&e.task_id).is_some_and(|t| t.status == Status::Done)
             };
-            let events = self.events.iter().filter(|e| removable(e, &self.tasks)).count() as u64;
-            if !batch.dry_run {
-                let tasks = &self.tasks;
-                self.events.retain(|e| !removable(e, tasks));
+            let events = self.events[start..end].iter().filter(|e| removable(e)).count();
+            if !batch.dry_run && events > 0 {
+                let kept: Vec<Event> = self.events.drain(start..end).filter(|e| !removable(e)).collect();
+                self.events.splice(start..start, kept);
             }
-            Ok(events)
+            Ok(events as u64)
         })
     }
 }
