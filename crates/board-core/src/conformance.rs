@@ -23,7 +23,8 @@ mod runs;
 mod streaming;
 
 pub use cost_safety::{
-    breaker_opens_and_closes_durably, racing_faults_open_the_breaker_once, spend_sums_the_window,
+    an_open_request_is_billed_then_finished_once, breaker_opens_and_closes_durably,
+    racing_faults_open_the_breaker_once, spend_sums_the_window,
 };
 pub use decomposition::{decomposition_commits_and_guards, history_blocks_automatic_decomposition};
 pub use decomposition_lease::{claim_ready_takes_what_is_still_ready, decomposition_lease_holds_a_card};
@@ -155,6 +156,7 @@ macro_rules! store_conformance_tests {
             breaker_opens_and_closes_durably,
             racing_faults_open_the_breaker_once,
             spend_sums_the_window,
+            an_open_request_is_billed_then_finished_once,
             tally_counts_the_board,
             streamed_reads_equal_collected_ones,
             events_filter_by_kind_time_and_newest,

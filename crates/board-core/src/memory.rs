@@ -238,6 +238,14 @@ impl Board {
         Ok(())
     }
 
+    /// The tasks linked to `id`, in link order; `ends` gives a link's end at `id` and
+    /// the end it reads.
+    fn linked(&self, id: &TaskId, ends: impl Fn(&Link) -> (&TaskId, &TaskId)) -> StoreResult<Vec<Task>> {
+        self.task(id)?;
+        let far = self.links.iter().map(ends).filter(|(near, _)| *near == id);
+        Ok(far.map(|(_, far)| self.tasks[far].clone()).collect())
+    }
+
     fn has_runs(&self, id: &TaskId) -> bool {
         self.runs.values().any(|r| &r.task_id == id)
     }
@@ -274,23 +282,11 @@ impl Store for MemStore {
     }
 
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
-        let b = self.board();
-        b.task(id)?;
-        Ok(b.links
-            .iter()
-            .filter(|l| &l.child_id == id)
-            .map(|l| b.tasks[&l.parent_id].clone())
-            .collect())
+        self.board().linked(id, |l| (&l.child_id, &l.parent_id))
     }
 
     fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
-        let b = self.board();
-        b.task(id)?;
-        Ok(b.links
-            .iter()
-            .filter(|l| &l.parent_id == id)
-            .map(|l| b.tasks[&l.child_id].clone())
-            .collect())
+        self.board().linked(id, |l| (&l.parent_id, &l.child_id))
     }
 
     fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
@@ -493,6 +489,15 @@ impl Store for MemStore {
         let mut b = self.board();
         b.llm_calls.push(call.clone());
         Ok(b.llm_calls.len() as i64)
+    }
+
+    fn finish_llm_call(&self, id: i64, call: &LlmCall) -> StoreResult<bool> {
+        let mut b = self.board();
+        let row = usize::try_from(id.saturating_sub(1))
+            .ok()
+            .and_then(|at| b.llm_calls.get_mut(at));
+        let open = row.filter(|r| r.outcome == LlmCall::SENT);
+        Ok(open.map(|r| *r = call.clone()).is_some())
     }
 
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {

@@ -306,6 +306,10 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<Committed>;
     /// Bills one model request; returns the id the store gave its row.
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64>;
+    /// Finishes the row `id`, billed before its request was sent (outcome
+    /// [`LlmCall::SENT`]), with how the request ended: every column becomes `call`'s.
+    /// False, and nothing changed, when no such row is still `sent`.
+    fn finish_llm_call(&self, id: i64, call: &LlmCall) -> StoreResult<bool>;
     /// The billed model requests (of one task, when given), in the order they were billed.
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>>;
     /// The ledger summed over the calls started at or after `since`, in one aggregate

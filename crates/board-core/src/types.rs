@@ -423,7 +423,10 @@ pub struct Link {
 }
 
 /// One HTTP request to a model, as billed: a row of `llm_calls` but its id, which the
-/// store assigns (and which only orders the rows). This is the bill.
+/// store assigns (and which only orders the rows). This is the bill. It is written
+/// before the request goes out, with the outcome [`LlmCall::SENT`], and finished with
+/// how the request ended; a row still `sent` is a request whose sender died before it
+/// was answered, paid for all the same.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmCall {
     pub task_id: Option<TaskId>,
@@ -442,6 +445,11 @@ pub struct LlmCall {
     /// Sent past a spend ceiling by a person (`kanban decompose --over-budget`).
     #[serde(default)]
     pub over_budget: bool,
+}
+
+impl LlmCall {
+    /// The outcome of a request sent and not (yet) answered.
+    pub const SENT: &'static str = "sent";
 }
 
 /// The board counted, each count one aggregate in the store (never rows loaded): what a

@@ -364,6 +364,18 @@ impl Store for PgStore {
         })
     }
 
+    fn finish_llm_call(&self, id: i64, c: &LlmCall) -> StoreResult<bool> {
+        self.write(|tx| {
+            let sql = concat!(
+                "UPDATE llm_calls SET (",
+                llm_call_columns!(),
+                ") = ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) WHERE id = $13 AND outcome = 'sent'"
+            );
+            let changed = with_params(c, &[&id], |params| tx.execute(sql, params))?;
+            Ok(changed == 1)
+        })
+    }
+
     fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>> {
         self.read_one(|tx| {
             let found = match task_id {

@@ -78,6 +78,20 @@ pub const INSERT_EVENT: &str = "INSERT INTO task_events (id, task_id, run_id, ki
 
 pub static INSERT_LLM_CALL: LazyLock<String> = LazyLock::new(|| insert("llm_calls", &LLM_CALL_COLUMNS));
 
+/// Finishes a request's row: the values are `with_params`' of the call, then the id.
+pub static FINISH_LLM_CALL: LazyLock<String> = LazyLock::new(|| {
+    let set: Vec<String> = names(&LLM_CALL_COLUMNS)
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ?{}", i + 1))
+        .collect();
+    format!(
+        "UPDATE llm_calls SET {} WHERE id = ?{} AND outcome = '{}'",
+        set.join(", "),
+        set.len() + 1,
+        LlmCall::SENT
+    )
+});
+
 /// A column holding one of the core's words (status, outcome, block kind) or an id.
 pub struct Word<T>(pub T);
 
@@ -190,5 +204,6 @@ mod tests {
         assert!(UPSERT_RUN.contains("metadata = excluded.metadata"));
         assert!(!UPSERT_RUN.contains("started_at = excluded"), "{}", *UPSERT_RUN);
         assert!(INSERT_LLM_CALL.ends_with("?12)"));
+        assert!(FINISH_LLM_CALL.contains("over_budget = ?12 WHERE id = ?13 AND outcome = 'sent'"));
     }
 }

@@ -17,7 +17,7 @@ use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
 use crate::rows::{
     comment_from_row, event_from_row, llm_call_from_row, run_from_row, with_params, Word, COMMENT_COLUMNS,
-    EVENT_COLUMNS, INSERT_LLM_CALL, LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS,
+    EVENT_COLUMNS, FINISH_LLM_CALL, INSERT_LLM_CALL, LLM_CALL_COLUMNS, RUN_COLUMNS, TASK_COLUMNS,
 };
 use crate::SqliteStore;
 
@@ -395,6 +395,16 @@ impl Store for SqliteStore {
                 .and_then(|mut s| with_params(c, &[], |params| s.execute(params)))
                 .map_err(backend)?;
             Ok(tx.last_insert_rowid())
+        })
+    }
+
+    fn finish_llm_call(&self, id: i64, c: &LlmCall) -> StoreResult<bool> {
+        self.write(|tx| {
+            let changed = tx
+                .prepare_cached(&FINISH_LLM_CALL)
+                .and_then(|mut s| with_params(c, &[&id], |params| s.execute(params)))
+                .map_err(backend)?;
+            Ok(changed == 1)
         })
     }
 

@@ -75,6 +75,9 @@ pub enum FailureKind {
     TooLarge,
     /// A 2xx whose body is not a chat completion.
     BadResponse,
+    /// Never sent: its `llm_calls` row could not be written first. It has no row and
+    /// tells the breaker nothing.
+    NotSent,
 }
 
 impl FailureKind {
@@ -86,6 +89,7 @@ impl FailureKind {
             FailureKind::ConnectionError => "connection_error",
             FailureKind::TooLarge => "too_large",
             FailureKind::BadResponse => "bad_response",
+            FailureKind::NotSent => "not_sent",
         }
     }
 }
@@ -124,8 +128,13 @@ impl CallFailure {
                 self.http_status,
                 Some(status) if status >= 500 || matches!(status, 401 | 403 | 404 | 408 | 429)
             ),
-            FailureKind::TooLarge | FailureKind::BadResponse => false,
+            FailureKind::TooLarge | FailureKind::BadResponse | FailureKind::NotSent => false,
         }
+    }
+
+    /// Whether the request went out (and is billed): all but [`FailureKind::NotSent`].
+    pub fn was_sent(&self) -> bool {
+        self.kind != FailureKind::NotSent
     }
 
     /// A 401 or 403: the key or the account is refused.
@@ -141,7 +150,10 @@ impl CallFailure {
             FailureKind::HttpError => {
                 matches!(self.http_status, Some(status) if status >= 500 || status == 408 || status == 429)
             }
-            FailureKind::Timeout | FailureKind::TooLarge | FailureKind::BadResponse => false,
+            FailureKind::Timeout
+            | FailureKind::TooLarge
+            | FailureKind::BadResponse
+            | FailureKind::NotSent => false,
         }
     }
 }
@@ -210,7 +222,10 @@ pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings
 /// Sends `body` through `client`, retrying transient failures
 /// `settings.transient_retries` times, and records every attempt as one `llm_calls`
 /// row of `purpose` for the attempt's card, whatever its result, with its cost at the
-/// configured prices.
+/// configured prices. The row is written `sent` before the request goes out and
+/// finished when it ends, so a request whose gateway dies before the answer is still
+/// billed; a request whose row cannot be written is not sent
+/// ([`FailureKind::NotSent`]).
 ///
 /// Every answer (any reply at all) and every provider fault is a signal to the provider
 /// breaker; a retry is skipped when the attempt is the breaker's probe, when it is
@@ -218,7 +233,7 @@ pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings
 /// person's and the breaker is open.
 ///
 /// The n-th retry waits `n * settings.retry_backoff`, or the server's `Retry-After`
-/// when it sent one, never more than [`MAX_RETRY_WAIT`]. A row that cannot be written
+/// when it sent one, never more than [`MAX_RETRY_WAIT`]. A row that cannot be finished
 /// is logged and does not fail the call: the answer was paid for either way.
 pub async fn call_model<C: ModelClient>(
     client: &C,
@@ -232,6 +247,22 @@ pub async fn call_model<C: ModelClient>(
     let mut retries: u32 = 0;
     loop {
         let started_at = clock();
+        let sent = LlmCall {
+            task_id: Some(attempt.card.clone()),
+            purpose: purpose.as_str().to_owned(),
+            model: settings.model.clone(),
+            started_at,
+            outcome: LlmCall::SENT.to_owned(),
+            over_budget: attempt.over_budget,
+            ..LlmCall::default()
+        };
+        let Some(bill_id) = open_bill(store, sent).await else {
+            return Err(CallFailure::new(
+                FailureKind::NotSent,
+                None,
+                "the request was not sent: its llm_calls row could not be written",
+            ));
+        };
         let started = Instant::now();
         let result = client.send(body).await;
         let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -245,7 +276,7 @@ pub async fn call_model<C: ModelClient>(
         );
         row.cost = settings.prices.cost(row.prompt_tokens, row.completion_tokens);
         row.over_budget = attempt.over_budget;
-        record(store, row).await;
+        finish_bill(store, bill_id, row).await;
         let breaker = signal(store, attempt, &result, settings, clock()).await;
         let failure = match result {
             Ok(completion) => return Ok(completion),
@@ -376,12 +407,32 @@ fn bill(
     row
 }
 
-async fn record(store: &Arc<dyn Store>, row: LlmCall) {
+/// Writes the row of a request about to be sent; its id, or `None` (logged) when it
+/// cannot be written.
+async fn open_bill(store: &Arc<dyn Store>, row: LlmCall) -> Option<i64> {
     let store = Arc::clone(store);
     let written = tokio::task::spawn_blocking(move || store.record_llm_call(&row)).await;
+    let error = match written {
+        Ok(Ok(id)) => return Some(id),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(error = %error, "could not write an llm_calls row: the request is not sent");
+    None
+}
+
+/// Finishes a request's row with how it ended; a failure is logged, and the row stays
+/// `sent`.
+async fn finish_bill(store: &Arc<dyn Store>, id: i64, row: LlmCall) {
+    let store = Arc::clone(store);
+    let written = tokio::task::spawn_blocking(move || store.finish_llm_call(id, &row)).await;
     match written {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "could not record an llm_calls row"),
-        Err(e) => tracing::warn!(error = %e, "could not record an llm_calls row"),
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => tracing::warn!(
+            id,
+            "llm_calls row is no longer open; the request's outcome is not recorded"
+        ),
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not finish an llm_calls row; it stays sent"),
+        Err(e) => tracing::warn!(error = %e, "could not finish an llm_calls row; it stays sent"),
     }
 }

@@ -266,9 +266,12 @@ async fn attempt<C: ModelClient>(
     };
     let completion = call_model(client, store, &attempt, purpose, &body, settings, clock)
         .await
-        .map_err(|failure| Failed {
-            provider: failure.is_provider_fault(),
-            ..Failed::counted(failure.message)
+        .map_err(|failure| match failure.was_sent() {
+            true => Failed {
+                provider: failure.is_provider_fault(),
+                ..Failed::counted(failure.message)
+            },
+            false => Failed::uncounted(failure.message),
         })?;
     let plan = parse_reply(&completion.content, roster).map_err(|r| Failed::counted(r.to_string()))?;
     if let (Purpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {

@@ -382,3 +382,112 @@ async fn https_is_spoken_for_hosted_providers() {
     assert!(!failure.to_string().contains("scheme"), "{failure}");
     assert!(server.received_requests().await.unwrap().is_empty());
 }
+
+/// Reads the card's ledger while its request is out, then answers.
+struct Watching {
+    store: Arc<dyn Store>,
+    card: TaskId,
+    seen: std::sync::Mutex<Vec<Vec<LlmCall>>>,
+}
+
+impl decompose::ModelClient for Watching {
+    async fn send(&self, _body: &Value) -> Result<ModelReply, CallFailure> {
+        let ledger = self.store.llm_calls(Some(&self.card)).unwrap();
+        self.seen.lock().unwrap().push(ledger);
+        Ok(ModelReply {
+            content: "hello".to_owned(),
+            http_status: 200,
+            prompt_tokens: Some(3),
+            completion_tokens: Some(4),
+        })
+    }
+}
+
+async fn call_with(
+    client: &impl decompose::ModelClient,
+    store: &Arc<dyn Store>,
+    card: &TaskId,
+) -> Result<ModelReply, CallFailure> {
+    let settings = settings("http://127.0.0.1:9");
+    let body = json!({ "model": settings.model, "messages": [] });
+    let attempt = decompose::Attempt::manual(card);
+    call_model(
+        client,
+        store,
+        &attempt,
+        Purpose::Decompose,
+        &body,
+        &settings,
+        &|| NOW,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_request_is_billed_before_it_goes_out() {
+    let board = board();
+    let client = Watching {
+        store: Arc::clone(&board.store),
+        card: board.card.clone(),
+        seen: Default::default(),
+    };
+    call_with(&client, &board.store, &board.card).await.unwrap();
+    let seen = client.seen.into_inner().unwrap();
+    let while_out: Vec<(&str, i64, Option<i64>)> = seen[0]
+        .iter()
+        .map(|r| (r.outcome.as_str(), r.started_at, r.http_status))
+        .collect();
+    assert_eq!(
+        while_out,
+        vec![(LlmCall::SENT, NOW, None)],
+        "billed before the answer"
+    );
+    assert_eq!(seen.len(), 1);
+    let rows = rows(&board);
+    assert_eq!(rows.len(), 1, "the same row, finished");
+    assert_eq!(
+        (
+            rows[0].outcome.as_str(),
+            rows[0].http_status,
+            rows[0].prompt_tokens
+        ),
+        ("ok", Some(200), Some(3))
+    );
+}
+
+/// Counts the requests it is asked to send, and answers each.
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl decompose::ModelClient for Counting {
+    async fn send(&self, _body: &Value) -> Result<ModelReply, CallFailure> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(ModelReply {
+            content: "hello".to_owned(),
+            http_status: 200,
+            prompt_tokens: None,
+            completion_tokens: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_request_whose_bill_cannot_be_written_is_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    let card = {
+        let store = board_sqlite::SqliteStore::open(&path, &board_sqlite::Options::default()).unwrap();
+        let triage = NewTask {
+            triage: true,
+            ..NewTask::titled("a card")
+        };
+        store.create(&triage, NOW).unwrap().id
+    };
+    // Read-only: every write fails, the ledger's first.
+    let store: Arc<dyn Store> = Arc::new(board_sqlite::SqliteStore::open_read_only(&path).unwrap());
+    let client = Counting(Default::default());
+    let failure = call_with(&client, &store, &card).await.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::NotSent, "{failure}");
+    assert!(!failure.was_sent() && !failure.is_provider_fault() && !failure.is_transient());
+    assert_eq!(client.0.into_inner(), 0, "nothing went out");
+    assert!(store.llm_calls(None).unwrap().is_empty());
+}

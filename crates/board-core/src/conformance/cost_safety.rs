@@ -150,3 +150,59 @@ pub fn spend_sums_the_window(board: &dyn Board) {
         Some((Some(0.5), true))
     );
 }
+
+/// A request is billed `sent` before it goes out and counts in the spend at once; its
+/// row is finished once with how it ended. A finished row, or an unknown id, is never
+/// finished again.
+pub fn an_open_request_is_billed_then_finished_once(board: &dyn Board) {
+    let s = board.connect();
+    let card = triage_card(&*s, "in flight");
+    let sent = LlmCall {
+        task_id: Some(card.clone()),
+        purpose: "decompose".into(),
+        model: "m".into(),
+        started_at: T0,
+        outcome: LlmCall::SENT.into(),
+        ..LlmCall::default()
+    };
+    let id = s.record_llm_call(&sent).expect("record");
+    let open = s.spend(T0).expect("spend");
+    assert_eq!(open.requests, 1, "an unanswered request is counted");
+    assert_eq!(open.by_outcome.get(LlmCall::SENT), Some(&1));
+    let answered = LlmCall {
+        duration_ms: 40,
+        outcome: "ok".into(),
+        http_status: Some(200),
+        prompt_tokens: Some(30),
+        completion_tokens: Some(12),
+        cost: Some(0.5),
+        ..sent.clone()
+    };
+    assert!(s.finish_llm_call(id, &answered).expect("finish"));
+    assert_eq!(s.llm_calls(Some(&card)).expect("rows"), vec![answered.clone()]);
+    let later = LlmCall {
+        outcome: "timeout".into(),
+        ..answered.clone()
+    };
+    assert!(!s.finish_llm_call(id, &later).expect("finish"), "finished once");
+    assert!(
+        !s.finish_llm_call(id + 1000, &later).expect("finish"),
+        "no such row"
+    );
+    let done = s.record_llm_call(&answered).expect("record");
+    assert!(
+        !s.finish_llm_call(done, &later).expect("finish"),
+        "billed finished"
+    );
+    assert_eq!(
+        s.llm_calls(Some(&card)).expect("rows"),
+        vec![answered.clone(), answered],
+        "nothing changed"
+    );
+    let spent = s.spend(T0).expect("spend");
+    assert_eq!(
+        (spent.requests, spent.prompt_tokens, spent.cost),
+        (2, 60, Some(1.0))
+    );
+    assert_eq!(spent.by_outcome.get(LlmCall::SENT), None);
+}
