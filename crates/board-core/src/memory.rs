@@ -19,7 +19,7 @@ use crate::graph::{self, Created, NewTask};
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::retention::{Compacted, Freed, GcBatch};
+use crate::retention::{remove_archived_rows, Compacted, Freed, GcBatch};
 use crate::spend::Spend;
 use crate::store::{
     Committed, Creation, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit,
@@ -36,7 +36,7 @@ pub struct MemStore {
     board: Mutex<Board>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Board {
     tasks: BTreeMap<TaskId, Task>,
     runs: BTreeMap<i64, Run>,
@@ -561,7 +561,7 @@ impl Store for MemStore {
         after: Option<&TaskId>,
         batch: &GcBatch,
     ) -> StoreResult<(Freed, Option<TaskId>)> {
-        Ok(self.board().gc_archived(before, after, batch))
+        self.board().gc_archived(before, after, batch)
     }
 
     fn gc_events(
@@ -574,7 +574,7 @@ impl Store for MemStore {
     }
 
     fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
-        self.board().remove_archived(id)
+        remove_archived_rows(&mut *self.board(), id)
     }
 
     fn compact(&self) -> StoreResult<Compacted> {

@@ -1,10 +1,11 @@
-//! `MemStore`'s retention batches, the reference for the SQL stores' (see
-//! `crate::retention` for what is kept and why).
+//! `MemStore`'s retention: the board in memory as [`GcRows`], so that the rules of
+//! `crate::retention` (what goes, in what batches, what `archive --rm` refuses) are the
+//! same code here as on the SQL stores; and its event batches.
 
 use std::collections::{BTreeSet, VecDeque};
 
 use super::Board;
-use crate::retention::{gc_event_steps, removal_refused, Freed, GcBatch, ROUTINE_EVENTS};
+use crate::retention::{gc_archived_rows, gc_event_steps, Freed, GcBatch, GcRows, ROUTINE_EVENTS};
 use crate::store::StoreResult;
 use crate::types::{Event, Status, Task, TaskId, Timestamp};
 
@@ -12,9 +13,56 @@ fn archived_before(t: &Task, before: Timestamp) -> bool {
     t.status == Status::Archived && t.updated_at < before
 }
 
+impl GcRows for Board {
+    fn tasks_after(
+        &mut self,
+        after: &str,
+        before: Timestamp,
+        window: usize,
+    ) -> StoreResult<Vec<(String, bool)>> {
+        let after = self.tasks.values().filter(|t| t.id.as_str() > after);
+        Ok(after
+            .take(window)
+            .map(|t| (t.id.as_str().to_owned(), archived_before(t, before)))
+            .collect())
+    }
+
+    fn newest_event_task(&mut self) -> StoreResult<Option<String>> {
+        Ok(self.events.last().map(|e| e.task_id.as_str().to_owned()))
+    }
+
+    fn component(&mut self, seed: &str, before: Timestamp) -> StoreResult<Vec<(String, bool)>> {
+        let Some(seed) = seed
+            .parse::<TaskId>()
+            .ok()
+            .filter(|id| self.tasks.contains_key(id))
+        else {
+            return Ok(Vec::new());
+        };
+        let members = self.linked_set(&seed);
+        Ok(members
+            .iter()
+            .filter_map(|id| self.tasks.get(id))
+            .map(|t| (t.id.as_str().to_owned(), archived_before(t, before)))
+            .collect())
+    }
+
+    fn remove_task(&mut self, id: &str) -> StoreResult<Freed> {
+        Ok(match id.parse::<TaskId>() {
+            Ok(id) => self.remove_members(&BTreeSet::from([id])),
+            Err(_) => Freed::default(),
+        })
+    }
+
+    /// The event counter never goes back: nothing to do.
+    fn keep_event_ids(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+}
+
 impl Board {
     /// The tasks linked to `seed`, directly or through others, `seed` included.
-    fn component(&self, seed: &TaskId) -> BTreeSet<TaskId> {
+    fn linked_set(&self, seed: &TaskId) -> BTreeSet<TaskId> {
         let mut seen = BTreeSet::from([seed.clone()]);
         let mut queue = VecDeque::from([seed.clone()]);
         while let Some(node) = queue.pop_front() {
@@ -34,24 +82,8 @@ impl Board {
         seen
     }
 
-    /// Removes the component of `seed` when every task of it is archived before
-    /// `before` and `seed` is its smallest id (so a component is taken once). The
-    /// component holding the newest event stays, so that no event id is handed out twice.
-    fn remove_component(&mut self, seed: &TaskId, before: Timestamp, dry_run: bool) -> Freed {
-        let members = self.component(seed);
-        let whole = members
-            .iter()
-            .all(|id| self.tasks.get(id).is_some_and(|t| archived_before(t, before)));
-        let holds_newest = self.events.last().is_some_and(|e| members.contains(&e.task_id));
-        if !whole || holds_newest || members.first() != Some(seed) {
-            return Freed::default();
-        }
-        self.remove_members(&members, dry_run)
-    }
-
-    /// Removes `members` with their runs, events, comments, links and leases (or only
-    /// counts them, with `dry_run`).
-    fn remove_members(&mut self, members: &BTreeSet<TaskId>, dry_run: bool) -> Freed {
+    /// Removes `members` with their runs, events, comments, links and leases.
+    fn remove_members(&mut self, members: &BTreeSet<TaskId>) -> Freed {
         let freed = Freed {
             tasks: members.len() as u64,
             runs: self
@@ -75,65 +107,28 @@ impl Board {
                 .filter(|l| members.contains(&l.parent_id) || members.contains(&l.child_id))
                 .count() as u64,
         };
-        if !dry_run {
-            self.runs.retain(|_, r| !members.contains(&r.task_id));
-            self.events.retain(|e| !members.contains(&e.task_id));
-            self.comments.retain(|c| !members.contains(&c.task_id));
-            self.links
-                .retain(|l| !members.contains(&l.parent_id) && !members.contains(&l.child_id));
-            self.decomposition_leases.retain(|id, _| !members.contains(id));
-            self.tasks.retain(|id, _| !members.contains(id));
-        }
+        self.runs.retain(|_, r| !members.contains(&r.task_id));
+        self.events.retain(|e| !members.contains(&e.task_id));
+        self.comments.retain(|c| !members.contains(&c.task_id));
+        self.links
+            .retain(|l| !members.contains(&l.parent_id) && !members.contains(&l.child_id));
+        self.decomposition_leases.retain(|id, _| !members.contains(id));
+        self.tasks.retain(|id, _| !members.contains(id));
         freed
     }
 
-    /// `Store::remove_archived`: the task goes alone, once it and its whole link
-    /// component are archived (`retention::removal_refused`).
-    pub(super) fn remove_archived(&mut self, id: &TaskId) -> StoreResult<Freed> {
-        let component: Vec<(TaskId, bool)> = match self.tasks.contains_key(id) {
-            true => self
-                .component(id)
-                .into_iter()
-                .map(|m| {
-                    let archived = self.tasks.get(&m).is_some_and(|t| t.status == Status::Archived);
-                    (m, archived)
-                })
-                .collect(),
-            false => Vec::new(),
-        };
-        if let Some(refusal) = removal_refused(id, &component) {
-            return Err(refusal.into());
-        }
-        Ok(self.remove_members(&BTreeSet::from([id.clone()]), false))
-    }
-
+    /// `Store::gc_archived`: the shared batch rule; a dry run works on a copy, rolled
+    /// back as a SQL store's is.
     pub(super) fn gc_archived(
         &mut self,
         before: Timestamp,
         after: Option<&TaskId>,
         batch: &GcBatch,
-    ) -> (Freed, Option<TaskId>) {
-        let window = batch.window.max(1);
-        let looked: Vec<TaskId> = self
-            .tasks
-            .keys()
-            .filter(|id| after.is_none_or(|a| *id > a))
-            .take(window)
-            .cloned()
-            .collect();
-        let mut next = (looked.len() == window).then(|| looked.last().cloned()).flatten();
-        let mut freed = Freed::default();
-        for (at, id) in looked.iter().enumerate() {
-            if !self.tasks.get(id).is_some_and(|t| archived_before(t, before)) {
-                continue;
-            }
-            if batch.stops(freed.tasks > 0) {
-                next = Some(looked[at - 1].clone());
-                break;
-            }
-            freed.add(self.remove_component(id, before, batch.dry_run));
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        match batch.dry_run {
+            false => gc_archived_rows(self, before, after, batch),
+            true => gc_archived_rows(&mut self.clone(), before, after, batch),
         }
-        (freed, next)
     }
 
     pub(super) fn gc_events(
