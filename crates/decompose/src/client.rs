@@ -246,17 +246,16 @@ pub async fn call_model<C: ModelClient>(
 ) -> Result<ModelReply, CallFailure> {
     let mut retries: u32 = 0;
     loop {
-        let started_at = clock();
         let sent = LlmCall {
             task_id: Some(attempt.card.clone()),
             purpose: purpose.as_str().to_owned(),
             model: settings.model.clone(),
-            started_at,
+            started_at: clock(),
             outcome: LlmCall::SENT.to_owned(),
             over_budget: attempt.over_budget,
             ..LlmCall::default()
         };
-        let Some(bill_id) = open_bill(store, sent).await else {
+        let Some(bill_id) = open_bill(store, sent.clone()).await else {
             return Err(CallFailure::new(
                 FailureKind::NotSent,
                 None,
@@ -266,16 +265,8 @@ pub async fn call_model<C: ModelClient>(
         let started = Instant::now();
         let result = client.send(body).await;
         let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        let mut row = bill(
-            &attempt.card,
-            purpose,
-            &settings.model,
-            started_at,
-            duration_ms,
-            &result,
-        );
+        let mut row = ended(sent, duration_ms, &result);
         row.cost = settings.prices.cost(row.prompt_tokens, row.completion_tokens);
-        row.over_budget = attempt.over_budget;
         finish_bill(store, bill_id, row).await;
         let breaker = signal(store, attempt, &result, settings, clock()).await;
         let failure = match result {
@@ -375,22 +366,9 @@ pub(crate) async fn signal_breaker(
     }
 }
 
-fn bill(
-    task_id: &TaskId,
-    purpose: Purpose,
-    model: &str,
-    started_at: Timestamp,
-    duration_ms: i64,
-    result: &Result<ModelReply, CallFailure>,
-) -> LlmCall {
-    let mut row = LlmCall {
-        task_id: Some(task_id.clone()),
-        purpose: purpose.as_str().to_owned(),
-        model: model.to_owned(),
-        started_at,
-        duration_ms,
-        ..LlmCall::default()
-    };
+/// The row of a request that ended: its `sent` row with how the request went.
+fn ended(sent: LlmCall, duration_ms: i64, result: &Result<ModelReply, CallFailure>) -> LlmCall {
+    let mut row = LlmCall { duration_ms, ..sent };
     match result {
         Ok(completion) => {
             row.outcome = "ok".to_owned();
@@ -426,13 +404,11 @@ async fn open_bill(store: &Arc<dyn Store>, row: LlmCall) -> Option<i64> {
 async fn finish_bill(store: &Arc<dyn Store>, id: i64, row: LlmCall) {
     let store = Arc::clone(store);
     let written = tokio::task::spawn_blocking(move || store.finish_llm_call(id, &row)).await;
-    match written {
-        Ok(Ok(true)) => {}
-        Ok(Ok(false)) => tracing::warn!(
-            id,
-            "llm_calls row is no longer open; the request's outcome is not recorded"
-        ),
-        Ok(Err(e)) => tracing::warn!(error = %e, "could not finish an llm_calls row; it stays sent"),
-        Err(e) => tracing::warn!(error = %e, "could not finish an llm_calls row; it stays sent"),
-    }
+    let error = match written {
+        Ok(Ok(true)) => return,
+        Ok(Ok(false)) => "the row is no longer sent".to_owned(),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(id, error = %error, "could not finish an llm_calls row; the request's outcome is not recorded");
 }
