@@ -164,6 +164,81 @@ mod tests {
             .is_some_and(|r| r.starts_with("max_cost_per_day")));
     }
 
+    /// The token ceiling counts both sides of the bill: tokens in alone, or tokens out
+    /// alone, reach it.
+    #[test]
+    fn a_token_ceiling_is_reached_by_either_side_alone() {
+        let tokens = Ceilings {
+            max_tokens_per_day: Some(1000),
+            ..Ceilings::default()
+        };
+        let spent = |prompt_tokens, completion_tokens| Spend {
+            requests: 1,
+            prompt_tokens,
+            completion_tokens,
+            ..Spend::default()
+        };
+        for (prompt, completion) in [(1000, 0), (0, 1000), (600, 400)] {
+            let reached = tokens.reached(&spent(prompt, completion));
+            assert!(
+                reached
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("max_tokens_per_day (1000 tokens")),
+                "{prompt} in, {completion} out: {reached:?}"
+            );
+        }
+        for (prompt, completion) in [(999, 0), (0, 999), (500, 499)] {
+            assert_eq!(tokens.reached(&spent(prompt, completion)), None);
+        }
+    }
+
+    /// The cost ceiling counts both prices: the input price alone, or the output price
+    /// alone, reaches it, and with both set a call costs the sum of its two parts.
+    #[test]
+    fn a_cost_ceiling_is_reached_by_either_price_alone() {
+        let ceiling = Ceilings {
+            max_cost_per_day: Some(1.0),
+            ..Ceilings::default()
+        };
+        let spent = |prices: Prices, prompt: i64, completion: i64| Spend {
+            requests: 1,
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cost: prices.cost(Some(prompt), Some(completion)),
+            ..Spend::default()
+        };
+        let input_only = Prices {
+            per_million_input: Some(2.0),
+            per_million_output: None,
+        };
+        let output_only = Prices {
+            per_million_input: None,
+            per_million_output: Some(4.0),
+        };
+        let both = Prices {
+            per_million_input: Some(2.0),
+            per_million_output: Some(4.0),
+        };
+        assert_eq!(input_only.cost(Some(500_000), Some(250_000)), Some(1.0));
+        assert_eq!(output_only.cost(Some(500_000), Some(250_000)), Some(1.0));
+        assert_eq!(both.cost(Some(500_000), Some(250_000)), Some(2.0));
+        for (prices, prompt, completion) in [
+            (input_only, 500_000, 0),
+            (output_only, 0, 250_000),
+            (both, 250_000, 125_000),
+        ] {
+            let spend = spent(prices, prompt, completion);
+            assert!(
+                ceiling
+                    .reached(&spend)
+                    .is_some_and(|r| r.starts_with("max_cost_per_day (1.0000 spent")),
+                "{prices:?} with {prompt} in, {completion} out: {spend:?}"
+            );
+            let under = spent(prices, prompt * 9 / 10, completion * 9 / 10);
+            assert_eq!(ceiling.reached(&under), None, "{prices:?}: {under:?}");
+        }
+    }
+
     #[test]
     fn groups_add_up() {
         let mut sum = Spend::default();

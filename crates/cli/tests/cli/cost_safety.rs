@@ -3,17 +3,65 @@
 //! itself (also across a gateway restart); one card that makes the provider fail among
 //! healthy ones is parked without stalling the rest; a 401 holds everything until the
 //! config changes (and is reloaded); a spend ceiling stops automatic decomposition and a person can go
-//! past it on the record. Time is compressed through `decompose_retry_base_seconds`.
+//! past it on the record; a token ceiling counts tokens in and out, a cost ceiling both
+//! prices. Time is compressed through `decompose_retry_base_seconds`. What the gateway did
+//! and when is judged from outside: the fake model's request log and the board's rows,
+//! never the gateway's own counters (those only show it is alive).
 
 use crate::gateway_board;
 
 use board_core::{Status, Store, TaskId};
-use fake_llm::Reply;
+use std::time::Duration;
+
+use fake_llm::{RecordedRequest, Reply, Usage};
 use gateway_board::{Board, Setup};
 
 /// `log2(outage / base)` rounded up, plus the two faults that show the outage.
 fn outage_bound(outage_seconds: u64, base_seconds: u64) -> usize {
     (outage_seconds as f64 / base_seconds as f64).log2().ceil() as usize + 2
+}
+
+/// The gateway's tick interval in these tests (`Setup::default`), and how long a healthy
+/// model takes to answer (well within the decomposer's timeout).
+const INTERVAL: Duration = Duration::from_millis(200);
+const ANSWER: Duration = Duration::from_secs(1);
+
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What the fake model saw from its first request on, judged without the gateway's own
+/// counters: the first request goes alone (a probe, or the one call of a provider in
+/// doubt); once it is answered every other card of `cards` is sent together (all before
+/// the first of them could be answered, so not one at a time), within two ticks of that
+/// answer (with a second more for a loaded machine).
+fn sent_together_after(requests: &[RecordedRequest], cards: &[TaskId]) {
+    let first_request = requests.first().expect("a first request");
+    let firsts: Vec<u64> = cards
+        .iter()
+        .filter(|c| first_request.task_id.as_deref() != Some(c.as_str()))
+        .map(|c| {
+            let sent = requests.iter().find(|r| r.task_id.as_deref() == Some(c.as_str()));
+            sent.unwrap_or_else(|| panic!("{c} was never sent"))
+                .received_at_ms
+        })
+        .collect();
+    let (Some(&first), Some(&last)) = (firsts.iter().min(), firsts.iter().max()) else {
+        return;
+    };
+    let answer = ANSWER.as_millis() as u64;
+    assert!(
+        last - first < answer,
+        "the cards were sent one after another, over {} ms",
+        last - first
+    );
+    let after = first.saturating_sub(first_request.received_at_ms);
+    let bound = answer + 2 * INTERVAL.as_millis() as u64 + 1000;
+    assert!(
+        after <= bound,
+        "the cards went {after} ms after the first request, more than two ticks past its answer"
+    );
 }
 
 fn triage_cards(b: &Board, n: usize, prefix: &str) -> Vec<TaskId> {
@@ -49,19 +97,35 @@ fn outage(fault: Reply, timeout_secs: u32) {
     b.wait_for("the breaker to open", || b.db().breaker().unwrap().open);
     // A restart mid-outage (stopped as a service manager stops it: SIGTERM, which
     // releases its decomposition leases) sends nothing before the breaker's next probe
-    // time. A gateway killed mid-call is the several-gateways suite's host death.
+    // time. Once two probes have been taken the next one is four base periods away, so
+    // the restarted gateway always runs before it. A gateway killed mid-call is the
+    // several-gateways suite's host death.
+    b.wait_for("the breaker's second probe", || {
+        b.db().breaker().unwrap().opens >= 3
+    });
     b.kanban_ok(&["gateway", "stop"]);
     b.kill_gateway();
-    let probe_at = b.db().breaker().unwrap().probe_at.expect("a probe time");
-    let before = b.fake.requests().len();
+    let stopped_ms = now_ms();
+    let probe_at_ms = b.db().breaker().unwrap().probe_at.expect("a probe time") as u64 * 1000;
     b.start_gateway();
     let restarted = b.ticks();
     b.wait_for("two ticks of the restarted gateway", || {
         b.ticks() >= restarted + 2
     });
-    if board_home::now() < probe_at {
-        assert_eq!(b.fake.requests().len(), before, "a request before the probe time");
-    }
+    assert!(
+        now_ms() < probe_at_ms,
+        "the restart outlasted the probe time, so it proved nothing"
+    );
+    b.wait_for("the probe time", || now_ms() >= probe_at_ms);
+    assert!(b.gateway_alive(), "the restarted gateway died");
+    let early: Vec<u64> = b
+        .fake
+        .requests()
+        .iter()
+        .map(|r| r.received_at_ms)
+        .filter(|at| (stopped_ms..probe_at_ms).contains(at))
+        .collect();
+    assert!(early.is_empty(), "requests before the probe time: {early:?}");
     let left = OUTAGE.saturating_sub(started.elapsed().as_secs());
     std::thread::sleep(std::time::Duration::from_secs(left));
     let during = b.fake.requests().len();
@@ -77,28 +141,17 @@ fn outage(fault: Reply, timeout_secs: u32) {
             "{card} was charged"
         );
     }
+    b.default_reply(Some(Reply::delayed(ANSWER, Reply::text(gateway_board::SINGLE))));
     let healed = b.fake.requests().len();
-    b.default_reply(None);
     b.wait_for("the breaker to close", || !b.db().breaker().unwrap().open);
-    let closed = b.periodic_ticks();
-    // Every card is sent within two ticks of the recovery (wake-ups from the commits
-    // add ticks of their own, not counted); the commits follow.
-    let sent_since = || -> std::collections::BTreeSet<String> {
-        b.fake.requests()[healed..]
+    b.wait_for("every card sent", || {
+        let sent: std::collections::BTreeSet<String> = b.fake.requests()[healed..]
             .iter()
             .filter_map(|r| r.task_id.clone())
-            .collect()
-    };
-    b.wait_for("every card sent", || {
-        cards.iter().all(|c| sent_since().contains(c.as_str()))
+            .collect();
+        cards.iter().all(|c| sent.contains(c.as_str()))
     });
-    let sent_at = b.periodic_ticks();
-    assert!(
-        sent_at <= closed + 2,
-        "sent {} ticks after recovery\n{}",
-        sent_at - closed,
-        b.gateway_log()
-    );
+    sent_together_after(&b.fake.requests()[healed..], &cards);
     b.wait_for("every card decomposed", || in_triage(&b, &cards) == 0);
     let rows = b.db().llm_calls(None).unwrap().len();
     assert_eq!(
@@ -125,8 +178,12 @@ fn an_outage_of_http_500_costs_a_logarithmic_number_of_requests_and_parks_nobody
 }
 
 #[test]
-fn an_outage_of_hangs_and_of_429_with_retry_after_behaves_the_same() {
-    outage(Reply::Hang, 1);
+fn an_outage_of_hangs_behaves_the_same() {
+    outage(Reply::Hang, 2);
+}
+
+#[test]
+fn an_outage_of_429_with_retry_after_behaves_the_same() {
     outage(
         Reply::Error {
             status: 429,
@@ -154,14 +211,14 @@ fn one_card_that_always_fails_is_parked_without_stalling_the_healthy_ones() {
     }
     b.reply("always 500", Reply::error(500, "this card breaks the provider"));
     bad.push(b.create(&["always 500", "--triage"]));
+    b.default_reply(Some(Reply::delayed(ANSWER, Reply::text(gateway_board::SINGLE))));
     b.start_gateway();
-    // Every healthy card is sent within two interval ticks of the gateway's start (wake-ups
-    // from the commits add ticks of their own, not counted); the commits follow.
+    // The first call goes alone (the provider is in doubt until it answers); then every
+    // healthy card is sent together, the bad ones among them failing on the side.
     b.wait_for("every healthy card sent", || {
         healthy.iter().all(|c| b.bills(c) >= 1)
     });
-    let ticks = b.periodic_ticks();
-    assert!(ticks <= 2, "the healthy cards were sent over {ticks} ticks");
+    sent_together_after(&b.fake.requests(), &healthy);
     b.wait_for("every healthy card decomposed", || in_triage(&b, &healthy) == 0);
     b.wait_for("the four bad cards parked", || {
         bad.iter().all(|c| b.task(c).decompose_parked)
@@ -258,4 +315,75 @@ fn a_request_ceiling_stops_automatic_decomposition_and_over_budget_is_on_record(
         text.contains("6 of 5 requests in the last 24 h: reached"),
         "{text}"
     );
+}
+
+/// A token ceiling counts tokens in and out, and a cost ceiling both prices: each side of
+/// the bill alone stops automatic decomposition at the request that reaches it. One call
+/// at a time, so the ceiling is read after every answer.
+#[test]
+fn token_and_cost_ceilings_are_reached_by_either_side_of_the_bill() {
+    let usage = |prompt_tokens, completion_tokens| Usage {
+        prompt_tokens,
+        completion_tokens,
+    };
+    let cases = [
+        (
+            "    max_tokens_per_day: 200\n",
+            usage(100, 0),
+            "max_tokens_per_day",
+        ),
+        (
+            "    max_tokens_per_day: 200\n",
+            usage(0, 100),
+            "max_tokens_per_day",
+        ),
+        (
+            "    max_cost_per_day: 2\n    price_per_million_input: 1000000\n",
+            usage(1, 0),
+            "max_cost_per_day",
+        ),
+        (
+            "    max_cost_per_day: 2\n    price_per_million_output: 1000000\n",
+            usage(0, 1),
+            "max_cost_per_day",
+        ),
+    ];
+    for (ceiling, usage, key) in cases {
+        let case = format!("{key} with {usage:?}");
+        let mut b = Board::new(Setup {
+            decomposer_extra: ceiling,
+            per_tick: 1,
+            concurrency: 1,
+            ..Setup::default()
+        });
+        b.default_reply(Some(Reply::Text {
+            content: gateway_board::SINGLE.to_owned(),
+            usage: Some(usage),
+        }));
+        let cards = triage_cards(&b, 4, "card");
+        b.start_gateway();
+        b.wait_for("the ceiling to be reached, or every card decomposed", || {
+            let events = b.snapshot().events;
+            events.iter().any(|e| e.kind == "spend_ceiling_reached") || in_triage(&b, &cards) == 0
+        });
+        let seen = b.ticks();
+        b.wait_for("five more ticks", || b.ticks() >= seen + 5);
+        b.kill_gateway();
+        assert_eq!(
+            b.fake.requests().len(),
+            2,
+            "{case}: the second request reaches the ceiling"
+        );
+        assert_eq!(in_triage(&b, &cards), 2, "{case}");
+        let events = b.snapshot().events;
+        let reached: Vec<&str> = events
+            .iter()
+            .filter(|e| e.kind == "spend_ceiling_reached")
+            .filter_map(|e| e.payload["ceiling"].as_str())
+            .collect();
+        assert!(
+            reached.len() == 1 && reached[0].starts_with(key),
+            "{case}: {reached:?}"
+        );
+    }
 }

@@ -188,12 +188,6 @@ impl Board {
         self.status_count("ticks")
     }
 
-    /// The ticks the interval started: all ticks but those a wake-up started.
-    pub fn periodic_ticks(&self) -> u64 {
-        self.status_count("ticks")
-            .saturating_sub(self.status_count("wakeups"))
-    }
-
     fn status_count(&self, key: &str) -> u64 {
         std::fs::read_to_string(self.path().join("gateway.json"))
             .ok()
