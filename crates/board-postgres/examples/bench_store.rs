@@ -11,9 +11,10 @@
 //! - `cycle --max N --seconds T`: claim then complete of ready tasks through the `Store`
 //!   trait, one process.
 //! - `claim --procs P --max N --seconds T`: P copies of this binary take tasks from one
-//!   shared ready queue with `claim_next` (`SKIP LOCKED`) and complete them; the board
-//!   is then checked for double claims (a task with two runs, a completion lost, or a
-//!   count of completions that disagrees with the tasks done).
+//!   shared ready queue as a gateway's tick does (a page of [`CLAIM_PAGE`] tasks in
+//!   claim order from `claimable`, then `claim_ready` on their ids, `SKIP LOCKED`) and
+//!   complete them; the board is then checked for double claims (a task with two runs, a
+//!   completion lost, or a count of completions that disagrees with the tasks done).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -30,6 +31,8 @@ use store_bench::{budget, now, number, run_cycles, text, Contender, Cycles, Flag
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 /// Concurrent writers that fill a board before a measurement.
 const FILLERS: usize = 4;
+/// Ready tasks a claimer lists and claims at once: a gateway's `max_spawn` room.
+const CLAIM_PAGE: usize = 8;
 
 fn main() {
     let workloads: &[(&str, Workload)] = &[
@@ -267,8 +270,17 @@ fn claim_worker(f: &Flags) -> Result<Value, String> {
     let mut c = Cycles::default();
     while started.elapsed() < budget {
         let now = now();
-        match store.claim_next(1, 900, now) {
-            Ok(claims) if claims.is_empty() => break,
+        let page = match store.claimable(CLAIM_PAGE) {
+            Ok(page) if page.is_empty() => break,
+            Ok(page) => page,
+            Err(e) => {
+                c.failed("claimable", e);
+                continue;
+            }
+        };
+        let ids: Vec<TaskId> = page.into_iter().map(|t| t.id).collect();
+        // Tasks another copy holds or took meanwhile are skipped: the next page has others.
+        match store.claim_ready(&ids, 900, now) {
             Ok(claims) => {
                 for claim in claims {
                     c.complete(&store, &claim.task.id, claim.run_id, now);

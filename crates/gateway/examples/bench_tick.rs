@@ -5,19 +5,24 @@
 //!   `Store` API: R ready, C triage cards cooling down after a recorded decomposition
 //!   failure, the rest (if any) done. Built once and copied for each run.
 //! - `version`: the schema version a built board has, so a stale one is rebuilt.
-//! - `tick --home H --ticks K`: the dispatcher on `H/kanban.db` (or the board of
-//!   `KANBAN_DATABASE_URL`) with `max_spawn: 0` and auto-decompose on; one warm-up tick,
-//!   then K timed ticks.
+//! - `tick --home H --ticks K [--spawn N]`: the dispatcher on `H/kanban.db` (or the
+//!   board of `KANBAN_DATABASE_URL`) with auto-decompose on; one warm-up tick, then K
+//!   timed ticks. With `--spawn 0` (the default) no work is due, so a tick reads and
+//!   plans and does nothing: the idle tick. With `--spawn N` every timed tick reaps the N
+//!   workers the last one started (they completed their runs between the ticks, as
+//!   workers do), claims N ready tasks and starts their workers in a process table that
+//!   does not fork, so the tick's own work is timed and not process creation.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use board_core::{Completion, NewTask, RetryPolicy, Store, TaskId};
+use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
+use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
 use serde_json::{json, Value};
 use store_bench::{number, text, Flags, Workload};
 
@@ -30,6 +35,64 @@ impl Decompositions for Idle {
     }
     fn start(&mut self, _id: TaskId, _probe: bool) {}
     fn cancel_all(&mut self) {}
+}
+
+/// A process table that does not fork: a started worker is held at once under a made-up
+/// pid, lives until the bench completes its run, and has then exited with 0.
+#[derive(Clone, Default)]
+struct NoFork {
+    /// Started workers whose runs the bench has not completed yet.
+    started: Arc<Mutex<Vec<(TaskId, RunId)>>>,
+    /// Held workers, and whether each has exited.
+    held: Arc<Mutex<BTreeMap<TaskId, bool>>>,
+}
+
+impl NoFork {
+    /// Completes the run of every worker started since the last call, as a worker that
+    /// ran `kanban complete` would, and lets its process exit.
+    fn finish_started(&self, store: &dyn Store, now: i64) -> Result<usize, String> {
+        let started: Vec<(TaskId, RunId)> = std::mem::take(&mut *self.started.lock().unwrap());
+        for (task, run) in &started {
+            let completion = Completion {
+                expected_run_id: Some(*run),
+                result: Some("done".to_owned()),
+                ..Completion::default()
+            };
+            store
+                .complete(task, &completion, now)
+                .map_err(|e| e.to_string())?;
+            self.held.lock().unwrap().insert(task.clone(), true);
+        }
+        Ok(started.len())
+    }
+}
+
+impl Processes for NoFork {
+    fn spawn(&mut self, a: &Assignment<'_>) -> std::io::Result<u32> {
+        self.started.lock().unwrap().push((a.task.id.clone(), a.run_id));
+        self.held.lock().unwrap().insert(a.task.id.clone(), false);
+        Ok(4_000_000)
+    }
+    fn proven(&self, _task: &Task) -> bool {
+        false
+    }
+    fn adopt(&mut self, _task: &Task) -> Option<u32> {
+        None
+    }
+    fn probe(&self, task: &TaskId) -> Option<Observed> {
+        let exited = *self.held.lock().unwrap().get(task)?;
+        Some(match exited {
+            false => Observed::Alive,
+            true => Observed::Exited {
+                exit: Exit::Code(0),
+                log_tail: String::new(),
+            },
+        })
+    }
+    fn signal(&mut self, _task: &TaskId, _signal: Signal) {}
+    fn release(&mut self, task: &TaskId) {
+        self.held.lock().unwrap().remove(task);
+    }
 }
 
 fn main() {
@@ -108,15 +171,28 @@ fn build(f: &Flags) -> Result<Value, String> {
 fn tick(f: &Flags) -> Result<Value, String> {
     let home = path(f, "home")?;
     let ticks = number(f, "ticks")?;
+    let spawn: usize = if f.contains_key("spawn") {
+        number(f, "spawn")?
+    } else {
+        0
+    };
     let home = Home::at(&home).map_err(|e| e.to_string())?;
     // The board as `kanban-gateway` would open it: `H/kanban.db` with the default
     // durability (FULL), or the PostgreSQL board of `KANBAN_DATABASE_URL`.
     let loaded = home.load_config().map_err(|e| e.to_string())?;
     let store: Arc<dyn Store> = home.open_store(&loaded.config).map_err(|e| e.to_string())?;
-    let mut dispatcher = Dispatcher::new(store, home, Box::new(Idle));
+    let processes = NoFork::default();
+    let mut dispatcher = if spawn == 0 {
+        Dispatcher::new(store.clone(), home, Box::new(Idle))
+    } else {
+        Dispatcher::with_processes(store.clone(), Box::new(processes.clone()), Box::new(Idle))
+    };
+    // The built board's ready tasks have no assignee, so they go to the default one.
     let settings = DispatchSettings {
-        max_spawn: 0,
+        max_spawn: spawn,
         auto_decompose: true,
+        default_assignee: "bench".to_owned(),
+        commands: BTreeMap::from([("bench".to_owned(), Some(vec!["true".to_owned()]))]),
         ..DispatchSettings::default()
     };
     let mut unexpected = Vec::new();
@@ -130,16 +206,17 @@ fn tick(f: &Flags) -> Result<Value, String> {
             latencies.push(ms);
         }
         unexpected.extend(report.errors);
-        if !report.decompositions_started.is_empty() || !report.spawned.is_empty() {
+        if !report.decompositions_started.is_empty() || report.spawned.len() != spawn {
             unexpected.push(format!(
-                "the tick started {} decompositions and {} workers; the board is not the one built",
+                "tick {i} started {} decompositions and {} workers, not 0 and {spawn}; the board is not the one built",
                 report.decompositions_started.len(),
                 report.spawned.len()
             ));
         }
+        processes.finish_started(store.as_ref(), now)?;
     }
     if !unexpected.is_empty() {
         return Err(unexpected.join("; "));
     }
-    Ok(json!({"ticks_ms": latencies}))
+    Ok(json!({"ticks_ms": latencies, "spawned_per_tick": spawn}))
 }
