@@ -240,6 +240,29 @@ mod tests {
     }
 
     #[test]
+    fn the_window_is_the_day_before_now_and_its_json_names_every_ceiling() {
+        assert_eq!(window_start(1_000_000), 1_000_000 - 86_400);
+        let ceilings = Ceilings {
+            max_requests_per_day: Some(5),
+            max_tokens_per_day: None,
+            max_cost_per_day: Some(1.5),
+        };
+        let spend = Spend {
+            requests: 5,
+            ..Spend::default()
+        };
+        assert_eq!(
+            ceilings.json(&spend),
+            json!({
+                "max_requests_per_day": 5,
+                "max_tokens_per_day": null,
+                "max_cost_per_day": 1.5,
+                "reached": "max_requests_per_day (5 requests in the last 24 h, ceiling 5)",
+            })
+        );
+    }
+
+    #[test]
     fn groups_add_up() {
         let mut sum = Spend::default();
         let ok = Spend {
