@@ -174,11 +174,18 @@ const WATCH: &str = "window.kanbanRendered = new Promise((resolve) => {
   watch.observe(document, { childList: true, subtree: true });
 });";
 
-/// What the page shows once rendered: its cards, and each shown column's count.
-const SHOWN: &str = "return {
+/// What the page shows once rendered: its cards, and each shown column's count; and
+/// where its time went (ms from navigation start): its HTML parsed and scripts run
+/// (DOMContentLoaded), and its column reads from the first's start to the last's end.
+const SHOWN: &str = "const reads = performance.getEntriesByType('resource')
+  .filter((r) => r.name.includes('/api/cards'));
+return {
   cards: document.querySelectorAll('#board .card').length,
   columns: [...document.querySelectorAll('#board .column')].filter((c) => !c.hidden)
     .map((c) => [c.dataset.status, c.querySelector('.count').textContent]),
+  loaded: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
+  reads_start: reads.length ? reads[0].startTime : null,
+  reads_end: reads.length ? Math.max(...reads.map((r) => r.responseEnd)) : null,
 };";
 
 /// One first render: its times (ms from navigation start) and what the page showed.
@@ -355,21 +362,29 @@ async fn renders(a: &Args, base: &str) -> Result<Value, String> {
         return Err("the board has no card to draw".to_owned());
     }
     let (mut dom, mut painted, mut shown) = (Vec::new(), Vec::new(), Value::Null);
+    let mut phases: [Vec<Value>; 3] = Default::default();
     for run in 0..=a.runs {
         let render = first_render(base, expected).await?;
         check_shown(&render.shown, &columns, expected)?;
         if run > 0 {
             dom.push(render.dom);
             painted.push(render.painted);
+            for (samples, key) in phases.iter_mut().zip(["loaded", "reads_start", "reads_end"]) {
+                samples.push(render.shown[key].clone());
+            }
         }
         shown = render.shown;
     }
+    let [loaded, reads_start, reads_end] = phases;
     Ok(json!({
         "cards": shown["cards"],
         "columns": shown["columns"],
         "api_cards_ms": api,
         "first_render_dom_ms": dom,
         "first_render_ms": painted,
+        "dom_content_loaded_ms": loaded,
+        "page_reads_start_ms": reads_start,
+        "page_reads_end_ms": reads_end,
     }))
 }
 
