@@ -231,11 +231,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("show-archived").addEventListener("change", load);
   $("create").addEventListener("submit", create);
   try {
-    const after = await load();
-    // When the first full board is on screen: after the frame that paints it.
-    performance.mark("kanban:board-drawn");
-    requestAnimationFrame(() => setTimeout(() => performance.mark("kanban:board-painted"), 0));
-    listen(after);
+    listen(await load());
   } catch (e) {
     say(e.message, true);
   }

@@ -1,8 +1,15 @@
 //! The web board's benchmark (`cargo xtask bench --only web`), in headless Chromium
-//! driven over WebDriver like the browser tests: the first render of a board, a CLI
-//! write reaching the open page over the event stream, and the server's memory idle and
-//! with 100 open event streams. It runs the release `kanban serve` on a home xtask
-//! prepared and prints one JSON line of samples.
+//! driven over WebDriver like the browser tests: the first render of a board as a user
+//! opening it sees it, a CLI write reaching the open page over the event stream, and the
+//! server's memory idle and with 100 open event streams. It runs the release `kanban
+//! serve` on a home xtask prepared and prints one JSON line of samples.
+//!
+//! Each first render is a browser started for it (an empty profile, so nothing cached)
+//! navigating to the board once. A script installed before the page's own watches the
+//! DOM from the first byte: the render ends at the first frame after the board holds
+//! every card of the first page of each column, the number the bench reads from
+//! `/api/cards` itself. The page's card count and column counts are then checked
+//! against that API's.
 //!
 //! `bench_web --kanban PATH --home DIR --runs N`
 
@@ -101,27 +108,152 @@ fn epoch_ms() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
-/// Navigation start to the frame that painted every card; also the board's card count.
-async fn first_render(browser: &Driver, base: &str) -> Result<(f64, u64), String> {
-    browser.go(&format!("{base}/")).await?;
-    let painted = browser
-        .until(
-            "the board painted",
-            "const m = performance.getEntriesByName('kanban:board-painted')[0]; return m ? m.startTime : null;",
-            json!([]),
-        )
-        .await?;
-    let cards = browser
-        .script("return document.querySelectorAll('.card').length", json!([]))
-        .await?;
-    Ok((
-        painted.as_f64().ok_or("a mark without a time")?,
-        cards.as_u64().unwrap_or(0),
-    ))
+/// The cards the page asks for per column (board.js's page size).
+const PAGE: usize = 200;
+
+/// One column as `/api/cards` gives it: the cards of its first page and its total.
+struct Column {
+    status: &'static str,
+    shown: usize,
+    total: u64,
+}
+
+impl Column {
+    /// The column's count as the page should show it.
+    fn count(&self) -> String {
+        if self.total > self.shown as u64 {
+            format!("{} of {}", self.shown, self.total)
+        } else {
+            self.shown.to_string()
+        }
+    }
+}
+
+/// A JSON answer of the server; anything else is an error.
+async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
+    http.get(url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| format!("GET {url}: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))
+}
+
+/// The requests the page makes to draw the board, in its order: the first page of each
+/// column it shows (archived is behind a toggle).
+async fn first_pages(http: &reqwest::Client, base: &str) -> Result<Vec<Column>, String> {
+    let mut columns = Vec::new();
+    for status in board_core::Status::ALL {
+        if *status == board_core::Status::Archived {
+            continue;
+        }
+        let status = status.as_str();
+        let page = get_json(http, &format!("{base}/api/cards?status={status}&limit={PAGE}")).await?;
+        let shown = page["cards"].as_array().map_or(0, Vec::len);
+        let total = page["total"]
+            .as_u64()
+            .ok_or_else(|| format!("/api/cards?status={status} has no total"))?;
+        columns.push(Column { status, shown, total });
+    }
+    Ok(columns)
+}
+
+/// Installed before the page's scripts: resolves `window.kanbanRendered` with the time
+/// from navigation start to the DOM first holding `EXPECTED` cards, and to the end of the
+/// frame that follows (the one that paints them).
+const WATCH: &str = "window.kanbanRendered = new Promise((resolve) => {
+  const cards = document.getElementsByClassName('card');
+  const watch = new MutationObserver(() => {
+    if (cards.length < EXPECTED) return;
+    watch.disconnect();
+    const dom = performance.now();
+    requestAnimationFrame(() => setTimeout(() => resolve({ dom, painted: performance.now() }), 0));
+  });
+  watch.observe(document, { childList: true, subtree: true });
+});";
+
+/// What the page shows once rendered: its cards, and each shown column's count; and
+/// where its time went (ms from navigation start): its HTML parsed and scripts run
+/// (DOMContentLoaded), and its column reads from the first's start to the last's end.
+const SHOWN: &str = "const reads = performance.getEntriesByType('resource')
+  .filter((r) => r.name.includes('/api/cards'));
+return {
+  cards: document.querySelectorAll('#board .card').length,
+  columns: [...document.querySelectorAll('#board .column')].filter((c) => !c.hidden)
+    .map((c) => [c.dataset.status, c.querySelector('.count').textContent]),
+  loaded: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
+  reads_start: reads.length ? reads[0].startTime : null,
+  reads_end: reads.length ? Math.max(...reads.map((r) => r.responseEnd)) : null,
+};";
+
+/// One first render: its times (ms from navigation start) and what the page showed.
+struct Render {
+    dom: f64,
+    painted: f64,
+    shown: Value,
+}
+
+/// A browser started for this render opens the board once.
+async fn first_render(base: &str, expected: usize) -> Result<Render, String> {
+    let browser = Driver::start().await?;
+    let rendered = async {
+        browser
+            .on_new_document(&WATCH.replace("EXPECTED", &expected.to_string()))
+            .await?;
+        browser.go(&format!("{base}/")).await?;
+        let times = browser.script("return window.kanbanRendered", json!([])).await;
+        let shown = browser.script(SHOWN, json!([])).await?;
+        let times = times.map_err(|e| match e.contains("script timeout") {
+            true => format!(
+                "the page never held {expected} cards within chromedriver's script timeout \
+                 (30 s); it shows {shown}"
+            ),
+            false => e,
+        })?;
+        let at = |key: &str| times[key].as_f64().ok_or_else(|| format!("no {key} in {times}"));
+        Ok::<_, String>(Render {
+            dom: at("dom")?,
+            painted: at("painted")?,
+            shown,
+        })
+    }
+    .await;
+    browser.quit().await?;
+    rendered
+}
+
+/// Fails unless the page showed exactly the cards and counts the API gives.
+fn check_shown(shown: &Value, columns: &[Column], expected: usize) -> Result<(), String> {
+    let cards = shown["cards"].as_u64().unwrap_or(0);
+    let counts: Vec<(String, String)> = columns.iter().map(|c| (c.status.to_owned(), c.count())).collect();
+    let page: Vec<(String, String)> = serde_json::from_value(shown["columns"].clone())
+        .map_err(|e| format!("the page's columns {}: {e}", shown["columns"]))?;
+    if cards != expected as u64 || page != counts {
+        return Err(format!(
+            "the page shows {cards} cards and counts {page:?}; /api/cards gives {expected} \
+             and {counts:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// From the start of `kanban create` to its card in the open page, and the CLI alone.
-async fn cli_to_page(browser: &Driver, a: &Args, runs: usize) -> Result<(Vec<f64>, Vec<f64>), String> {
+async fn cli_to_page(
+    browser: &Driver,
+    base: &str,
+    a: &Args,
+    runs: usize,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    browser.go(&format!("{base}/")).await?;
+    browser
+        .until(
+            "the event stream connected",
+            "return document.getElementById('live').textContent.includes('live')",
+            json!([]),
+        )
+        .await?;
     browser
         .script(
             "window.seen = {};
@@ -174,15 +306,7 @@ async fn memory(a: &Args) -> Result<(f64, f64), String> {
         .timeout(Duration::from_secs(60))
         .build()
         .map_err(|e| e.to_string())?;
-    let newest: Value = http
-        .get(format!("{}/api/cards", server.base))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
+    let newest = get_json(&http, &format!("{}/api/cards", server.base)).await?;
     let after = newest["newest_event"].as_i64().unwrap_or(0);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let idle = server.rss_mib()?;
@@ -217,36 +341,60 @@ async fn memory(a: &Args) -> Result<(f64, f64), String> {
     Ok((idle, busy))
 }
 
-async fn measure(a: &Args) -> Result<Value, String> {
-    let server = Server::start(&a.kanban, &a.home)?;
+fn ms_since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
+}
+
+/// The page's own reads (the first page of each column), then first renders of it, each
+/// in a browser of its own; the first of each is a warm-up.
+async fn renders(a: &Args, base: &str) -> Result<Value, String> {
     let http = reqwest::Client::new();
-    let mut api = Vec::new();
+    let (mut api, mut columns) = (Vec::new(), Vec::new());
     for run in 0..=a.runs {
         let started = Instant::now();
-        http.get(format!("{}/api/cards", server.base))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| e.to_string())?
-            .bytes()
-            .await
-            .map_err(|e| e.to_string())?;
+        columns = first_pages(&http, base).await?;
         if run > 0 {
-            api.push(started.elapsed().as_secs_f64() * 1e3);
+            api.push(ms_since(started));
         }
     }
-    let browser = Driver::start().await?;
-    let mut render = Vec::new();
-    let mut cards = 0;
+    let expected: usize = columns.iter().map(|c| c.shown).sum();
+    if expected == 0 {
+        return Err("the board has no card to draw".to_owned());
+    }
+    let (mut dom, mut painted, mut shown) = (Vec::new(), Vec::new(), Value::Null);
+    let mut phases: [Vec<Value>; 3] = Default::default();
     for run in 0..=a.runs {
-        let (ms, n) = first_render(&browser, &server.base).await?;
-        cards = n;
+        let render = first_render(base, expected).await?;
+        check_shown(&render.shown, &columns, expected)?;
         if run > 0 {
-            render.push(ms);
+            dom.push(render.dom);
+            painted.push(render.painted);
+            for (samples, key) in phases.iter_mut().zip(["loaded", "reads_start", "reads_end"]) {
+                samples.push(render.shown[key].clone());
+            }
         }
+        shown = render.shown;
     }
-    let (visible, cli) = cli_to_page(&browser, a, a.runs * 4).await?;
+    let [loaded, reads_start, reads_end] = phases;
+    Ok(json!({
+        "cards": shown["cards"],
+        "columns": shown["columns"],
+        "api_cards_ms": api,
+        "first_render_dom_ms": dom,
+        "first_render_ms": painted,
+        "dom_content_loaded_ms": loaded,
+        "page_reads_start_ms": reads_start,
+        "page_reads_end_ms": reads_end,
+    }))
+}
+
+async fn measure(a: &Args) -> Result<Value, String> {
+    let server = Server::start(&a.kanban, &a.home)?;
+    let mut figures = renders(a, &server.base).await?;
+    let browser = Driver::start().await?;
+    let writes = cli_to_page(&browser, &server.base, a, a.runs * 4).await;
     browser.quit().await?;
+    let (visible, cli) = writes?;
     drop(server);
     let (mut idle, mut busy) = (Vec::new(), Vec::new());
     for _ in 0..a.runs {
@@ -254,16 +402,12 @@ async fn measure(a: &Args) -> Result<Value, String> {
         idle.push(i);
         busy.push(b);
     }
-    Ok(json!({
-        "cards": cards,
-        "first_render_ms": render,
-        "api_cards_ms": api,
-        "cli_to_page_ms": visible,
-        "cli_write_ms": cli,
-        "rss_idle_mib": idle,
-        "rss_streams_mib": busy,
-        "streams": STREAMS,
-    }))
+    figures["cli_to_page_ms"] = json!(visible);
+    figures["cli_write_ms"] = json!(cli);
+    figures["rss_idle_mib"] = json!(idle);
+    figures["rss_streams_mib"] = json!(busy);
+    figures["streams"] = json!(STREAMS);
+    Ok(figures)
 }
 
 #[tokio::main]

@@ -70,7 +70,8 @@ async fn cards(
             .then(|| tasks.last().map(|t| t.id.clone()))
             .flatten();
         let total = match status {
-            Some(status) => s.tally()?.tasks.get(status.as_str()).copied(),
+            // The tally leaves out a status without tasks: that column's count is 0.
+            Some(status) => Some(s.tally()?.tasks.get(status.as_str()).copied().unwrap_or(0)),
             None => None,
         };
         let cards = tasks

@@ -1,7 +1,9 @@
 //! `GET /api/events`: the board's events as Server-Sent Events. Each event's `id:` is its
 //! row id and its `data:` the event as `kanban events --json` prints it; a client that
 //! reconnects with `Last-Event-ID` (or asks `?after=ID`) gets everything after that id,
-//! so a dropped connection misses nothing.
+//! so a dropped connection misses nothing. `Last-Event-ID` wins over `?after=`: a
+//! browser reconnecting keeps the page's URL and names the last event it saw. An id past
+//! the newest event resumes at the newest, so the next new event is sent.
 //!
 //! One poller reads the newest event id at a short interval and publishes it; each stream
 //! sleeps until it changes and then reads its own events after its own id. A hundred open
@@ -64,8 +66,22 @@ fn newest_after(store: &dyn Store, after: i64) -> board_core::StoreResult<Option
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
-    after: Option<i64>,
+    after: Option<String>,
     task: Option<String>,
+}
+
+/// A resume point as a client names it: digits only, an id from 0 up.
+fn event_id(text: &[u8], named: &str) -> Result<i64, ApiError> {
+    std::str::from_utf8(text)
+        .ok()
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|t| t.parse::<i64>().ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{named} is not an event id: expected a whole number from 0 to {}",
+                i64::MAX
+            ))
+        })
 }
 
 pub async fn stream(
@@ -74,21 +90,19 @@ pub async fn stream(
     query: Result<Query<StreamQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let Query(q) = query?;
-    let resume = match headers.get("last-event-id") {
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .ok_or_else(|| ApiError::bad_request("Last-Event-ID is not an event id"))?,
-        ),
-        None => None,
-    };
+    let after = q.after.map(|a| event_id(a.as_bytes(), "?after=")).transpose()?;
+    let resume = headers
+        .get("last-event-id")
+        .map(|v| event_id(v.as_bytes(), "Last-Event-ID"))
+        .transpose()?;
     let task = q.task.as_deref().map(task_id).transpose()?;
     if let Some(id) = task.clone() {
         blocking(&app, move |s| Ok(s.get(&id).map(drop)?)).await?;
     }
+    let wanted = resume.or(after).unwrap_or(0);
+    let newest = blocking(&app, |s| Ok(newest_after(s, 0)?)).await?;
     let cursor = Cursor {
-        after: resume.or(q.after).unwrap_or(0).max(0),
+        after: wanted.min(newest.unwrap_or(0)),
         task,
         pending: Vec::new(),
         app,

@@ -160,7 +160,9 @@ fn host_is_loopback(headers: &HeaderMap, bound: IpAddr) -> bool {
 
 /// True unless the request names an origin other than the host it was sent to. Requests
 /// without `Origin` come from programs, not from pages on another site: browsers send it
-/// on every cross-origin `POST`.
+/// on every cross-origin `POST`. The board's pages are served over HTTP, or over HTTPS by
+/// a proxy in front that passes the `Host` on, so their origin is either scheme and then
+/// exactly the `Host`; any other scheme, and the opaque `null`, is not one of its pages.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
@@ -169,6 +171,9 @@ fn same_origin(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    let authority = origin.split_once("://").map_or("", |(_, rest)| rest);
-    authority.eq_ignore_ascii_case(host)
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
+    web && !host.is_empty() && authority.eq_ignore_ascii_case(host)
 }

@@ -519,5 +519,11 @@ async fn cards_come_in_pages_of_a_column() {
     assert_eq!(bad, 400);
     let (_, done) = s.get("/api/cards?status=done").await;
     assert_eq!(done["cards"], json!([]));
-    assert!(done["total"].is_null());
+    assert_eq!(done["total"], 0, "an empty column counts 0");
+    let (_, every) = s.get("/api/cards").await;
+    assert!(
+        every["total"].is_null(),
+        "no column, no count: {}",
+        every["total"]
+    );
 }

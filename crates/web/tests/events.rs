@@ -107,3 +107,104 @@ async fn bad_resume_points_are_json_errors() {
     let (status, body) = s.get("/api/events?task=t_00000000").await;
     assert_eq!(status, 404, "{body}");
 }
+
+/// A board with five events: two tasks, each commented, and one archived.
+fn five_events(s: &Served) -> Vec<i64> {
+    let a = s.task("a");
+    s.store.comment(&a.id, None, "one", NOW).unwrap();
+    let b = s.task("b");
+    s.store.comment(&b.id, None, "two", NOW).unwrap();
+    s.store.archive(&a.id, NOW).unwrap();
+    let ids: Vec<i64> = s
+        .store
+        .events(&EventFilter::default())
+        .unwrap()
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids.len(), 5, "{ids:?}");
+    ids
+}
+
+/// The ids of the events a stream opened with `path` and `last` sends first: `n` of them,
+/// the last of which is appended after it opened.
+async fn resumed(s: &Served, path: &str, last: Option<i64>, n: usize) -> Vec<i64> {
+    let r = open(s, path, last).await;
+    s.task("after the stream opened");
+    read_events(r, n).await.into_iter().map(|(id, _)| id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_and_last_event_id_each_resume_at_the_next_event() {
+    let s = serve().await;
+    let ids = five_events(&s);
+    let at = ids[2];
+    let by_query = resumed(&s, &format!("/api/events?after={at}"), None, 3).await;
+    assert_eq!(by_query, [ids[3], ids[4], ids[4] + 1], "?after={at}");
+    let by_header = resumed(&s, "/api/events", Some(at), 4).await;
+    assert_eq!(
+        by_header,
+        [ids[3], ids[4], ids[4] + 1, ids[4] + 2],
+        "Last-Event-ID: {at}"
+    );
+    // A browser that reconnects keeps the page's ?after= and names the last event it saw.
+    let both = resumed(&s, &format!("/api/events?after={}", ids[0]), Some(at), 2).await;
+    assert_eq!(both[0], ids[3], "Last-Event-ID wins over ?after=");
+    let from_zero = resumed(&s, "/api/events?after=0", None, 1).await;
+    assert_eq!(from_zero, [ids[0]], "after=0 starts at the first event");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_point_past_the_end_sends_the_next_new_event_and_nothing_old() {
+    let s = serve().await;
+    five_events(&s);
+    let newest = || {
+        s.store
+            .events(&EventFilter::default())
+            .unwrap()
+            .last()
+            .unwrap()
+            .id
+    };
+    for past in [|n| n + 1, |n| n + 1000, |_| i64::MAX] {
+        let n = newest();
+        let id = past(n);
+        let by_query = resumed(&s, &format!("/api/events?after={id}"), None, 1).await;
+        assert_eq!(by_query, [n + 1], "?after={id} on a board whose newest is {n}");
+        let n = newest();
+        let id = past(n);
+        let by_header = resumed(&s, "/api/events", Some(id), 1).await;
+        assert_eq!(
+            by_header,
+            [n + 1],
+            "Last-Event-ID: {id} on a board whose newest is {n}"
+        );
+    }
+}
+
+/// The message of a refused stream request; a stream opened instead is a failure.
+async fn refusal(request: reqwest::RequestBuilder, what: &str) -> String {
+    let r = request.send().await.expect("send");
+    let status = r.status().as_u16();
+    assert_eq!(status, 400, "{what} was answered {status}, not refused");
+    common::error(&r.json().await.expect("a JSON error")).to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_malformed_resume_point_is_a_clear_error() {
+    let s = serve().await;
+    five_events(&s);
+    let huge = "99999999999999999999";
+    for bad in ["x", "-1", huge, "", "1.5", "+3", "0x10", "3 4"] {
+        let query = bad.replace('+', "%2B").replace(' ', "%20");
+        let by_query = s.client.get(s.url(&format!("/api/events?after={query}")));
+        let message = refusal(by_query, &format!("?after={bad}")).await;
+        assert!(message.starts_with("?after= is not an event id"), "{message}");
+        let by_header = s.client.get(s.url("/api/events")).header("Last-Event-ID", bad);
+        let message = refusal(by_header, &format!("Last-Event-ID: {bad:?}")).await;
+        assert!(
+            message.starts_with("Last-Event-ID is not an event id"),
+            "{message}"
+        );
+    }
+}

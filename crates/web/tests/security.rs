@@ -123,6 +123,154 @@ async fn writes_from_another_origin_and_foreign_hosts_are_refused() {
     assert_eq!(status_of(&s, local).await, 200);
 }
 
+/// How a client may present a token.
+#[derive(Clone, Copy, Debug)]
+enum Presented {
+    Bearer,
+    Cookie,
+    Query,
+}
+
+/// A card-creating `POST` carrying `token` the way `how` says.
+fn create_with(s: &Served, how: Presented, token: &str) -> reqwest::RequestBuilder {
+    let path = match how {
+        Presented::Query => format!("/api/tasks?token={token}"),
+        _ => "/api/tasks".to_owned(),
+    };
+    let request = s.client.post(s.url(&path)).json(&json!({ "title": "x" }));
+    match how {
+        Presented::Bearer => request.header("authorization", format!("Bearer {token}")),
+        Presented::Cookie => request.header("cookie", format!("kanban_token={token}")),
+        Presented::Query => request,
+    }
+}
+
+/// Tokens a guesser gets close with: the last byte changed, a proper prefix, nothing at
+/// all, and the token with one byte more.
+fn near_misses() -> Vec<String> {
+    let (head, last) = TOKEN.split_at(TOKEN.len() - 1);
+    let mut near: Vec<String> = ["9", "7", "X"]
+        .iter()
+        .filter(|b| **b != last)
+        .map(|b| format!("{head}{b}"))
+        .collect();
+    near.extend([head.to_owned(), TOKEN[..4].to_owned(), String::new()]);
+    near.extend([
+        format!("{TOKEN}{last}"),
+        format!("{TOKEN}x"),
+        format!("{TOKEN}%20"),
+    ]);
+    near
+}
+
+fn events_on(s: &Served) -> u64 {
+    s.store.count_events(&board_core::EventFilter::default()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_that_is_nearly_right_is_refused_every_way_it_comes() {
+    let s = serve_at("0.0.0.0", settings(), Some(TOKEN)).await;
+    for how in [Presented::Bearer, Presented::Cookie, Presented::Query] {
+        for wrong in near_misses() {
+            let r = create_with(&s, how, &wrong).send().await.expect("send");
+            assert!(
+                r.headers().get("set-cookie").is_none(),
+                "{how:?} {wrong:?} was given the cookie"
+            );
+            let status = r.status().as_u16();
+            assert_eq!(status, 401, "{how:?} {wrong:?}: {}", r.text().await.unwrap());
+            assert_eq!(
+                status_of(&s, create_with(&s, how, &wrong)).await,
+                401,
+                "{how:?} {wrong:?}"
+            );
+            let read = match how {
+                Presented::Query => s.client.get(s.url(&format!("/api/tasks?token={wrong}"))),
+                Presented::Bearer => s.client.get(s.url("/api/tasks")).bearer_auth(&wrong),
+                Presented::Cookie => s
+                    .client
+                    .get(s.url("/api/tasks"))
+                    .header("cookie", format!("kanban_token={wrong}")),
+            };
+            assert_eq!(status_of(&s, read).await, 401, "{how:?} {wrong:?} read");
+        }
+        assert_eq!(events_on(&s), 0, "a refused {how:?} write changed the board");
+    }
+    for (n, how) in [Presented::Bearer, Presented::Cookie, Presented::Query]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(status_of(&s, create_with(&s, how, TOKEN)).await, 201, "{how:?}");
+        assert_eq!(events_on(&s), n as u64 + 1, "{how:?} made one card");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_origin_other_than_the_boards_own_pages_cannot_write() {
+    let token_board = serve_at("0.0.0.0", settings(), Some(TOKEN)).await;
+    let loopback = serve().await;
+    for s in [&token_board, &loopback] {
+        let create = |origin: String| {
+            s.client
+                .post(s.url("/api/tasks"))
+                .bearer_auth(TOKEN)
+                .header("origin", origin)
+                .json(&json!({ "title": "x" }))
+        };
+        let (ip, port) = (s.addr.ip(), s.addr.port());
+        let other_port = if port == 65535 { port - 1 } else { port + 1 };
+        for foreign in [
+            format!("http://{ip}:{other_port}"),
+            format!("http://{ip}"),
+            format!("http://{ip}:{port}0"),
+            format!("http://localhost:{port}"),
+            format!("http://{ip}:{port}.evil.example"),
+            format!("ftp://{ip}:{port}"),
+            format!("{ip}:{port}"),
+            "null".to_owned(),
+        ] {
+            assert_eq!(status_of(s, create(foreign.clone())).await, 403, "{foreign}");
+        }
+        assert_eq!(events_on(s), 0, "a refused write changed the board");
+        // The board's own pages: over HTTP, or over HTTPS from a proxy that passes the
+        // Host on (the guard cannot tell the two apart, and neither is another site).
+        for own in [format!("http://{ip}:{port}"), format!("HTTPS://{ip}:{port}")] {
+            assert_eq!(status_of(s, create(own.clone())).await, 201, "{own}");
+        }
+    }
+}
+
+/// A request written by hand, for headers no HTTP client sends (an empty `Host`).
+async fn raw(s: &Served, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer));
+    read.await.expect("an answer within 10 s").expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_opaque_origin_cannot_write_even_without_a_host() {
+    let s = serve_at("0.0.0.0", settings(), Some(TOKEN)).await;
+    let body = r#"{"title":"x"}"#;
+    for origin in ["null", "http://", "https://"] {
+        let answer = raw(
+            &s,
+            &format!(
+                "POST /api/tasks HTTP/1.1\r\nHost:\r\nOrigin: {origin}\r\n\
+                 Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{origin}: {answer}");
+    }
+    assert_eq!(events_on(&s), 0, "a refused write changed the board");
+}
+
 /// Everything the server answers, raw: status line, headers and body.
 async fn everything(s: &Served, token: &str) -> String {
     let t = s.task("secret-free card");

@@ -131,6 +131,20 @@ impl Driver {
             .map(drop)
     }
 
+    /// Runs `source` in every document this browser opens from now on, before the page's
+    /// own scripts (chromedriver's Chrome DevTools endpoint), so a page can be watched from
+    /// its first byte.
+    pub async fn on_new_document(&self, source: &str) -> Result<(), String> {
+        let path = format!("/session/{}/goog/cdp/execute", self.session);
+        let command = json!({
+            "cmd": "Page.addScriptToEvaluateOnNewDocument",
+            "params": { "source": source },
+        });
+        self.call("POST", &path, Some(command)).await.map(drop)
+    }
+
+    /// Runs `script` in the page; a promise it returns is awaited (chromedriver's script
+    /// timeout, 30 s, bounds the wait).
     pub async fn script(&self, script: &str, args: Value) -> Result<Value, String> {
         let path = format!("/session/{}/execute/sync", self.session);
         self.call("POST", &path, Some(json!({ "script": script, "args": args })))
