@@ -190,23 +190,19 @@ async function loadColumn(status) {
   return data;
 }
 
-// The first page of every column shown; the newest event id read before the first.
+// The first page of every column shown, read all at once; the stream resumes after the
+// oldest of their newest event ids, so no change made while they were read is missed (a
+// change seen twice only refreshes its card again).
 async function load() {
   const archived = $("show-archived").checked;
   cards.clear();
   nextPage.clear();
   totals.clear();
-  let newest = null;
-  for (const status of STATUSES) {
-    if (status === "archived" && !archived) continue;
-    const data = await loadColumn(status);
-    if (newest === null) {
-      newest = data.newest_event;
-      serverSkew = data.now - Date.now() / 1000;
-    }
-  }
+  const shown = STATUSES.filter((status) => status !== "archived" || archived);
+  const pages = await Promise.all(shown.map(loadColumn));
+  serverSkew = pages[0].now - Date.now() / 1000;
   render();
-  return newest;
+  return Math.min(...pages.map((page) => page.newest_event));
 }
 
 async function create(e) {
