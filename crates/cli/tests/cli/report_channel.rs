@@ -246,11 +246,12 @@ fn a_single_pass_serves_no_channel_so_it_does_not_start_a_user_profile() {
 }
 
 /// The worker of run 1 leaves a process in a session of its own (out of the reach of
-/// the group kill) that reports once told to; the run is reclaimed and run 2 starts.
+/// the group kill) that comments and completes once told to; the run is reclaimed and
+/// run 2 starts.
 const STALE: &str = r#"
 if [ ! -e lurker-started ]; then
   touch lurker-started
-  setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; kanban complete --result stale; echo "stale=$?" > stale.tmp; mv stale.tmp stale.txt' < /dev/null >> lurker.log 2>&1 &
+  setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; kanban comment "a stale note"; echo "comment=$?" > stale.tmp; kanban complete --result stale; echo "stale=$?" >> stale.tmp; mv stale.tmp stale.txt' < /dev/null >> lurker.log 2>&1 &
   exec sleep 300
 fi
 while [ ! -e stale.txt ]; do sleep 0.05; done
@@ -276,8 +277,19 @@ fn a_stale_runs_report_through_its_channel_is_refused() {
     std::fs::write(ws.join("go"), "").unwrap();
     board.wait_for("the task to be done", || board.task(&id).status == Status::Done);
 
-    assert_eq!(read(&ws.join("stale.txt")), "stale=1\n");
+    assert_eq!(read(&ws.join("stale.txt")), "comment=1\nstale=1\n");
     let lurker = read(&ws.join("lurker.log"));
+    assert!(
+        lurker.contains(&format!(
+            "kanban: run 1 is not the current run of {id} (current: 2)\n"
+        )),
+        "{lurker}"
+    );
+    let comments = board.db().comments(&id).unwrap();
+    assert!(
+        comments.is_empty(),
+        "a reclaimed worker's comment landed: {comments:?}"
+    );
     assert!(
         lurker.contains(&format!(
             "kanban: complete of {id} lost: run 1 is not the current run (current: 2); nothing changed"
