@@ -2,7 +2,8 @@
 //! gateway processes with separate homes and host ids, real worker processes reporting
 //! through `kanban`, one fake model. Every task is done once, every triage card billed
 //! once; a host that dies is taken over after its leases lapse; a gateway whose database
-//! sessions are terminated carries on with its workers.
+//! sessions are terminated carries on with its workers; another host's workers are
+//! never touched by pid (`host_scope`).
 //!
 //! The server is `KANBAN_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
 //! each test's board is a fresh schema, dropped at its end.
@@ -19,6 +20,8 @@ use fake_llm::{FakeLlm, Reply, Settings};
 use crate::gateway_board::KANBAN;
 
 use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
+
+mod host_scope;
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -174,6 +177,21 @@ impl SharedBoard {
                 panic!("timed out waiting for {what}\n{}", logs.join("\n---\n"));
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Proves `count` more ticks from outside: a probe card goes into triage, and the
+    /// next one only once a gateway has moved it out, which only a tick starts.
+    fn prove_ticks(&self, count: usize) {
+        for i in 0..count {
+            let probe = NewTask {
+                triage: true,
+                ..NewTask::titled(format!("probe {i}"))
+            };
+            let id = self.store.create(&probe, board_home::now()).unwrap().id;
+            self.wait_for("a probe to leave triage", || {
+                self.store.get(&id).unwrap().status != Status::Triage
+            });
         }
     }
 
