@@ -1,7 +1,7 @@
 //! Several gateways on one PostgreSQL board (docs/gateway.md#several-gateways-on-one-board):
 //! gateway processes with separate homes and host ids, real worker processes reporting
 //! through `kanban`, one fake model. Every task is done once, every triage card billed
-//! once; a host that dies is taken over after its leases lapse; a gateway whose database
+//! once, even when every gateway tries it at once (`billing`); a host that dies is taken over after its leases lapse; a gateway whose database
 //! sessions are terminated carries on with its workers; another host's workers are
 //! never touched by pid (`host_scope`).
 //!
@@ -21,9 +21,13 @@ use crate::gateway_board::KANBAN;
 
 use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
 
+mod billing;
 mod host_scope;
 
 const WAIT: Duration = Duration::from_secs(120);
+
+/// The model's reply to every card: one tightened task.
+const ONE_STEP: &str = r#"{"fanout": false, "rationale": "one step", "title": "decomposed", "body": "do it", "assignee": "worker"}"#;
 
 /// A board in a schema of its own, and the gateways sharing it.
 struct SharedBoard {
@@ -68,11 +72,7 @@ impl SharedBoard {
             url = format!("{scheme}://{user}:{password}@{hosts}");
         }
         let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
-        fake.respond_with(|_| {
-            Reply::text(
-                r#"{"fanout": false, "rationale": "one step", "title": "decomposed", "body": "do it", "assignee": "worker"}"#,
-            )
-        });
+        fake.respond_with(|_| Reply::text(ONE_STEP));
         let board = SharedBoard {
             dir: tempfile::tempdir().unwrap(),
             schema,
@@ -133,8 +133,14 @@ impl SharedBoard {
 
     /// Starts the gateway of home `n` and waits for its first tick.
     fn start(&mut self, n: usize) {
+        self.launch(n);
         let status = self.home(n).join("gateway.json");
-        let _ = std::fs::remove_file(&status);
+        self.wait_for(&format!("gateway {n}'s first tick"), || status.exists());
+    }
+
+    /// Starts the gateway of home `n`.
+    fn launch(&mut self, n: usize) {
+        let _ = std::fs::remove_file(self.home(n).join("gateway.json"));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -151,7 +157,6 @@ impl SharedBoard {
             self.gateways.resize_with(n + 1, || None);
         }
         self.gateways[n] = Some(child);
-        self.wait_for(&format!("gateway {n}'s first tick"), || status.exists());
     }
 
     fn pid(&self, n: usize) -> u32 {
