@@ -37,10 +37,10 @@ pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
 pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
 pub use reclaim::{
-    completion_in_terminate_window_wins, completion_refusing_running_leaves_the_worker_alone,
-    reclaim_clears_the_lease, reclaim_current_run, reclaim_defers_while_worker_survives,
-    reclaim_loses_to_replacement_installed_meanwhile, reclaim_of_older_run_is_refused,
-    stale_guards_change_nothing,
+    a_stale_runs_comment_is_refused, completion_in_terminate_window_wins,
+    completion_refusing_running_leaves_the_worker_alone, reclaim_clears_the_lease, reclaim_current_run,
+    reclaim_defers_while_worker_survives, reclaim_loses_to_replacement_installed_meanwhile,
+    reclaim_of_older_run_is_refused, stale_guards_change_nothing,
 };
 pub use retention::{
     gc_batches_stop_at_their_deadline_and_the_sweep_still_ends,
@@ -139,6 +139,7 @@ macro_rules! store_conformance_tests {
             completion_in_terminate_window_wins,
             reclaim_defers_while_worker_survives,
             stale_guards_change_nothing,
+            a_stale_runs_comment_is_refused,
             completion_refusing_running_leaves_the_worker_alone,
             reclaim_clears_the_lease,
             dependencies_hold_and_release,

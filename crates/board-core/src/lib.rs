@@ -17,6 +17,7 @@
 
 pub mod backoff;
 pub mod breaker;
+pub mod comment;
 pub mod copy;
 mod decomposition_lease;
 pub mod graph;

@@ -11,9 +11,8 @@ mod retention;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
-use serde_json::json;
-
 use crate::breaker::{observe, Breaker, BreakerSettings, Signal};
+use crate::comment;
 use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
 use crate::import::{ImportBatch, ImportOutcome};
@@ -26,8 +25,8 @@ use crate::store::{
 };
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{
-    BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, Status, StatusCount, Tally, Task,
-    TaskId, Timestamp,
+    BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, RunId, Status, StatusCount, Tally,
+    Task, TaskId, Timestamp,
 };
 
 /// An in-memory board.
@@ -334,12 +333,16 @@ impl Store for MemStore {
         }
     }
 
-    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment> {
+    fn comment(
+        &self,
+        id: &TaskId,
+        author: Option<&str>,
+        body: &str,
+        guard: Option<RunId>,
+        now: Timestamp,
+    ) -> StoreResult<Comment> {
         let mut b = self.board();
-        b.task(id)?;
-        if body.trim().is_empty() {
-            return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
-        }
+        comment::admit(b.task(id)?, body, guard)?;
         let comment = Comment {
             id: b.next_comment_id(),
             task_id: id.clone(),
@@ -348,12 +351,7 @@ impl Store for MemStore {
             created_at: now,
         };
         b.comments.push(comment.clone());
-        let event = NewEvent::new(
-            "commented",
-            None,
-            json!({ "comment_id": comment.id, "author": author }),
-        );
-        b.push_events(id, vec![event], now);
+        b.push_events(id, vec![comment::event(comment.id, author, guard)], now);
         Ok(comment)
     }
 

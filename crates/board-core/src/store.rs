@@ -248,7 +248,16 @@ pub trait Store: Send + Sync {
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task>;
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
     fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
-    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment>;
+    /// Adds a comment; one guarded by `guard` (a worker's run) lands only while that run
+    /// holds the task, checked in the transaction that writes it (`comment::admit`).
+    fn comment(
+        &self,
+        id: &TaskId,
+        author: Option<&str>,
+        body: &str,
+        guard: Option<RunId>,
+        now: Timestamp,
+    ) -> StoreResult<Comment>;
     fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>>;
     /// Every run of a task, oldest first.
     fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>>;

@@ -37,13 +37,13 @@
 //! rows meet, and they queue. A deadlock among these (rare: locks go parent before
 //! child, ids in order) rolls the attempt back, and `PgStore::write` runs it again.
 
-use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Claim, Committed, Creation, EventFilter, StoreResult, TaskFilter, Visit};
-use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
+use board_core::transition::{decide, Fresh, TaskFacts};
+use board_core::{comment, graph};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Refusal, Request, Run, Signal, Spend,
+    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Request, Run, RunId, Signal, Spend,
     Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 
@@ -186,24 +186,24 @@ impl Store for PgStore {
         })
     }
 
-    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment> {
+    fn comment(
+        &self,
+        id: &TaskId,
+        author: Option<&str>,
+        body: &str,
+        guard: Option<RunId>,
+        now: Timestamp,
+    ) -> StoreResult<Comment> {
         self.write(|tx| {
-            require_task(tx, id)?;
-            if body.trim().is_empty() {
-                return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
-            }
+            // Shared lock: the run the guard names cannot end until the comment commits.
+            comment::admit(&task_by(tx, SHARE_TASK, id)?, body, guard)?;
             let row = tx.query_one(
                 "INSERT INTO task_comments (task_id, author, body, created_at) VALUES ($1, $2, $3, $4)
                  RETURNING id",
                 &[&id.as_str(), &author, &body, &now],
             )?;
             let comment_id: i64 = row.try_get(0).map_err(crate::backend)?;
-            let event = NewEvent::new(
-                "commented",
-                None,
-                serde_json::json!({ "comment_id": comment_id, "author": author }),
-            );
-            tx.push_events(id, &[event], now);
+            tx.push_events(id, &[comment::event(comment_id, author, guard)], now);
             Ok(Comment {
                 id: comment_id,
                 task_id: id.clone(),

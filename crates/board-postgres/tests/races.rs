@@ -2,7 +2,8 @@
 //! must keep by its locks: a child is released when its last parents finish together,
 //! a link or a new child under a finishing parent, links that close a cycle only
 //! together, and one idempotency key. Each round starts two writers (separate stores,
-//! separate connections) at a barrier.
+//! separate connections) at a barrier. A worker's comment waits for a write in flight
+//! that ends its run.
 
 mod common;
 
@@ -217,4 +218,60 @@ fn a_follower_of_the_event_stream_misses_no_event() {
         .collect();
     assert_eq!(all.len(), 2 * EDITS + 2);
     assert_eq!(seen, all, "the follower skipped events");
+}
+
+/// A worker's comment waits for a write in flight on its task and is decided on the task
+/// as that write leaves it: a write that ends the comment's run (here a raw `UPDATE`
+/// standing for a reclaim's, its transaction held open) refuses the comment, never lets
+/// it land after the run's end.
+#[test]
+fn a_comment_waits_for_the_write_that_ends_its_run() {
+    let arena = Arena::new();
+    let (task, run) = arena.running("commented while reclaimed");
+    let mut writer = common::admin();
+    let mut tx = writer.transaction().unwrap();
+    let tasks = format!("{}.tasks", arena._schema.name);
+    let lock = format!("SELECT 1 FROM {tasks} WHERE id = $1 FOR NO KEY UPDATE");
+    tx.execute(&lock, &[&task.id.as_str()]).unwrap();
+    let xid: String = tx
+        .query_one("SELECT pg_current_xact_id()::text", &[])
+        .unwrap()
+        .get(0);
+    let mut watcher = common::admin();
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid'
+                   AND transactionid::text = $1 AND NOT granted";
+    let result = std::thread::scope(|scope| {
+        let comment = scope.spawn(|| arena.a.comment(&task.id, Some("w"), "late", Some(run), T + 1));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let waiters: i64 = watcher.query_one(waiting, &[&xid]).unwrap().get(0);
+            if waiters > 0 {
+                break;
+            }
+            assert!(
+                !comment.is_finished(),
+                "the comment did not wait for the write in flight on its task: {:?}",
+                comment.join()
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the comment never started waiting"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let end = format!(
+            "UPDATE {tasks} SET status = 'ready', current_run_id = NULL, claim_lock = NULL,
+             claim_expires = NULL WHERE id = $1"
+        );
+        tx.execute(&end, &[&task.id.as_str()]).unwrap();
+        tx.commit().unwrap();
+        comment.join().expect("the commenter")
+    });
+    let stale = StoreError::Refused(Refusal::StaleRun {
+        id: task.id.clone(),
+        expected: run,
+        current: None,
+    });
+    assert_eq!(result.unwrap_err(), stale);
+    assert!(arena.setup.comments(&task.id).unwrap().is_empty());
 }

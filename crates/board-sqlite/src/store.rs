@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
-use board_core::graph;
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Committed, Creation, EventFilter, StoreResult, TaskFilter, Visit};
-use board_core::transition::{decide, Fresh, NewEvent, TaskFacts};
+use board_core::transition::{decide, Fresh, TaskFacts};
+use board_core::{comment, graph};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, Signal,
-    Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, RunId,
+    Signal, Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -250,24 +250,24 @@ impl Store for SqliteStore {
         })
     }
 
-    fn comment(&self, id: &TaskId, author: Option<&str>, body: &str, now: Timestamp) -> StoreResult<Comment> {
+    fn comment(
+        &self,
+        id: &TaskId,
+        author: Option<&str>,
+        body: &str,
+        guard: Option<RunId>,
+        now: Timestamp,
+    ) -> StoreResult<Comment> {
         self.write(|tx| {
-            Self::require_task(tx, id)?;
-            if body.trim().is_empty() {
-                return Err(Refusal::Invalid("a comment cannot be blank".into()).into());
-            }
+            // Read under the write lock: a run that ends meanwhile ends before or after.
+            comment::admit(&get_task(tx, id)?, body, guard)?;
             tx.prepare_cached(
                 "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
             )
             .and_then(|mut s| s.execute(params![id.as_str(), author, body, now]))
             .map_err(backend)?;
             let comment_id = tx.last_insert_rowid();
-            let event = NewEvent::new(
-                "commented",
-                None,
-                serde_json::json!({ "comment_id": comment_id, "author": author }),
-            );
-            insert_events(tx, id, &[event], now)?;
+            insert_events(tx, id, &[comment::event(comment_id, author, guard)], now)?;
             Ok(Comment {
                 id: comment_id,
                 task_id: id.clone(),

@@ -142,7 +142,7 @@ async fn comment(
     let Json(b) = body?;
     within_cap(&app, "the comment", &b.body)?;
     let c = blocking(&app, move |s| {
-        Ok(s.comment(&id, b.author.as_deref(), &b.body, now())?)
+        Ok(s.comment(&id, b.author.as_deref(), &b.body, None, now())?)
     })
     .await?;
     Ok((StatusCode::CREATED, Json(comment_json(&c))))

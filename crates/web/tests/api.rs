@@ -22,7 +22,9 @@ async fn list_and_show_have_the_command_lines_shapes() {
             NOW,
         )
         .unwrap();
-    s.store.comment(&a.id, Some("ann"), "looks fine", NOW).unwrap();
+    s.store
+        .comment(&a.id, Some("ann"), "looks fine", None, NOW)
+        .unwrap();
 
     let (status, body) = s.get("/api/tasks").await;
     assert_eq!(status, 200);
@@ -299,7 +301,7 @@ async fn pages_escape_card_text() {
             NOW,
         )
         .unwrap();
-    s.store.comment(&t.id, Some(evil), evil, NOW).unwrap();
+    s.store.comment(&t.id, Some(evil), evil, None, NOW).unwrap();
     let r = s
         .client
         .get(s.url(&format!("/tasks/{}", t.id)))

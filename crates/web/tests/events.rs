@@ -56,7 +56,7 @@ async fn open(s: &Served, path: &str, last: Option<i64>) -> reqwest::Response {
 async fn events_stream_with_row_ids_and_resume_after_the_last_seen() {
     let s = serve().await;
     let a = s.task("a");
-    s.store.comment(&a.id, None, "one", NOW).unwrap();
+    s.store.comment(&a.id, None, "one", None, NOW).unwrap();
     let all = s.store.events(&EventFilter::default()).unwrap();
     assert_eq!(all.len(), 2);
 

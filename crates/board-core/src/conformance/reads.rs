@@ -9,8 +9,8 @@ use crate::{Completion, NewTask, Refusal};
 pub fn reads_and_unknown_ids(board: &dyn Board) {
     let s = board.connect();
     let t = ready_task(&*s, "talked about");
-    s.comment(&t.id, Some("ana"), "looks good", T0).unwrap();
-    s.comment(&t.id, None, "second", T0 + 1).unwrap();
+    s.comment(&t.id, Some("ana"), "looks good", None, T0).unwrap();
+    s.comment(&t.id, None, "second", None, T0 + 1).unwrap();
     let comments = s.comments(&t.id).unwrap();
     assert_eq!(
         comments.iter().map(|c| c.body.as_str()).collect::<Vec<_>>(),
@@ -21,7 +21,7 @@ pub fn reads_and_unknown_ids(board: &dyn Board) {
     assert_eq!(s.get(&unknown).unwrap_err(), missing);
     assert_eq!(s.claim(&unknown, 900, T0).unwrap_err(), missing);
     assert_eq!(s.runs(&unknown).unwrap_err(), missing);
-    assert_eq!(s.comment(&unknown, None, "x", T0).unwrap_err(), missing);
+    assert_eq!(s.comment(&unknown, None, "x", None, T0).unwrap_err(), missing);
     let all = s.events(&crate::EventFilter::default()).unwrap();
     assert!(all.windows(2).all(|w| w[0].id < w[1].id));
     let tail = s

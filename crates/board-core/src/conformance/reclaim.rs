@@ -180,6 +180,50 @@ pub fn stale_guards_change_nothing(board: &dyn Board) {
     assert_eq!(s.get(&t.id).unwrap().lease.map(|l| l.expires), Some(T0 + 1000));
 }
 
+/// A worker's comment is guarded by its run: it lands, with its run on the `commented`
+/// event, while the run holds the task; once the run was reclaimed (or ended) it is
+/// refused and writes neither a comment nor an event. A person's unguarded comment lands
+/// whatever runs.
+pub fn a_stale_runs_comment_is_refused(board: &dyn Board) {
+    let s = board.connect();
+    let t = ready_task(&*s, "commented on");
+    let c1 = s.claim(&t.id, 900, T0).unwrap();
+    let first = s
+        .comment(&t.id, Some("w1"), "halfway", Some(c1.run_id), T0 + 1)
+        .unwrap();
+    let last_event = |s: &dyn crate::Store| s.events(&Default::default()).unwrap().pop().unwrap();
+    let event = last_event(&*s);
+    assert_eq!(
+        (event.kind.as_str(), event.run_id),
+        ("commented", Some(c1.run_id))
+    );
+    s.reclaim(&t.id, Some(c1.run_id), None, &NoWorkers, T0 + 2)
+        .unwrap();
+    let c2 = s.claim(&t.id, 900, T0 + 3).unwrap();
+    let before = (s.snapshot().unwrap(), s.comments(&t.id).unwrap());
+    let stale = StoreError::Refused(Refusal::StaleRun {
+        id: t.id.clone(),
+        expected: c1.run_id,
+        current: Some(c2.run_id),
+    });
+    let late = s.comment(&t.id, Some("w1"), "still here", Some(c1.run_id), T0 + 4);
+    assert_eq!(late.unwrap_err(), stale);
+    assert_eq!((s.snapshot().unwrap(), s.comments(&t.id).unwrap()), before);
+    let second = s
+        .comment(&t.id, Some("w2"), "on it", Some(c2.run_id), T0 + 5)
+        .unwrap();
+    assert!(s.complete(&t.id, &Completion::default(), T0 + 6).unwrap());
+    let after_end = s.comment(&t.id, Some("w2"), "one more", Some(c2.run_id), T0 + 7);
+    assert!(matches!(
+        after_end,
+        Err(StoreError::Refused(Refusal::StaleRun { current: None, .. }))
+    ));
+    let person = s.comment(&t.id, Some("ana"), "thanks", None, T0 + 8).unwrap();
+    let ids: Vec<_> = s.comments(&t.id).unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, [first.id, second.id, person.id]);
+    assert_board_ok(&*s);
+}
+
 /// A reclaim takes every lease field the worker set (pid, heartbeat, expiry) off the
 /// task and leaves them on the closed run; the next claim opens a fresh lease.
 pub fn reclaim_clears_the_lease(board: &dyn Board) {

@@ -70,7 +70,7 @@ pub fn gc_removes_old_archived_components_and_routine_events(board: &dyn Board) 
     let s = board.connect();
     let before = T0 + 500;
     let lone = done_task(&*s, "lone", 2);
-    s.comment(&lone.id, Some("ana"), "noted", T0 + 60).unwrap();
+    s.comment(&lone.id, Some("ana"), "noted", None, T0 + 60).unwrap();
     s.archive(&lone.id, T0 + 100).unwrap();
     let (x, y) = {
         let x = ready_task(&*s, "pair parent");
@@ -86,7 +86,7 @@ pub fn gc_removes_old_archived_components_and_routine_events(board: &dyn Board) 
     s.archive(&recent.id, T0 + 1000).unwrap();
     let worked = done_task(&*s, "worked", 3);
     let newest = ready_task(&*s, "newest");
-    s.comment(&newest.id, None, "now", T0 + 2000).unwrap();
+    s.comment(&newest.id, None, "now", None, T0 + 2000).unwrap();
 
     let start = s.snapshot().unwrap();
     // Everything of the three archived tasks, and the three heartbeats of `worked`.
@@ -220,7 +220,8 @@ fn newest_event_id(s: &dyn Store) -> i64 {
 pub fn remove_archived_deletes_one_task_and_never_reuses_event_ids(board: &dyn Board) {
     let s = board.connect();
     let parent = done_task(&*s, "parent", 1);
-    s.comment(&parent.id, Some("ana"), "noted", T0 + 60).unwrap();
+    s.comment(&parent.id, Some("ana"), "noted", None, T0 + 60)
+        .unwrap();
     let child = child_of(&*s, &parent.id, "child");
     let unknown: TaskId = "t_00000000".parse().unwrap();
     let refused = |id: &TaskId| match s.remove_archived(id) {

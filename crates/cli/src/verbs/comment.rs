@@ -28,7 +28,8 @@ pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Comments on a task (a worker's own by default), as `author`, else the caller.
+/// Comments on a task (a worker's own by default), as `author`, else the caller; a
+/// worker's comment on its own task is guarded by its run, so a stale worker's is refused.
 pub fn add_comment(
     desk: &Desk,
     id: Option<TaskId>,
@@ -37,7 +38,7 @@ pub fn add_comment(
     worker: Option<&Worker>,
 ) -> Result<Comment, Failure> {
     desk.within_cap("the comment", text)?;
-    let (id, _) = target(id, None, worker, "comment")?;
+    let (id, guard) = target(id, None, worker, "comment")?;
     let author = author.map_or_else(caller, str::to_owned);
-    desk.comment(&id, Some(&author), text)
+    desk.comment(&id, Some(&author), text, guard)
 }

@@ -179,7 +179,14 @@ impl Desk {
         self.call(report, local, won)
     }
 
-    pub fn comment(&self, id: &TaskId, author: Option<&str>, text: &str) -> Result<Comment, Failure> {
+    /// A comment; the channel guards it with its own run, the home with `guard`.
+    pub fn comment(
+        &self,
+        id: &TaskId,
+        author: Option<&str>,
+        text: &str,
+        guard: Option<RunId>,
+    ) -> Result<Comment, Failure> {
         let report = || Report::Comment {
             task: id.clone(),
             author: author.map(str::to_owned),
@@ -188,7 +195,7 @@ impl Desk {
         let local = |b: &Board| {
             text_within_cap("the comment", text.len(), b.config.kanban.max_text_bytes)
                 .map_err(Failure::Usage)?;
-            Ok(b.store.comment(id, author, text, self.now)?)
+            Ok(b.store.comment(id, author, text, guard, self.now)?)
         };
         self.call(report, local, |a| match a {
             Answer::Comment { comment } => Some(comment),

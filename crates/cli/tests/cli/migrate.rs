@@ -64,7 +64,9 @@ fn fill(store: &SqliteStore) {
     };
     assert!(store.complete(&parent.id, &completion, now + 2).unwrap());
     store.claim(&child.id, 600, now + 3).unwrap();
-    store.comment(&child.id, Some("ana"), "halfway", now + 4).unwrap();
+    store
+        .comment(&child.id, Some("ana"), "halfway", None, now + 4)
+        .unwrap();
     let mut card = NewTask::titled("a rough idea");
     card.triage = true;
     let card = store.create(&card, now + 5).unwrap();

@@ -133,7 +133,8 @@ fn context_stays_under_16_kib_keeping_the_newest() {
     }
     for n in 0..30 {
         let body = format!("comment {n}: {}", "c".repeat(1_200));
-        s.comment(&tid, Some("ann"), &body, 2_000 + n).expect("comment");
+        s.comment(&tid, Some("ann"), &body, None, 2_000 + n)
+            .expect("comment");
     }
 
     let text = board.ok(&["context", &id]);

@@ -89,8 +89,7 @@ kanban complete --result "done by $(id -u)"; echo "complete=$?" >> codes.txt
 
 #[test]
 fn a_worker_of_another_user_reports_through_its_channel_and_cannot_read_the_home() {
-    if !common::is_root() {
-        eprintln!("skipped: running a worker as another user needs root");
+    if !common::root_for("run a worker as another user") {
         return;
     }
     let (mut board, _scratch) = board_with(|scratch| {
@@ -222,8 +221,7 @@ fn without_cap_setuid_a_user_profile_fails_to_spawn_with_a_clear_error() {
 
 #[test]
 fn a_single_pass_serves_no_channel_so_it_does_not_start_a_user_profile() {
-    if !common::is_root() {
-        eprintln!("skipped: running a worker as another user needs root");
+    if !common::root_for("run a worker as another user") {
         return;
     }
     let board = common::Board::init();
@@ -246,11 +244,12 @@ fn a_single_pass_serves_no_channel_so_it_does_not_start_a_user_profile() {
 }
 
 /// The worker of run 1 leaves a process in a session of its own (out of the reach of
-/// the group kill) that reports once told to; the run is reclaimed and run 2 starts.
+/// the group kill) that comments and completes once told to; the run is reclaimed and
+/// run 2 starts.
 const STALE: &str = r#"
 if [ ! -e lurker-started ]; then
   touch lurker-started
-  setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; kanban complete --result stale; echo "stale=$?" > stale.tmp; mv stale.tmp stale.txt' < /dev/null >> lurker.log 2>&1 &
+  setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; kanban comment "a stale note"; echo "comment=$?" > stale.tmp; kanban complete --result stale; echo "stale=$?" >> stale.tmp; mv stale.tmp stale.txt' < /dev/null >> lurker.log 2>&1 &
   exec sleep 300
 fi
 while [ ! -e stale.txt ]; do sleep 0.05; done
@@ -259,7 +258,7 @@ kanban complete --result fresh
 
 #[test]
 fn a_stale_runs_report_through_its_channel_is_refused() {
-    let user = common::is_root().then_some("nobody");
+    let user = common::root_for("run the worker as another user").then_some("nobody");
     let (mut board, _scratch) = board_with(|scratch| {
         let binary = kanban_for_nobody(scratch);
         profile("lurking", user, &binary, STALE)
@@ -276,8 +275,19 @@ fn a_stale_runs_report_through_its_channel_is_refused() {
     std::fs::write(ws.join("go"), "").unwrap();
     board.wait_for("the task to be done", || board.task(&id).status == Status::Done);
 
-    assert_eq!(read(&ws.join("stale.txt")), "stale=1\n");
+    assert_eq!(read(&ws.join("stale.txt")), "comment=1\nstale=1\n");
     let lurker = read(&ws.join("lurker.log"));
+    assert!(
+        lurker.contains(&format!(
+            "kanban: run 1 is not the current run of {id} (current: 2)\n"
+        )),
+        "{lurker}"
+    );
+    let comments = board.db().comments(&id).unwrap();
+    assert!(
+        comments.is_empty(),
+        "a reclaimed worker's comment landed: {comments:?}"
+    );
     assert!(
         lurker.contains(&format!(
             "kanban: complete of {id} lost: run 1 is not the current run (current: 2); nothing changed"
@@ -299,16 +309,17 @@ kanban complete --result "after the restart"; echo "complete=$?" >> codes.txt
 
 #[test]
 fn after_a_gateway_restart_a_worker_reports_through_the_home_when_it_can_read_it() {
+    let root = common::root_for("run a worker of another user, who cannot read the home");
     let (mut board, _scratch) = board_with(|scratch| {
         let binary = kanban_for_nobody(scratch);
         let mut profiles = profile("patient", None, &binary, PATIENT);
-        if common::is_root() {
+        if root {
             profiles.push_str(&profile("sandboxed", Some("nobody"), &binary, PATIENT));
         }
         profiles
     });
     let own = board.create(&["own user's work", "--assignee", "patient"]);
-    let sandboxed = common::is_root().then(|| board.create(&["nobody's work", "--assignee", "sandboxed"]));
+    let sandboxed = root.then(|| board.create(&["nobody's work", "--assignee", "sandboxed"]));
     board.start_gateway();
     for id in std::iter::once(&own).chain(sandboxed.as_ref()) {
         board.wait_for("a worker", || {
@@ -373,7 +384,7 @@ kanban complete --result crowd
 
 #[test]
 fn concurrent_reports_of_one_worker_each_get_their_own_answer() {
-    let user = common::is_root().then_some("nobody");
+    let user = common::root_for("run the worker as another user").then_some("nobody");
     let (mut board, _scratch) = board_with(|scratch| {
         let binary = kanban_for_nobody(scratch);
         profile("crowd", user, &binary, CROWD)

@@ -35,7 +35,7 @@ fn seed(s: &dyn Store) -> Seeded {
     let lone = create("lone", vec![]);
     s.claim(&lone, 900, old).unwrap();
     assert!(s.complete(&lone, &Completion::default(), old + 5).unwrap());
-    s.comment(&lone, Some("ana"), "noted", old + 6).unwrap();
+    s.comment(&lone, Some("ana"), "noted", None, old + 6).unwrap();
     s.archive(&lone, old + 7).unwrap();
     let first = create("first of a pair", vec![]);
     let second = create("second of a pair", vec![first.clone()]);

@@ -469,7 +469,8 @@ fn context_cut_to_fit() {
     }
     for n in 0..25_i64 {
         let body = format!("comment {n}: {}", "c".repeat(1_000));
-        st.comment(&tid, Some("ann"), &body, 2_000 + n).expect("comment");
+        st.comment(&tid, Some("ann"), &body, None, 2_000 + n)
+            .expect("comment");
     }
     let text = s.out(&["context", &id]);
     assert!(text.len() <= 16 * 1024, "{} bytes", text.len());

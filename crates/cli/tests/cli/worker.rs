@@ -78,6 +78,8 @@ fn a_stale_worker_changes_nothing() {
         &["complete", "--result", "stale"][..],
         &["block", "stale reason", "--kind", "transient"],
         &["heartbeat"],
+        &["comment", "a stale note"],
+        &["comment", &id, "a stale note on its task by id"],
     ] {
         let out = as_worker(&board, &id, "1", args).output().expect("run");
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -95,6 +97,11 @@ fn a_stale_worker_changes_nothing() {
     let reply: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(reply, json!({"task_id": id, "ok": false}));
     assert_eq!(board.snapshot(), before);
+    let comments = store(&board).comments(&task_id(&id)).expect("comments");
+    assert!(
+        comments.is_empty(),
+        "a stale worker's comment landed: {comments:?}"
+    );
 }
 
 #[test]

@@ -20,11 +20,6 @@ use gateway_board::{wait_until, Board, Setup, KANBAN};
 /// The unprivileged account the gateway runs as when the tests run as root.
 const NOBODY: u32 = 65534;
 
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
 /// A profile entry whose argv is given as is (a JSON list is a YAML flow sequence).
 fn profile(name: &str, argv: &[&str]) -> String {
     let argv = serde_json::to_string(argv).unwrap();
@@ -103,7 +98,7 @@ fn start_unprivileged_gateway(b: &mut Board, kanban: &Path) {
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID")
         .envs(b.env.iter().map(|(k, v)| (k, v)));
-    if is_root() {
+    if common::is_root() {
         std::fs::set_permissions(b.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
         chown_tree(&b.path(), NOBODY);
         command.uid(NOBODY).gid(NOBODY);
@@ -167,7 +162,7 @@ fn a_worker_cannot_read_the_gateways_environment_nor_inherit_a_secret() {
         "the worker read {} bytes of the gateway's environment",
         stolen.len()
     );
-    if is_root() {
+    if common::root_for("read the gateway's environment, proving it held the secrets") {
         // The gateway did hold the secrets: root can still read them, the worker could not.
         let pid = b.gateway.as_ref().unwrap().id();
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();

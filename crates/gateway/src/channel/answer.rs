@@ -115,8 +115,8 @@ fn look_up(store: &dyn Store, bound: &Bound, report: Report) -> Result<Answer, N
     })
 }
 
-/// A comment is not a transition the store guards; the channel refuses it once its run
-/// is over, like every other write of a stale worker.
+/// A comment guarded by the channel's run: the store refuses it, in the transaction
+/// that would write it, once the run is over.
 fn comment(
     store: &dyn Store,
     bound: &Bound,
@@ -128,16 +128,8 @@ fn comment(
 ) -> Result<Answer, No> {
     own(bound, task, None)?;
     capped("the comment", Some(text), terms)?;
-    let current = store.get(task).map_err(store_error)?.current_run_id();
-    if current != Some(bound.run) {
-        let current = current.map_or_else(|| "none".to_owned(), |r| r.to_string());
-        return Err(refused(format!(
-            "comment of {task} lost: run {} is not the current run (current: {current}); nothing changed",
-            bound.run
-        )));
-    }
     let comment = store
-        .comment(task, author.as_deref(), text, now)
+        .comment(task, author.as_deref(), text, Some(bound.run), now)
         .map_err(store_error)?;
     Ok(Answer::Comment { comment })
 }

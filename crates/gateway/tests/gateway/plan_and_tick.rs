@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use board_core::memory::MemStore;
-use board_core::{NewTask, Outcome, Status, Store, Task, TaskId};
+use board_core::{NewTask, Outcome, Request, Status, Store, Task, TaskId};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, TickReport};
 use gateway::plan::{preview, Action, STOP_GRACE_SECONDS};
 use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
@@ -15,12 +15,14 @@ use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
 const T0: i64 = 1_800_000_000;
 
 /// Records what the dispatcher asks of its processes; a held worker lives until the
-/// test says how it ended.
+/// test says how it ended. With `proves_all`, every recorded pid provably runs its run
+/// (as a reused or foreign pid might seem to), and is adopted when asked.
 #[derive(Clone, Default)]
 struct FakeProcesses {
     calls: Arc<Mutex<Vec<String>>>,
     held: Arc<Mutex<BTreeSet<TaskId>>>,
     exits: Arc<Mutex<BTreeMap<TaskId, Exit>>>,
+    proves_all: bool,
 }
 
 impl FakeProcesses {
@@ -43,11 +45,14 @@ impl Processes for FakeProcesses {
         self.held.lock().unwrap().insert(a.task.id.clone());
         Ok(4242)
     }
-    fn proven(&self, _task: &Task) -> bool {
-        false
+    fn proven(&self, task: &Task) -> bool {
+        self.record(format!("prove {}", task.id));
+        self.proves_all
     }
-    fn adopt(&mut self, _task: &Task) -> Option<u32> {
-        None
+    fn adopt(&mut self, task: &Task) -> Option<u32> {
+        self.record(format!("adopt {}", task.id));
+        self.held.lock().unwrap().insert(task.id.clone());
+        self.proves_all.then_some(4242)
     }
     fn probe(&self, task: &TaskId) -> Option<Observed> {
         if !self.held.lock().unwrap().contains(task) {
@@ -200,4 +205,51 @@ fn a_worker_is_signalled_then_killed_and_its_run_ends_only_once_it_is_gone() {
     let run = store.runs(&id).unwrap().remove(0);
     assert_eq!(run.outcome, Some(Outcome::TimedOut));
     assert!(report.spawned.is_empty(), "{report:?}");
+}
+
+/// A dispatcher judges another host's run by its lease alone, even when its recorded pid
+/// would prove to be the run's worker here: it never proves, adopts or signals it, nor
+/// times it out, and ends it `stale` once its lease lapses. A run of its own host in the
+/// same state is adopted and stopped.
+#[test]
+fn another_hosts_run_is_never_adopted_or_signalled_and_ends_stale_by_its_lease() {
+    let store = Arc::new(MemStore::new());
+    let processes = FakeProcesses {
+        proves_all: true,
+        ..FakeProcesses::default()
+    };
+    let boxed = Box::new(processes.clone());
+    let mut d =
+        Dispatcher::with_processes(store.clone(), boxed, Box::<InFlight>::default()).on_host("host-a");
+    let running_on = |host: &str| {
+        let id = create(&store, host, |t| t.max_runtime_seconds = Some(5));
+        let claim = store.claim(&id, 100, T0).unwrap();
+        let set = Request::SetWorker {
+            run_id: claim.run_id,
+            claim_lock: claim.claim_lock,
+            pid: 777,
+            host: host.to_owned(),
+        };
+        store.transition(&id, &set, T0).unwrap();
+        id
+    };
+    let (theirs, ours) = (running_on("host-b"), running_on("host-a"));
+    assert!(d.adopt(T0 + 10).errors.is_empty());
+    d.tick(&settings(), T0 + 10);
+    assert_eq!(
+        processes.calls(),
+        [format!("adopt {ours}"), format!("Term {ours}")],
+        "only this host's worker is adopted and stopped"
+    );
+    assert_eq!(store.get(&theirs).unwrap().status, Status::Running);
+    let report = d.tick(&settings(), T0 + 101);
+    assert_eq!(report.reclaimed, std::slice::from_ref(&theirs), "{report:?}");
+    let run = store.runs(&theirs).unwrap().remove(0);
+    assert_eq!(run.outcome, Some(Outcome::Stale));
+    let about_theirs: Vec<String> = processes
+        .calls()
+        .into_iter()
+        .filter(|c| c.ends_with(theirs.as_str()))
+        .collect();
+    assert_eq!(about_theirs, Vec::<String>::new());
 }

@@ -67,8 +67,8 @@ pub enum Op {
     Edit(Pick, EditKind),
     /// With `true`, to an assignee; with `false`, unassigned.
     Assign(Pick, bool),
-    /// With `true`, a blank comment (refused).
-    Comment(Pick, bool),
+    /// With `true`, a blank comment (refused); guarded by a run or not.
+    Comment(Pick, bool, Guard),
     Link(Pick, Pick),
     Unlink(Pick),
     Promote(Pick),
@@ -202,7 +202,7 @@ fn task_op() -> impl Strategy<Value = Op> {
         1 => pick().prop_map(Op::Archive),
         2 => (pick(), edit).prop_map(|(p, e)| Op::Edit(p, e)),
         1 => (pick(), any::<bool>()).prop_map(|(p, some)| Op::Assign(p, some)),
-        1 => (pick(), proptest::bool::weighted(0.2)).prop_map(|(p, blank)| Op::Comment(p, blank)),
+        1 => (pick(), proptest::bool::weighted(0.2), guard()).prop_map(|(p, blank, g)| Op::Comment(p, blank, g)),
         2 => (pick(), pick()).prop_map(|(a, b)| Op::Link(a, b)),
         1 => pick().prop_map(Op::Unlink),
     ]

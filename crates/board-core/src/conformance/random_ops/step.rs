@@ -171,7 +171,7 @@ impl Step<'_> {
             Op::Archive(p) => self.archive(*p),
             Op::Edit(p, kind) => self.edit(*p, *kind),
             Op::Assign(p, some) => self.assign(*p, *some),
-            Op::Comment(p, blank) => self.comment(*p, *blank),
+            Op::Comment(p, blank, g) => self.comment(*p, *blank, *g),
             Op::Link(a, b) => self.link(*a, *b),
             Op::Unlink(p) => self.unlink(*p),
             Op::Promote(p) => self.on_task(*p, |t| self.promotable(t), &Request::Promote),
@@ -353,10 +353,17 @@ impl Step<'_> {
         accepted(self.s.assign(&id, some.then(|| "coder".into()), self.now), ok)
     }
 
-    fn comment(&self, p: Pick, blank: bool) -> Result<bool, Stop> {
+    fn comment(&self, p: Pick, blank: bool, g: Guard) -> Result<bool, Stop> {
         let id = self.target(p, |_| true)?;
         let body = if blank { " " } else { "a remark" };
-        accepted(self.s.comment(&id, Some("ana"), body, self.now), ok)
+        let guard = self.run_guard(&id, g);
+        let landed = accepted(self.s.comment(&id, Some("ana"), body, guard, self.now), ok)?;
+        if landed && matches!(g, Guard::Stale) {
+            return Err(Stop::Broken(format!(
+                "a comment guarded by run {guard:?}, not the current run of {id}, landed"
+            )));
+        }
+        Ok(landed)
     }
 
     fn link(&self, parent: Pick, child: Pick) -> Result<bool, Stop> {

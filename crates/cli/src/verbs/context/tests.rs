@@ -26,7 +26,7 @@ fn attempt(store: &MemStore, id: &TaskId, error: String, at: Timestamp) {
 }
 
 fn comment(store: &MemStore, id: &TaskId, body: &str, at: Timestamp) {
-    store.comment(id, Some("lead"), body, at).expect("comment");
+    store.comment(id, Some("lead"), body, None, at).expect("comment");
 }
 
 /// The brief of `id` and its Markdown, as `kanban context` prints them.

@@ -116,6 +116,22 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether the test may run the part of its case that only root can (another user's
+/// worker, a user switch): true as root. Otherwise, with `CI` set (CI runs the suites as
+/// root) the test fails, saying so, rather than pass without its real case; without
+/// `CI` it says on stderr what it left out.
+pub fn root_for(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "this test needs root to {what}, and CI is set (CI runs the suites as root): run it as root"
+    );
+    eprintln!("skipped, not being root: {what}");
+    false
+}
+
 /// The user the binary runs as when the tests run as root (CI does): nobody.
 const NOBODY: u32 = 65534;
 

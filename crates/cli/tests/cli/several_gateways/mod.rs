@@ -1,8 +1,9 @@
 //! Several gateways on one PostgreSQL board (docs/gateway.md#several-gateways-on-one-board):
 //! gateway processes with separate homes and host ids, real worker processes reporting
 //! through `kanban`, one fake model. Every task is done once, every triage card billed
-//! once; a host that dies is taken over after its leases lapse; a gateway whose database
-//! sessions are terminated carries on with its workers.
+//! once, even when every gateway tries it at once (`billing`); a host that dies is taken over after its leases lapse; a gateway whose database
+//! sessions are terminated carries on with its workers; another host's workers are
+//! never touched by pid (`host_scope`).
 //!
 //! The server is `KANBAN_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
 //! each test's board is a fresh schema, dropped at its end.
@@ -20,7 +21,13 @@ use crate::gateway_board::KANBAN;
 
 use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
 
+mod billing;
+mod host_scope;
+
 const WAIT: Duration = Duration::from_secs(120);
+
+/// The model's reply to every card: one tightened task.
+const ONE_STEP: &str = r#"{"fanout": false, "rationale": "one step", "title": "decomposed", "body": "do it", "assignee": "worker"}"#;
 
 /// A board in a schema of its own, and the gateways sharing it.
 struct SharedBoard {
@@ -65,11 +72,7 @@ impl SharedBoard {
             url = format!("{scheme}://{user}:{password}@{hosts}");
         }
         let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
-        fake.respond_with(|_| {
-            Reply::text(
-                r#"{"fanout": false, "rationale": "one step", "title": "decomposed", "body": "do it", "assignee": "worker"}"#,
-            )
-        });
+        fake.respond_with(|_| Reply::text(ONE_STEP));
         let board = SharedBoard {
             dir: tempfile::tempdir().unwrap(),
             schema,
@@ -130,8 +133,14 @@ impl SharedBoard {
 
     /// Starts the gateway of home `n` and waits for its first tick.
     fn start(&mut self, n: usize) {
+        self.launch(n);
         let status = self.home(n).join("gateway.json");
-        let _ = std::fs::remove_file(&status);
+        self.wait_for(&format!("gateway {n}'s first tick"), || status.exists());
+    }
+
+    /// Starts the gateway of home `n`.
+    fn launch(&mut self, n: usize) {
+        let _ = std::fs::remove_file(self.home(n).join("gateway.json"));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -148,7 +157,6 @@ impl SharedBoard {
             self.gateways.resize_with(n + 1, || None);
         }
         self.gateways[n] = Some(child);
-        self.wait_for(&format!("gateway {n}'s first tick"), || status.exists());
     }
 
     fn pid(&self, n: usize) -> u32 {
@@ -174,6 +182,21 @@ impl SharedBoard {
                 panic!("timed out waiting for {what}\n{}", logs.join("\n---\n"));
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Proves `count` more ticks from outside: a probe card goes into triage, and the
+    /// next one only once a gateway has moved it out, which only a tick starts.
+    fn prove_ticks(&self, count: usize) {
+        for i in 0..count {
+            let probe = NewTask {
+                triage: true,
+                ..NewTask::titled(format!("probe {i}"))
+            };
+            let id = self.store.create(&probe, board_home::now()).unwrap().id;
+            self.wait_for("a probe to leave triage", || {
+                self.store.get(&id).unwrap().status != Status::Triage
+            });
         }
     }
 
