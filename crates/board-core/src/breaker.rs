@@ -122,6 +122,14 @@ impl Breaker {
         !self.open && (self.last_success_at.is_none() || self.fault_card.is_some())
     }
 
+    /// Whether `card`'s own faults opened or kept open the breaker, or put it in doubt:
+    /// the probe, and the one decomposition while in doubt, go to another card when
+    /// there is one, so one card that always fails neither holds the breaker open nor
+    /// opens it by being tried twice before anything shows the provider up.
+    pub fn suspected(&self, card: &TaskId) -> bool {
+        self.suspects.contains(card) || self.fault_card.as_ref() == Some(card)
+    }
+
     /// Whether a provider fault just observed is charged to its card: the breaker stayed
     /// closed and the provider has been seen up, so the fault is the card's.
     pub fn charges(&self) -> bool {

@@ -84,7 +84,7 @@ const DUE_TRIAGE: &str = concat!(
        AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
        AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
        AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > $1)
-     ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
+     ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.seq LIMIT $2"
 );
 
 impl Store for PgStore {

@@ -44,6 +44,10 @@ pub struct Outcome {
     pub child_ids: Vec<TaskId>,
     /// The card's title after a single-task rewrite.
     pub new_title: Option<String>,
+    /// A failure charged to the card that the store could not record (a full disk):
+    /// the gateway keeps it in memory instead. Not part of the JSON.
+    #[serde(skip)]
+    pub unrecorded_failure: bool,
 }
 
 impl Outcome {
@@ -82,6 +86,7 @@ impl Outcome {
             fanout: false,
             child_ids: Vec::new(),
             new_title: None,
+            unrecorded_failure: false,
         }
     }
 }
@@ -212,10 +217,13 @@ async fn run<C: ModelClient>(
                 "decomposition failed"
             );
             let counts = failed.counts && (!failed.provider || charged(&store, ask).await);
-            if counts && mode == Mode::Automatic {
-                record_failure(&store, id, &failed.reason, settings, clock).await;
+            let unrecorded_failure = counts
+                && mode == Mode::Automatic
+                && !record_failure(&store, id, &failed.reason, settings, clock).await;
+            Outcome {
+                unrecorded_failure,
+                ..Outcome::refused(id.clone(), failed.reason)
             }
-            Outcome::refused(id.clone(), failed.reason)
         }
     }
 }
@@ -293,6 +301,7 @@ async fn attempt<C: ModelClient>(
         fanout,
         new_title: (!fanout).then(|| committed.root.title.clone()),
         child_ids: committed.child_ids,
+        unrecorded_failure: false,
     })
 }
 
@@ -412,13 +421,14 @@ async fn read_facts(store: &Arc<dyn Store>, id: &TaskId) -> Result<TaskFacts, Fa
 }
 
 /// Records a failed automatic attempt: backoff with jitter, parking at the limit.
+/// Whether the store holds it.
 async fn record_failure(
     store: &Arc<dyn Store>,
     id: &TaskId,
     reason: &str,
     settings: &DecomposerSettings,
     clock: &Clock,
-) {
+) -> bool {
     let (recorder, card, error) = (Arc::clone(store), id.clone(), reason.to_owned());
     let (policy, jitter, now) = (settings.retry_policy, jitter(), clock());
     let recorded =
@@ -433,9 +443,13 @@ async fn record_failure(
         Ok(task) => {
             tracing::debug!(card = %id, failures = task.decompose_failures, next_attempt_at = task.decompose_next_attempt_at, "decomposition failure recorded")
         }
-        // The card left triage meanwhile: it is no longer failing.
-        Err(e) => tracing::debug!(card = %id, error = %e, "decomposition failure not recorded"),
+        // The card left triage meanwhile (it is no longer failing), or the disk is full.
+        Err(e) => {
+            tracing::debug!(card = %id, error = %e, "decomposition failure not recorded");
+            return false;
+        }
     }
+    true
 }
 
 /// Runs a synchronous store call off the async threads. A panicked store call is a
