@@ -214,6 +214,7 @@ pub(crate) fn jitter() -> f64 {
 pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings {
     BreakerSettings {
         base_seconds: settings.retry_policy.base_seconds,
+        probe_max_seconds: settings.probe_max_seconds,
         jitter: jitter(),
         config_stamp: settings.config_stamp.clone(),
     }

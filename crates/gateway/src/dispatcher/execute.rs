@@ -205,10 +205,11 @@ impl Dispatcher {
             card: card.clone(),
             reached: reached.clone(),
         };
+        // A ceiling moves no probe: the base and the probe cap are not read.
         let settings = BreakerSettings {
             base_seconds: pass.settings.decompose_retry.base_seconds,
-            jitter: 0.0,
             config_stamp: pass.settings.config_stamp.clone(),
+            ..BreakerSettings::default()
         };
         match self.store.signal_breaker(&signal, &settings, pass.now) {
             Ok((_, Some(_))) => match reached {
