@@ -8,11 +8,14 @@ use std::time::Instant;
 
 use board_core::plan::automatic_guard;
 use board_core::spend::window_start;
-use board_core::{Mode, Plan, PlanBasis, Refusal, Signal, Status, Store, StoreError, TaskFacts, TaskId};
+use board_core::{
+    Mode, Plan, PlanBasis, Refusal, Signal, Status, Store, StoreError, TaskFacts, TaskId, Timestamp,
+};
 use serde::Serialize;
 
 use crate::client::{
-    attempt_id, breaker_settings, call_model, jitter, signal_breaker, Attempt, Clock, ModelClient, Purpose,
+    attempt_id, breaker_settings, call_deadline, call_model, jitter, signal_breaker, Attempt, Clock,
+    ModelClient, Purpose,
 };
 use crate::prompt::{build_request, build_specify_request};
 use crate::reply::parse_reply;
@@ -101,6 +104,9 @@ pub struct Ask {
     pub probe: bool,
     /// `kanban decompose --over-budget`: go past a reached spend ceiling.
     pub over_budget: bool,
+    /// When the card's decomposition lease expires (automatic calls): the call's
+    /// requests end before it, less the commit's margin (`client::call_deadline`).
+    pub lease_expires: Option<Timestamp>,
 }
 
 impl From<Mode> for Ask {
@@ -109,6 +115,7 @@ impl From<Mode> for Ask {
             mode,
             probe: false,
             over_budget: false,
+            lease_expires: None,
         }
     }
 }
@@ -271,6 +278,7 @@ async fn attempt<C: ModelClient>(
         automatic: mode == Mode::Automatic,
         probe: ask.probe,
         over_budget,
+        deadline: ask.lease_expires.map(call_deadline),
     };
     let completion = call_model(client, store, &attempt, purpose, &body, settings, clock)
         .await

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use board_core::{Completion, NewTask, RetryPolicy, Store, TaskId};
+use board_core::{Completion, NewTask, RetryPolicy, Store, TaskId, Timestamp};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
@@ -28,7 +28,7 @@ impl Decompositions for Idle {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId, _probe: bool) {}
+    fn start(&mut self, _id: TaskId, _probe: bool, _lease_expires: Timestamp) {}
     fn cancel_all(&mut self) {}
 }
 

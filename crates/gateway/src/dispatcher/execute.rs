@@ -4,7 +4,7 @@
 //! nothing and is not an error.
 
 use super::*;
-use board_core::{Claim, DecompositionLease, RunEnd};
+use board_core::{lease_expiry, Claim, DecompositionLease, RunEnd};
 
 use crate::channel::Terms;
 
@@ -58,7 +58,8 @@ impl Dispatcher {
                     if !probe {
                         self.floors.insert(card.clone(), *floor);
                     }
-                    self.decompositions.start(card.clone(), *probe);
+                    let expires = lease_expiry(pass.settings.decomposition_lease_seconds, pass.now);
+                    self.decompositions.start(card.clone(), *probe, expires);
                     pass.report.decompositions_in_flight += 1;
                     pass.report.decompositions_started.push(card.clone());
                 }
