@@ -58,8 +58,9 @@ use crate::tx::{Params, Tx};
 use crate::{reads, retention, LockClass, PgStore};
 
 /// The dispatcher's reads: each an index range of `tasks_by_status` or
-/// `tasks_triage_due`, so their cost follows the rows they return, not the board's size
-/// (see `PgStore::explain_dispatcher_reads`).
+/// `tasks_triage_due`, so their cost follows the rows they return (for the due triage
+/// cards, the unparked triage cards, sorted by due time), not the board's size (see
+/// `PgStore::explain_dispatcher_reads`).
 const CLAIMABLE: &str = concat!(
     "SELECT ",
     task_columns!(),

@@ -349,9 +349,9 @@ impl Store for SqliteStore {
     }
 
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        // Served by tasks_triage_due: parked cards cost nothing, cooling ones an index
-        // range. A card is due at its retry time, or at its creation when it never
-        // failed: oldest due first, so fresh cards never hold back a retry.
+        // An index range of the triage cards, the due ones sorted: a card is due at its
+        // retry time, or at its creation when it never failed, and the oldest due comes
+        // first, so fresh cards never hold back a retry.
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks t
              WHERE t.status = 'triage' AND t.decompose_parked = 0
