@@ -9,7 +9,9 @@
 //! 5 min and 50 min of real time. The model (`fake-llm`'s `outage_model` example)
 //! answers HTTP 500 from its start until the outage ends, then a two-step decomposition.
 //! Each board runs with its defaults otherwise: three automatic decompositions per
-//! tick, its own retries, our probe cap of ten bases.
+//! tick, its own retries, our probe cap of ten bases. Ours runs a second time with the
+//! probes doubling to an hour (the cap set to 1 h, compressed): the other side of the
+//! trade.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
@@ -158,24 +160,40 @@ pub(crate) fn push_rows(results: &mut Results, prefix: &str, who: &str, scale: &
     );
 }
 
-/// Our gateway through each outage.
+/// The probe cap of the other side of the trade: probes doubling to an hour (compressed
+/// 30 times), as before the cap existed.
+const UNCAPPED_PROBE_SECONDS: u64 = 120;
+
+/// Our gateway through each outage: with the default probe cap, then with probes
+/// doubling to the hour.
 pub(super) fn ours(paths: &Paths, results: &mut Results) -> Result<(), String> {
     mkdir(&paths.work)?;
     for (scale, bases) in OUTAGES {
-        let run = ours_through(paths, scale, outage_length(bases))?;
+        let run = ours_through(paths, scale, outage_length(bases), None)?;
         push_rows(results, "", "", scale, &run);
+    }
+    for (scale, bases) in OUTAGES {
+        let cap = Some(UNCAPPED_PROBE_SECONDS);
+        let run = ours_through(paths, scale, outage_length(bases), cap)?;
+        push_rows(results, "uncapped.", "probes to 1 h: ", scale, &run);
     }
     Ok(())
 }
 
-fn ours_through(paths: &Paths, scale: &str, outage: Duration) -> Result<Run, String> {
+/// One outage; `probe_max` sets `kanban.decompose_probe_max_seconds`.
+fn ours_through(paths: &Paths, scale: &str, outage: Duration, probe_max: Option<u64>) -> Result<Run, String> {
     let mut model = OutageModel::start(paths, outage)?;
+    let cap = probe_max.map_or(String::new(), |s| format!("  decompose_probe_max_seconds: {s}\n"));
     let config = format!(
         "model:\n  base_url: {}\n  default: bench-model\n  api_key_env: KANBAN_BENCH_NO_KEY\n\
-         kanban:\n  dispatch_interval_seconds: {TICK_SECONDS}\n  max_spawn: 0\n  decompose_retry_base_seconds: {BASE_SECONDS}\n",
+         kanban:\n  dispatch_interval_seconds: {TICK_SECONDS}\n  max_spawn: 0\n  decompose_retry_base_seconds: {BASE_SECONDS}\n{cap}",
         model.base_url
     );
-    let home = new_home(paths, &format!("outage-{scale}"), &config)?;
+    let name = format!(
+        "outage-{scale}{}",
+        if probe_max.is_some() { "-uncapped" } else { "" }
+    );
+    let home = new_home(paths, &name, &config)?;
     for card in 0..CARDS {
         output(Command::new(paths.kanban()).arg("--home").arg(&home).args([
             "create",
