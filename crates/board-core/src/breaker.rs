@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::transition::{retry_delay, NewEvent, DECOMPOSE_RETRY_CAP_SECONDS};
+use crate::transition::{capped_delay, NewEvent, DECOMPOSE_RETRY_CAP_SECONDS};
 use crate::types::{TaskId, Timestamp};
 
 /// The board's view of its decomposer's provider. `Default` is a closed breaker that has
@@ -88,13 +88,37 @@ pub enum Signal {
     Ceiling { card: TaskId, reached: Option<String> },
 }
 
-/// The settings [`observe`] needs besides the signal: the backoff base, a jitter factor
-/// in [-0.1, 0.1] (drawn by the caller) and the stamp of the config in force.
+/// The settings [`observe`] needs besides the signal: the backoff base, the longest wait
+/// between probes (`None`: [`PROBE_CAP_BASES`] times the base), a jitter factor in
+/// [-0.1, 0.1] (drawn by the caller) and the stamp of the config in force.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BreakerSettings {
     pub base_seconds: i64,
+    pub probe_max_seconds: Option<i64>,
     pub jitter: f64,
     pub config_stamp: Option<String>,
+}
+
+/// The longest wait between probes, unless set, in backoff bases: 5 minutes at the
+/// default 30 s base.
+pub const PROBE_CAP_BASES: i64 = 10;
+
+impl BreakerSettings {
+    /// The longest wait between two probes: the setting, else [`PROBE_CAP_BASES`] times
+    /// the base; never more than an hour. Decomposition resumes within it of the
+    /// provider's return, after an outage of any length, while an outage costs about
+    /// one request per cap.
+    pub fn probe_cap(&self) -> i64 {
+        let cap = self
+            .probe_max_seconds
+            .unwrap_or_else(|| self.base_seconds.max(1).saturating_mul(PROBE_CAP_BASES));
+        cap.clamp(1, DECOMPOSE_RETRY_CAP_SECONDS)
+    }
+
+    /// The wait before the `n`-th probe since the breaker opened.
+    fn probe_delay(&self, n: i64) -> i64 {
+        capped_delay(self.base_seconds, n, self.probe_cap(), self.jitter)
+    }
 }
 
 /// A change [`observe`] decided: the new state and the event to append (on `card`).
@@ -120,6 +144,14 @@ impl Breaker {
     /// run one at a time, so an outage costs two requests to find, not one per card.
     pub fn in_doubt(&self) -> bool {
         !self.open && (self.last_success_at.is_none() || self.fault_card.is_some())
+    }
+
+    /// Whether `card`'s own faults opened or kept open the breaker, or put it in doubt:
+    /// the probe, and the one decomposition while in doubt, go to another card when
+    /// there is one, so one card that always fails neither holds the breaker open nor
+    /// opens it by being tried twice before anything shows the provider up.
+    pub fn suspected(&self, card: &TaskId) -> bool {
+        self.suspects.contains(card) || self.fault_card.as_ref() == Some(card)
     }
 
     /// Whether a provider fault just observed is charged to its card: the breaker stayed
@@ -161,7 +193,7 @@ impl Breaker {
         let delay = if fault.auth {
             DECOMPOSE_RETRY_CAP_SECONDS
         } else {
-            let backoff = retry_delay(settings.base_seconds, 1, settings.jitter);
+            let backoff = settings.probe_delay(1);
             backoff.max(fault.retry_after.unwrap_or(0).min(DECOMPOSE_RETRY_CAP_SECONDS))
         };
         let first = self.fault_card.iter().cloned().collect::<Vec<_>>();
@@ -205,7 +237,7 @@ pub fn observe(
             let opens = state.opens + 1;
             let breaker = Breaker {
                 opens,
-                probe_at: Some(now + retry_delay(settings.base_seconds, opens, settings.jitter)),
+                probe_at: Some(now + settings.probe_delay(opens)),
                 config_stamp: settings.config_stamp.clone(),
                 ..state.clone()
             };
@@ -322,6 +354,7 @@ mod tests {
     fn settings() -> BreakerSettings {
         BreakerSettings {
             base_seconds: 30,
+            probe_max_seconds: None,
             jitter: 0.0,
             config_stamp: Some("a".into()),
         }
@@ -338,7 +371,32 @@ mod tests {
     }
 
     fn apply(state: &Breaker, signal: &Signal, now: Timestamp) -> Breaker {
-        observe(state, signal, &settings(), now).map_or_else(|| state.clone(), |c| c.breaker)
+        apply_with(state, signal, &settings(), now)
+    }
+
+    fn apply_with(state: &Breaker, signal: &Signal, settings: &BreakerSettings, now: Timestamp) -> Breaker {
+        observe(state, signal, settings, now).map_or_else(|| state.clone(), |c| c.breaker)
+    }
+
+    /// An outage of `seconds` from `T` with these settings: the breaker opened by two
+    /// cards' faults, then every due probe failing. The requests it cost (the two that
+    /// found it, then one per probe) and the gaps between probes.
+    fn outage(settings: &BreakerSettings, seconds: i64) -> (usize, Vec<i64>) {
+        let fault = |n, attempt: &str| down(n, attempt);
+        let mut state = apply_with(&up_once(), &fault(1, "a1"), settings, T);
+        state = apply_with(&state, &fault(2, "a2"), settings, T);
+        assert!(state.open);
+        let (mut requests, mut last, mut gaps) = (2, T, Vec::new());
+        while let Some(at) = state.probe_at.filter(|at| *at < T + seconds) {
+            state = apply_with(&state, &Signal::ProbeTaken { card: card(3) }, settings, at);
+            state = apply_with(&state, &fault(3, "p"), settings, at);
+            requests += 1;
+            gaps.push(at - last);
+            last = at;
+        }
+        // The provider is back at the end: the wait until the next probe finds it.
+        gaps.push(state.probe_at.expect("a probe time") - (T + seconds));
+        (requests, gaps)
     }
 
     fn up_once() -> Breaker {
@@ -365,8 +423,8 @@ mod tests {
             state = apply(&state, &down(3, "p"), at);
             delays.push(state.probe_at.expect("a probe time") - at);
         }
-        assert_eq!(&delays[..4], &[60, 120, 240, 480]);
-        assert_eq!(*delays.last().expect("ten"), 3600, "capped at an hour");
+        assert_eq!(&delays[..5], &[60, 120, 240, 300, 300]);
+        assert_eq!(*delays.last().expect("ten"), 300, "capped at ten bases");
         let closed =
             observe(&state, &Signal::Up { card: card(3) }, &settings(), T + 99_999).expect("a change");
         assert_eq!(closed.event.as_ref().map(|e| e.kind), Some("breaker_closed"));
@@ -426,6 +484,57 @@ mod tests {
             T,
         );
         assert_eq!(state.probe_at, Some(T + 300));
+    }
+
+    #[test]
+    fn probes_wait_at_most_the_cap_so_recovery_is_prompt_and_an_hour_costs_one_request_a_cap() {
+        let default = settings();
+        assert_eq!(default.probe_cap(), 300, "ten bases of 30 s: 5 minutes");
+        for hours_of_outage in [1, 10] {
+            let (requests, gaps) = outage(&default, 3600 * hours_of_outage);
+            let longest = gaps.iter().max().copied().unwrap_or(0);
+            assert!(longest <= 300, "a gap of {longest} s: {gaps:?}");
+            // Two requests find it, the doubling to the cap takes 4 probes, then one a cap.
+            let most = 2 + 4 + (3600 * hours_of_outage as usize) / 300;
+            assert!(requests <= most, "{requests} requests, at most {most}");
+        }
+        let (requests, _) = outage(&default, 3600);
+        assert_eq!(requests, 16, "an hour-long outage at the defaults");
+        let jittered = BreakerSettings {
+            jitter: 0.1,
+            ..settings()
+        };
+        let (_, gaps) = outage(&jittered, 3600);
+        assert!(
+            gaps.iter().all(|g| *g <= 330),
+            "the cap plus its jitter: {gaps:?}"
+        );
+        let base_two = BreakerSettings {
+            base_seconds: 2,
+            ..settings()
+        };
+        assert_eq!(base_two.probe_cap(), 20, "scaled with the base");
+        let (requests, gaps) = outage(&base_two, 150);
+        assert!(gaps.iter().all(|g| *g <= 20), "{gaps:?}");
+        assert!(requests <= 2 + 4 + 150 / 20, "{requests}");
+    }
+
+    #[test]
+    fn a_set_probe_cap_wins_up_to_an_hour() {
+        let set = |seconds| BreakerSettings {
+            probe_max_seconds: Some(seconds),
+            ..settings()
+        };
+        assert_eq!(set(60).probe_cap(), 60);
+        assert_eq!(set(7200).probe_cap(), 3600, "never past the hour");
+        let (_, gaps) = outage(&set(60), 600);
+        assert_eq!(
+            &gaps[..4],
+            &[30, 60, 60, 60],
+            "the first probe at the base, then the cap"
+        );
+        let (_, gaps) = outage(&set(10), 100);
+        assert_eq!(gaps[0], 10, "a cap below the base shortens the first wait too");
     }
 
     #[test]

@@ -26,7 +26,9 @@ pub use cost_safety::{
     an_open_request_is_billed_then_finished_once, breaker_opens_and_closes_durably,
     racing_faults_open_the_breaker_once, spend_sums_the_window,
 };
-pub use decomposition::{decomposition_commits_and_guards, history_blocks_automatic_decomposition};
+pub use decomposition::{
+    decomposition_commits_and_guards, due_cards_come_oldest_due_first, history_blocks_automatic_decomposition,
+};
 pub use decomposition_lease::{claim_ready_takes_what_is_still_ready, decomposition_lease_holds_a_card};
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use graph::{
@@ -148,6 +150,7 @@ macro_rules! store_conformance_tests {
             idempotent_create,
             edit_assign_and_archive,
             decomposition_commits_and_guards,
+            due_cards_come_oldest_due_first,
             fanout_cap_is_one_rule,
             decomposition_lease_holds_a_card,
             claim_ready_takes_what_is_still_ready,

@@ -435,7 +435,7 @@ impl Store for MemStore {
             .collect();
         due.sort_by_key(|t| {
             (
-                t.decompose_next_attempt_at.unwrap_or(0),
+                t.decompose_next_attempt_at.unwrap_or(t.created_at),
                 t.created_at,
                 t.id.clone(),
             )

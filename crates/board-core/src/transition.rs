@@ -300,9 +300,15 @@ pub fn decide(
 /// Seconds to wait after the `failures`-th failed automatic decomposition:
 /// `base * 2^(failures-1)`, capped at an hour, then scaled by `1 + jitter`.
 pub fn retry_delay(base_seconds: i64, failures: i64, jitter: f64) -> i64 {
-    let exponent = (failures - 1).clamp(0, 30) as u32;
+    capped_delay(base_seconds, failures, DECOMPOSE_RETRY_CAP_SECONDS, jitter)
+}
+
+/// The `n`-th wait of a doubling backoff: `base * 2^(n-1)`, at most `cap`, then scaled
+/// by `1 + jitter` (jitter in [-0.1, 0.1]); at least one second.
+pub fn capped_delay(base_seconds: i64, n: i64, cap: i64, jitter: f64) -> i64 {
+    let exponent = (n - 1).clamp(0, 30) as u32;
     let raw = base_seconds.max(1).saturating_mul(1i64 << exponent);
-    let capped = raw.min(DECOMPOSE_RETRY_CAP_SECONDS) as f64;
+    let capped = raw.min(cap.max(1)) as f64;
     let jittered = capped * (1.0 + jitter.clamp(-0.1, 0.1));
     (jittered.round() as i64).max(1)
 }

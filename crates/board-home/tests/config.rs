@@ -223,6 +223,7 @@ kanban:
   decompose_max_children: 64
   decompose_failure_limit: 7
   decompose_retry_base_seconds: 5
+  decompose_probe_max_seconds: 2m
   default_assignee: coder
   orchestrator_profile: planner
   failure_limit: 9
@@ -258,6 +259,8 @@ profiles:
     assert_eq!(k.decompose_max_children, 64);
     assert_eq!(k.decompose_failure_limit, 7);
     assert_eq!(k.decompose_retry_base_seconds, 5);
+    assert_eq!(k.decompose_probe_max_seconds, Some(120));
+    assert_eq!(c.decomposer_settings().probe_max_seconds, Some(120));
     assert_eq!(k.default_assignee, "coder");
     assert_eq!(k.orchestrator_profile, "planner");
     assert_eq!(k.failure_limit, 9);
@@ -389,6 +392,8 @@ fn error_messages() {
         "kanban: {failure_limit: true}\n",
         "kanban: {auto_decompose_concurrency: 0}\n",
         "kanban: {decompose_retry_base_seconds: -5}\n",
+        "kanban: {decompose_probe_max_seconds: 0}\n",
+        "kanban: {decompose_probe_max_seconds: soon}\n",
         "auxiliary: {transient_retries: 11}\n",
         "auxiliary: {kanban_decomposer: {timeout: 0}}\n",
         "auxiliary: {kanban_decomposer: {max_tokens: many}}\n",

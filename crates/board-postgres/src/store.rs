@@ -58,8 +58,9 @@ use crate::tx::{Params, Tx};
 use crate::{reads, retention, LockClass, PgStore};
 
 /// The dispatcher's reads: each an index range of `tasks_by_status` or
-/// `tasks_triage_due`, so their cost follows the rows they return, not the board's size
-/// (see `PgStore::explain_dispatcher_reads`).
+/// `tasks_triage_due`, so their cost follows the rows they return (for the due triage
+/// cards, the unparked triage cards, sorted by due time), not the board's size (see
+/// `PgStore::explain_dispatcher_reads`).
 const CLAIMABLE: &str = concat!(
     "SELECT ",
     task_columns!(),
@@ -84,7 +85,7 @@ const DUE_TRIAGE: &str = concat!(
        AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
        AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
        AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > $1)
-     ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.seq LIMIT $2"
+     ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.seq LIMIT $2"
 );
 
 impl Store for PgStore {

@@ -349,7 +349,9 @@ impl Store for SqliteStore {
     }
 
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
-        // Served by tasks_triage_due: cooling cards cost an index range, parked ones nothing.
+        // An index range of the triage cards, the due ones sorted: a card is due at its
+        // retry time, or at its creation when it never failed, and the oldest due comes
+        // first, so fresh cards never hold back a retry.
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks t
              WHERE t.status = 'triage' AND t.decompose_parked = 0
@@ -357,7 +359,7 @@ impl Store for SqliteStore {
                AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
                AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
                AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > ?1)
-             ORDER BY COALESCE(t.decompose_next_attempt_at, 0), t.created_at, t.rowid LIMIT ?2"
+             ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.rowid LIMIT ?2"
         );
         query_tasks(&self.conn(), &sql, params![now, limit as i64])
     }

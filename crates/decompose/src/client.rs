@@ -27,6 +27,37 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// No single wait between retries is longer than this, whatever `Retry-After` says.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
+/// What a decomposition lease keeps for the commit after the model's answer: as long as
+/// a write may wait for a busy SQLite board.
+pub const COMMIT_MARGIN: Duration = Duration::from_secs(30);
+
+/// How long a card is leased to the gateway decomposing it: every request the call may
+/// make (`transient_retries + 1`), each up to `timeout`, every wait between them at its
+/// longest ([`MAX_RETRY_WAIT`]) and the commit's margin. A live gateway's call ends
+/// within it (its deadline is [`call_deadline`] of the lease's expiry); a dead one's
+/// lease lapses after it.
+pub fn lease_seconds(timeout: Duration, transient_retries: u32) -> i64 {
+    let requests = u64::from(transient_retries) + 1;
+    let total = timeout.as_secs().max(1).saturating_mul(requests)
+        + MAX_RETRY_WAIT.as_secs() * u64::from(transient_retries)
+        + COMMIT_MARGIN.as_secs();
+    i64::try_from(total).unwrap_or(i64::MAX)
+}
+
+/// The deadline of a call whose card is leased until `expires`: no request starts that
+/// could still be out then, so the commit has its margin before anyone else may take
+/// the card.
+pub fn call_deadline(expires: Timestamp) -> Timestamp {
+    expires.saturating_sub(COMMIT_MARGIN.as_secs() as i64)
+}
+
+/// Whether a request started after `wait` from `now` could still be out at the
+/// attempt's deadline (it may take the whole `timeout`).
+fn outlasts(deadline: Option<Timestamp>, now: Timestamp, wait: Duration, timeout: Duration) -> bool {
+    let longest = wait.saturating_add(timeout).as_secs_f64().ceil() as i64;
+    deadline.is_some_and(|d| now.saturating_add(longest) > d)
+}
+
 /// The Unix-seconds clock a decomposition reads: when a call starts and at commit.
 pub type Clock = dyn Fn() -> Timestamp + Send + Sync;
 
@@ -178,6 +209,10 @@ pub struct Attempt {
     pub probe: bool,
     /// Sent past a spend ceiling by a person: its rows say so.
     pub over_budget: bool,
+    /// When the card's decomposition lease leaves no more time ([`call_deadline`]): no
+    /// request, first or retry, starts that could still be out then. `None`: no lease
+    /// (a person's call).
+    pub deadline: Option<Timestamp>,
 }
 
 impl Attempt {
@@ -189,6 +224,7 @@ impl Attempt {
             automatic: false,
             probe: false,
             over_budget: false,
+            deadline: None,
         }
     }
 }
@@ -214,6 +250,7 @@ pub(crate) fn jitter() -> f64 {
 pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings {
     BreakerSettings {
         base_seconds: settings.retry_policy.base_seconds,
+        probe_max_seconds: settings.probe_max_seconds,
         jitter: jitter(),
         config_stamp: settings.config_stamp.clone(),
     }
@@ -233,8 +270,11 @@ pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings
 /// person's and the breaker is open.
 ///
 /// The n-th retry waits `n * settings.retry_backoff`, or the server's `Retry-After`
-/// when it sent one, never more than [`MAX_RETRY_WAIT`]. A row that cannot be finished
-/// is logged and does not fail the call: the answer was paid for either way.
+/// when it sent one, never more than [`MAX_RETRY_WAIT`]. No request starts that could
+/// still be out at the attempt's deadline: a first one is not sent
+/// ([`FailureKind::NotSent`]), a retry is not made (the last failure stands). A row
+/// that cannot be finished is logged and does not fail the call: the answer was paid
+/// for either way.
 pub async fn call_model<C: ModelClient>(
     client: &C,
     store: &Arc<dyn Store>,
@@ -245,6 +285,13 @@ pub async fn call_model<C: ModelClient>(
     clock: &Clock,
 ) -> Result<ModelReply, CallFailure> {
     let mut retries: u32 = 0;
+    if outlasts(attempt.deadline, clock(), Duration::ZERO, settings.timeout) {
+        return Err(CallFailure::new(
+            FailureKind::NotSent,
+            None,
+            "the request was not sent: its answer could come after the decomposition lease",
+        ));
+    }
     loop {
         let sent = LlmCall {
             task_id: Some(attempt.card.clone()),
@@ -292,6 +339,10 @@ pub async fn call_model<C: ModelClient>(
             .retry_after
             .unwrap_or_else(|| settings.retry_backoff.saturating_mul(retries))
             .min(MAX_RETRY_WAIT);
+        if outlasts(attempt.deadline, clock(), wait, settings.timeout) {
+            tracing::debug!(card = %attempt.card, wait_ms = wait.as_millis() as u64, "no retry: it would outlast the decomposition lease");
+            return Err(failure);
+        }
         tracing::debug!(card = %attempt.card, attempt = retries, wait_ms = wait.as_millis() as u64, error = %failure, "retrying model call");
         tokio::time::sleep(wait).await;
     }

@@ -8,11 +8,14 @@ use std::time::Instant;
 
 use board_core::plan::automatic_guard;
 use board_core::spend::window_start;
-use board_core::{Mode, Plan, PlanBasis, Refusal, Signal, Status, Store, StoreError, TaskFacts, TaskId};
+use board_core::{
+    Mode, Plan, PlanBasis, Refusal, Signal, Status, Store, StoreError, TaskFacts, TaskId, Timestamp,
+};
 use serde::Serialize;
 
 use crate::client::{
-    attempt_id, breaker_settings, call_model, jitter, signal_breaker, Attempt, Clock, ModelClient, Purpose,
+    attempt_id, breaker_settings, call_deadline, call_model, jitter, signal_breaker, Attempt, Clock,
+    ModelClient, Purpose,
 };
 use crate::prompt::{build_request, build_specify_request};
 use crate::reply::parse_reply;
@@ -44,6 +47,10 @@ pub struct Outcome {
     pub child_ids: Vec<TaskId>,
     /// The card's title after a single-task rewrite.
     pub new_title: Option<String>,
+    /// A failure charged to the card that the store could not record (a full disk):
+    /// the gateway keeps it in memory instead. Not part of the JSON.
+    #[serde(skip)]
+    pub unrecorded_failure: bool,
 }
 
 impl Outcome {
@@ -82,6 +89,7 @@ impl Outcome {
             fanout: false,
             child_ids: Vec::new(),
             new_title: None,
+            unrecorded_failure: false,
         }
     }
 }
@@ -96,6 +104,9 @@ pub struct Ask {
     pub probe: bool,
     /// `kanban decompose --over-budget`: go past a reached spend ceiling.
     pub over_budget: bool,
+    /// When the card's decomposition lease expires (automatic calls): the call's
+    /// requests end before it, less the commit's margin (`client::call_deadline`).
+    pub lease_expires: Option<Timestamp>,
 }
 
 impl From<Mode> for Ask {
@@ -104,6 +115,7 @@ impl From<Mode> for Ask {
             mode,
             probe: false,
             over_budget: false,
+            lease_expires: None,
         }
     }
 }
@@ -212,10 +224,13 @@ async fn run<C: ModelClient>(
                 "decomposition failed"
             );
             let counts = failed.counts && (!failed.provider || charged(&store, ask).await);
-            if counts && mode == Mode::Automatic {
-                record_failure(&store, id, &failed.reason, settings, clock).await;
+            let unrecorded_failure = counts
+                && mode == Mode::Automatic
+                && !record_failure(&store, id, &failed.reason, settings, clock).await;
+            Outcome {
+                unrecorded_failure,
+                ..Outcome::refused(id.clone(), failed.reason)
             }
-            Outcome::refused(id.clone(), failed.reason)
         }
     }
 }
@@ -263,6 +278,7 @@ async fn attempt<C: ModelClient>(
         automatic: mode == Mode::Automatic,
         probe: ask.probe,
         over_budget,
+        deadline: ask.lease_expires.map(call_deadline),
     };
     let completion = call_model(client, store, &attempt, purpose, &body, settings, clock)
         .await
@@ -293,6 +309,7 @@ async fn attempt<C: ModelClient>(
         fanout,
         new_title: (!fanout).then(|| committed.root.title.clone()),
         child_ids: committed.child_ids,
+        unrecorded_failure: false,
     })
 }
 
@@ -412,13 +429,14 @@ async fn read_facts(store: &Arc<dyn Store>, id: &TaskId) -> Result<TaskFacts, Fa
 }
 
 /// Records a failed automatic attempt: backoff with jitter, parking at the limit.
+/// Whether the store holds it.
 async fn record_failure(
     store: &Arc<dyn Store>,
     id: &TaskId,
     reason: &str,
     settings: &DecomposerSettings,
     clock: &Clock,
-) {
+) -> bool {
     let (recorder, card, error) = (Arc::clone(store), id.clone(), reason.to_owned());
     let (policy, jitter, now) = (settings.retry_policy, jitter(), clock());
     let recorded =
@@ -433,9 +451,13 @@ async fn record_failure(
         Ok(task) => {
             tracing::debug!(card = %id, failures = task.decompose_failures, next_attempt_at = task.decompose_next_attempt_at, "decomposition failure recorded")
         }
-        // The card left triage meanwhile: it is no longer failing.
-        Err(e) => tracing::debug!(card = %id, error = %e, "decomposition failure not recorded"),
+        // The card left triage meanwhile (it is no longer failing), or the disk is full.
+        Err(e) => {
+            tracing::debug!(card = %id, error = %e, "decomposition failure not recorded");
+            return false;
+        }
     }
+    true
 }
 
 /// Runs a synchronous store call off the async threads. A panicked store call is a

@@ -18,7 +18,8 @@ mod roster;
 mod settings;
 
 pub use client::{
-    call_model, Attempt, CallFailure, Clock, FailureKind, HttpModel, ModelClient, ModelReply, Purpose,
+    call_deadline, call_model, lease_seconds, Attempt, CallFailure, Clock, FailureKind, HttpModel,
+    ModelClient, ModelReply, Purpose,
 };
 pub use decomposition::{decompose, specify, Ask, Outcome};
 pub use prompt::{build_request, build_specify_request};

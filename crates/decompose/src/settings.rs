@@ -141,6 +141,9 @@ pub struct DecomposerSettings {
     pub plan: PlanSettings,
     /// The automatic failure policy: backoff base and the parking limit.
     pub retry_policy: RetryPolicy,
+    /// `kanban.decompose_probe_max_seconds`: the longest wait between the provider
+    /// breaker's probes (`None`: ten times the backoff base).
+    pub probe_max_seconds: Option<i64>,
     /// The daily spend ceilings (none by default).
     pub ceilings: Ceilings,
     /// The model's prices, for each ledger row's cost (none by default).
@@ -185,6 +188,7 @@ impl fmt::Debug for DecomposerSettings {
             .field("roster", &self.roster)
             .field("plan", &self.plan)
             .field("retry_policy", &self.retry_policy)
+            .field("probe_max_seconds", &self.probe_max_seconds)
             .field("ceilings", &self.ceilings)
             .field("prices", &self.prices)
             .finish_non_exhaustive()
@@ -206,6 +210,7 @@ impl Default for DecomposerSettings {
             roster: Roster::default().with_max_children(Some(DEFAULT_MAX_CHILDREN)),
             plan: PlanSettings::default(),
             retry_policy: RetryPolicy::default(),
+            probe_max_seconds: None,
             ceilings: Ceilings::default(),
             prices: Prices::default(),
             config_stamp: None,

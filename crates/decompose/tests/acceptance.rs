@@ -729,9 +729,8 @@ async fn an_outage_opens_the_breaker_and_charges_no_card() {
         .llm
         .script_task(third.as_str(), vec![single("Third, clearer")]);
     let probe = decompose::Ask {
-        mode: Mode::Automatic,
         probe: true,
-        over_budget: false,
+        ..decompose::Ask::from(Mode::Automatic)
     };
     let settings = board.settings();
     let client = HttpModel::new(&settings).unwrap();
@@ -782,9 +781,8 @@ async fn a_reached_ceiling_refuses_until_over_budget_and_rows_carry_their_cost()
     assert_reason(&refused, "--over-budget");
     assert!(board.requests_for(&second).is_empty());
     let past = decompose::Ask {
-        mode: Mode::Manual,
-        probe: false,
         over_budget: true,
+        ..decompose::Ask::from(Mode::Manual)
     };
     let client = HttpModel::new(&settings).unwrap();
     let now = Arc::clone(&board.now);

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId};
+use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId, Timestamp};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
@@ -33,7 +33,7 @@ impl Decompositions for Idle {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId, _probe: bool) {}
+    fn start(&mut self, _id: TaskId, _probe: bool, _lease_expires: Timestamp) {}
     fn cancel_all(&mut self) {}
 }
 

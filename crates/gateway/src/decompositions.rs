@@ -4,9 +4,9 @@
 //! at all (it is one transaction).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use board_core::{Mode, Store, TaskId};
+use board_core::{Mode, Store, TaskId, Timestamp};
 use board_home::now;
 use decompose::{Ask, DecomposerSettings, HttpModel};
 use tokio::runtime::Handle;
@@ -21,6 +21,9 @@ pub struct BackgroundDecompositions {
     client: Arc<HttpModel>,
     settings: Arc<DecomposerSettings>,
     running: BTreeMap<TaskId, JoinHandle<()>>,
+    /// Cards whose attempt ended with a charged failure the store could not record;
+    /// written before the attempt's task finishes.
+    unrecorded: Arc<Mutex<BTreeSet<TaskId>>>,
 }
 
 impl BackgroundDecompositions {
@@ -36,6 +39,7 @@ impl BackgroundDecompositions {
             client: Arc::new(client),
             settings: Arc::new(settings),
             running: BTreeMap::new(),
+            unrecorded: Arc::default(),
         })
     }
 }
@@ -46,24 +50,32 @@ impl Decompositions for BackgroundDecompositions {
         self.running.keys().cloned().collect()
     }
 
-    fn start(&mut self, id: TaskId, probe: bool) {
+    fn start(&mut self, id: TaskId, probe: bool, lease_expires: Timestamp) {
         if self.running.get(&id).is_some_and(|h| !h.is_finished()) {
             return;
         }
         let (store, client, settings) = (self.store.clone(), self.client.clone(), self.settings.clone());
-        let card = id.clone();
+        let (card, unrecorded) = (id.clone(), self.unrecorded.clone());
         let handle = self.runtime.spawn(async move {
             let ask = Ask {
                 mode: Mode::Automatic,
                 probe,
                 over_budget: false,
+                lease_expires: Some(lease_expires),
             };
             let outcome = decompose::decompose(store, &*client, &card, ask, &settings, &now).await;
+            if outcome.unrecorded_failure {
+                unrecorded.lock().unwrap_or_else(|e| e.into_inner()).insert(card.clone());
+            }
             if !outcome.ok {
                 tracing::info!(task = %card, reason = outcome.reason.as_deref().unwrap_or(""), "automatic decomposition failed");
             }
         });
         self.running.insert(id, handle);
+    }
+
+    fn unrecorded_failures(&mut self) -> BTreeSet<TaskId> {
+        std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn reconfigure(&mut self, settings: DecomposerSettings) -> Result<(), String> {

@@ -79,8 +79,15 @@ pub trait Decompositions: Send {
     /// Forgets the finished ones and returns the ids still in flight.
     fn in_flight(&mut self) -> BTreeSet<TaskId>;
     /// Starts an automatic decomposition of `id` (as the provider breaker's probe, when
-    /// `probe`); it commits on its own.
-    fn start(&mut self, id: TaskId, probe: bool);
+    /// `probe`), whose card is leased to this gateway until `lease_expires`; it commits
+    /// on its own, and sends nothing that could outlast the lease.
+    fn start(&mut self, id: TaskId, probe: bool, lease_expires: Timestamp);
+    /// The cards whose attempt ended since the last call with a failure charged to the
+    /// card that the store could not record (a full disk). A pool that calls no model
+    /// has none.
+    fn unrecorded_failures(&mut self) -> BTreeSet<TaskId> {
+        BTreeSet::new()
+    }
     /// Cancels every decomposition in flight; a cancelled one commits nothing.
     fn cancel_all(&mut self);
     /// Uses these model settings for the decompositions started from now on; those in
@@ -98,7 +105,7 @@ impl Decompositions for NoDecompositions {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId, _probe: bool) {}
+    fn start(&mut self, _id: TaskId, _probe: bool, _lease_expires: Timestamp) {}
     fn cancel_all(&mut self) {}
 }
 
@@ -176,8 +183,8 @@ pub struct Dispatcher {
     cooldown: BTreeMap<TaskId, Timestamp>,
     /// Tasks already reported as `skipped_nonspawnable` by this gateway.
     skipped: BTreeSet<TaskId>,
-    /// The decompositions this gateway started, for the backoff policy when the store
-    /// could not record a failure.
+    /// The decompositions this gateway started, for the backoff policy: their pacing,
+    /// and the failures the store could not record.
     floors: BTreeMap<TaskId, AttemptFloor>,
     /// The actions of the last tick.
     last_plan: Vec<Action>,
@@ -427,168 +434,9 @@ impl Dispatcher {
         c.promoted += r.promoted.len() as u64;
         c.errors += r.errors.len() as u64;
     }
-
-    /// The one read a tick decides from. A failed read leaves its part empty and is
-    /// returned, so the rest of the tick still runs.
-    fn read(&mut self, settings: &DispatchSettings, now: Timestamp) -> (View, Vec<ReadError>) {
-        let mut failed: Vec<ReadError> = Vec::new();
-        let mut got = |what: &str, result: Result<Vec<Task>, StoreError>| {
-            result.unwrap_or_else(|e| {
-                failed.push((what.to_owned(), e));
-                Vec::new()
-            })
-        };
-        let running = got("listing running tasks", self.store.running());
-        // Leases about to expire too: a held live worker's is extended before any other
-        // gateway can find it expired.
-        let expiring = now.saturating_add(settings.lease_margin());
-        let expired = got(
-            "listing expired leases",
-            self.store.expired_leases(expiring, 1000),
-        );
-        self.cooldown.retain(|_, until| *until > now);
-        let mut view = View {
-            workers: self.observe(),
-            proven: self.proven(&running, &expired, now),
-            foreign: running
-                .iter()
-                .chain(&expired)
-                .filter(|t| !self.ours(t))
-                .map(|t| t.id.clone())
-                .collect(),
-            running,
-            expired,
-            floors: self.floors.clone(),
-            cooldown: self.cooldown.clone(),
-            skipped: self.skipped.clone(),
-            ..View::default()
-        };
-        self.read_triage(settings, now, &mut view, &mut failed);
-        match self.store.promotable() {
-            Ok(ids) => view.promotable = ids,
-            Err(e) => failed.push(("listing tasks to promote".to_owned(), e)),
-        }
-        self.read_claimable(settings, now, &mut view, &mut failed);
-        (view, failed)
-    }
-
-    fn observe(&self) -> Vec<WorkerView> {
-        let gone = Observed::Exited {
-            exit: Exit::Unknown,
-            log_tail: String::new(),
-        };
-        self.workers
-            .values()
-            .map(|w| WorkerView {
-                task: w.task_id.clone(),
-                run: w.run.clone(),
-                adopted: w.adopted,
-                observed: self.processes.probe(&w.task_id).unwrap_or_else(|| gone.clone()),
-                stopping: w.stopping.clone(),
-            })
-            .collect()
-    }
-
-    /// Running tasks no worker here holds that a tick would stop, whose recorded pid
-    /// provably runs their run.
-    fn proven(&self, running: &[Task], expired: &[Task], now: Timestamp) -> BTreeSet<TaskId> {
-        let expired = expired
-            .iter()
-            .filter(|t| t.lease.as_ref().is_some_and(|l| l.expires <= now));
-        let to_stop = running.iter().filter(|t| over_runtime(t, now)).chain(expired);
-        to_stop
-            .filter(|t| !self.workers.contains_key(&t.id) && self.ours(t) && self.processes.proven(t))
-            .map(|t| t.id.clone())
-            .collect()
-    }
-
-    /// Due triage cards with their facts, as many as the decomposition limits could use
-    /// past the ones in flight or held back by this gateway's memory.
-    fn read_triage(
-        &mut self,
-        settings: &DispatchSettings,
-        now: Timestamp,
-        view: &mut View,
-        failed: &mut Vec<ReadError>,
-    ) {
-        if !settings.auto_decompose {
-            return;
-        }
-        view.in_flight = self.decompositions.in_flight();
-        self.release_decomposition_leases(&view.in_flight);
-        match (self.store.breaker(), self.store.spend(window_start(now))) {
-            (Ok(breaker), Ok(spend)) => {
-                view.breaker = breaker;
-                view.spend = spend;
-                let in_flight = view.in_flight.clone();
-                self.safety = Some((view.breaker.clone(), view.spend.clone(), in_flight));
-            }
-            // Without the breaker and the spend nothing may be sent.
-            (Err(e), _) | (_, Err(e)) => {
-                return failed.push(("reading the provider breaker and spend".to_owned(), e))
-            }
-        }
-        let room = settings
-            .auto_decompose_concurrency
-            .saturating_sub(view.in_flight.len())
-            .min(settings.auto_decompose_per_tick);
-        if room == 0 {
-            return;
-        }
-        let policy: RetryPolicy = settings.decompose_retry;
-        let held = self.floors.values().filter(|f| f.blocks(&policy, now)).count();
-        // A probe passes over the breaker's suspects, so the window widens past them.
-        let window = room + view.in_flight.len() + held + view.breaker.suspects.len();
-        let due = match self.store.due_triage(now, window) {
-            Ok(d) => d,
-            Err(e) => return failed.push(("listing due triage cards".to_owned(), e)),
-        };
-        for card in due.iter().filter(|c| !view.in_flight.contains(&c.id)) {
-            match self.store.facts(&card.id) {
-                Ok(facts) => view.triage.push(facts),
-                Err(e) => failed.push((format!("reading {}", card.id), e)),
-            }
-        }
-    }
-
-    /// Ready tasks in claim order. Tasks that cannot be spawned stay ready: the window
-    /// widens past them, so the read stays proportional to what the tick can start.
-    fn read_claimable(
-        &self,
-        settings: &DispatchSettings,
-        now: Timestamp,
-        view: &mut View,
-        failed: &mut Vec<ReadError>,
-    ) {
-        let exited = view
-            .workers
-            .iter()
-            .filter(|w| matches!(w.observed, Observed::Exited { .. }))
-            .count();
-        let room = settings.max_spawn.saturating_sub(self.workers.len() - exited);
-        if room == 0 {
-            return;
-        }
-        let mut window = room + self.skipped.len() + self.cooldown.len();
-        loop {
-            let batch = match self.store.claimable(window) {
-                Ok(b) => b,
-                Err(e) => return failed.push(("listing ready tasks".to_owned(), e)),
-            };
-            let full = batch.len() == window;
-            let candidates = batch
-                .iter()
-                .filter(|t| !self.workers.contains_key(&t.id) && spawnable(t, settings, &self.cooldown, now))
-                .count();
-            view.claimable = batch;
-            if candidates >= room || !full {
-                return;
-            }
-            window *= 2;
-        }
-    }
 }
 
 mod execute;
+mod read;
 
 use execute::Pass;

@@ -493,10 +493,12 @@ impl Planner<'_> {
                 !in_flight.contains(id) && ready
             })
             .collect();
-        if probe {
-            // The probe asks about the provider, so it goes to a card not suspected of
-            // failing by itself when there is one (a stable sort keeps the due order).
-            due.sort_by_key(|facts| self.view.breaker.suspects.contains(&facts.task.id));
+        let breaker = &self.view.breaker;
+        if probe || breaker.in_doubt() {
+            // The probe, or the one call while in doubt, asks about the provider, so it
+            // goes to a card not suspected of failing by itself when there is one (a
+            // stable sort keeps the due order).
+            due.sort_by_key(|facts| breaker.suspected(&facts.task.id));
         }
         for facts in due.into_iter().take(room) {
             let card = facts.task.id.clone();

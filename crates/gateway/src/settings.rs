@@ -41,21 +41,15 @@ impl DispatchSettings {
                 })
                 .collect(),
             decompose_retry: config.decompose_retry(),
-            decomposition_lease_seconds: decomposition_lease_seconds(config),
+            decomposition_lease_seconds: decompose::lease_seconds(
+                config.decomposer_timeout(),
+                config.auxiliary.transient_retries,
+            ),
             database_url: config.database_url.clone(),
             ceilings: config.spend_ceilings(),
             config_stamp: Some(config.stamp()),
         }
     }
-}
-
-/// How long a card stays leased to the gateway decomposing it: every attempt the model
-/// client may make, each up to the timeout, and one more for the waits between them and
-/// the commit. A live gateway's call ends within it; a dead one's lease lapses after it.
-fn decomposition_lease_seconds(config: &Config) -> i64 {
-    let attempts = i64::from(config.auxiliary.transient_retries) + 2;
-    let timeout = i64::try_from(config.decomposer_timeout().as_secs()).unwrap_or(i64::MAX);
-    timeout.max(1).saturating_mul(attempts)
 }
 
 /// The settings of a config with every default.

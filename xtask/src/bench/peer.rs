@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -14,7 +14,9 @@ use std::process::Stdio;
 use serde_json::Value;
 
 use super::gateway::Running;
-use super::outage::{push_rows, OutageModel, CARDS, OUTAGE, RECOVERY_LIMIT, TICK_SECONDS};
+use super::outage::{
+    outage_length, push_rows, OutageModel, Run, CARDS, OUTAGES, RECOVERY_LIMIT, TICK_SECONDS,
+};
 use super::{copy_board, json_line, median, mkdir, output, Paths, Results, Row, CLI_RUNS, CLI_WARMUP, RUNS};
 
 const PACKAGE: &str = "hermes-agent==0.19.0";
@@ -82,7 +84,7 @@ def outage(home, base_url, cards, tick, seconds):
     print(json.dumps({"created": cards}), flush=True)
     started = time.time()
     ticks = 0
-    emptied = None
+    emptied = first = None
     while time.time() - started < seconds:
         ids = dec.list_triage_ids()
         if not ids:
@@ -93,9 +95,11 @@ def outage(home, base_url, cards, tick, seconds):
                 dec.decompose_task(tid, author="auto-decomposer")
             except Exception:
                 pass
+            if first is None and len(dec.list_triage_ids()) < cards:
+                first = time.time()
         ticks += 1
         time.sleep(tick)
-    print(json.dumps({"ticks": ticks, "emptied_at": emptied, "now": time.time()}), flush=True)
+    print(json.dumps({"ticks": ticks, "emptied_at": emptied, "first_at": first, "now": time.time()}), flush=True)
 
 if __name__ == "__main__":
     what = sys.argv[1]
@@ -161,14 +165,39 @@ pub(crate) fn run(paths: &Paths, results: &mut Results, selected: &[&str]) {
 
 type PeerWorkload = fn(&Paths, &Peer, &mut Results) -> Result<(), String>;
 
-/// The Hermes gateway's auto-decompose tick through the same outage as ours
-/// (`outage.rs`), driven by the peer's own decomposer.
+/// The Hermes gateway's auto-decompose tick through the same outages as ours
+/// (`outage.rs`), driven by the peer's own decomposer, with our requests over theirs.
 fn outage(paths: &Paths, peer: &Peer, results: &mut Results) -> Result<(), String> {
-    let home = paths.work.join("peer-outage");
+    for (scale, bases) in OUTAGES {
+        let run = peer_through(paths, peer, scale, outage_length(bases))?;
+        push_rows(results, "peer.", "peer: ", scale, &run);
+        let theirs = run.during.during as f64;
+        if theirs == 0.0 {
+            results.note(format!("peer: no request during the {scale} outage: no ratio"));
+            continue;
+        }
+        if let Some(ours) = results.get(&format!("outage.{scale}.requests")).cloned() {
+            let ratio = ours.median() / theirs;
+            results.rows.push(
+                Row::new(
+                    &format!("outage.{scale}.requests.vs_peer"),
+                    &format!("outage {scale} base: our requests / the peer's"),
+                    "x",
+                    vec![ratio],
+                )
+                .goal("<= 1: an outage costs no more than on the peer", ratio <= 1.0),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn peer_through(paths: &Paths, peer: &Peer, scale: &str, length: Duration) -> Result<Run, String> {
+    let home = paths.work.join(format!("peer-outage-{scale}"));
     let _ = std::fs::remove_dir_all(&home);
     mkdir(&home)?;
-    let mut model = OutageModel::start(paths)?;
-    let seconds = (OUTAGE + RECOVERY_LIMIT).as_secs().to_string();
+    let mut model = OutageModel::start(paths, length)?;
+    let seconds = (length + RECOVERY_LIMIT).as_secs().to_string();
     let mut driver = Running::spawn(
         peer.python(&home)
             .arg("outage")
@@ -202,28 +231,21 @@ fn outage(paths: &Paths, peer: &Peer, results: &mut Results) -> Result<(), Strin
     let during = model.counts()?;
     let end_line = next()?;
     let end = model.counts()?;
-    // Seconds from the model's recovery to the last card leaving triage.
+    // Seconds from the model's recovery to a moment the driver noted.
     let since_healed = model.healed_at.elapsed().as_secs_f64();
-    let recovered = match (end_line["emptied_at"].as_f64(), end_line["now"].as_f64()) {
-        (Some(emptied), Some(now)) => Some(since_healed - (now - emptied)),
+    let now = end_line["now"].as_f64();
+    let after_healing = |key: &str| match (end_line[key].as_f64(), now) {
+        (Some(at), Some(now)) => Some(since_healed - (now - at)),
         _ => None,
     };
-    // The peer has no parking: a card whose decomposition failed stays in triage.
-    push_rows(results, "peer.", "peer: ", &during, &end, recovered, 0);
-    if let Some(ours) = results.get("outage.requests").cloned() {
-        let theirs = during.during.max(1) as f64;
-        let ratio = ours.median() / theirs;
-        results.rows.push(
-            Row::new(
-                "outage.requests.vs_peer",
-                "outage: our requests / the peer's",
-                "x",
-                vec![ratio],
-            )
-            .goal("< 1: an outage costs less than on the peer", ratio < 1.0),
-        );
-    }
-    Ok(())
+    Ok(Run {
+        during,
+        end,
+        // The peer has no parking: a card whose decomposition failed stays in triage.
+        parked: 0,
+        first: after_healing("first_at"),
+        all: after_healing("emptied_at"),
+    })
 }
 
 fn install(paths: &Paths) -> Result<(PathBuf, PathBuf), String> {

@@ -21,6 +21,7 @@ fn triage_card(s: &dyn Store, title: &str) -> TaskId {
 fn settings() -> BreakerSettings {
     BreakerSettings {
         base_seconds: 30,
+        probe_max_seconds: None,
         jitter: 0.0,
         config_stamp: Some("one".into()),
     }

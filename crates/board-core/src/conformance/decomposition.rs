@@ -206,3 +206,33 @@ pub fn history_blocks_automatic_decomposition(board: &dyn Board) {
         .unwrap();
     assert_eq!(ok.root.status, Status::Ready);
 }
+
+/// Due cards come oldest due first: a card whose retry came due before a fresh card was
+/// created goes before it, so fresh cards arriving all the time never hold a failing
+/// card back from its next attempt (and its park).
+pub fn due_cards_come_oldest_due_first(board: &dyn Board) {
+    let s = board.connect();
+    let card = |title: &str, at| {
+        let new = NewTask {
+            triage: true,
+            ..NewTask::titled(title)
+        };
+        s.create(&new, at).unwrap().id
+    };
+    let failing = card("failing", T0);
+    let policy = crate::RetryPolicy::default();
+    s.record_decompose_failure(&failing, "HTTP 500", policy, 0.0, T0)
+        .unwrap();
+    let early = card("fresh before the retry", T0 + 10);
+    let late = card("fresh after the retry", T0 + 40);
+    let due = s.due_triage(T0 + 50, 10).unwrap();
+    let order: Vec<&TaskId> = due.iter().map(|t| &t.id).collect();
+    assert_eq!(order, [&early, &failing, &late], "due at 10, 30 and 40");
+    let first_two: Vec<TaskId> = s
+        .due_triage(T0 + 50, 2)
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(first_two, [early, failing]);
+}

@@ -36,6 +36,7 @@ impl Config {
                 auto_promote_children: k.auto_promote_children,
             },
             retry_policy: self.decompose_retry(),
+            probe_max_seconds: self.kanban.decompose_probe_max_seconds,
             ceilings: self.spend_ceilings(),
             prices: self.decomposer_prices(),
             config_stamp: Some(self.stamp()),

@@ -218,6 +218,11 @@ pub struct KanbanConfig {
     #[default(RetryPolicy::default().base_seconds)]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_RETRY_BASE_SECONDS>")]
     pub decompose_retry_base_seconds: i64,
+    /// The longest wait between the provider breaker's probes while it is open
+    /// (seconds, or a duration such as `5m`; an hour at most); unset: ten times
+    /// `decompose_retry_base_seconds`.
+    #[serde(deserialize_with = "fields::optional_age")]
+    pub decompose_probe_max_seconds: Option<i64>,
     /// The assignee of a task created without one.
     #[default(DEFAULT_PROFILE.to_owned())]
     #[serde(deserialize_with = "fields::non_empty")]

@@ -65,6 +65,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "for each call's cost",
     ),
     ("kanban.dispatch_interval_seconds", "the tick; fractions allowed"),
+    (
+        "kanban.decompose_probe_max_seconds",
+        "longest wait between outage probes, e.g. 5m; ~ is 10 x the base",
+    ),
     ("kanban.max_spawn", "workers running at once; 0 never spawns"),
     ("kanban.sqlite_synchronous", "or normal"),
     ("kanban.max_text_bytes", "the largest body, result or comment"),

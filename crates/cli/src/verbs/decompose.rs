@@ -78,9 +78,8 @@ fn call_card(
     let store = ctx.store.clone();
     let clock = super::now;
     let ask = Ask {
-        mode: Mode::Manual,
-        probe: false,
         over_budget,
+        ..Ask::from(Mode::Manual)
     };
     runtime.block_on(async {
         match call {

@@ -14,6 +14,8 @@ mod bad_rows;
 mod config;
 mod cost_safety;
 mod decompose;
+mod decompose_lease;
+mod decompose_recovery;
 mod deploy;
 mod dispatch;
 mod e2e;

@@ -22,6 +22,24 @@ pub fn unique_schema(prefix: &str) -> String {
     )
 }
 
+/// A board in a fresh schema named after `prefix`, and the schema; fails, naming the
+/// server, when it cannot be reached.
+pub fn open_board(prefix: &str) -> (board_postgres::PgStore, String) {
+    let base = server_url();
+    let schema = unique_schema(prefix);
+    let options = board_postgres::Options {
+        schema: Some(schema.clone()),
+        ..board_postgres::Options::default()
+    };
+    let store = board_postgres::PgStore::open(&base, &options).unwrap_or_else(|e| {
+        panic!(
+            "PostgreSQL is unreachable at {} ({e}); start it or set KANBAN_TEST_DATABASE_URL",
+            board_postgres::redact_url(&base)
+        )
+    });
+    (store, schema)
+}
+
 /// `base` with `schema` as its `search_path`.
 pub fn in_schema(base: &str, schema: &str) -> String {
     let joiner = if base.contains('?') { '&' } else { '?' };

@@ -4,7 +4,7 @@
 //! nothing and is not an error.
 
 use super::*;
-use board_core::{Claim, DecompositionLease, RunEnd};
+use board_core::{lease_expiry, Claim, DecompositionLease, RunEnd};
 
 use crate::channel::Terms;
 
@@ -58,7 +58,8 @@ impl Dispatcher {
                     if !probe {
                         self.floors.insert(card.clone(), *floor);
                     }
-                    self.decompositions.start(card.clone(), *probe);
+                    let expires = lease_expiry(pass.settings.decomposition_lease_seconds, pass.now);
+                    self.decompositions.start(card.clone(), *probe, expires);
                     pass.report.decompositions_in_flight += 1;
                     pass.report.decompositions_started.push(card.clone());
                 }
@@ -205,10 +206,11 @@ impl Dispatcher {
             card: card.clone(),
             reached: reached.clone(),
         };
+        // A ceiling moves no probe: the base and the probe cap are not read.
         let settings = BreakerSettings {
             base_seconds: pass.settings.decompose_retry.base_seconds,
-            jitter: 0.0,
             config_stamp: pass.settings.config_stamp.clone(),
+            ..BreakerSettings::default()
         };
         match self.store.signal_breaker(&signal, &settings, pass.now) {
             Ok((_, Some(_))) => match reached {

@@ -572,6 +572,23 @@ fn a_provider_in_doubt_gets_one_decomposition_at_a_time() {
         ..view.clone()
     };
     assert_eq!(started(&fault, &s), [], "an unexplained fault, one in flight");
+    let first_failed = View {
+        breaker: Breaker {
+            fault_card: Some(id(1)),
+            ..Breaker::default()
+        },
+        ..view.clone()
+    };
+    assert_eq!(
+        started(&first_failed, &s),
+        [id(2)],
+        "the card whose fault put it in doubt waits while another is due"
+    );
+    let alone = View {
+        triage: vec![card(1)],
+        ..first_failed
+    };
+    assert_eq!(started(&alone, &s), [id(1)], "unless it is the only one");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId};
+use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId, Timestamp};
 
 use board_sqlite::{Options, SqliteStore};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
@@ -328,18 +328,30 @@ fn an_expired_lease_without_a_live_worker_goes_stale() {
     assert_eq!(h.store.get(&id).unwrap().consecutive_failures, 1);
 }
 
-/// Records starts; a test decides which are still in flight.
+/// Records starts; a test decides which are still in flight, and how they ended.
 #[derive(Clone, Default)]
 struct Recorder {
     started: Arc<Mutex<Vec<TaskId>>>,
     in_flight: Arc<Mutex<BTreeSet<TaskId>>>,
+    unrecorded: Arc<Mutex<BTreeSet<TaskId>>>,
+}
+
+impl Recorder {
+    /// Ends every attempt in flight with a charged failure the store could not record.
+    fn end_unrecorded(&self) {
+        let ended = std::mem::take(&mut *self.in_flight.lock().unwrap());
+        self.unrecorded.lock().unwrap().extend(ended);
+    }
 }
 
 impl Decompositions for Recorder {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.in_flight.lock().unwrap().clone()
     }
-    fn start(&mut self, id: TaskId, _probe: bool) {
+    fn unrecorded_failures(&mut self) -> BTreeSet<TaskId> {
+        std::mem::take(&mut *self.unrecorded.lock().unwrap())
+    }
+    fn start(&mut self, id: TaskId, _probe: bool, _lease_expires: Timestamp) {
         self.started.lock().unwrap().push(id.clone());
         self.in_flight.lock().unwrap().insert(id);
     }
@@ -369,6 +381,7 @@ fn decompositions_respect_the_per_tick_and_in_flight_limits() {
     // A card whose attempt ended without the store recording anything (a full disk)
     // is still backed off by the dispatcher's own memory: not billed again at once.
     recorder.in_flight.lock().unwrap().remove(&cards[0]);
+    recorder.unrecorded.lock().unwrap().insert(cards[0].clone());
     assert_eq!(d.tick(&s, T0 + 10).decompositions_started, vec![cards[2].clone()]);
     recorder.in_flight.lock().unwrap().clear();
     let later = d.tick(&s, T0 + 10 + 27);
@@ -403,7 +416,7 @@ fn a_card_whose_failures_cannot_be_recorded_is_parked_in_memory() {
     for _ in 0..3 {
         assert_eq!(d.tick(&s, now).decompositions_started, vec![card.clone()]);
         // Each attempt ends with nothing written: the card stays due in the store.
-        recorder.in_flight.lock().unwrap().clear();
+        recorder.end_unrecorded();
         assert!(
             d.tick(&s, now + 1).decompositions_started.is_empty(),
             "backed off"
@@ -419,6 +432,28 @@ fn a_card_whose_failures_cannot_be_recorded_is_parked_in_memory() {
         .edit(&card, Some("luckier".into()), None, None, now)
         .unwrap();
     assert_eq!(d.tick(&s, now).decompositions_started, vec![card]);
+}
+
+#[test]
+fn attempts_that_fail_uncharged_are_paced_but_never_park_the_card() {
+    let h = home();
+    let card = h.triage("tried while the provider was in doubt", T0);
+    let (mut d, recorder) = h.recording_dispatcher();
+    let s = DispatchSettings {
+        auto_decompose: true,
+        ..settings(&[])
+    };
+    // Attempts that end without a charge (no provider seen up yet) are no failures of
+    // the card: each waits out the backoff, and past the failure limit of them the card
+    // is still due, never parked in memory.
+    let mut now = T0;
+    for n in 0..5 {
+        let started = d.tick(&s, now).decompositions_started;
+        assert_eq!(started, vec![card.clone()], "attempt {n}");
+        recorder.in_flight.lock().unwrap().clear();
+        assert!(d.tick(&s, now + 1).decompositions_started.is_empty(), "paced");
+        now += 10_000;
+    }
 }
 
 /// Whether `pid` is a live process (not gone, not a zombie).

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use board_core::memory::MemStore;
-use board_core::{NewTask, Outcome, Request, Status, Store, Task, TaskId};
+use board_core::{NewTask, Outcome, Request, Status, Store, Task, TaskId, Timestamp};
 use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, TickReport};
 use gateway::plan::{preview, Action, STOP_GRACE_SECONDS};
 use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
@@ -83,7 +83,7 @@ impl Decompositions for InFlight {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.0.clone()
     }
-    fn start(&mut self, id: TaskId, _probe: bool) {
+    fn start(&mut self, id: TaskId, _probe: bool, _lease_expires: Timestamp) {
         self.0.insert(id);
     }
     fn cancel_all(&mut self) {
