@@ -14,12 +14,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use board_core::{BoardSnapshot, NewTask, Outcome, Status, Store, TaskId};
-use board_postgres::{redact_url, Options, PgStore};
+use board_postgres::PgStore;
 use fake_llm::{FakeLlm, Reply, Settings};
 
 use crate::gateway_board::KANBAN;
 
-use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
+use crate::scratch_schema::{in_schema, open_board, server_url, tear_down, terminate_sessions};
 
 mod billing;
 mod host_scope;
@@ -52,19 +52,8 @@ struct Shape {
 
 impl SharedBoard {
     fn new(shape: &Shape) -> SharedBoard {
-        let base = server_url();
-        let schema = unique_schema("kanban_gateways");
-        let options = Options {
-            schema: Some(schema.clone()),
-            ..Options::default()
-        };
-        let store = PgStore::open(&base, &options).unwrap_or_else(|e| {
-            panic!(
-                "PostgreSQL is unreachable at {} ({e}); start it or set KANBAN_TEST_DATABASE_URL",
-                redact_url(&base)
-            )
-        });
-        let mut url = in_schema(&base, &schema);
+        let (store, schema) = open_board("kanban_gateways");
+        let mut url = in_schema(&server_url(), &schema);
         if let Some(password) = shape.password {
             let (scheme, rest) = url.split_once("://").expect("a URL");
             let (user, hosts) = rest.split_once('@').expect("a user in the test server's URL");
