@@ -111,9 +111,9 @@ async fn bad_resume_points_are_json_errors() {
 /// A board with five events: two tasks, each commented, and one archived.
 fn five_events(s: &Served) -> Vec<i64> {
     let a = s.task("a");
-    s.store.comment(&a.id, None, "one", NOW).unwrap();
+    s.store.comment(&a.id, None, "one", None, NOW).unwrap();
     let b = s.task("b");
-    s.store.comment(&b.id, None, "two", NOW).unwrap();
+    s.store.comment(&b.id, None, "two", None, NOW).unwrap();
     s.store.archive(&a.id, NOW).unwrap();
     let ids: Vec<i64> = s
         .store
