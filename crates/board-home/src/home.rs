@@ -6,9 +6,8 @@
 //! directories and are handed `KANBAN_HOME`, so a relative one would name another place.
 
 use std::ffi::OsString;
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -267,25 +266,14 @@ impl Home {
         }
     }
 
-    /// Writes the config template unless a config exists (never overwriting one);
+    /// Writes the config template, whole, unless a config exists (never overwriting one);
     /// returns whether it wrote one.
     pub fn write_template(&self) -> Result<bool, HomeError> {
         let path = self.config();
-        let failed = |source| HomeError::Io {
+        crate::safety::create_private(&path, Config::template().as_bytes()).map_err(|source| HomeError::Io {
             path: path.clone(),
             what: "cannot write the config template",
             source,
-        };
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true).mode(0o600);
-        let mut file = match options.open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(failed(e)),
-        };
-        file.write_all(Config::template().as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(failed)?;
-        Ok(true)
+        })
     }
 }

@@ -224,6 +224,30 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// Creates `path` owner-only with `bytes` unless something is there already (returns
+/// whether it made it), atomically: the bytes go to a uniquely named temp file that is
+/// then hard-linked to `path`, which fails when `path` exists. A process reading the
+/// file while another makes it sees no file or the whole file, never a part of it.
+pub fn create_private(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    // Nothing to write in a home that has the file, even one that is read-only now.
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(false);
+    }
+    let tmp = unique_temp(path)?;
+    let linked = no_follow()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|()| match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        });
+    let _ = std::fs::remove_file(&tmp);
+    linked
+}
+
 fn unique_temp(path: &Path) -> std::io::Result<PathBuf> {
     let mut random = [0u8; 8];
     getrandom::fill(&mut random).map_err(|e| std::io::Error::other(format!("no randomness: {e}")))?;

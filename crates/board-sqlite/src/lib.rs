@@ -239,7 +239,31 @@ impl SqliteStore {
 /// drop the locks every SQLite connection of this process holds on it, and another
 /// process would then take the board for its own alone (and, closing, remove the WAL
 /// this process still writes to). SQLite keeps its descriptors open while they matter.
+///
+/// The read takes no lock (it must not make side files for a file it may refuse), so it
+/// can land in the middle of another process making or checkpointing the board and see
+/// half of it. A refusal is therefore read again a few times, a little apart, before it
+/// stands: a board in the making settles in milliseconds, a file that is not ours reads
+/// the same every time.
 fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
+    let mut wait = Duration::from_millis(5);
+    for _ in 0..IDENTITY_REREADS {
+        match read_existing(path) {
+            Err(OpenError::NotSqlite { .. } | OpenError::Foreign { .. } | OpenError::Sqlite { .. }) => {
+                std::thread::sleep(wait);
+                wait *= 2;
+            }
+            verdict => return verdict,
+        }
+    }
+    read_existing(path)
+}
+
+/// How many times a refusal of a board file is read again before it stands (waiting 5,
+/// 10, 20 and 40 ms between: 75 ms in all, only ever on the way to refusing).
+const IDENTITY_REREADS: usize = 4;
+
+fn read_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     let io_err = |source| OpenError::Io {
         path: path.to_path_buf(),
         source,
@@ -354,15 +378,37 @@ fn create_private_file(path: &Path) -> Result<(), OpenError> {
 /// of a new file, WAL with its checkpoint interval, foreign keys and `synchronous`.
 /// Every store connection runs it; benchmarks run it on their baseline connections so
 /// that a ratio compares like with like.
+///
+/// Switching a new file to WAL needs the file to itself for a moment, and SQLite answers
+/// `database is locked` at once, without its busy handler, when another process holds
+/// it then (one making the same new board, say): the switch is tried again until the
+/// busy timeout has passed.
 pub fn configure(conn: &Connection, options: &Options) -> Result<(), String> {
-    set_pragmas(conn, options).map_err(|e| e.to_string())?;
-    let mode: String = conn
-        .pragma_query_value(None, "journal_mode", |r| r.get(0))
-        .map_err(|e| e.to_string())?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(format!("could not switch to WAL mode (got {mode})"));
+    let deadline = std::time::Instant::now() + options.busy_timeout;
+    let mut wait = Duration::from_millis(1);
+    loop {
+        let mode = set_pragmas(conn, options)
+            .and_then(|()| conn.pragma_query_value(None, "journal_mode", |r| r.get::<_, String>(0)));
+        let failure = match mode {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => format!("could not switch to WAL mode (got {mode})"),
+            Err(e) if !is_busy(&e) => return Err(e.to_string()),
+            Err(e) => e.to_string(),
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(failure);
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_millis(50));
     }
-    Ok(())
+}
+
+/// Whether SQLite refused because another connection holds the file.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Small pages: a claim or a completion dirties half a dozen pages (the task row, its

@@ -19,6 +19,7 @@ mod decompose_recovery;
 mod deploy;
 mod dispatch;
 mod e2e;
+mod fresh_home;
 mod home_safety;
 mod http_endpoint;
 mod import_hermes;
