@@ -332,11 +332,18 @@ pub(crate) fn open_for_identity(path: &Path) -> rusqlite::Result<Connection> {
     Connection::open_with_flags(uri, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI)
 }
 
-/// `(application_id, user_version, number of schema objects)`.
+/// `(application_id, user_version, number of schema objects)`. Both numbers are in the
+/// file's header; the schema objects are counted only in a file not stamped as ours (is
+/// it empty?), since reading `sqlite_master` parses the whole schema, which the
+/// connection that then serves the command parses again.
 fn identity(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
     let app_id = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
     let version = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    let tables = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))?;
+    let tables = if app_id == APPLICATION_ID {
+        0
+    } else {
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))?
+    };
     Ok((app_id, version, tables))
 }
 
