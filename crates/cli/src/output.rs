@@ -2,7 +2,10 @@
 //! colour helper), and the JSON shapes re-exported from `board_core::shapes`, which the
 //! web API prints too.
 
+use std::fmt::Write as _;
 use std::io::IsTerminal;
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use board_core::{Event, Run, Status, Task, Timestamp};
 use serde_json::{json, Value};
@@ -37,29 +40,13 @@ impl Paint {
         }
     }
 
-    fn attribute(self, cell: comfy_table::Cell, attribute: comfy_table::Attribute) -> comfy_table::Cell {
-        if self.on {
-            cell.add_attribute(attribute)
-        } else {
-            cell
-        }
-    }
-
     /// A status as a table cell, in its colour.
-    pub fn status_cell(self, status: Status) -> comfy_table::Cell {
-        use comfy_table::{Attribute, Color};
-        let cell = comfy_table::Cell::new(status_label(status));
+    pub fn status_cell(self, status: Status) -> Cell {
+        let cell = Cell::new(status_label(status));
         if !self.on {
             return cell;
         }
-        match status {
-            Status::Triage => cell.fg(Color::Magenta),
-            Status::Todo => cell.fg(Color::Grey),
-            Status::Ready => cell.fg(Color::Green),
-            Status::Running => cell.fg(Color::Cyan),
-            Status::Blocked => cell.fg(Color::Red),
-            Status::Done | Status::Archived => cell.add_attribute(Attribute::Dim),
-        }
+        cell.styled(status_code(status))
     }
 
     fn wrap(self, code: &str, text: &str) -> String {
@@ -79,16 +66,19 @@ impl Paint {
     }
 
     pub fn status(self, status: Status) -> String {
-        let code = match status {
-            Status::Triage => "35",
-            Status::Todo => "37",
-            Status::Ready => "32",
-            Status::Running => "36",
-            Status::Blocked => "31",
-            Status::Done => "2",
-            Status::Archived => "2",
-        };
-        self.wrap(code, &status_label(status))
+        self.wrap(status_code(status), &status_label(status))
+    }
+}
+
+/// The SGR code a status is painted in.
+fn status_code(status: Status) -> &'static str {
+    match status {
+        Status::Triage => "35",
+        Status::Todo => "37",
+        Status::Ready => "32",
+        Status::Running => "36",
+        Status::Blocked => "31",
+        Status::Done | Status::Archived => "2",
     }
 }
 
@@ -144,61 +134,112 @@ pub fn cut(text: &str, max: usize) -> String {
 }
 
 /// The narrowest the last column of a table is cut to.
-const MIN_LAST_COLUMN: u16 = 10;
+const MIN_LAST_COLUMN: usize = 10;
 
-/// A table through `comfy_table`, which measures cells by their display width (a CJK
-/// character is two columns) and styles a cell after laying it out, so colours never
-/// count towards a width nor get cut. Every column is as wide as its widest cell but the
-/// last, which is cut (ending in `…`) to the width left.
+/// The blanks between two columns.
+const GUTTER: usize = 2;
+
+/// One cell of a [`Table`]: its text on one line, control characters blanked, and the
+/// SGR code it is painted in (none when not painted).
+#[derive(Clone, Debug)]
+pub struct Cell {
+    text: String,
+    width: usize,
+    style: Option<&'static str>,
+}
+
+impl Cell {
+    fn new(text: String) -> Cell {
+        Cell {
+            width: text.width(),
+            text,
+            style: None,
+        }
+    }
+
+    fn styled(mut self, code: &'static str) -> Cell {
+        self.style = Some(code);
+        self
+    }
+
+    #[cfg(test)]
+    pub fn content(&self) -> &str {
+        &self.text
+    }
+}
+
+/// An aligned table. Cells are measured by their display width (a CJK character is two
+/// columns) and painted after they are laid out, so colours never count towards a width
+/// nor get cut. Every column is as wide as its widest cell but the last, which gets the
+/// width left (at least [`MIN_LAST_COLUMN`]; the line overflows before that) and is cut
+/// there, after a whole word when one fits, ending in `…`. Lines end without blanks.
 pub struct Table {
-    grid: comfy_table::Table,
+    header: Vec<Cell>,
+    rows: Vec<Vec<Cell>>,
 }
 
 impl Table {
     pub fn new(header: &[&str], paint: Paint) -> Table {
-        let mut grid = comfy_table::Table::new();
-        grid.load_preset(comfy_table::presets::NOTHING)
-            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-            .set_truncation_indicator("…");
-        if paint.on {
-            grid.enforce_styling();
-        } else {
-            grid.force_no_tty();
+        let header = header
+            .iter()
+            .map(|h| {
+                let cell = Cell::new((*h).to_owned());
+                if paint.on {
+                    cell.styled("1")
+                } else {
+                    cell
+                }
+            })
+            .collect();
+        Table {
+            header,
+            rows: Vec::new(),
         }
-        let mut header = comfy_table::Row::from(
-            header
-                .iter()
-                .map(|h| paint.attribute(comfy_table::Cell::new(h), comfy_table::Attribute::Bold)),
-        );
-        header.max_height(1);
-        grid.set_header(header);
-        Table { grid }
     }
 
     /// Adds a row of cells made by [`cell`] or [`Paint::status_cell`].
-    pub fn row(&mut self, cells: Vec<comfy_table::Cell>) {
-        let mut row = comfy_table::Row::from(cells);
-        row.max_height(1);
-        self.grid.add_row(row);
+    pub fn row(&mut self, cells: Vec<Cell>) {
+        self.rows.push(cells);
     }
 
     /// The table as lines of at most `total_width` columns, without trailing blanks.
-    pub fn render(mut self, total_width: usize) -> String {
-        let columns = self.grid.column_count();
-        for (i, column) in self.grid.column_iter_mut().enumerate() {
-            column.set_padding((0, if i + 1 == columns { 0 } else { 2 }));
-            column.set_constraint(if i + 1 < columns {
-                comfy_table::ColumnConstraint::ContentWidth
-            } else {
-                // A title cut below ten columns says nothing; the line overflows instead.
-                comfy_table::ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(MIN_LAST_COLUMN))
-            });
+    pub fn render(self, total_width: usize) -> String {
+        let columns = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|c| c.width).collect();
+        for row in &self.rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.width);
+            }
         }
-        self.grid
-            .set_width(u16::try_from(total_width).unwrap_or(u16::MAX));
+        let leading: usize = widths
+            .iter()
+            .take(columns.saturating_sub(1))
+            .map(|w| w + GUTTER)
+            .sum();
+        let last = total_width.saturating_sub(leading).max(MIN_LAST_COLUMN);
         let mut out = String::new();
-        for line in self.grid.lines() {
-            out.push_str(&without_trailing_blanks(&line));
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            let start = out.len();
+            // Blanks are written only before a cell that follows, so no line ends in them.
+            let mut blanks = 0;
+            for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+                let text = match i + 1 == columns {
+                    true => fit(cell.text.trim_end(), last),
+                    false => std::borrow::Cow::Borrowed(cell.text.as_str()),
+                };
+                if !text.is_empty() {
+                    out.extend(std::iter::repeat_n(' ', blanks));
+                    blanks = 0;
+                    match cell.style {
+                        Some(code) => {
+                            let _ = write!(out, "\x1b[{code}m{text}\x1b[0m");
+                        }
+                        None => out.push_str(&text),
+                    }
+                }
+                blanks += width.saturating_sub(cell.width) + GUTTER;
+            }
+            out.truncate(start + out[start..].trim_end_matches(' ').len());
             out.push('\n');
         }
         out
@@ -210,27 +251,38 @@ impl Table {
     }
 }
 
-/// A line without the blanks at its end, also those a styled last cell pads with
-/// before its closing escape sequences.
-fn without_trailing_blanks(line: &str) -> String {
-    let mut rest = line.trim_end();
-    let mut closing = Vec::new();
-    // Peel the trailing `ESC [ ... m` sequences, trim, and put them back.
-    while let Some(at) = rest.rfind('\x1b') {
-        let sequence = &rest[at..];
-        if !(sequence.starts_with("\x1b[") && sequence.ends_with('m')) {
+/// `text` cut to `room` columns: after the last whole word that leaves room for the
+/// `…`, or within the first word when none does.
+fn fit(text: &str, room: usize) -> std::borrow::Cow<'_, str> {
+    if text.width() <= room {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut used = 0;
+    let mut end = 0;
+    let mut word_end = None;
+    for (at, c) in text.char_indices() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > room {
             break;
         }
-        closing.push(sequence);
-        rest = rest[..at].trim_end();
+        if c == ' ' && at > 0 {
+            word_end = Some(at);
+        }
+        used += w;
+        end = at + c.len_utf8();
     }
-    closing.reverse();
-    format!("{rest}{}", closing.concat())
+    // The word under the cut goes whole when an earlier one ends the line.
+    let next_is_blank = text[end..].starts_with(' ');
+    let keep = match word_end {
+        Some(at) if !next_is_blank => at,
+        _ => end,
+    };
+    std::borrow::Cow::Owned(format!("{}…", text[..keep].trim_end()))
 }
 
 /// A plain cell: its text, control characters blanked, on one line.
-pub fn cell(text: impl Into<String>) -> comfy_table::Cell {
-    comfy_table::Cell::new(plain(&text.into(), false))
+pub fn cell(text: impl Into<String>) -> Cell {
+    Cell::new(plain(&text.into(), false))
 }
 
 /// The time zone local times are shown in: `$TZ` when it is set, else the zone file
@@ -471,8 +523,23 @@ mod tests {
         let text = table.render(30);
         assert_eq!(
             text,
-            "ID   WHO       TITLE\nt_1  山田太郎  a title lon…\nt_2  bob       short\n"
+            "ID   WHO       TITLE\nt_1  山田太郎  a title long…\nt_2  bob       short\n"
         );
+    }
+
+    #[test]
+    fn the_last_column_is_cut_after_a_whole_word_by_display_width() {
+        // Ten columns left: "ship the…" fits them, a word that does not is cut inside.
+        assert_eq!(fit("ship the release", 10), "ship the…");
+        assert_eq!(fit("build the artefacts", 10), "build the…");
+        assert_eq!(fit("unbreakableword", 10), "unbreakab…");
+        assert_eq!(fit("レビュー the plan", 10), "レビュー…");
+        assert_eq!(fit("レビューレビュー", 10), "レビュー…");
+        assert_eq!(fit("fits exactly", 12), "fits exactly");
+        let mut table = Table::new(&["ID", "TITLE"], Paint { on: false });
+        table.row(vec![cell("t_1"), cell("")]);
+        table.row(vec![cell(""), cell("x  ")]);
+        assert_eq!(table.render(40), "ID   TITLE\nt_1\n     x\n");
     }
 
     #[test]
