@@ -187,4 +187,35 @@ mod tests {
             "the store's limit"
         );
     }
+
+    #[test]
+    fn the_store_failures_and_those_it_lacks_add_up_to_the_next_exponent() {
+        let mut facts = card();
+        let first = POLICY
+            .floor_after_start(&facts.task, None, T)
+            .unrecorded_failure();
+        facts.task.decompose_failures = 2;
+        let next = POLICY.floor_after_start(&facts.task, Some(&first), T + 100);
+        assert_eq!(next.attempts, 4, "two recorded, one unrecorded, this one");
+        assert_eq!(
+            next.not_before,
+            T + 100 + 216,
+            "the fourth attempt's wait, less 10%"
+        );
+    }
+
+    #[test]
+    fn a_floor_blocks_while_it_counts_unrecorded_failures_or_is_not_yet_due() {
+        let floor = AttemptFloor {
+            revision: 0,
+            attempts: 1,
+            unrecorded: 0,
+            not_before: T + 10,
+        };
+        assert!(floor.blocks(T + 9));
+        assert!(!floor.blocks(T + 10), "due at its time");
+        assert!(!floor.blocks(T + 11));
+        let lacking = floor.unrecorded_failure();
+        assert!(lacking.blocks(T + 11), "a failure the store lacks");
+    }
 }

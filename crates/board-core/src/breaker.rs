@@ -345,6 +345,8 @@ fn down(
 mod tests {
     use super::*;
 
+    mod fields;
+
     const T: Timestamp = 1_750_000_000;
 
     fn card(n: u8) -> TaskId {

@@ -177,3 +177,43 @@ fn same_origin(headers: &HeaderMap) -> bool {
     let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
     web && !host.is_empty() && authority.eq_ignore_ascii_case(host)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_in_a_query_is_percent_decoded_and_a_malformed_escape_kept() {
+        assert_eq!(percent_decode("%41%42c"), "ABc");
+        assert_eq!(percent_decode("a+b%20c"), "a b c");
+        assert_eq!(percent_decode("x%zz%4"), "x%zz%4");
+        assert_eq!(percent_decode("%"), "%");
+        assert_eq!(query_token(Some("a=1&token=s%2Bx+y")), Some("s+x y".to_owned()));
+    }
+
+    #[test]
+    fn a_host_is_loopback_when_it_names_this_machine_or_the_bound_address() {
+        let bound: IpAddr = "192.0.2.1".parse().unwrap();
+        let with_host = |host: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            host_is_loopback(&headers, bound)
+        };
+        assert!(with_host("127.0.0.1:8080"));
+        assert!(with_host("[::1]:8080"));
+        assert!(with_host("LocalHost"));
+        assert!(with_host("192.0.2.1:8080"), "the address it is bound to");
+        assert!(!with_host("192.0.2.2:8080"));
+        assert!(!with_host("example.com"));
+        assert!(!host_is_loopback(&HeaderMap::new(), bound), "no Host at all");
+    }
+
+    #[test]
+    fn tokens_are_the_same_only_byte_for_byte() {
+        assert!(same("secret", "secret"));
+        assert!(!same("secret", "secreT"));
+        // Differences that cancel out under XOR still differ.
+        assert!(!same("ab", "ba"));
+        assert!(!same("secret", "secret2"));
+    }
+}

@@ -6,6 +6,8 @@ use board_core::{Ceilings, Lease, RetryPolicy, Spend, Status};
 use super::*;
 use crate::supervisor::Exit;
 
+mod edges;
+
 const T: Timestamp = 1_800_000_000;
 
 fn id(n: u8) -> TaskId {
