@@ -77,6 +77,9 @@ pub(crate) fn run() -> Result<(), String> {
     // below say which.
     let status = Command::new(cargo())
         .args(&args)
+        // No debug info in the copy's builds: each mutant relinks its crate's test
+        // binaries, and that is most of a mutant's time.
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
         .current_dir(&root)
         .status()
         .map_err(|e| format!("could not start cargo mutants: {e}"))?;

@@ -134,6 +134,16 @@ fn faults_while_open_push_the_probe_back_and_never_forward() {
             ..open.clone()
         }
     );
+    let answered = apply(&auth, &Signal::Up { card: card(3) }, T + 20);
+    assert_eq!(
+        answered,
+        Breaker {
+            last_success_at: Some(T + 20),
+            last_error: Some("HTTP 401".into()),
+            ..Breaker::default()
+        },
+        "an answer ends the authentication hold too"
+    );
     let later = apply(&open, &fault(3, "a3", "HTTP 429", false, Some(100)), T + 10);
     assert_eq!(later.probe_at, Some(T + 110), "Retry-After from now");
     let sooner = apply(&open, &fault(3, "a3", "HTTP 429", false, Some(5)), T + 10);
