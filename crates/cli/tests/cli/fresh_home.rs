@@ -10,22 +10,15 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use crate::gateway_board::{wait_until, KANBAN};
+use crate::gateway_board::{kanban_at, wait_until};
 
 const ROUNDS: usize = 20;
 /// Commands racing the gateway in each round.
 const COMMANDS: usize = 4;
 
 fn command(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(KANBAN);
-    cmd.arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("KANBAN_HOME")
-        .env_remove("KANBAN_TASK")
-        .env_remove("KANBAN_RUN_ID")
-        .env_remove("KANBAN_DATABASE_URL")
-        .stdin(Stdio::null());
+    let mut cmd = kanban_at(home, args);
+    cmd.stdin(Stdio::null());
     cmd
 }
 

@@ -3,27 +3,20 @@
 //! is not empty is refused untouched; the password of a URL is never printed.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use board_core::copy::{BoardCopy, Cell};
 use board_core::{Completion, Fault, LlmCall, NewTask, Signal, Store};
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 
-use crate::gateway_board::KANBAN;
+use crate::gateway_board::kanban_at;
 use crate::scratch_schema::{server_url, unique_schema};
 
 const PASSWORD: &str = "migrate-canary-9d3f";
 
 fn kanban(home: &Path, url: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(KANBAN);
-    cmd.arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("KANBAN_HOME")
-        .env_remove("KANBAN_TASK")
-        .env_remove("KANBAN_RUN_ID")
-        .env_remove("KANBAN_DATABASE_URL");
+    let mut cmd = kanban_at(home, args);
     if let Some(url) = url {
         cmd.env("KANBAN_DATABASE_URL", url);
     }

@@ -40,6 +40,19 @@ pub fn title_of(request: &RecordedRequest) -> Option<String> {
     })
 }
 
+/// `kanban --home HOME ARGS...` with none of the caller's board or worker variables.
+pub fn kanban_at(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(KANBAN);
+    cmd.arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("KANBAN_HOME")
+        .env_remove("KANBAN_TASK")
+        .env_remove("KANBAN_RUN_ID")
+        .env_remove("KANBAN_DATABASE_URL");
+    cmd
+}
+
 /// Polls `done` every 20 ms until it holds; panics after `limit` with `what`.
 pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
