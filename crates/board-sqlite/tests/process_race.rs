@@ -1,5 +1,5 @@
 //! A reclaim and a completion of the same run racing from two separate processes on one
-//! board file: exactly one wins, every round. Over the rounds each side wins often, and
+//! board file: exactly one wins, every round. Over the rounds each side wins, and
 //! the racer released second sometimes wins, which shows the two really overlap.
 //!
 //! The racers are this test binary itself, re-run with `--ignored --exact race_child`
@@ -17,9 +17,12 @@ use board_sqlite::{Options, SqliteStore};
 use rerun::Rerun;
 
 const ROUNDS: usize = 200;
-/// The fewest rounds each side must win (about 80 each is usual on a loaded 2-core
-/// machine), so both ways a round can end are exercised every run.
-const MIN_WINS: usize = 20;
+/// The fewest rounds each side must win, so both ways a round can end are exercised
+/// every run. The sides are not even: a reclaim reads the task before its write and a
+/// completion only writes, so a reclaim loses most close races. How often depends on
+/// the machine: on one 2-core machine each side won about 80 rounds of 200, on another
+/// the reclaim won 13 to 20.
+const MIN_WINS: usize = 3;
 /// How long a racer may take to get ready, answer or exit, on a loaded machine.
 const RACER_WAIT: Duration = Duration::from_secs(60);
 const ROLE: &str = "KANBAN_RACE_ROLE";

@@ -209,6 +209,21 @@ pub(super) fn cli_latency(paths: &Paths, results: &mut Results) -> Result<(), St
         let pass = row.median() < 5.0;
         results.rows.push(row.goal("< 5 ms", pass));
     }
+    // What every command pays before it reads the board: starting the binary and
+    // parsing the arguments (docs/cli.md#speed).
+    let mut samples = Vec::new();
+    for i in 0..CLI_WARMUP + CLI_RUNS {
+        let ms = timed(Command::new(&kanban).arg("--version"))?;
+        if i >= CLI_WARMUP {
+            samples.push(ms);
+        }
+    }
+    results.rows.push(Row::new(
+        "cli.version",
+        "kanban --version (starting alone)",
+        "ms",
+        samples,
+    ));
     show_against_sqlite3(&home, &kanban, &sqlite3_id, results)
 }
 
