@@ -45,6 +45,9 @@ const SCOPE: &[Part] = &[
 
 const SURVIVORS: &str = "xtask/mutants-survivors.txt";
 
+/// Seconds a mutant's tests may run before it counts as timed out (not as missed).
+const TEST_TIMEOUT: &str = "30";
+
 /// One cargo-mutants run over the whole scope: the tree is copied and built once, and
 /// each mutant is tested by its own crate's tests only (cargo-mutants' default), of
 /// which the union filter keeps that crate's part.
@@ -66,7 +69,21 @@ pub(crate) fn run() -> Result<(), String> {
         .map(|part| format!("({})", part.tests))
         .collect::<Vec<_>>()
         .join(" | ");
-    let mut args: Vec<&str> = vec!["mutants", "--test-tool", "nextest", "--no-shuffle"];
+    // A mutant that makes a loop endless runs until the timeout. cargo-mutants' own is
+    // several times the baseline test time, minutes for the three crates' tests; a
+    // mutant's tests are its crate's alone, which pass in seconds. Two mutants at a
+    // time, each in its own copy of the tree: one compiles while the other links and
+    // runs its tests.
+    let mut args: Vec<&str> = vec![
+        "mutants",
+        "--test-tool",
+        "nextest",
+        "--no-shuffle",
+        "--timeout",
+        TEST_TIMEOUT,
+        "--jobs",
+        "2",
+    ];
     for file in SCOPE.iter().flat_map(|part| part.files) {
         args.extend(["--file", file]);
     }
