@@ -310,6 +310,17 @@ fn read_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     Ok(Some((app_id, version)))
 }
 
+/// The first 16 bytes of every SQLite database file.
+pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Whether a write-ahead log lies beside the board file (its header may then lag
+/// behind the log).
+fn wal_pending(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    Path::new(&wal).symlink_metadata().is_ok()
+}
+
 /// The `(application_id, user_version)` of a board file stamped as ours, read from its
 /// 100-byte header without a connection: what a one-shot command needs to know before
 /// it opens the board, for the price of one `pread`. Only a file with no `-wal` beside
@@ -318,9 +329,7 @@ fn read_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
 /// left to SQLite, the long way.
 fn stamped_header(path: &Path) -> Option<(i32, i64)> {
     use std::io::Read;
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    if Path::new(&wal).symlink_metadata().is_ok() {
+    if wal_pending(path) {
         return None;
     }
     let mut options = OpenOptions::new();
@@ -331,8 +340,7 @@ fn stamped_header(path: &Path) -> Option<(i32, i64)> {
     options.open(path).ok()?.read_exact(&mut header).ok()?;
     let field = |at: usize| i32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
     let (version, app_id) = (field(60), field(68));
-    (header.starts_with(b"SQLite format 3\0") && app_id == APPLICATION_ID)
-        .then_some((app_id, i64::from(version)))
+    (header.starts_with(SQLITE_MAGIC) && app_id == APPLICATION_ID).then_some((app_id, i64::from(version)))
 }
 
 /// A read-only connection that creates nothing beside the file. With a WAL pending
@@ -340,9 +348,7 @@ fn stamped_header(path: &Path) -> Option<(i32, i64)> {
 /// side files exist already; without one, the file is complete and is opened
 /// `immutable`, which makes SQLite create no `-wal`/`-shm` files for a file it may refuse.
 pub(crate) fn open_for_identity(path: &Path) -> rusqlite::Result<Connection> {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    if Path::new(&wal).exists() {
+    if wal_pending(path) {
         return Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY);
     }
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());

@@ -156,6 +156,18 @@ fn timed(cmd: &mut Command) -> Result<f64, String> {
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
+/// `CLI_RUNS` timings of `run` in ms, after `CLI_WARMUP` untimed ones.
+fn sampled(mut run: impl FnMut() -> Result<f64, String>) -> Result<Vec<f64>, String> {
+    let mut samples = Vec::new();
+    for i in 0..CLI_WARMUP + CLI_RUNS {
+        let ms = run()?;
+        if i >= CLI_WARMUP {
+            samples.push(ms);
+        }
+    }
+    Ok(samples)
+}
+
 /// Workload 4: `kanban create`, `list --status ready` and `show ID` on the 100k board.
 pub(super) fn cli_latency(paths: &Paths, results: &mut Results) -> Result<(), String> {
     boards(paths)?;
@@ -196,28 +208,18 @@ pub(super) fn cli_latency(paths: &Paths, results: &mut Results) -> Result<(), St
         ),
     ];
     for (key, label, mut args) in verbs {
-        let mut samples = Vec::new();
-        for i in 0..CLI_WARMUP + CLI_RUNS {
+        let samples = sampled(|| {
             let args = args();
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let ms = timed(&mut cli(&args))?;
-            if i >= CLI_WARMUP {
-                samples.push(ms);
-            }
-        }
+            timed(&mut cli(&args))
+        })?;
         let row = Row::new(&format!("cli.{key}"), &format!("{label} (100k)"), "ms", samples);
         let pass = row.median() < 5.0;
         results.rows.push(row.goal("< 5 ms", pass));
     }
     // What every command pays before it reads the board: starting the binary and
     // parsing the arguments (docs/cli.md#speed).
-    let mut samples = Vec::new();
-    for i in 0..CLI_WARMUP + CLI_RUNS {
-        let ms = timed(Command::new(&kanban).arg("--version"))?;
-        if i >= CLI_WARMUP {
-            samples.push(ms);
-        }
-    }
+    let samples = sampled(|| timed(Command::new(&kanban).arg("--version")))?;
     results.rows.push(Row::new(
         "cli.version",
         "kanban --version (starting alone)",

@@ -291,7 +291,7 @@ fn check_header(path: &Path) -> Result<(), HermesError> {
             n => read += n,
         }
     }
-    if &header[..read] != b"SQLite format 3\0" {
+    if &header[..read] != crate::SQLITE_MAGIC {
         return Err(HermesError::NotSqlite {
             path: path.to_path_buf(),
         });

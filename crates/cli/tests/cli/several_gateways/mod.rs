@@ -17,7 +17,7 @@ use board_core::{BoardSnapshot, NewTask, Outcome, Status, Store, TaskId};
 use board_postgres::PgStore;
 use fake_llm::{FakeLlm, Reply, Settings};
 
-use crate::gateway_board::KANBAN;
+use crate::gateway_board::{kanban_at, KANBAN};
 
 use crate::scratch_schema::{in_schema, open_board, server_url, tear_down, terminate_sessions};
 
@@ -89,15 +89,7 @@ impl SharedBoard {
     }
 
     fn kanban(&self, n: usize, args: &[&str]) -> Command {
-        let mut cmd = Command::new(KANBAN);
-        cmd.arg("--home")
-            .arg(self.home(n))
-            .args(args)
-            .env_remove("KANBAN_HOME")
-            .env_remove("KANBAN_TASK")
-            .env_remove("KANBAN_RUN_ID")
-            .env_remove("KANBAN_DATABASE_URL");
-        cmd
+        kanban_at(&self.home(n), args)
     }
 
     fn make_home(&self, n: usize, shape: &Shape) {
