@@ -211,8 +211,15 @@ fn check_regular(path: &Path, file: &File) -> std::io::Result<()> {
 /// is opened), which is then renamed over `path` (a link at `path` is replaced, not
 /// followed).
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replacing(path, bytes, 0o600)
+}
+
+/// [`write_private`] for a file others may read (`mode`, less the umask): a systemd
+/// unit, which lives outside the home.
+pub fn write_replacing(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let tmp = unique_temp(path)?;
     let written = no_follow()
+        .mode(mode)
         .write(true)
         .create_new(true)
         .open(&tmp)

@@ -19,10 +19,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    if !matches!(cli.verb, Verb::Gateway(_)) {
+    if !matches!(cli.verb, Verb::Gateway(_) | Verb::Serve { .. } | Verb::Mcp) {
         // A reader that stops early (`kanban ls | head`) ends a command quietly, as it
-        // does any Unix tool, instead of failing a write. The gateway keeps ignoring
-        // SIGPIPE: a closed log pipe must not stop it.
+        // does any Unix tool, instead of failing a write. A verb that serves keeps
+        // ignoring SIGPIPE: a client that hangs up, or a closed log pipe, must not stop
+        // it; the write fails and only that exchange ends.
         // SAFETY: restoring the default disposition of one signal before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }

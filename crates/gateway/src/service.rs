@@ -5,7 +5,6 @@
 
 mod unit;
 
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -268,20 +267,16 @@ pub fn install(home: &Path, exe: &Path, scope: Scope, force: bool) -> Result<Ins
     })
 }
 
-/// Writes `text` to `path` in `dir` whole (a temporary file renamed over it), readable
-/// by all as unit files are.
+/// Writes `text` to `path` in `dir` whole, readable by all as unit files are, the way
+/// the home writes its files: a new, uniquely named temp file (no link followed, nothing
+/// planted opened) renamed over it.
 fn write_file(dir: &Path, path: &Path, text: &str) -> Result<(), ServiceError> {
     let io = |what, path: &Path| {
         let path = path.to_path_buf();
         move |source| ServiceError::Io { what, path, source }
     };
     std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
-    let tmp = path.with_extension("service.tmp");
-    let mut file = std::fs::File::create(&tmp).map_err(io("cannot write", &tmp))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(io("cannot write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("cannot write", path))
+    board_home::safety::write_replacing(path, text.as_bytes(), 0o644).map_err(io("cannot write", path))
 }
 
 /// Stops, disables and removes the unit for `home` (in `scope`, else whichever is

@@ -17,6 +17,9 @@ use super::{ProfileConfig, DEFAULT_PROFILE, DEFAULT_PROFILE_DESCRIPTION};
 const SHELLS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox",
 ];
+/// Flags after which many interpreters take code to run (`python3 -c`, `node -e`,
+/// `perl -e`, `--eval`): card text is never that code.
+const CODE_FLAGS: &[&str] = &["-c", "-e", "--eval", "--exec", "--command"];
 /// Above this a dispatch interval is a typo.
 const MAX_INTERVAL_SECONDS: f64 = 24.0 * 3600.0;
 
@@ -445,34 +448,48 @@ pub fn command<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D
     Ok(Some(argv))
 }
 
-/// Card text never becomes code: not the program, and no `{title}` (or `{body}`) inside
-/// the string a shell runs with `-c`, where a title holding `$(...)` would be executed.
-/// `{body}` is not a placeholder at all: a body is long and a worker reads it with
-/// `kanban context`.
+/// Card text never becomes code. `{title}` may only be a whole argument: inside a larger
+/// string any program may read it as code (`python3 -c "print('{title}')"`, `sh -c`,
+/// `--eval={title}`), and it is never the program, nor the code a shell's `-c` (or any
+/// program's `-c`, `-e`, `--eval`) runs. `{body}` is not a placeholder at all: a body is
+/// long and a worker reads it with `kanban context`.
 fn check_card_text(argv: &[String]) -> Result<(), String> {
+    const TITLE: &str = "{title}";
     if argv.iter().any(|arg| arg.contains("{body}")) {
         return Err("{body} is not a placeholder; a worker reads the body with `kanban context`".to_owned());
     }
-    if argv.first().is_some_and(|program| program.contains("{title}")) {
+    if argv.first().is_some_and(|program| program.contains(TITLE)) {
         return Err("the program (the first item) cannot come from the card's {title}".to_owned());
     }
-    let basename = |arg: &str| arg.rsplit('/').next().unwrap_or(arg).to_owned();
-    let Some(shell) = argv
+    if let Some(arg) = argv
         .iter()
-        .position(|arg| SHELLS.contains(&basename(arg).as_str()))
-    else {
-        return Ok(());
-    };
-    let runs_code = |flag: &str| {
+        .find(|arg| arg.contains(TITLE) && arg.as_str() != TITLE)
+    {
+        return Err(format!(
+            "{{title}} inside {arg:?}: card text may only be a whole argument, since a program \
+             may run text inside a larger string as code; pass \"{{title}}\" on its own or read \
+             \"$KANBAN_TITLE\""
+        ));
+    }
+    let basename = |arg: &str| arg.rsplit('/').next().unwrap_or(arg).to_owned();
+    let shell = argv
+        .iter()
+        .position(|arg| SHELLS.contains(&basename(arg).as_str()));
+    // A shell takes its code after any cluster of short flags holding `c` (`-lc`, `-ec`).
+    let cluster_with_c = |flag: &str| {
         flag.strip_prefix('-')
             .is_some_and(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_alphabetic()) && f.contains('c'))
     };
-    for pair in argv[shell..].windows(2) {
-        if runs_code(&pair[0]) && pair[1].contains("{title}") {
+    let runs_code = |i: usize, flag: &str| {
+        CODE_FLAGS.contains(&flag) || (shell.is_some_and(|s| s < i) && cluster_with_c(flag))
+    };
+    for (i, pair) in argv.windows(2).enumerate() {
+        if pair[1] == TITLE && runs_code(i, &pair[0]) {
             return Err(format!(
-                "{{title}} inside the code of `{} {}` would run card text as shell code; \
-                 read it from \"$KANBAN_TITLE\" instead",
-                argv[shell], pair[0]
+                "{{title}} as the code of `{} {}` would run card text as code; pass it as data \
+                 (an argument after the code) or read \"$KANBAN_TITLE\"",
+                basename(&argv[shell.filter(|&s| s < i).unwrap_or(0)]),
+                pair[0]
             ));
         }
     }

@@ -35,6 +35,7 @@ mod reliability_secrets;
 mod report_channel;
 mod retention;
 mod scratch_schema;
+mod serve_peers;
 mod service;
 mod several_gateways;
 mod size_caps;

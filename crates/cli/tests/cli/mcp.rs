@@ -428,25 +428,8 @@ fn a_gateway_worker_completes_its_task_through_kanban_mcp() {
 #[test]
 fn serve_offers_the_tools_at_mcp_behind_its_token() {
     let board = Board::init();
-    let mut serve = Command::new(KANBAN)
-        .arg("--home")
-        .arg(board.home())
-        .args(["serve", "--bind", "127.0.0.1:0", "--token", "s3cret-token"])
-        .env_remove("KANBAN_TASK")
-        .env_remove("KANBAN_RUN_ID")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn serve");
-    let mut first = String::new();
-    BufReader::new(serve.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("the serving line");
-    let base = first
-        .trim()
-        .strip_prefix("serving the board at ")
-        .expect("the address")
-        .to_owned();
-    let url = format!("{base}mcp");
+    let (mut serve, addr) = board.serve(&["--token", "s3cret-token"]);
+    let url = format!("http://{addr}/mcp");
     let outcome = std::panic::catch_unwind(|| {
         run_python(&[
             script("serve_http.py").as_os_str(),

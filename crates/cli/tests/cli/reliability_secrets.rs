@@ -489,25 +489,9 @@ fn kanban_serve_serves_no_secret() {
     std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::write(logs.join(format!("{running}.log")), format!("key {CANARY}\n")).unwrap();
 
-    let mut serve = b
-        .command(&["serve", "--bind", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("serving the board at http://")
-        .and_then(|a| a.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("kanban serve printed {line:?}"))
-        .to_owned();
+    let mut cmd = b.command(&["serve", "--bind", "127.0.0.1:0"]);
+    cmd.stderr(std::process::Stdio::piped());
+    let (mut serve, addr) = crate::common::serving(cmd);
 
     let mut seen: Vec<(String, Vec<u8>)> = Vec::new();
     let mut fetch = |method: &str, path: &str, body: Option<&str>| {

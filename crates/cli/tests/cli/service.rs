@@ -318,3 +318,26 @@ fn start_stop_restart_and_status_drive_systemctl_when_systemd_is_present() {
         "{stderr}"
     );
 }
+
+/// A link planted where a careless installer would put its temporary file (beside the
+/// unit, named after it) is neither followed nor left as the unit.
+#[test]
+fn install_follows_no_link_planted_beside_the_unit() {
+    let s = Service::new();
+    let (_, name) = s.installed("absent", &[]);
+    s.ok("absent", &["gateway", "uninstall"]);
+    let victim = s.bin.path().join("victim");
+    std::fs::write(&victim, "not yours\n").unwrap();
+    std::os::unix::fs::symlink(&victim, s.units.path().join(format!("{name}.tmp"))).unwrap();
+
+    s.installed("absent", &[]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "not yours\n");
+    let unit = s.units.path().join(&name);
+    let meta = std::fs::symlink_metadata(&unit).unwrap();
+    assert!(
+        meta.file_type().is_file(),
+        "the unit is a regular file, not a link"
+    );
+    assert_eq!(meta.permissions().mode() & 0o777 & !0o022, 0o644);
+    assert!(std::fs::read_to_string(&unit).unwrap().contains("[Service]"));
+}

@@ -351,21 +351,26 @@ fn titles_lose_control_characters_when_written() {
 }
 
 #[test]
-fn config_check_names_a_profile_that_puts_the_title_in_shell_code() {
+fn config_check_names_a_profile_that_puts_the_title_in_code() {
     let board = common::Board::init();
-    std::fs::write(
-        board.home().join("config.yaml"),
-        "profiles:\n  coder:\n    command: [sh, -c, \"echo {title} > out\"]\n",
-    )
-    .unwrap();
-    let out = board.kanban(&["config", "check"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("profiles.coder.command: {title} inside"),
-        "{stderr}"
-    );
+    for command in [
+        "[sh, -c, \"echo {title} > out\"]",
+        "[python3, -c, \"print('{title}')\"]",
+    ] {
+        std::fs::write(
+            board.home().join("config.yaml"),
+            format!("profiles:\n  coder:\n    command: {command}\n"),
+        )
+        .unwrap();
+        let out = board.kanban(&["config", "check"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("profiles.coder.command: {title} inside"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

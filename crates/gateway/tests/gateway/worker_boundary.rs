@@ -179,17 +179,48 @@ fn config_error(text: &str) -> String {
 
 #[test]
 fn card_text_inside_shell_code_is_a_config_error_naming_the_profile() {
+    // Inside a larger string, for any program: a shell's code, an interpreter's, an
+    // option's value.
     for command in [
         r#"["sh", "-c", "echo {title} > out"]"#,
         r#"["/bin/bash", "-lc", "run '{title}'"]"#,
         r#"["env", "FOO=1", "dash", "-ec", "x{title}"]"#,
+        r#"["python3", "-c", "print('{title}')"]"#,
+        r#"["agent", "--title={title}"]"#,
+        r#"["agent", "{title}{title}"]"#,
     ] {
         let e = config_error(&format!("profiles:\n  coder:\n    command: {command}\n"));
         assert!(
             e.starts_with("config.yaml: profiles.coder.command: {title} inside"),
-            "{e}"
+            "{command}: {e}"
         );
         assert!(e.contains("KANBAN_TITLE"), "{e}");
+    }
+    // A whole argument that is itself the code a shell or an interpreter runs.
+    for (command, named) in [
+        (r#"["sh", "-c", "{title}"]"#, "`sh -c`"),
+        (r#"["env", "X=1", "/bin/bash", "-lc", "{title}"]"#, "`bash -lc`"),
+        (r#"["python3", "-c", "{title}"]"#, "`python3 -c`"),
+        (r#"["node", "--eval", "{title}"]"#, "`node --eval`"),
+        (r#"["perl", "-e", "{title}"]"#, "`perl -e`"),
+    ] {
+        let e = config_error(&format!("profiles:\n  coder:\n    command: {command}\n"));
+        assert!(
+            e.starts_with(&format!(
+                "config.yaml: profiles.coder.command: {{title}} as the code of {named}"
+            )),
+            "{command}: {e}"
+        );
+    }
+    // Data: the title as its own argument, after the code or as a prompt.
+    for command in [
+        r#"["sh", "-c", "echo \"$1\"", "worker", "{title}"]"#,
+        r#"["python3", "-c", "import sys; print(sys.argv[1])", "{title}"]"#,
+        r#"["claude", "-p", "{title}"]"#,
+        r#"["agent", "--title", "{title}"]"#,
+    ] {
+        let text = format!("profiles:\n  coder:\n    command: {command}\n");
+        assert!(Config::parse(&text, &no_env).is_ok(), "refused: {command}");
     }
     let e = config_error("profiles:\n  coder:\n    command: [agent, \"{body}\"]\n");
     assert_eq!(

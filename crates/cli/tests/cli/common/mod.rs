@@ -44,6 +44,17 @@ impl Board {
         cmd
     }
 
+    /// `kanban serve` on a free loopback port with `args` added: the child and its
+    /// `host:port`.
+    pub fn serve(&self, args: &[&str]) -> (std::process::Child, String) {
+        let mut cmd = isolated(std::process::Command::new(KANBAN));
+        cmd.arg("--home")
+            .arg(self.home())
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(args);
+        serving(cmd)
+    }
+
     /// Runs a command that must succeed and returns its stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.kanban(args).output().expect("run kanban");
@@ -192,4 +203,26 @@ pub fn store(board: &Board) -> SqliteStore {
 
 pub fn get(board: &Board, id: &str) -> board_core::Task {
     store(board).get(&task_id(id)).expect("task")
+}
+
+/// Starts `kanban serve` as `cmd` says (with `--bind 127.0.0.1:0` among its arguments)
+/// and waits for the line that names its port: the child and its `host:port`.
+pub fn serving(mut cmd: std::process::Command) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn kanban serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the serving line");
+    let addr = line
+        .trim()
+        .strip_prefix("serving the board at http://")
+        .and_then(|a| a.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("kanban serve printed {line:?}"))
+        .to_owned();
+    (child, addr)
 }
