@@ -239,13 +239,14 @@ pub enum Verb {
     Gateway(GatewayCommand),
     /// Serve the board as a live web page and a JSON API until stopped
     #[command(
-        after_help = "Examples:\n  kanban serve\n  kanban serve --bind 0.0.0.0:8420 --token \"$(openssl rand -hex 16)\"\n\nBound to a loopback address no token is needed; bound anywhere else a token is\nrequired (--token or KANBAN_SERVE_TOKEN) and every request must carry it."
+        after_help = "Examples:\n  kanban serve\n  KANBAN_SERVE_TOKEN=\"$(openssl rand -hex 16)\" kanban serve --bind 0.0.0.0:8420\n\nBound to a loopback address no token is needed; bound anywhere else a token is\nrequired (KANBAN_SERVE_TOKEN, or --token, which shows in `ps`; at least 16 characters)
+and every request must carry it."
     )]
     Serve {
         /// The address to listen on
         #[arg(long, value_name = "ADDR", default_value = web::DEFAULT_BIND)]
         bind: std::net::SocketAddr,
-        /// The token every request must carry [default: $KANBAN_SERVE_TOKEN]
+        /// The token every request must carry (shows in `ps`: prefer $KANBAN_SERVE_TOKEN)
         #[arg(long, value_name = "TOKEN")]
         token: Option<String>,
     },

@@ -262,6 +262,9 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
     }
     let _listening = listen(home, &config, &wake);
     tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
+    if crate::supervisor::holds_capabilities() {
+        tracing::info!("this gateway holds capabilities (it runs as root): workers of a profile without `user` run as its user with none, no way to regain one (bounding set empty, no_new_privs), and cannot read its environment or memory; set profiles.<name>.user to run them as another user");
+    }
     let ticking = Ticking {
         home: home.clone(),
         config,

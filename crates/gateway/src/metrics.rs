@@ -350,7 +350,7 @@ pub async fn serve(
     token: Option<String>,
     monitor: Arc<Monitor>,
 ) -> Result<SocketAddr, MetricsError> {
-    web::check_bind(addr, token.as_deref())?;
+    web::check_bind(addr, token.as_deref(), TOKEN_ENV)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| MetricsError::Listen { addr, source })?;
@@ -385,5 +385,22 @@ async fn metrics(State(monitor): State<Arc<Monitor>>) -> Response {
         Ok(Ok(text)) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response(),
         Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_public_bind_without_a_token_is_refused_naming_the_metrics_variable() {
+        let store: Arc<dyn Store> = Arc::new(board_core::memory::MemStore::new());
+        let monitor = Monitor::new(store, Duration::from_secs(1));
+        let refused = serve("0.0.0.0:0".parse().unwrap(), None, monitor)
+            .await
+            .expect_err("a public bind without a token");
+        let message = refused.to_string();
+        assert!(message.contains(TOKEN_ENV), "{message}");
+        assert!(!message.contains(web::TOKEN_ENV), "{message}");
     }
 }

@@ -229,9 +229,14 @@ pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::
         .stderr(log)
         .process_group(0);
     let ids = account.map(|user| (user.uid, user.gid, user.groups));
-    if channel_fd.is_some() || ids.is_some() {
+    // A worker that stays this process's user gets none of its capabilities: a root
+    // gateway's worker would otherwise read the gateway's environment and memory (the
+    // model key, PGPASSWORD) whatever the gateway's dumpable flag says.
+    let strip = ids.is_none() && holds_capabilities();
+    if channel_fd.is_some() || ids.is_some() || strip {
         // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
-        // calls (fcntl, setgroups, setgid, setuid) on values prepared before the fork.
+        // calls (fcntl, setgroups, setgid, setuid, prctl, capset) on values prepared
+        // before the fork.
         unsafe {
             command.pre_exec(move || {
                 if let Some(fd) = channel_fd {
@@ -239,6 +244,9 @@ pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::
                 }
                 if let Some((uid, gid, groups)) = &ids {
                     become_user(*uid, *gid, groups)?;
+                }
+                if strip {
+                    drop_capabilities()?;
                 }
                 Ok(())
             });
@@ -278,15 +286,84 @@ fn switchable(name: &str, profile: &str) -> std::io::Result<Account> {
 fn may_switch_users() -> bool {
     const CAP_SETGID: u32 = 6;
     const CAP_SETUID: u32 = 7;
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let effective = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .unwrap_or(0);
+    let effective = effective_capabilities();
     [CAP_SETGID, CAP_SETUID]
         .iter()
         .all(|bit| effective & (1 << bit) != 0)
+}
+
+/// This process's effective capability set (`CapEff` of `/proc/self/status`).
+fn effective_capabilities() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
+/// Whether this process holds any capability (root does): then its workers without a
+/// `user` are started with none.
+pub fn holds_capabilities() -> bool {
+    effective_capabilities() != 0
+}
+
+/// Leaves the (forked) worker no capability and no way to regain one: root's exec grants
+/// nothing (`SECBIT_NOROOT`, locked), the bounding set is empty, no ambient capability,
+/// the permitted, effective and inheritable sets are cleared, and `no_new_privs` stops
+/// set-user-id and file-capability programs. Any step that fails fails the spawn.
+fn drop_capabilities() -> std::io::Result<()> {
+    // <linux/securebits.h>: NOROOT (bit 0), NO_SETUID_FIXUP (2) and NO_CAP_AMBIENT_RAISE
+    // (6) set, KEEP_CAPS (4) clear, each locked (the bit above it).
+    const SECUREBITS: libc::c_ulong = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 5 | 1 << 6 | 1 << 7;
+    /// _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set.
+    const VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let check = |rc: libc::c_long| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: prctl and capset change this (forked) process's credentials; capset reads
+    // the two structures given, which live for the call.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0).into())?;
+        // Every capability the kernel knows: drop until it says there is no such one.
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        check(libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0).into())?;
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let none = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        check(libc::syscall(libc::SYS_capset, &header, none.as_ptr()))?;
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+    }
+    Ok(())
 }
 
 /// Drops to `uid` with its groups, for good (real, effective and saved ids).

@@ -42,6 +42,9 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:8420";
 /// The environment variable `kanban serve` reads its token from.
 pub const TOKEN_ENV: &str = "KANBAN_SERVE_TOKEN";
 
+/// Where `kanban serve` takes a token from, as its refusals name it.
+pub const SERVE_TOKEN_SOURCES: &str = "KANBAN_SERVE_TOKEN or --token";
+
 /// How the server treats the board it is given.
 #[derive(Clone)]
 pub struct Settings {
@@ -107,10 +110,17 @@ impl Default for Settings {
 /// Why the server did not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("{0} is not a loopback address: set a token (--token or KANBAN_SERVE_TOKEN) before serving it")]
-    TokenRequired(SocketAddr),
-    #[error("the token is empty; choose a long random one")]
-    EmptyToken,
+    #[error("{addr} is not a loopback address: set a token ({variable}) before serving it")]
+    TokenRequired {
+        addr: SocketAddr,
+        /// Where the token comes from, as its server names it.
+        variable: &'static str,
+    },
+    #[error(
+        "the token is too easy to guess: use at least {MIN_TOKEN_CHARS} characters, no spaces, \
+         not a short pattern repeated (`openssl rand -hex 16` makes one)"
+    )]
+    WeakToken,
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -129,13 +139,28 @@ pub(crate) struct App {
     pub newest_event: tokio::sync::watch::Receiver<i64>,
 }
 
-/// Refuses a bind that would expose the board without a token.
-pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
+/// The shortest token accepted.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Refuses a bind that would expose the board without a token (`variable` says where a
+/// token comes from, for the message), and a token easy to guess: shorter than
+/// [`MIN_TOKEN_CHARS`], holding whitespace or control characters, or made of fewer than
+/// eight distinct characters (`aaaa…`, `abababab…`).
+pub fn check_bind(addr: SocketAddr, token: Option<&str>, variable: &'static str) -> Result<(), ServeError> {
     match token {
-        Some("") => Err(ServeError::EmptyToken),
-        Some(_) => Ok(()),
+        Some(token) => check_token(token),
         None if addr.ip().is_loopback() => Ok(()),
-        None => Err(ServeError::TokenRequired(addr)),
+        None => Err(ServeError::TokenRequired { addr, variable }),
+    }
+}
+
+fn check_token(token: &str) -> Result<(), ServeError> {
+    let distinct: std::collections::BTreeSet<char> = token.chars().collect();
+    let plain = !token.chars().any(|c| c.is_whitespace() || c.is_control());
+    if token.chars().count() >= MIN_TOKEN_CHARS && plain && distinct.len() >= 8 {
+        Ok(())
+    } else {
+        Err(ServeError::WeakToken)
     }
 }
 
@@ -146,7 +171,7 @@ pub async fn serve(
     bind: SocketAddr,
     token: Option<String>,
 ) -> Result<(), ServeError> {
-    check_bind(bind, token.as_deref())?;
+    check_bind(bind, token.as_deref(), SERVE_TOKEN_SOURCES)?;
     let listener = TcpListener::bind(bind)
         .await
         .map_err(|source| ServeError::Bind { addr: bind, source })?;
@@ -161,7 +186,7 @@ pub async fn serve_on(
     token: Option<String>,
 ) -> Result<(), ServeError> {
     let local = listener.local_addr()?;
-    check_bind(local, token.as_deref())?;
+    check_bind(local, token.as_deref(), SERVE_TOKEN_SOURCES)?;
     let app = router(store, settings, local.ip(), token);
     axum::serve(listener, app).await?;
     Ok(())

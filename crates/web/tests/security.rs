@@ -19,14 +19,28 @@ async fn a_non_loopback_bind_needs_a_token_to_start() {
     let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
     let refused = web::serve(Arc::new(MemStore::new()), settings(), any, None).await;
     let message = refused.expect_err("serving 0.0.0.0 without a token").to_string();
-    assert!(message.contains("set a token"), "{message}");
-    assert!(
-        web::check_bind(any, Some("")).is_err(),
-        "an empty token is no token"
-    );
-    assert!(web::check_bind("127.0.0.1:8420".parse().unwrap(), None).is_ok());
-    assert!(web::check_bind("[::1]:8420".parse().unwrap(), None).is_ok());
-    assert!(web::check_bind(any, Some(TOKEN)).is_ok());
+    assert!(message.contains("set a token (KANBAN_SERVE_TOKEN"), "{message}");
+    let check = |token| web::check_bind(any, Some(token), web::SERVE_TOKEN_SOURCES);
+    for weak in [
+        "",
+        "                    ",
+        "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t",
+        "tok-5b1e0c9d7a3",
+        "tok 5b1e0c9d7a3f42e8",
+        "tok-5b1e0c9d7a3f42e8\n",
+        "aaaaaaaaaaaaaaaaaaaaaaaa",
+        "abcabcabcabcabcabcabcabc",
+    ] {
+        let refused = check(weak).expect_err(&format!("{weak:?} was accepted"));
+        assert!(
+            refused.to_string().contains("at least 16 characters"),
+            "{refused}"
+        );
+    }
+    let loopback = |addr: &str| web::check_bind(addr.parse().unwrap(), None, web::SERVE_TOKEN_SOURCES);
+    assert!(loopback("127.0.0.1:8420").is_ok());
+    assert!(loopback("[::1]:8420").is_ok());
+    assert!(check(TOKEN).is_ok());
 }
 
 async fn status_of(s: &Served, request: reqwest::RequestBuilder) -> u16 {

@@ -10,11 +10,28 @@ use crate::failure::{one_line, Failure};
 
 use super::Ctx;
 
-/// Serves until the process is stopped. The token comes from `--token`, else from
-/// `KANBAN_SERVE_TOKEN`; `web::serve` refuses a non-loopback bind without one.
-pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, token: Option<String>) -> Result<(), Failure> {
-    let token = token.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
-    web::check_bind(bind, token.as_deref()).map_err(|e| Failure::Usage(e.to_string()))?;
+/// Serves until the process is stopped. The token comes from `--token` (which any user
+/// sees in `ps`, so it is warned about), else from `KANBAN_SERVE_TOKEN`; `web::serve`
+/// refuses a non-loopback bind without one, and a token easy to guess.
+pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> Result<(), Failure> {
+    // The server holds the model key and the token: no process of this user may read
+    // them from its environment or memory.
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes a flag of this process and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(Failure::Refused(format!(
+            "cannot make the server undumpable: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if flag.is_some() {
+        eprintln!(
+            "kanban: warning: --token shows in `ps` to every user of this machine; set {} instead",
+            web::TOKEN_ENV
+        );
+    }
+    let token = flag.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    web::check_bind(bind, token.as_deref(), web::SERVE_TOKEN_SOURCES)
+        .map_err(|e| Failure::Usage(e.to_string()))?;
     let max_text_bytes = ctx.config.kanban.max_text_bytes;
     // The model as `kanban decompose` loads it; a client that cannot be built is the
     // decompose action's refusal, not a server that does not start.

@@ -428,13 +428,13 @@ fn a_gateway_worker_completes_its_task_through_kanban_mcp() {
 #[test]
 fn serve_offers_the_tools_at_mcp_behind_its_token() {
     let board = Board::init();
-    let (mut serve, addr) = board.serve(&["--token", "s3cret-token"]);
+    let (mut serve, addr) = board.serve(&["--token", "s3cret-token-5b1e0c"]);
     let url = format!("http://{addr}/mcp");
     let outcome = std::panic::catch_unwind(|| {
         run_python(&[
             script("serve_http.py").as_os_str(),
             url.as_ref(),
-            "s3cret-token".as_ref(),
+            "s3cret-token-5b1e0c".as_ref(),
         ]);
     });
     serve.kill().expect("stop serve");

@@ -177,6 +177,76 @@ fn a_worker_cannot_read_the_gateways_environment_nor_inherit_a_secret() {
     assert!(dump.contains("KANBAN_TITLE=look around"), "{dump}");
 }
 
+/// A root gateway's worker of a profile without `user` runs as root, and root reads any
+/// process's environment: unless it has no capability at all. Its `/proc/self/status`
+/// shows empty sets and `no_new_privs`, and the gateway's environment, which holds the
+/// secrets (root's test process reads it), stays out of its reach.
+#[test]
+fn a_root_gateways_worker_without_a_user_has_no_capability_and_no_secret() {
+    if !common::root_for("run the gateway as root") {
+        return;
+    }
+    let bin = ReachableBinary::new();
+    let kanban = bin.path.display().to_string();
+    let script = format!(
+        "gw=$(cat \"$KANBAN_HOME/gateway.pid\"); \
+         cat /proc/$gw/environ > \"$KANBAN_WORKSPACE/stolen\" 2>/dev/null; \
+         head -c 4096 /proc/$gw/mem >> \"$KANBAN_WORKSPACE/stolen\" 2>/dev/null; \
+         grep -E '^(Uid|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status > \"$KANBAN_WORKSPACE/status\"; \
+         {kanban} complete --result looked"
+    );
+    let env = SECRETS
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let mut b = Board::new(Setup {
+        model_extra: "  api_key_env: MODEL_VAR_NAMED_IN_CONFIG\n",
+        profiles: &profile("thief", &["sh", "-c", &script]),
+        max_spawn: 1,
+        env,
+        ..Setup::default()
+    });
+    let id = b.create(&["look around as root", "--assignee", "thief"]);
+    b.start_gateway();
+    b.wait_for("the thief to finish", || b.task(&id).status == Status::Done);
+
+    let pid = b.gateway.as_ref().unwrap().id();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        gateway_board::contains(&environ, b"canary-model-8"),
+        "the gateway held the key"
+    );
+    let workspace = b.path().join("workspaces").join(id.as_str());
+    let stolen = std::fs::read(workspace.join("stolen")).expect("the worker tried");
+    assert!(
+        stolen.is_empty(),
+        "a root worker read {} bytes of the gateway's environment and memory",
+        stolen.len()
+    );
+    let status = std::fs::read_to_string(workspace.join("status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {name} in:\n{status}"))
+            .to_owned()
+    };
+    assert!(
+        field("Uid:").starts_with('0'),
+        "the worker ran as root:\n{status}"
+    );
+    for set in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+        assert_eq!(field(set), "0000000000000000", "{set}\n{status}");
+    }
+    assert_eq!(field("NoNewPrivs:"), "1", "{status}");
+    assert!(
+        b.gateway_log()
+            .contains("workers of a profile without `user` run as its user with none"),
+        "the gateway says what it does at startup"
+    );
+}
+
 #[test]
 fn model_written_titles_run_nothing_and_write_no_file() {
     let trap = tempfile::tempdir().unwrap();
