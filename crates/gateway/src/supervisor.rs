@@ -330,13 +330,7 @@ fn drop_capabilities() -> std::io::Result<()> {
         permitted: u32,
         inheritable: u32,
     }
-    let check = |rc: libc::c_long| {
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
+    let check = |rc: libc::c_long| succeeded(rc as libc::c_int);
     // SAFETY: prctl and capset change this (forked) process's credentials; capset reads
     // the two structures given, which live for the call.
     unsafe {
@@ -366,15 +360,18 @@ fn drop_capabilities() -> std::io::Result<()> {
     Ok(())
 }
 
+/// A system call's 0 as success, anything else as the error it left in `errno`.
+fn succeeded(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Drops to `uid` with its groups, for good (real, effective and saved ids).
 fn become_user(uid: u32, gid: u32, groups: &[u32]) -> std::io::Result<()> {
-    let check = |rc: libc::c_int| {
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
+    let check = succeeded;
     // SAFETY: each call changes this (forked) process's credentials and reads `groups`
     // for its length.
     unsafe {

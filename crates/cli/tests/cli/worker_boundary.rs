@@ -116,6 +116,19 @@ fn start_unprivileged_gateway(b: &mut Board, kanban: &Path) {
     });
 }
 
+/// The workspace of `id`'s worker, which tried to copy the gateway's environment (and
+/// memory) into `stolen` there and got nothing.
+fn nothing_stolen(b: &Board, id: &TaskId) -> PathBuf {
+    let workspace = b.path().join("workspaces").join(id.as_str());
+    let stolen = std::fs::read(workspace.join("stolen")).expect("the worker tried");
+    assert!(
+        stolen.is_empty(),
+        "the worker read {} bytes of the gateway's environment or memory",
+        stolen.len()
+    );
+    workspace
+}
+
 const SECRETS: &[(&str, &str)] = &[
     ("OPENAI_API_KEY", "canary-openai-1"),
     ("openai_api_key", "canary-openai-2"),
@@ -155,13 +168,7 @@ fn a_worker_cannot_read_the_gateways_environment_nor_inherit_a_secret() {
     start_unprivileged_gateway(&mut b, &bin.path);
     b.wait_for("the thief to finish", || b.task(&id).status == Status::Done);
 
-    let workspace = b.path().join("workspaces").join(id.as_str());
-    let stolen = std::fs::read(workspace.join("stolen")).expect("the worker tried");
-    assert!(
-        stolen.is_empty(),
-        "the worker read {} bytes of the gateway's environment",
-        stolen.len()
-    );
+    let workspace = nothing_stolen(&b, &id);
     if common::root_for("read the gateway's environment, proving it held the secrets") {
         // The gateway did hold the secrets: root can still read them, the worker could not.
         let pid = b.gateway.as_ref().unwrap().id();
@@ -216,13 +223,7 @@ fn a_root_gateways_worker_without_a_user_has_no_capability_and_no_secret() {
         gateway_board::contains(&environ, b"canary-model-8"),
         "the gateway held the key"
     );
-    let workspace = b.path().join("workspaces").join(id.as_str());
-    let stolen = std::fs::read(workspace.join("stolen")).expect("the worker tried");
-    assert!(
-        stolen.is_empty(),
-        "a root worker read {} bytes of the gateway's environment and memory",
-        stolen.len()
-    );
+    let workspace = nothing_stolen(&b, &id);
     let status = std::fs::read_to_string(workspace.join("status")).unwrap();
     let field = |name: &str| {
         status
