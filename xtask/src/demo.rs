@@ -87,6 +87,11 @@ pub fn run(root: &Path) -> Result<(), String> {
         .args(["serve", "--bind", "127.0.0.1:0"]);
     let (web, announced) = start_announcing(serve, "kanban serve")?;
     let board_url = announced.rsplit(' ').next().unwrap_or_default().to_owned();
+    // The server requires the home's token, which it made on start: the address to open
+    // carries it once, and the browser keeps it as a cookie.
+    let token_file = home.join("serve-token");
+    let token = std::fs::read_to_string(&token_file).map_err(|e| format!("{}: {e}", token_file.display()))?;
+    let board_url = format!("{board_url}?token={}", token.trim());
 
     println!("kanban demo: home {}", home.display());
     println!(

@@ -19,7 +19,8 @@ use board_sqlite::{Options, SqliteStore};
 use crate::config::{Config, ConfigError, Loaded};
 use crate::safety::{check_home, UnsafeHome};
 use crate::{
-    CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, STATUS_FILE, WAKE_SOCKET, WORKSPACES_DIR,
+    CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, SERVE_TOKEN_FILE, STATUS_FILE, WAKE_SOCKET,
+    WORKSPACES_DIR,
 };
 
 /// The variable that names the home when `--home` does not.
@@ -176,6 +177,45 @@ impl Home {
     /// The log of `task`'s workers, every attempt appended.
     pub fn log(&self, task: &TaskId) -> PathBuf {
         self.logs().join(format!("{task}.log"))
+    }
+
+    /// Where the token `kanban serve` requires by default is kept.
+    pub fn serve_token_file(&self) -> PathBuf {
+        self.dir.join(SERVE_TOKEN_FILE)
+    }
+
+    /// The home's serve token: read from [`Home::serve_token_file`], which is made the
+    /// first time (32 random hex digits, owner-only, never replaced, so a signed-in
+    /// browser stays signed in). The file must be ours, a regular file (no link
+    /// followed), and readable by nobody else.
+    pub fn serve_token(&self) -> Result<String, HomeError> {
+        use std::io::Read;
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.serve_token_file();
+        let io = |what| {
+            let path = path.clone();
+            move |source| HomeError::Io { path, what, source }
+        };
+        let mut random = [0u8; 16];
+        getrandom::fill(&mut random)
+            .map_err(|e| io("cannot make a token")(std::io::Error::other(e.to_string())))?;
+        let fresh: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        crate::safety::create_private(&path, format!("{fresh}\n").as_bytes())
+            .map_err(io("cannot write the token"))?;
+        let file = crate::safety::open_read(&path).map_err(io("cannot read the token"))?;
+        let mode = file
+            .metadata()
+            .map_err(io("cannot read the token"))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(UnsafeHome::Readable { path }.into());
+        }
+        let mut text = String::new();
+        file.take(4096)
+            .read_to_string(&mut text)
+            .map_err(io("cannot read the token"))?;
+        Ok(text.trim().to_owned())
     }
 
     /// Creates the home (and its parents) owner-only unless it exists; returns whether

@@ -36,6 +36,8 @@ pub const PID_FILE: &str = "gateway.pid";
 pub const STATUS_FILE: &str = "gateway.json";
 /// The running gateway's wake-up socket on a SQLite board (docs/gateway.md#wake-ups).
 pub const WAKE_SOCKET: &str = "gateway.wake";
+/// The token `kanban serve` requires when none is given: made once, owner-only.
+pub const SERVE_TOKEN_FILE: &str = "serve-token";
 /// Workers' logs, one per task.
 pub const LOGS_DIR: &str = "logs";
 /// Workers' working directories, one per task.

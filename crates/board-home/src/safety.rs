@@ -21,6 +21,8 @@ pub enum UnsafeHome {
     Writable { path: PathBuf, fix: &'static str },
     #[error("{}: a symbolic link; the home's files must not be links", path.display())]
     Symlink { path: PathBuf },
+    #[error("{}: readable by group or others, and it holds a secret; run chmod 600 {}", path.display(), path.display())]
+    Readable { path: PathBuf },
     #[error("{}: {what}", path.display())]
     NotKind { path: PathBuf, what: &'static str },
     #[error("{}: cannot check it: {source}", path.display())]

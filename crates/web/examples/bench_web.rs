@@ -45,6 +45,7 @@ impl Server {
             .arg("--home")
             .arg(home)
             .args(["serve", "--bind", "127.0.0.1:0"])
+            .env("KANBAN_SERVE_TOKEN", TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -129,6 +130,21 @@ impl Column {
     }
 }
 
+/// The token the benchmark's server requires.
+const TOKEN: &str = "bench-token-5b1e0c9d7a3f42e8";
+
+/// A client that presents [`TOKEN`] with every request.
+fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {TOKEN}").parse().map_err(|e| format!("{e}"))?;
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .default_headers(headers)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// A JSON answer of the server; anything else is an error.
 async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
     http.get(url)
@@ -202,7 +218,7 @@ async fn first_render(base: &str, expected: usize) -> Result<Render, String> {
         browser
             .on_new_document(&WATCH.replace("EXPECTED", &expected.to_string()))
             .await?;
-        browser.go(&format!("{base}/")).await?;
+        browser.go(&format!("{base}/?token={TOKEN}")).await?;
         let times = browser.script("return window.kanbanRendered", json!([])).await;
         let shown = browser.script(SHOWN, json!([])).await?;
         let times = times.map_err(|e| match e.contains("script timeout") {
@@ -246,7 +262,7 @@ async fn cli_to_page(
     a: &Args,
     runs: usize,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
-    browser.go(&format!("{base}/")).await?;
+    browser.go(&format!("{base}/?token={TOKEN}")).await?;
     browser
         .until(
             "the event stream connected",
@@ -302,10 +318,7 @@ async fn cli_to_page(
 /// an event.
 async fn memory(a: &Args) -> Result<(f64, f64), String> {
     let server = Server::start(&a.kanban, &a.home)?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let http = client(Duration::from_secs(60))?;
     let newest = get_json(&http, &format!("{}/api/cards", server.base)).await?;
     let after = newest["newest_event"].as_i64().unwrap_or(0);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -348,7 +361,7 @@ fn ms_since(started: Instant) -> f64 {
 /// The page's own reads (the first page of each column), then first renders of it, each
 /// in a browser of its own; the first of each is a warm-up.
 async fn renders(a: &Args, base: &str) -> Result<Value, String> {
-    let http = reqwest::Client::new();
+    let http = client(Duration::from_secs(60))?;
     let (mut api, mut columns) = (Vec::new(), Vec::new());
     for run in 0..=a.runs {
         let started = Instant::now();

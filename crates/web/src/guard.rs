@@ -1,9 +1,11 @@
 //! Who may talk to the server. With a token, every request must carry it (an
 //! `Authorization: Bearer` header, the `kanban_token` cookie, or `?token=` once, which
-//! sets the cookie); without one the server is loopback only, and the `Host` must name a
-//! loopback host so that a page on another site cannot reach it by DNS rebinding. A
-//! request that changes the board must also come from the board's own pages: its
-//! `Origin`, when sent, must match its `Host`.
+//! sets the cookie). Without one the server is loopback only and read only: the `Host`
+//! must name a loopback host so that a page on another site cannot reach it by DNS
+//! rebinding, and nothing that changes the board is accepted, since any local process
+//! (another user's, a sandboxed worker's) reaches loopback. A request that changes the
+//! board must also come from the board's own pages: its `Origin`, when sent, must match
+//! its `Host`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -52,6 +54,12 @@ pub async fn check(State(access): State<Access>, request: Request, next: Next) -
         );
     }
     let changes = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if changes && access.token.is_none() {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "this server has no token, so it takes no changes: serve the board with a token",
+        );
+    }
     if changes && !same_origin(headers) {
         return refuse(
             StatusCode::FORBIDDEN,

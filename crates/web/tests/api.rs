@@ -366,7 +366,7 @@ async fn serve_with_model(fake: &fake_llm::FakeLlm) -> common::Served {
         decomposer: web::Decomposer::new(model).map(std::sync::Arc::new),
         ..common::settings()
     };
-    common::serve_at("127.0.0.1", settings, None).await
+    common::serve_with(settings).await
 }
 
 const FANOUT: &str = r#"{"fanout": true, "rationale": "two parts", "tasks": [

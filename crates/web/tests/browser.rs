@@ -49,7 +49,10 @@ async fn the_board_in_a_real_browser() -> Result<(), String> {
     let claim = s.store.claim(&running.id, 900, common::NOW).unwrap();
     let browser = Driver::start().await?;
 
-    browser.go(&s.base).await?;
+    // The first page opened with the token sets the cookie the page's own requests carry.
+    browser
+        .go(&format!("{}/?token={}", s.base, common::TOKEN))
+        .await?;
     browser
         .until("the seeded card in ready", IN_COLUMN, json!(["ready", seeded.id]))
         .await?;

@@ -9,10 +9,8 @@ use std::time::Duration;
 
 use board_core::memory::MemStore;
 use board_core::Store;
-use common::{error, serve, serve_at, settings, Served};
+use common::{error, serve, serve_at, settings, Served, TOKEN};
 use serde_json::json;
-
-const TOKEN: &str = "tok-5b1e0c9d7a3f42e8";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_non_loopback_bind_needs_a_token_to_start() {
@@ -126,6 +124,22 @@ async fn writes_from_another_origin_and_foreign_hosts_are_refused() {
     let own = format!("http://{}", s.addr);
     assert_eq!(status_of(&s, create().header("origin", own)).await, 201);
     assert_eq!(status_of(&s, create()).await, 201, "programs send no Origin");
+
+    // Without a token the server reads only, on loopback only: any local process
+    // reaches loopback, another user's or a sandboxed worker's among them.
+    let s = serve_at("127.0.0.1", settings(), None).await;
+    let c = &s.client;
+    let own = format!("http://{}", s.addr);
+    for write in [
+        c.post(s.url("/api/tasks")).json(&json!({ "title": "x" })),
+        c.post(s.url("/api/tasks"))
+            .header("origin", own)
+            .json(&json!({ "title": "x" })),
+    ] {
+        assert_eq!(status_of(&s, write).await, 401);
+    }
+    assert_eq!(events_on(&s), 0, "a write without a token changed the board");
+    assert_eq!(status_of(&s, c.get(s.url("/api/tasks"))).await, 200);
     // A name that resolves here by DNS rebinding is not this loopback server.
     let foreign = c
         .get(s.url("/api/tasks"))

@@ -29,9 +29,17 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
             web::TOKEN_ENV
         );
     }
-    let token = flag.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
-    web::check_bind(bind, token.as_deref(), web::SERVE_TOKEN_SOURCES)
+    let given = flag.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    // Loopback is no boundary on a shared machine (any local process, a sandboxed worker
+    // among them, reaches it): without a token given, the home's own is required.
+    let from_home = given.is_none();
+    let token = match given {
+        Some(token) => token,
+        None => home.serve_token().map_err(|e| Failure::Refused(e.to_string()))?,
+    };
+    web::check_bind(bind, Some(&token), web::SERVE_TOKEN_SOURCES)
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    let token = Some(token);
     let max_text_bytes = ctx.config.kanban.max_text_bytes;
     // The model as `kanban decompose` loads it; a client that cannot be built is the
     // decompose action's refusal, not a server that does not start.
@@ -74,8 +82,26 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
             .map_err(|e| Failure::Refused(e.to_string()))?;
         // The actual port (`--bind 127.0.0.1:0` picks one) is what a script waits for.
         println!("serving the board at http://{local}/");
+        if from_home {
+            sign_in_line(local, home, token.as_deref().unwrap_or_default());
+        }
         web::serve_on(listener, store, settings, token)
             .await
             .map_err(|e| Failure::Refused(one_line(&e.to_string())))
     })
+}
+
+/// How to sign in with the home's token: the whole address on a terminal (the person
+/// who started the server opens it once), only where the token is kept anywhere else (a
+/// log or a journal must not hold it).
+fn sign_in_line(local: SocketAddr, home: &Home, token: &str) {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        println!("open http://{local}/?token={token} once to sign in");
+    } else {
+        println!(
+            "every request needs the token in {} (open http://{local}/?token=TOKEN once to sign in)",
+            home.serve_token_file().display()
+        );
+    }
 }

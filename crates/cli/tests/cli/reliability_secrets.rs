@@ -417,7 +417,8 @@ fn exchange(addr: &str, method: &str, path: &str, body: Option<&str>) -> Vec<u8>
     let body = body.unwrap_or("");
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         Authorization: Bearer {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        crate::common::SERVE_TOKEN,
         body.len()
     );
     stream.write_all(request.as_bytes()).unwrap();
@@ -490,7 +491,8 @@ fn kanban_serve_serves_no_secret() {
     std::fs::write(logs.join(format!("{running}.log")), format!("key {CANARY}\n")).unwrap();
 
     let mut cmd = b.command(&["serve", "--bind", "127.0.0.1:0"]);
-    cmd.stderr(std::process::Stdio::piped());
+    cmd.stderr(std::process::Stdio::piped())
+        .env("KANBAN_SERVE_TOKEN", crate::common::SERVE_TOKEN);
     let (mut serve, addr) = crate::common::serving(cmd);
 
     let mut seen: Vec<(String, Vec<u8>)> = Vec::new();

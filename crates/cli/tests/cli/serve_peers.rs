@@ -1,6 +1,6 @@
-//! `kanban serve` facing peers that misbehave: a client that hangs up in the middle of a
-//! response ends that exchange, never the server; no process of the server's user reads
-//! its secrets.
+//! `kanban serve` facing peers that misbehave: no request without its token, loopback
+//! or not; a client that hangs up in the middle of a response ends that exchange, never
+//! the server; no process of the server's user reads its secrets.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -9,12 +9,36 @@ use board_core::{NewTask, Store};
 
 use crate::common::{self, store, Board};
 
-/// A `GET` of `path`, sent whole; the stream is left to the caller to read or drop.
+/// A `GET` of `path` with the token `Board::serve` gives, sent whole; the stream is left
+/// to the caller to read or drop.
 fn request(addr: &str, path: &str) -> std::io::Result<TcpStream> {
+    send(addr, "GET", path, Some(common::SERVE_TOKEN), "")
+}
+
+/// Sends one request (`token` as a bearer token, if any) and returns the connection.
+fn send(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(addr)?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
     stream.write_all(request.as_bytes())?;
     Ok(stream)
+}
+
+/// The status code of one exchange.
+fn status(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> u16 {
+    let mut answer = String::new();
+    send(addr, method, path, token, body)
+        .and_then(|mut s| s.read_to_string(&mut answer))
+        .expect("an answer");
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
 }
 
 /// Starts a download of `path` and hangs up after its first bytes.
@@ -119,4 +143,91 @@ fn as_user_read(path: &str) -> Result<Vec<u8>, String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
+}
+
+/// Loopback is no boundary on a shared machine: `kanban serve` given no token makes one
+/// in the home (owner-only, kept across restarts) and takes no request without it, and
+/// says where it is, never what it is, when its output is not a terminal.
+#[test]
+fn serve_without_a_token_requires_the_homes_own() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let board = Board::init();
+    let id = board.create(&["a card"]);
+    let start = || {
+        let mut child = common::kanban_command()
+            .arg("--home")
+            .arg(board.home())
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn kanban serve");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let second = lines.next().unwrap().unwrap();
+        let addr = first
+            .strip_prefix("serving the board at http://")
+            .and_then(|a| a.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("{first}"))
+            .to_owned();
+        (child, addr, second)
+    };
+    let (mut serve, addr, said) = start();
+    let file = board.home().join("serve-token");
+    let token = std::fs::read_to_string(&file)
+        .expect("the home's token")
+        .trim()
+        .to_owned();
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(
+        token.len() == 32 && token.chars().all(|c| c.is_ascii_hexdigit()),
+        "{token}"
+    );
+    assert!(said.contains(&file.display().to_string()), "{said}");
+    assert!(!said.contains(&token), "the token was printed to a pipe: {said}");
+
+    let comment = format!("/api/tasks/{id}/comment");
+    let body = r#"{"body": "as anyone"}"#;
+    let before = board.json(&["show", &id]);
+    assert_eq!(status(&addr, "POST", &comment, None, body), 401);
+    assert_eq!(
+        status(&addr, "POST", &comment, Some("wrong-token-5b1e0c9d7a3f"), body),
+        401
+    );
+    assert_eq!(status(&addr, "GET", "/api/tasks", None, ""), 401);
+    assert_eq!(
+        board.json(&["show", &id]),
+        before,
+        "a refused write changed the board"
+    );
+    assert_eq!(status(&addr, "GET", "/api/tasks", Some(&token), ""), 200);
+    assert!((200..300).contains(&status(&addr, "POST", &comment, Some(&token), body)));
+    let _ = serve.kill();
+    let _ = serve.wait();
+
+    // Restarted, the same token: a signed-in browser stays signed in.
+    let (mut again, addr, _) = start();
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    assert_eq!(status(&addr, "GET", "/api/tasks", Some(&token), ""), 200);
+    let _ = again.kill();
+    let _ = again.wait();
+
+    // A token others can read is no secret: refused, saying how to fix it.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = common::kanban_command()
+        .arg("--home")
+        .arg(board.home())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("readable by group or others") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
 }

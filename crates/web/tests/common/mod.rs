@@ -27,7 +27,10 @@ pub fn settings() -> web::Settings {
     }
 }
 
-/// Serves a fresh board on `ip` port 0.
+/// The token of the board [`serve`] starts, which its client sends with every request.
+pub const TOKEN: &str = "tok-5b1e0c9d7a3f42e8";
+
+/// Serves a fresh board on `ip` port 0; its client sends no token of its own.
 pub async fn serve_at(ip: &str, settings: web::Settings, token: Option<&str>) -> Served {
     let home = tempfile::tempdir().expect("temp dir");
     let store =
@@ -53,8 +56,23 @@ pub async fn serve_at(ip: &str, settings: web::Settings, token: Option<&str>) ->
     }
 }
 
+/// A board on loopback behind [`TOKEN`], with a client that always presents it.
 pub async fn serve() -> Served {
-    serve_at("127.0.0.1", settings(), None).await
+    serve_with(settings()).await
+}
+
+/// [`serve`] with `settings`.
+pub async fn serve_with(settings: web::Settings) -> Served {
+    let mut served = serve_at("127.0.0.1", settings, Some(TOKEN)).await;
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {TOKEN}").parse().expect("a header value");
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    served.client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .default_headers(headers)
+        .build()
+        .expect("client");
+    served
 }
 
 pub const NOW: i64 = 1_700_000_000;

@@ -44,14 +44,15 @@ impl Board {
         cmd
     }
 
-    /// `kanban serve` on a free loopback port with `args` added: the child and its
-    /// `host:port`.
+    /// `kanban serve` on a free loopback port with `args` added, its token
+    /// [`SERVE_TOKEN`] (unless `args` give one): the child and its `host:port`.
     pub fn serve(&self, args: &[&str]) -> (std::process::Child, String) {
-        let mut cmd = isolated(std::process::Command::new(KANBAN));
+        let mut cmd = kanban_command();
         cmd.arg("--home")
             .arg(self.home())
             .args(["serve", "--bind", "127.0.0.1:0"])
-            .args(args);
+            .args(args)
+            .env("KANBAN_SERVE_TOKEN", SERVE_TOKEN);
         serving(cmd)
     }
 
@@ -101,8 +102,16 @@ pub fn snapshot_of(db: &Path) -> BoardSnapshot {
 
 pub const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
 
+/// The token `Board::serve` gives `kanban serve`.
+pub const SERVE_TOKEN: &str = "serve-token-5b1e0c9d7a3f42e8";
+
 /// The login name every test command runs as: the default author and creator.
 pub const USER: &str = "tester";
+
+/// The binary as a std `Command`, with none of the caller's board variables.
+pub fn kanban_command() -> std::process::Command {
+    isolated(std::process::Command::new(KANBAN))
+}
 
 /// The binary with none of the caller's board variables.
 pub fn bare() -> Command {
