@@ -23,7 +23,7 @@ commands:
   soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
   fuzz    each cargo-fuzz target for 60 s (or SECONDS): cargo xtask fuzz [SECONDS]
   mutants cargo-mutants over the board's decisions; fails on a survivor not explained in
-          xtask/mutants-survivors.txt (outside CI: about half an hour on two cores)
+          xtask/mutants-survivors.txt (outside CI: about 20 minutes on two cores)
   bench   release-mode benchmarks: table + target/bench/results.json
           (--scale 1m: 1k, 100k and 1M-task boards, target/bench/scale-1m.json)
           (--only store,contention,tick,cli,footprint,decomposition,postgres: some of them;

@@ -1,56 +1,83 @@
 //! `cargo xtask mutants`: cargo-mutants over the board's decisions (the cost and lease
 //! rules of board-core, the gateway's planner, the web board's guard), each crate's
-//! mutants tested by that crate's fast tests, so the whole scope runs in under half an
-//! hour on two cores. Outside CI: it builds the workspace once per mutant.
+//! mutants tested by that crate's fast tests. Outside CI.
 //!
 //! A mutant no test catches either gets a test or a line in `xtask/mutants-survivors.txt`
 //! (`file: mutation | why no test should catch it`); the run fails on a survivor that is
 //! not listed, and on a listed one that is now caught (the list stays true).
+//!
+//! Where the time goes, and how it is kept under half an hour on two cores: a mutant
+//! costs one incremental build of its crate's test binaries (2 to 7 s) and a second of
+//! tests, but cargo-mutants' own copies start from an empty `target/` (minutes each),
+//! and building one package alone unifies its dependencies' features differently from
+//! the workspace, so each switch of package rebuilds dependencies. Here the tree is
+//! mirrored into `target/mutants/tree-N` (unchanged files keep their times) with a
+//! `target/` of its own that outlives the run, and each mirror tests half of every
+//! part's mutants in place (`--shard`), two mirrors at once: after the first run every
+//! build is incremental.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Instant;
 
 use crate::{cargo, workspace_root};
 
 /// One crate's part of the scope: the files mutated and the tests that judge them.
 struct Part {
+    name: &'static str,
     files: &'static [&'static str],
-    /// nextest's filter of the crate's tests run against each mutant.
+    /// The test targets built for each mutant (cargo's target selection).
+    targets: &'static [&'static str],
+    /// nextest's filter of those targets' tests run against each mutant.
     tests: &'static str,
 }
 
 const SCOPE: &[Part] = &[
     Part {
+        name: "board-core",
         files: &[
             "crates/board-core/src/spend.rs",
             "crates/board-core/src/breaker.rs",
             "crates/board-core/src/backoff.rs",
             "crates/board-core/src/decomposition_lease.rs",
         ],
+        targets: &["--lib", "--test", "memory_conformance"],
         // The unit tests and the in-memory conformance scenarios; the property test and
         // the thread races add minutes per mutant and no rule of these files.
-        tests: "package(board-core) & (kind(lib) | (binary(memory_conformance) & not test(/invariants_hold_after_every_step|_race$|eight_threads/)))",
+        tests: "kind(lib) | not test(/invariants_hold_after_every_step|_race$|eight_threads/)",
     },
     Part {
+        name: "gateway",
         files: &["crates/gateway/src/plan.rs"],
+        targets: &["--lib", "--test", "gateway"],
         // The planner's table and the tick with a recording process table.
-        tests: "package(gateway) & (kind(lib) | test(/^plan_and_tick::/))",
+        tests: "kind(lib) | test(/^plan_and_tick::/)",
     },
     Part {
+        name: "web",
         files: &["crates/web/src/guard.rs"],
-        tests: "package(web) & (kind(lib) | binary(security) | binary(api))",
+        targets: &["--lib", "--test", "security", "--test", "api"],
+        tests: "all()",
     },
 ];
 
 const SURVIVORS: &str = "xtask/mutants-survivors.txt";
 
-/// Seconds a mutant's tests may run before it counts as timed out (not as missed).
+/// Seconds a mutant's tests may run before it counts as timed out (not as missed); a
+/// mutant's tests pass in about a second.
 const TEST_TIMEOUT: &str = "30";
 
-/// One cargo-mutants run over the whole scope: the tree is copied and built once, and
-/// each mutant is tested by its own crate's tests only (cargo-mutants' default), of
-/// which the union filter keeps that crate's part.
+/// Mirrors run at once, each on its own shard of every part: one per core.
+const MIRRORS: usize = 2;
+
+/// What one finished run found, summed over mirrors and parts.
+#[derive(Default)]
+struct Found {
+    missed: Vec<String>,
+    tested: usize,
+}
+
 pub(crate) fn run() -> Result<(), String> {
     let root = workspace_root();
     let installed = Command::new(cargo())
@@ -61,56 +88,162 @@ pub(crate) fn run() -> Result<(), String> {
         return Err("cargo-mutants is not installed: `cargo install --locked cargo-mutants`".to_owned());
     }
     let known = known_survivors(&root)?;
-    let out = root.join("target/mutants");
-    // cargo-mutants makes `mutants.out` inside `--output` but not `--output` itself.
-    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let filter = SCOPE
-        .iter()
-        .map(|part| format!("({})", part.tests))
-        .collect::<Vec<_>>()
-        .join(" | ");
-    // A mutant that makes a loop endless runs until the timeout. cargo-mutants' own is
-    // several times the baseline test time, minutes for the three crates' tests; a
-    // mutant's tests are its crate's alone, which pass in seconds. Two mutants at a
-    // time, each in its own copy of the tree: one compiles while the other links and
-    // runs its tests.
-    let mut args: Vec<&str> = vec![
-        "mutants",
-        "--test-tool",
-        "nextest",
-        "--no-shuffle",
-        "--timeout",
-        TEST_TIMEOUT,
-        "--jobs",
-        "2",
-    ];
-    for file in SCOPE.iter().flat_map(|part| part.files) {
-        args.extend(["--file", file]);
+    let started = Instant::now();
+    let files = tracked_files(&root)?;
+    let base = root.join("target/mutants");
+    let mirrors: Vec<PathBuf> = (0..MIRRORS).map(|n| base.join(format!("tree-{n}"))).collect();
+    for mirror in &mirrors {
+        mirror_tree(&root, mirror, &files)?;
     }
-    let out_str = out.to_str().ok_or("the target directory is not UTF-8")?;
-    args.extend(["--output", out_str, "--", "-E", &filter]);
-    eprintln!("xtask: $ cargo {}", args.join(" "));
-    // cargo-mutants exits 2 when mutants were missed, 3 when some timed out: the lists
-    // below say which.
-    let status = Command::new(cargo())
-        .args(&args)
-        // No debug info in the copy's builds: each mutant relinks its crate's test
-        // binaries, and that is most of a mutant's time.
-        .env("CARGO_PROFILE_DEV_DEBUG", "0")
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("could not start cargo mutants: {e}"))?;
-    if !matches!(status.code(), Some(0 | 2 | 3)) {
-        return Err(format!("cargo mutants failed ({status})"));
+    let mut running: Vec<(PathBuf, Child)> = Vec::new();
+    for (shard, mirror) in mirrors.iter().enumerate() {
+        let script = shard_script(shard, &base)?;
+        eprintln!("xtask: mirror {shard}: {script}");
+        let child = Command::new("sh")
+            .args(["-c", &script])
+            // No debug info in the mirrors' builds: each mutant relinks its crate's test
+            // binaries, and that is most of a mutant's time.
+            .env("CARGO_PROFILE_DEV_DEBUG", "0")
+            .env_remove("CARGO_TARGET_DIR")
+            .current_dir(mirror)
+            .spawn()
+            .map_err(|e| format!("could not start cargo mutants: {e}"))?;
+        running.push((mirror.clone(), child));
     }
-    let results = out.join("mutants.out");
-    let missed = lines(&results.join("missed.txt"));
-    let tested = ["caught.txt", "timeout.txt", "unviable.txt"]
+    for (mirror, mut child) in running {
+        let status = child
+            .wait()
+            .map_err(|e| format!("waiting for cargo mutants: {e}"))?;
+        if !status.success() {
+            return Err(format!("cargo mutants failed in {} ({status})", mirror.display()));
+        }
+    }
+    let mut found = Found::default();
+    for shard in 0..MIRRORS {
+        for part in SCOPE {
+            let results = out_dir(&base, part, shard).join("mutants.out");
+            let missed = lines(&results.join("missed.txt"));
+            found.tested += ["caught.txt", "timeout.txt", "unviable.txt"]
+                .iter()
+                .map(|name| lines(&results.join(name)).len())
+                .sum::<usize>()
+                + missed.len();
+            found.missed.extend(missed);
+        }
+    }
+    found.missed.sort();
+    println!(
+        "mutants: {:.1} min in all",
+        started.elapsed().as_secs_f64() / 60.0
+    );
+    report(found.tested, &found.missed, &known)
+}
+
+fn out_dir(base: &Path, part: &Part, shard: usize) -> PathBuf {
+    base.join(format!("out-{}-{shard}", part.name))
+}
+
+/// The shell commands one mirror runs: each part's shard in turn. cargo-mutants exits
+/// 2 when mutants were missed and 3 when some timed out (the lists say which), so only
+/// other codes stop the mirror.
+fn shard_script(shard: usize, base: &Path) -> Result<String, String> {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut steps = Vec::new();
+    for part in SCOPE {
+        let out = out_dir(base, part, shard);
+        std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let out = out
+            .to_str()
+            .ok_or("the target directory is not UTF-8")?
+            .to_owned();
+        let mut args: Vec<String> = [
+            "mutants",
+            "--in-place",
+            "--test-tool",
+            "nextest",
+            "--no-shuffle",
+            "--timeout",
+            TEST_TIMEOUT,
+            "--shard",
+        ]
         .iter()
-        .map(|name| lines(&results.join(name)).len())
-        .sum::<usize>()
-        + missed.len();
-    report(tested, &missed, &known)
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.push(format!("{shard}/{MIRRORS}"));
+        for file in part.files {
+            args.extend(["--file".to_owned(), (*file).to_owned()]);
+        }
+        args.extend(["--output".to_owned(), out, "--".to_owned()]);
+        args.extend(part.targets.iter().map(|t| (*t).to_owned()));
+        args.extend(["-E".to_owned(), part.tests.to_owned()]);
+        let command: Vec<String> = std::iter::once(cargo()).chain(args).map(|a| quote(&a)).collect();
+        steps.push(format!(
+            "{{ {}; code=$?; [ $code -eq 0 ] || [ $code -eq 2 ] || [ $code -eq 3 ]; }}",
+            command.join(" ")
+        ));
+    }
+    Ok(steps.join(" && "))
+}
+
+/// The files git would commit: tracked ones and new ones not ignored.
+fn tracked_files(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("git ls-files: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git ls-files failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .filter(|p| root.join(p).is_file())
+        .collect())
+}
+
+/// Makes `mirror` hold exactly `files` of `root`: a file whose bytes are unchanged is
+/// left alone (its time too, so cargo rebuilds only what changed), others are written,
+/// and files the tree no longer has are removed. `mirror/target` is the mirror's own.
+fn mirror_tree(root: &Path, mirror: &Path, files: &[PathBuf]) -> Result<(), String> {
+    let fail = |path: &Path, e: std::io::Error| format!("{}: {e}", path.display());
+    for file in files {
+        let from = root.join(file);
+        let to = mirror.join(file);
+        let bytes = std::fs::read(&from).map_err(|e| fail(&from, e))?;
+        if std::fs::read(&to).is_ok_and(|old| old == bytes) {
+            continue;
+        }
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+        }
+        std::fs::write(&to, &bytes).map_err(|e| fail(&to, e))?;
+    }
+    let keep: BTreeSet<PathBuf> = files.iter().cloned().collect();
+    remove_others(mirror, Path::new(""), &keep)
+}
+
+fn remove_others(mirror: &Path, relative: &Path, keep: &BTreeSet<PathBuf>) -> Result<(), String> {
+    let dir = mirror.join(relative);
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = relative.join(entry.file_name());
+        if path == Path::new("target") {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_others(mirror, &path, keep)?;
+        } else if !keep.contains(&path) {
+            let full = mirror.join(&path);
+            std::fs::remove_file(&full).map_err(|e| format!("{}: {e}", full.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// What the scope's run found against the list of known survivors.
