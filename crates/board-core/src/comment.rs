@@ -9,11 +9,14 @@ use crate::refusal::Refusal;
 use crate::transition::NewEvent;
 use crate::types::{RunId, Task};
 
-/// Refuses a blank comment, and one guarded by a run that is not `task`'s current run.
-pub fn admit(task: &Task, body: &str, guard: Option<RunId>) -> Result<(), Refusal> {
+/// Refuses a blank comment, one over the board's limits, and one guarded by a run that is
+/// not `task`'s current run.
+pub fn admit(task: &Task, author: Option<&str>, body: &str, guard: Option<RunId>) -> Result<(), Refusal> {
     if body.trim().is_empty() {
         return Err(Refusal::Invalid("a comment cannot be blank".into()));
     }
+    crate::limits::text("the comment", body)?;
+    author.map_or(Ok(()), |a| crate::limits::short("the author", a))?;
     match guard {
         Some(run) if task.current_run_id() != Some(run) => Err(Refusal::StaleRun {
             id: task.id.clone(),

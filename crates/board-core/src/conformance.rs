@@ -14,6 +14,7 @@ mod decomposition_lease;
 mod fanout_cap;
 mod graph;
 mod import;
+mod limits;
 mod races;
 mod random_ops;
 mod reads;
@@ -35,6 +36,7 @@ pub use graph::{
     dependencies_hold_and_release, edit_assign_and_archive, idempotent_create, links_refuse_cycles,
 };
 pub use import::import_keeps_ids_and_history;
+pub use limits::fields_over_the_limits_are_refused_and_change_nothing;
 pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
 pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
@@ -172,6 +174,7 @@ macro_rules! store_conformance_tests {
             gc_batches_stop_at_their_deadline_and_the_sweep_still_ends,
             remove_archived_deletes_one_task_and_never_reuses_event_ids,
             import_keeps_ids_and_history,
+            fields_over_the_limits_are_refused_and_change_nothing,
         );
 
         #[test]

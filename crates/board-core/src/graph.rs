@@ -34,6 +34,15 @@ impl NewTask {
         }
     }
 
+    /// Refuses a field over the board's limits ([`crate::limits`]).
+    pub fn check_sizes(&self) -> Result<(), Refusal> {
+        use crate::limits::{some_short, text};
+        text("the body", &self.body)?;
+        some_short("the assignee", &self.assignee)?;
+        some_short("the creator", &self.created_by)?;
+        some_short("the idempotency key", &self.idempotency_key)
+    }
+
     /// The request with `default` (`kanban.default_assignee`) as its assignee when it
     /// names none, as Hermes' dispatcher assigns an unassigned ready task. A triage card
     /// stays unassigned: the decomposer routes it and its children to profiles.
@@ -115,6 +124,7 @@ pub fn check_title(title: &str) -> Result<(), Refusal> {
 /// Creates a task under `parents` (already resolved by the store, in request order).
 pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -> Result<Created, Refusal> {
     check_title(&request.title)?;
+    request.check_sizes()?;
     if let Some(max) = request.max_runtime_seconds {
         if max <= 0 {
             return Err(Refusal::Invalid(format!(

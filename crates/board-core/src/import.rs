@@ -122,8 +122,38 @@ fn check(incoming: &ImportedTask) -> Result<(), String> {
         .find(|id| **id != task.id);
     match foreign {
         Some(other) => Err(format!("an event or comment belongs to {other}")),
-        None => Ok(()),
+        None => fits(incoming).map_err(|r| r.to_string()),
     }
+}
+
+/// Refuses a field over the board's limits ([`crate::limits`]), as a write of ours
+/// would be refused: an imported board is no way around them.
+fn fits(incoming: &ImportedTask) -> Result<(), Refusal> {
+    use crate::limits::{json, short, some_short, some_text, text};
+    let task = &incoming.task;
+    text("the body", &task.body)?;
+    some_text("the result", &task.result)?;
+    some_short("the assignee", &task.assignee)?;
+    some_short("the creator", &task.created_by)?;
+    some_short("the idempotency key", &task.idempotency_key)?;
+    for run in &incoming.runs {
+        some_short("a run's profile", &run.profile)?;
+        some_short("a run's host", &run.worker_host)?;
+        some_text("a run's summary", &run.summary)?;
+        some_text("a run's error", &run.error)?;
+        run.metadata
+            .as_ref()
+            .map_or(Ok(()), |m| json("a run's metadata", m))?;
+    }
+    for event in &incoming.events {
+        short("an event's kind", &event.kind)?;
+        json("an event's payload", &event.payload)?;
+    }
+    for comment in &incoming.comments {
+        some_short("a comment's author", &comment.author)?;
+        text("a comment", &comment.body)?;
+    }
+    Ok(())
 }
 
 /// The writes of an import on one store transaction; [`import_batch`] decides what to

@@ -23,6 +23,7 @@ mod decomposition_lease;
 pub mod graph;
 pub mod import;
 pub mod invariants;
+pub mod limits;
 pub mod memory;
 pub mod plan;
 pub mod refusal;

@@ -342,7 +342,7 @@ impl Store for MemStore {
         now: Timestamp,
     ) -> StoreResult<Comment> {
         let mut b = self.board();
-        comment::admit(b.task(id)?, body, guard)?;
+        comment::admit(b.task(id)?, author, body, guard)?;
         let comment = Comment {
             id: b.next_comment_id(),
             task_id: id.clone(),

@@ -205,6 +205,36 @@ pub struct Fresh {
 }
 
 impl Request {
+    /// Refuses a field over the board's limits ([`crate::limits`]). The errors the
+    /// gateway writes itself (a run's end, a failed decomposition) come from bounded
+    /// text of its own and are not checked: a refusal there would leave a run unended.
+    pub fn check_sizes(&self) -> Result<(), Refusal> {
+        use crate::limits::{json, short, some_short, some_text};
+        match self {
+            Request::Heartbeat { note, .. } => some_text("a heartbeat note", note),
+            Request::Complete(c) => {
+                some_text("the result", &c.result)?;
+                some_text("the summary", &c.summary)?;
+                c.metadata.as_ref().map_or(Ok(()), |m| json("the metadata", m))
+            }
+            Request::Block { reason, .. }
+            | Request::Unblock { reason }
+            | Request::Reclaim { reason, .. }
+            | Request::DeferReclaim { reason, .. } => some_text("the reason", reason),
+            Request::SetWorker { host, .. } => short("the host id", host),
+            Request::Edit { body, .. } => some_text("the body", body),
+            Request::Assign { assignee } => some_short("the assignee", assignee),
+            Request::SkipNonspawnable { profile } => short("the profile", profile),
+            Request::Claim { .. }
+            | Request::EndRun(_)
+            | Request::ExtendClaim { .. }
+            | Request::Archive
+            | Request::Promote
+            | Request::DecomposeFailed { .. }
+            | Request::ClearDecomposeFailures => Ok(()),
+        }
+    }
+
     /// Whether deciding this request may need a fresh run id and claim lock.
     pub fn opens_run(&self) -> bool {
         matches!(self, Request::Claim { .. } | Request::Complete(_))
@@ -241,6 +271,7 @@ pub fn decide(
     fresh: &Fresh,
     now: Timestamp,
 ) -> Result<Change, Refusal> {
+    request.check_sizes()?;
     let mut next = Next::new(facts, now);
     match request {
         Request::Claim { ttl } => next.claim(fresh.run_id, &fresh.claim_lock, *ttl)?,

@@ -43,7 +43,7 @@ use crate::pool::{Lease, Pool};
 use crate::tx::{session_ended, Tx};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
-pub use url::{redact_url, without_password};
+pub use url::redact_url;
 pub use wake::WakeListener;
 
 /// How to open a board.

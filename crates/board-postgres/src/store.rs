@@ -197,7 +197,7 @@ impl Store for PgStore {
     ) -> StoreResult<Comment> {
         self.write(|tx| {
             // Shared lock: the run the guard names cannot end until the comment commits.
-            comment::admit(&task_by(tx, SHARE_TASK, id)?, body, guard)?;
+            comment::admit(&task_by(tx, SHARE_TASK, id)?, author, body, guard)?;
             let row = tx.query_one(
                 "INSERT INTO task_comments (task_id, author, body, created_at) VALUES ($1, $2, $3, $4)
                  RETURNING id",

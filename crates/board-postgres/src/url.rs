@@ -15,67 +15,45 @@ const HIDDEN: &str = "***";
 /// assert_eq!(board_postgres::redact_url("host=db password='a b' user=ana"), "host=db password=*** user=ana");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    rewrite_password(url, Some(HIDDEN))
+    rewrite_password(url, HIDDEN)
 }
 
-/// `url` with its password taken out (the user info's, a `password=` query parameter,
-/// the `password` key of a `key=value` string): what a process that must not hold the
-/// password is handed; it connects as the same user and authenticates as the server
-/// lets it (trust, peer, a `.pgpass` of its own).
-///
-/// ```
-/// assert_eq!(
-///     board_postgres::without_password("postgres://ana:s3cret@db:5432/board?password=x&sslmode=disable"),
-///     "postgres://ana@db:5432/board?sslmode=disable"
-/// );
-/// assert_eq!(board_postgres::without_password("host=db password='a b' user=ana"), "host=db user=ana");
-/// ```
-pub fn without_password(url: &str) -> String {
-    rewrite_password(url, None)
-}
-
-/// Replaces every password in `url` with `with`, or takes it out when `None`.
-fn rewrite_password(url: &str, with: Option<&str>) -> String {
+/// Replaces every password in `url` with `hidden`.
+fn rewrite_password(url: &str, hidden: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let end = rest.find(['/', '?']).unwrap_or(rest.len());
             let (authority, tail) = rest.split_at(end);
             let authority = match authority.rsplit_once('@') {
-                Some((user_info, hosts)) => match (user_info.split_once(':'), with) {
-                    (Some((user, _)), Some(hidden)) => format!("{user}:{hidden}@{hosts}"),
-                    (Some((user, _)), None) => format!("{user}@{hosts}"),
-                    (None, _) => authority.to_owned(),
+                Some((user_info, hosts)) => match user_info.split_once(':') {
+                    Some((user, _)) => format!("{user}:{hidden}@{hosts}"),
+                    None => authority.to_owned(),
                 },
                 None => authority.to_owned(),
             };
             let tail = match tail.split_once('?') {
-                Some((path, query)) => match rewrite_query(query, with) {
-                    query if query.is_empty() => path.to_owned(),
-                    query => format!("{path}?{query}"),
-                },
+                Some((path, query)) => format!("{path}?{}", rewrite_query(query, hidden)),
                 None => tail.to_owned(),
             };
             format!("{scheme}://{authority}{tail}")
         }
-        None => rewrite_key_values(url, with),
+        None => rewrite_key_values(url, hidden),
     }
 }
 
-fn rewrite_query(query: &str, with: Option<&str>) -> String {
+fn rewrite_query(query: &str, hidden: &str) -> String {
     query
         .split('&')
-        .filter_map(|pair| match (pair.split_once('='), with) {
-            (Some((key, _)), Some(hidden)) if key == "password" => Some(format!("{key}={hidden}")),
-            (Some(("password", _)), None) => None,
-            _ => Some(pair.to_owned()),
+        .map(|pair| match pair.split_once('=') {
+            Some(("password", _)) => format!("password={hidden}"),
+            _ => pair.to_owned(),
         })
         .collect::<Vec<_>>()
         .join("&")
 }
 
-/// Replaces (or, with `None`, takes out) the value of `password` in a libpq
-/// `key=value` string, quoted or not.
-fn rewrite_key_values(text: &str, with: Option<&str>) -> String {
+/// Replaces the value of `password` in a libpq `key=value` string, quoted or not.
+fn rewrite_key_values(text: &str, hidden: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("password") {
@@ -92,20 +70,8 @@ fn rewrite_key_values(text: &str, with: Option<&str>) -> String {
             None => value.find(char::is_whitespace).unwrap_or(value.len()),
         };
         rest = &value[consumed..];
-        match with {
-            Some(hidden) => {
-                out.push('=');
-                out.push_str(hidden);
-            }
-            None => {
-                out.truncate(out.len() - "password".len());
-                let kept = out.trim_end().len();
-                out.truncate(kept);
-                if kept == 0 {
-                    rest = rest.trim_start();
-                }
-            }
-        }
+        out.push('=');
+        out.push_str(hidden);
     }
     out.push_str(rest);
     out

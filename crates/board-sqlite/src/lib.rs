@@ -315,7 +315,7 @@ pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// Whether a write-ahead log lies beside the board file (its header may then lag
 /// behind the log).
-fn wal_pending(path: &Path) -> bool {
+pub(crate) fn wal_pending(path: &Path) -> bool {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     Path::new(&wal).symlink_metadata().is_ok()

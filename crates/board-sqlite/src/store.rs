@@ -260,7 +260,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Comment> {
         self.write(|tx| {
             // Read under the write lock: a run that ends meanwhile ends before or after.
-            comment::admit(&get_task(tx, id)?, body, guard)?;
+            comment::admit(&get_task(tx, id)?, author, body, guard)?;
             tx.prepare_cached(
                 "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
             )

@@ -139,6 +139,11 @@ const MIN_LAST_COLUMN: usize = 10;
 /// The blanks between two columns.
 const GUTTER: usize = 2;
 
+/// The widest a column other than the last gets: a longer cell (a long assignee or
+/// profile) is cut, so it neither squeezes the last column to nothing nor pads every
+/// line of the table with its length.
+const MAX_COLUMN: usize = 32;
+
 /// One cell of a [`Table`]: its text on one line, control characters blanked, and the
 /// SGR code it is painted in (none when not painted).
 #[derive(Clone, Debug)]
@@ -170,9 +175,11 @@ impl Cell {
 
 /// An aligned table. Cells are measured by their display width (a CJK character is two
 /// columns) and painted after they are laid out, so colours never count towards a width
-/// nor get cut. Every column is as wide as its widest cell but the last, which gets the
-/// width left (at least [`MIN_LAST_COLUMN`]; the line overflows before that) and is cut
-/// there, after a whole word when one fits, ending in `…`. Lines end without blanks.
+/// nor get cut. Every column is as wide as its widest cell, up to [`MAX_COLUMN`] (a
+/// longer cell is cut), but the last, which gets the width left (at least
+/// [`MIN_LAST_COLUMN`]; the line overflows before that) and is cut there, after a whole
+/// word when one fits, ending in `…`. Lines end without blanks, and no line is longer
+/// than the columns' widths, whatever the cells hold.
 pub struct Table {
     header: Vec<Cell>,
     rows: Vec<Vec<Cell>>,
@@ -205,10 +212,10 @@ impl Table {
     /// The table as lines of at most `total_width` columns, without trailing blanks.
     pub fn render(self, total_width: usize) -> String {
         let columns = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|c| c.width).collect();
+        let mut widths: Vec<usize> = self.header.iter().map(|c| c.width.min(MAX_COLUMN)).collect();
         for row in &self.rows {
             for (width, cell) in widths.iter_mut().zip(row) {
-                *width = (*width).max(cell.width);
+                *width = (*width).max(cell.width.min(MAX_COLUMN));
             }
         }
         let leading: usize = widths
@@ -225,7 +232,7 @@ impl Table {
             for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
                 let text = match i + 1 == columns {
                     true => fit(cell.text.trim_end(), last),
-                    false => std::borrow::Cow::Borrowed(cell.text.as_str()),
+                    false => fit(&cell.text, MAX_COLUMN),
                 };
                 if !text.is_empty() {
                     out.extend(std::iter::repeat_n(' ', blanks));
@@ -237,7 +244,7 @@ impl Table {
                         None => out.push_str(&text),
                     }
                 }
-                blanks += width.saturating_sub(cell.width) + GUTTER;
+                blanks += width.saturating_sub(text.width()) + GUTTER;
             }
             out.truncate(start + out[start..].trim_end_matches(' ').len());
             out.push('\n');
@@ -504,6 +511,24 @@ mod tests {
     #[test]
     fn age_of_a_moment_after_now_is_zero() {
         assert_eq!(age(100, 160), "0s");
+    }
+
+    #[test]
+    fn a_long_cell_is_cut_so_lines_stay_as_wide_as_the_columns() {
+        let mut table = Table::new(&["ID", "ASSIGNEE", "TITLE"], Paint { on: false });
+        let long = "a".repeat(1 << 20);
+        for i in 0..100 {
+            table.row(vec![
+                cell(format!("t_{i:02}")),
+                cell(long.clone()),
+                cell("the title"),
+            ]);
+        }
+        let text = table.render(80);
+        let first = text.lines().nth(1).unwrap();
+        assert_eq!(first, format!("t_00  {}…  the title", "a".repeat(MAX_COLUMN - 1)));
+        assert!(text.lines().all(|l| l.width() <= 80), "{first}");
+        assert!(text.len() < 101 * 80, "{} bytes for 100 rows", text.len());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use board_core::{BlockKind, Comment, Run, RunId, Store, Task, TaskId};
 use serde::{Deserialize, Serialize};
@@ -204,10 +204,11 @@ fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 /// run through it.
 fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) -> bool {
     let mut ended = false;
+    let mut pace = Pace::new(Instant::now());
     loop {
         match receive_fd(channel) {
             Ok(Some(conversation)) => {
-                if let Err(e) = converse(conversation, store, bound, terms, &mut ended) {
+                if let Err(e) = converse(conversation, store, bound, terms, &mut pace, &mut ended) {
                     tracing::debug!(task = %bound.task, error = %e, "a report conversation ended early");
                 }
             }
@@ -227,6 +228,7 @@ fn converse(
     store: &dyn Store,
     bound: &Bound,
     terms: &Terms,
+    pace: &mut Pace,
     ended: &mut bool,
 ) -> std::io::Result<()> {
     let stream = UnixStream::from(conversation);
@@ -243,6 +245,12 @@ fn converse(
             return Ok(());
         };
         let answer = match serde_json::from_slice::<Report>(&line) {
+            Ok(_) if !pace.admit(Instant::now()) => Answer::Refused {
+                message: format!(
+                    "this worker sends reports faster than {REPORTS_PER_SECOND} a second; \
+                     this one was not applied"
+                ),
+            },
             Ok(report) => {
                 let ends = matches!(report, Report::Complete { .. } | Report::Block { .. });
                 let answer = apply(store, bound, terms, report, board_home::now());
@@ -254,6 +262,39 @@ fn converse(
             },
         };
         write_line(&mut writer, &answer)?;
+    }
+}
+
+/// A worker's reports answered at most this many a second, after a burst of
+/// [`REPORT_BURST`]: a flood of comments or notes cannot fill the board or starve it.
+const REPORTS_PER_SECOND: u32 = 20;
+const REPORT_BURST: f64 = 100.0;
+
+/// The pace of one worker's reports: a token bucket filled at [`REPORTS_PER_SECOND`].
+struct Pace {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Pace {
+    fn new(now: Instant) -> Pace {
+        Pace {
+            tokens: REPORT_BURST,
+            at: now,
+        }
+    }
+
+    /// Whether a report arriving `now` is answered, spending one token if so.
+    fn admit(&mut self, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * f64::from(REPORTS_PER_SECOND);
+        self.tokens = (self.tokens + refill).min(REPORT_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -505,4 +546,28 @@ pub(crate) fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_answered_a_flood_is_paced() {
+        let start = Instant::now();
+        let mut pace = Pace::new(start);
+        let burst = (0..1000).take_while(|_| pace.admit(start)).count();
+        assert_eq!(burst as f64, REPORT_BURST);
+        assert!(!pace.admit(start + Duration::from_millis(10)));
+        // A second later, a second's worth more.
+        let later = start + Duration::from_secs(1);
+        let refilled = (0..1000).take_while(|_| pace.admit(later)).count();
+        assert_eq!(refilled, REPORTS_PER_SECOND as usize);
+        // Never more than the burst, however long the worker was quiet.
+        let much_later = later + Duration::from_secs(3600);
+        assert_eq!(
+            (0..1000).take_while(|_| pace.admit(much_later)).count() as f64,
+            REPORT_BURST
+        );
+    }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use board_core::{Outcome, RunId, Store, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, open_read, private_dir, worker_dir};
-use board_home::{Account, DatabaseUrl, Home, DATABASE_URL_VARIABLE};
+use board_home::{Account, DatabaseUrl, Home};
 use serde_json::{json, Value};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
@@ -69,47 +69,45 @@ pub struct Worker {
     log_offset: u64,
 }
 
-/// Name endings that mark a variable as a secret, compared without regard to case
-/// (`PASSWORD` with no underscore before it too: libpq's `PGPASSWORD`).
-const SECRET_SUFFIXES: &[&str] = &["_KEY", "_SECRET", "_TOKEN", "PASSWORD", "PASSWD", "_CREDENTIALS"];
+/// What every worker gets of the gateway's environment, whatever its profile: what a
+/// program needs to find its tools, its user, its language and its time. Anything else
+/// (a `DATABASE_URL` with its password, a `GITHUB_PAT`, credentials inside
+/// `HTTP_PROXY`) reaches a worker only when its profile's `env_allow` names it.
+const PASSED: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "NO_COLOR",
+];
 
-/// Whether a variable of the gateway's environment is kept from workers: a secret-looking
-/// name not on the profile's allow-list, the configured key's variable, or one of ours.
-fn withheld(name: &str, a: &Assignment<'_>) -> bool {
-    let upper = name.to_ascii_uppercase();
-    let ours = upper.starts_with("KANBAN_");
+/// Whether a variable of the gateway's environment reaches a worker: one of [`PASSED`]
+/// (or a `LC_*` locale setting), or named by the profile's `env_allow`; never the
+/// configured key's variable, nor one of ours (a worker's own are set afresh).
+fn passed(name: &str, a: &Assignment<'_>) -> bool {
+    let ours = name.to_ascii_uppercase().starts_with("KANBAN_");
     let configured = a.secret_vars.iter().any(|s| s.eq_ignore_ascii_case(name));
-    let secret_looking = SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s));
+    let needed = PASSED.contains(&name) || name.starts_with("LC_");
     let allowed = a.boundary.env_allow.iter().any(|v| v == name);
-    ours || configured || (secret_looking && !allowed)
+    !ours && !configured && (needed || allowed)
 }
 
-/// The environment of a worker: the gateway's own minus secrets, plus the `KANBAN_*`
-/// variables that tie it to its run, the card's title (`KANBAN_TITLE`), which is safer
-/// to read from a variable than from a command line, and the descriptor of its report
-/// channel (`KANBAN_CHANNEL`) when it has one. On a PostgreSQL board the worker's
-/// `kanban`, when it has no channel to report through, finds the board by
-/// `KANBAN_DATABASE_URL`: the URL with its password taken out, so it connects as the
-/// board's user and authenticates as the server lets it, never with the gateway's
-/// password; on SQLite, `KANBAN_DB` names the file.
+/// The environment of a worker: what [`passed`] lets through of the gateway's, plus the
+/// `KANBAN_*` variables that tie it to its run, the card's title (`KANBAN_TITLE`),
+/// which is safer to read from a variable than from a command line, and the descriptor
+/// of its report channel (`KANBAN_CHANNEL`) when it has one. On SQLite, `KANBAN_DB`
+/// names the file; a PostgreSQL board's URL is never given: a worker reports through
+/// its channel, and one without (a gateway restarted since) through the home's config
+/// when its user can read it.
 pub fn worker_env(
     inherited: impl IntoIterator<Item = (String, String)>,
     home: &Home,
     a: &Assignment<'_>,
     channel: Option<RawFd>,
 ) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| !withheld(k, a)).collect();
+    let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| passed(k, a)).collect();
     let workspace = home.workspace(&a.task.id);
-    let board = match a.board {
-        Some(url) => (
-            DATABASE_URL_VARIABLE.to_owned(),
-            board_postgres::without_password(url.expose()),
-        ),
-        None => ("KANBAN_DB".to_owned(), home.database().display().to_string()),
-    };
+    if a.board.is_none() {
+        env.push(("KANBAN_DB".to_owned(), home.database().display().to_string()));
+    }
     env.extend([
         ("KANBAN_HOME".to_owned(), home.dir().display().to_string()),
-        board,
         ("KANBAN_TASK".to_owned(), a.task.id.to_string()),
         ("KANBAN_RUN_ID".to_owned(), a.run_id.to_string()),
         ("KANBAN_CLAIM_LOCK".to_owned(), a.claim_lock.to_owned()),
@@ -233,24 +231,25 @@ pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::
     // gateway's worker would otherwise read the gateway's environment and memory (the
     // model key, PGPASSWORD) whatever the gateway's dumpable flag says.
     let strip = ids.is_none() && holds_capabilities();
-    if channel_fd.is_some() || ids.is_some() || strip {
-        // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
-        // calls (fcntl, setgroups, setgid, setuid, prctl, capset) on values prepared
-        // before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                if let Some(fd) = channel_fd {
-                    channel::inherit_in_child(fd)?;
-                }
-                if let Some((uid, gid, groups)) = &ids {
-                    become_user(*uid, *gid, groups)?;
-                }
-                if strip {
-                    drop_capabilities()?;
-                }
-                Ok(())
-            });
-        }
+    // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
+    // calls (close_range, fcntl, setgroups, setgid, setuid, prctl, capset) on values
+    // prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            // Descriptors the gateway holds, its own or inherited from whoever started
+            // it, close at exec: the worker gets stdio and its channel only.
+            close_at_exec_from(3)?;
+            if let Some(fd) = channel_fd {
+                channel::inherit_in_child(fd)?;
+            }
+            if let Some((uid, gid, groups)) = &ids {
+                become_user(*uid, *gid, groups)?;
+            }
+            if strip {
+                drop_capabilities()?;
+            }
+            Ok(())
+        });
     }
     let child = command
         .spawn()
@@ -356,6 +355,37 @@ fn drop_capabilities() -> std::io::Result<()> {
         }; 2];
         check(libc::syscall(libc::SYS_capset, &header, none.as_ptr()))?;
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+    }
+    Ok(())
+}
+
+/// Marks every descriptor from `first` up close-on-exec (`close_range` with
+/// `CLOSE_RANGE_CLOEXEC`, or one `fcntl` each up to the descriptor limit on a kernel
+/// without it). Marking rather than closing keeps the descriptor through which the
+/// standard library reports a failed exec.
+fn close_at_exec_from(first: libc::c_uint) -> std::io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range, getrlimit and fcntl change only this (forked) process's
+    // descriptor flags; getrlimit writes one rlimit we own.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return Ok(());
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        succeeded(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit))?;
+        let last = limit.rlim_cur.min(1 << 20) as libc::c_int;
+        for fd in first as libc::c_int..last {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
     }
     Ok(())
 }

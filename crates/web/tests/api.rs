@@ -529,3 +529,34 @@ async fn cards_come_in_pages_of_a_column() {
         every["total"]
     );
 }
+
+/// Short fields (assignee, idempotency key, comment author) are capped at the store: a
+/// megabyte through the API is refused with 400, and nothing lands.
+#[tokio::test(flavor = "multi_thread")]
+async fn short_fields_over_their_cap_are_refused() {
+    let s = serve().await;
+    let t = s.task("capped");
+    let long = "n".repeat(board_core::limits::SHORT_MAX_BYTES + 1);
+    let before = s.store.snapshot().unwrap();
+    for (path, body) in [
+        ("/api/tasks".to_owned(), json!({ "title": "x", "assignee": long })),
+        (
+            "/api/tasks".to_owned(),
+            json!({ "title": "x", "idempotency_key": long }),
+        ),
+        (
+            format!("/api/tasks/{}/comment", t.id),
+            json!({ "body": "hi", "author": long }),
+        ),
+        (format!("/api/tasks/{}/assign", t.id), json!({ "assignee": long })),
+    ] {
+        let (status, answer) = s.post(&path, body).await;
+        assert_eq!(status, 400, "{path}: {answer}");
+        assert!(error(&answer).contains("byte limit"), "{path}: {answer}");
+    }
+    assert_eq!(
+        s.store.snapshot().unwrap(),
+        before,
+        "a refused write changed the board"
+    );
+}

@@ -58,7 +58,8 @@ const MAX_PER_TICK: i64 = 64;
 const MAX_FAILURE_LIMIT: i64 = 100;
 const MAX_RETRY_BASE_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_CLAIM_TTL_SECONDS: i64 = 7 * 24 * 3600;
-const MAX_TEXT_BYTES_CEILING: i64 = 64 * 1024 * 1024;
+/// No store keeps a longer text field, whatever the config says.
+const MAX_TEXT_BYTES_CEILING: i64 = board_core::limits::TEXT_MAX_BYTES as i64;
 const MAX_CHILDREN: i64 = board_core::plan::MAX_CHILDREN_CEILING as i64;
 
 /// The whole configuration, every key resolved to its value or default.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use board_core::{ImportedTask, Link, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, Row};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
 
 pub use rows::map_status;
 
@@ -102,6 +102,8 @@ const REQUIRED: &[(&str, &[&str])] = &[
 /// A Hermes board open for reading.
 pub struct HermesBoard {
     conn: Connection,
+    /// The private copy read instead of a file with a pending WAL, removed with it.
+    _copy: Option<tempfile::TempDir>,
     path: PathBuf,
     /// Text over this many bytes is not loaded: its row is skipped.
     max_text_bytes: usize,
@@ -116,12 +118,21 @@ impl HermesBoard {
     pub fn open(path: &Path, max_text_bytes: usize) -> Result<HermesBoard, HermesError> {
         let path = path.to_path_buf();
         check_header(&path)?;
-        let sqlite = |e: rusqlite::Error| HermesError::Sqlite {
-            path: path.clone(),
-            message: e.to_string(),
+        let sqlite = |e: rusqlite::Error| sqlite_error(&path, e);
+        // A pending WAL (Hermes still running) holds rows the file does not: they are
+        // read from a private copy of both, so nothing (no `-shm`) appears beside them.
+        let (conn, copy) = if crate::wal_pending(&path) {
+            let copy = private_copy(&path)?;
+            let conn =
+                Connection::open_with_flags(copy.path().join(COPY_NAME), OpenFlags::SQLITE_OPEN_READ_ONLY)
+                    .map_err(sqlite)?;
+            (conn, Some(copy))
+        } else {
+            (crate::open_for_identity(&path).map_err(sqlite)?, None)
         };
-        let conn = crate::open_for_identity(&path).map_err(sqlite)?;
         let _ = conn.busy_timeout(std::time::Duration::from_secs(30));
+        let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        bound_the_work(&conn, bytes);
         let app_id: i32 = conn
             .pragma_query_value(None, "application_id", |r| r.get(0))
             .map_err(|e| not_a_database(&path, e))?;
@@ -139,6 +150,17 @@ impl HermesBoard {
             return Err(HermesError::Newer { path, found: version });
         }
         for (table, columns) in REQUIRED {
+            // A view of that name could be anything, an endless recursive query included.
+            let kind: Option<String> = conn
+                .query_row("SELECT type FROM sqlite_master WHERE name = ?1", [table], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(sqlite)?;
+            if let Some(kind) = kind.filter(|k| k != "table") {
+                let reason = format!("{table} is a {kind}, not a table");
+                return Err(HermesError::NotHermes { path, reason });
+            }
             let found = table_columns(&conn, table).map_err(sqlite)?;
             if let Some(missing) = columns.iter().find(|c| !found.iter().any(|f| f == *c)) {
                 let reason = match found.is_empty() {
@@ -153,6 +175,7 @@ impl HermesBoard {
         let event_columns = table_columns(&conn, "task_events").map_err(sqlite)?;
         Ok(HermesBoard {
             conn,
+            _copy: copy,
             path,
             max_text_bytes,
             task_columns,
@@ -162,10 +185,7 @@ impl HermesBoard {
     }
 
     fn sqlite(&self, e: rusqlite::Error) -> HermesError {
-        HermesError::Sqlite {
-            path: self.path.clone(),
-            message: e.to_string(),
-        }
+        sqlite_error(&self.path, e)
     }
 
     /// The rows of each table, counted by SQLite.
@@ -272,17 +292,99 @@ impl HermesBoard {
     }
 }
 
+/// An SQLite error reading `path`; a statement stopped by [`bound_the_work`] says why.
+fn sqlite_error(path: &Path, e: rusqlite::Error) -> HermesError {
+    let message = match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::OperationInterrupted => {
+            "reading it takes far more work than a board of its size needs (a hostile query?); \
+             nothing was imported"
+                .to_owned()
+        }
+        e => e.to_string(),
+    };
+    HermesError::Sqlite {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// The name of the board in a private copy.
+const COPY_NAME: &str = "hermes.db";
+
+/// The SQLite steps the whole import may take per byte of the Hermes file, beyond a
+/// floor: far more than reading a real board needs, and an end to a query a hostile
+/// file made endless.
+const STEPS_PER_BYTE: u64 = 2_000;
+const STEPS_FLOOR: u64 = 1_000_000_000;
+
+/// Opens a foreign file for reading without waiting on it: a FIFO or a device would
+/// block an `open`, so it is opened non-blocking and refused unless it is a regular file.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(std::io::Error::other(
+            "is a directory; give the path of kanban.db",
+        ));
+    }
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Copies the board and its WAL into a private directory of ours, each read as a
+/// regular file.
+fn private_copy(path: &Path) -> Result<tempfile::TempDir, HermesError> {
+    let io = |source| HermesError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("kanban-hermes-")
+        .tempdir()
+        .map_err(io)?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    for (from, to) in [
+        (path.to_path_buf(), COPY_NAME.to_owned()),
+        (PathBuf::from(wal), format!("{COPY_NAME}-wal")),
+    ] {
+        let mut source = open_regular(&from).map_err(|source| HermesError::Io {
+            path: from.clone(),
+            source,
+        })?;
+        let mut target = std::fs::File::create_new(dir.path().join(to)).map_err(io)?;
+        std::io::copy(&mut source, &mut target).map_err(io)?;
+    }
+    Ok(dir)
+}
+
+/// Interrupts the connection's statements once they have taken more steps than a board
+/// of `bytes` can need.
+fn bound_the_work(conn: &Connection, bytes: u64) {
+    const EVERY: i32 = 100_000;
+    let limit = STEPS_FLOOR.saturating_add(bytes.saturating_mul(STEPS_PER_BYTE));
+    let mut steps = 0u64;
+    conn.progress_handler(
+        EVERY,
+        Some(move || {
+            steps = steps.saturating_add(EVERY as u64);
+            steps > limit
+        }),
+    );
+}
+
 fn check_header(path: &Path) -> Result<(), HermesError> {
     let io = |source| HermesError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map_err(io)?.is_dir() {
-        return Err(io(std::io::Error::other(
-            "is a directory; give the path of kanban.db",
-        )));
-    }
+    let mut file = open_regular(path).map_err(io)?;
     let mut header = [0u8; 16];
     let mut read = 0;
     while read < header.len() {

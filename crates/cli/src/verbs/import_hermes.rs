@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+use board_core::shapes::plain;
 use board_core::{ImportBatch, ImportedTask, Landed, LinkLanded, TaskId};
 use board_sqlite::hermes::{Counts, HermesBoard, LinkPage, Skipped};
 use serde::Serialize;
@@ -170,8 +171,10 @@ impl Report {
         });
     }
 
+    /// The report, every piece of text from the Hermes file (ids, reasons) and its path
+    /// with control characters blanked: a hostile file cannot drive the terminal.
     fn print(&self) {
-        println!("Imported from {} (Hermes):", self.source);
+        println!("Imported from {} (Hermes):", plain(&self.source, false));
         println!(
             "  tasks     {} new, {} already here (of {})",
             self.tasks_imported, self.tasks_present, self.hermes.tasks
@@ -185,7 +188,7 @@ impl Report {
             self.links_added, self.links_present, self.hermes.links
         );
         for (mapping, n) in &self.statuses_mapped {
-            println!("  status    {mapping}: {n}");
+            println!("  status    {}: {n}", plain(mapping, false));
         }
         if !self.keys_left_off.is_empty() {
             println!(
@@ -198,7 +201,12 @@ impl Report {
         }
         println!("Not brought over ({}):", self.not_imported.len());
         for s in self.not_imported.iter().take(LISTED) {
-            println!("  {} {}: {}", s.what, s.id, s.reason);
+            println!(
+                "  {} {}: {}",
+                s.what,
+                plain(&s.id, false),
+                plain(&s.reason, false)
+            );
         }
         if self.not_imported.len() > LISTED {
             println!(

@@ -257,3 +257,103 @@ fn garbage_rows_are_skipped_with_their_reasons() {
     assert_eq!(kinds, ["noted", "imported"]);
     check_invariants(&board.snapshot()).expect("invariants");
 }
+
+/// Runs `kanban ARGS` on `board`, failing the test if it has not ended in 30 s (a
+/// hostile file must not hang the import).
+fn within_a_deadline(board: &Board, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(crate::common::KANBAN)
+        .arg("--home")
+        .arg(board.home())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ended = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > ended {
+            let _ = child.kill();
+            panic!("kanban {args:?} still running after 30 s");
+        }
+        std::thread::yield_now();
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A Hermes board whose `tasks` is an endless recursive view over the real rows.
+const ENDLESS_VIEW: &str = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("ALTER TABLE tasks RENAME TO tasks_rows")
+c.execute("CREATE VIEW tasks AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT tasks_rows.* FROM tasks_rows, n")
+c.commit()
+"#;
+
+/// A Hermes board as a crash leaves it: a row only in its WAL, no `-shm`, copied aside
+/// while the connection that wrote it is still open.
+const CRASHED: &str = r#"
+import os, shutil, sqlite3, sys
+src = sys.argv[1]
+c = sqlite3.connect(src)
+c.execute("PRAGMA journal_mode=wal")
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("INSERT INTO tasks (id, title, status, created_at) VALUES ('t_aaaa0009', 'only in the wal', 'todo', 1796000000)")
+c.execute("INSERT INTO tasks (id, title, status, created_at) VALUES (?, 'escapes', 'todo', 1796000000)", ("t_\x1b]0;owned\x07\x1b[2J",))
+c.commit()
+dst = os.path.join(os.path.dirname(src), "crashed")
+os.makedirs(dst)
+shutil.copy(src, os.path.join(dst, "kanban.db"))
+shutil.copy(src + "-wal", os.path.join(dst, "kanban.db-wal"))
+"#;
+
+#[test]
+fn hostile_hermes_files_are_refused_or_read_without_writing_beside_them() {
+    let board = Board::init();
+    let dir = tempfile::tempdir().unwrap();
+    let before = board.snapshot();
+
+    // A FIFO would block an open for reading until someone writes to it.
+    let fifo = dir.path().join("fifo.db");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let out = within_a_deadline(&board, &["import-hermes", fifo.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+
+    let endless = dir.path().join("endless.db");
+    hermes_board(&endless, 0);
+    python(ENDLESS_VIEW, &endless);
+    let out = within_a_deadline(&board, &["import-hermes", endless.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("tasks is a view, not a table"), "{stderr}");
+    assert_eq!(board.snapshot(), before, "a refused file changed the board");
+
+    let source = dir.path().join("kanban.db");
+    hermes_board(&source, 0);
+    python(CRASHED, &source);
+    let crashed = dir.path().join("crashed");
+    let untouched = files(&crashed);
+    let out = within_a_deadline(
+        &board,
+        &["import-hermes", crashed.join("kanban.db").to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains('\x1b') && !stdout.contains('\x07'), "{stdout:?}");
+    assert!(
+        stdout.contains("t_ ]0;owned"),
+        "the hostile id is shown, blanked: {stdout}"
+    );
+    assert_eq!(
+        board.json(&["show", "t_aaaa0009"])["task"]["title"],
+        "only in the wal",
+        "the row only the WAL holds came over"
+    );
+    assert_eq!(
+        files(&crashed),
+        untouched,
+        "nothing was written beside the Hermes file"
+    );
+}

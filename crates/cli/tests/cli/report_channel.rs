@@ -94,7 +94,8 @@ fn a_worker_of_another_user_reports_through_its_channel_and_cannot_read_the_home
     }
     let (mut board, _scratch) = board_with(|scratch| {
         let binary = kanban_for_nobody(scratch);
-        profile("sandboxed", Some("nobody"), &binary, SANDBOXED)
+        // The gateway passes on only what the profile names of its environment.
+        profile("sandboxed", Some("nobody"), &binary, SANDBOXED) + "    env_allow: [OTHER_TASK]\n"
     });
     let other = board.create(&["somebody else's card", "--assignee", "idle"]);
     let parent = board.create(&["the parent", "--assignee", "idle"]);
@@ -416,4 +417,66 @@ fn concurrent_reports_of_one_worker_each_get_their_own_answer() {
         .collect();
     bodies.sort();
     assert_eq!(bodies, ["note 2", "note 4", "note 6", "note 8"]);
+}
+
+/// What the flooding worker does: every text it can send, over `kanban.max_text_bytes`,
+/// then 300 comments as fast as it can, then it completes (retrying while it is paced).
+const FLOOD: &str = r#"
+big=$(head -c 5000 /dev/zero | tr '\0' x)
+kanban heartbeat --note "$big" 2>> errs.txt; echo "note=$?" >> codes.txt
+kanban block "$big" 2>> errs.txt; echo "reason=$?" >> codes.txt
+kanban complete --result ok --summary "$big" 2>> errs.txt; echo "summary=$?" >> codes.txt
+kanban complete --result ok --metadata "{\"log\": \"$big\"}" 2>> errs.txt; echo "metadata=$?" >> codes.txt
+i=0
+while [ $i -lt 300 ]; do
+  i=$((i+1))
+  kanban comment "flood $i" 2>> paced.txt || echo refused >> refused.txt
+done
+until kanban complete --result done 2>/dev/null; do :; done
+"#;
+
+/// A worker cannot fill the board through its channel: every text it sends is held to
+/// `kanban.max_text_bytes` (a heartbeat note, a block reason, a summary, metadata, not
+/// only results and comments), and a flood of reports is paced, the excess refused.
+#[test]
+fn a_worker_cannot_flood_the_board_through_its_channel() {
+    let user = common::root_for("run the worker as another user").then_some("nobody");
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let binary = kanban_for_nobody(scratch.path());
+    let profiles = profile("flood", user, &binary, FLOOD);
+    let mut board = Board::new(Setup {
+        profiles: &profiles,
+        max_spawn: 1,
+        kanban_extra: "  max_text_bytes: 4096\n",
+        ..Setup::default()
+    });
+    std::fs::set_permissions(board.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let id = board.create(&["flooding", "--assignee", "flood"]);
+    board.start_gateway();
+    board.wait_for("the flood to end", || board.task(&id).status == Status::Done);
+
+    let ws = workspace(&board, &id);
+    let codes = read(&ws.join("codes.txt"));
+    for what in ["note", "reason", "summary", "metadata"] {
+        assert!(
+            !codes.contains(&format!("{what}=0")),
+            "a {what} over the cap was taken:\n{codes}"
+        );
+    }
+    let errs = read(&ws.join("errs.txt"));
+    assert_eq!(errs.matches("kanban.max_text_bytes").count(), 4, "{errs}");
+    let comments = board.db().comments(&id).unwrap().len();
+    let refused = read(&ws.join("refused.txt")).lines().count();
+    assert_eq!(comments + refused, 300);
+    assert!(
+        refused > 0 && comments >= 50,
+        "{comments} comments landed, {refused} refused"
+    );
+    assert!(read(&ws.join("paced.txt")).contains("faster than 20 a second"));
+    let task = board.task(&id);
+    assert_eq!(task.result.as_deref(), Some("done"));
+    let events = board.db().events(&Default::default()).unwrap();
+    let stored: usize = events.iter().map(|e| e.payload.to_string().len()).sum();
+    assert!(stored < 100_000, "{stored} bytes of event payloads");
 }

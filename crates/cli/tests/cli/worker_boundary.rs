@@ -140,6 +140,9 @@ const SECRETS: &[(&str, &str)] = &[
     ("MODEL_VAR_NAMED_IN_CONFIG", "canary-model-8"),
     ("PGPASSWORD", "canary-pg-9"),
     ("SMTP_PASSWD", "canary-smtp-10"),
+    ("DATABASE_URL", "postgres://app:canary-dburl-11@db/app"),
+    ("GITHUB_PAT", "canary-pat-12"),
+    ("HTTP_PROXY", "http://proxy:canary-proxy-13@proxy:3128"),
 ];
 
 #[test]
@@ -150,13 +153,15 @@ fn a_worker_cannot_read_the_gateways_environment_nor_inherit_a_secret() {
         "cat /proc/$(cat \"$KANBAN_HOME/gateway.pid\")/environ > \"$KANBAN_WORKSPACE/stolen\" 2>/dev/null; \
          env > \"$KANBAN_WORKSPACE/env.txt\"; {kanban} complete --result looked"
     );
-    let profiles = profile("thief", &["sh", "-c", &script]) + "    env_allow: [DEPLOY_TOKEN]\n";
+    let profiles =
+        profile("thief", &["sh", "-c", &script]) + "    env_allow: [DEPLOY_TOKEN, PLAIN_SETTING]\n";
     let mut env: Vec<(String, String)> = SECRETS
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     env.push(("DEPLOY_TOKEN".into(), "allowed-deploy-token".into()));
     env.push(("PLAIN_SETTING".into(), "plain-value".into()));
+    env.push(("UNNAMED_SETTING".into(), "unnamed-value".into()));
     let mut b = Board::new(Setup {
         model_extra: "  api_key_env: MODEL_VAR_NAMED_IN_CONFIG\n",
         profiles: &profiles,
@@ -181,6 +186,10 @@ fn a_worker_cannot_read_the_gateways_environment_nor_inherit_a_secret() {
     }
     assert!(dump.contains("DEPLOY_TOKEN=allowed-deploy-token"), "{dump}");
     assert!(dump.contains("PLAIN_SETTING=plain-value"), "{dump}");
+    assert!(
+        !dump.contains("UNNAMED_SETTING"),
+        "a variable no profile names: {dump}"
+    );
     assert!(dump.contains("KANBAN_TITLE=look around"), "{dump}");
 }
 
@@ -462,4 +471,54 @@ fn config_check_warns_about_a_key_other_users_can_read() {
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = board.kanban(&["config", "check"]).output().unwrap();
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A descriptor the gateway inherited from whoever started it (here a file left open on
+/// descriptor 9 without close-on-exec), like those it opens itself, never reaches a
+/// worker: the worker holds its standard streams and its channel only.
+#[test]
+fn a_worker_holds_no_descriptor_of_the_gateways() {
+    let script = "ls -l /proc/$$/fd > \"$KANBAN_WORKSPACE/fds.txt\"; kanban complete --result listed";
+    let mut b = Board::new(Setup {
+        profiles: &gateway_board::worker_profile("lister", script),
+        max_spawn: 1,
+        ..Setup::default()
+    });
+    let marker = b.dir.path().join("inherited-marker");
+    let file = std::fs::File::create(&marker).unwrap();
+    let id = b.create(&["list your descriptors", "--assignee", "lister"]);
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let log = std::fs::File::create(b.log_path()).unwrap();
+    let mut command = std::process::Command::new(KANBAN);
+    command
+        .arg("--home")
+        .arg(b.path())
+        .args(["gateway", "run"])
+        .env_remove("KANBAN_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: dup2 between fork and exec, on descriptors this process owns.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::dup2(raw, 9) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    b.gateway = Some(command.spawn().unwrap());
+    b.wait_for("the lister to finish", || b.task(&id).status == Status::Done);
+    let pid = b.gateway.as_ref().unwrap().id();
+    let held = std::fs::read_link(format!("/proc/{pid}/fd/9")).unwrap();
+    assert_eq!(held, marker, "the gateway did inherit the descriptor");
+    let fds = std::fs::read_to_string(b.path().join("workspaces").join(id.as_str()).join("fds.txt")).unwrap();
+    assert!(
+        !fds.contains("inherited-marker"),
+        "the worker inherited the gateway's descriptor:\n{fds}"
+    );
+    assert!(
+        !fds.contains("kanban.db"),
+        "the worker holds the board open:\n{fds}"
+    );
 }

@@ -37,6 +37,7 @@ fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: 
     match report {
         Report::Heartbeat { task, run, note } => {
             own(bound, &task, run)?;
+            capped("the heartbeat note", note.as_deref(), terms)?;
             won(store
                 .heartbeat(&task, bound.run, terms.claim_ttl_seconds, note, now)
                 .map_err(store_error)?)
@@ -57,6 +58,9 @@ fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: 
                 ));
             }
             capped("the result", result.as_deref(), terms)?;
+            capped("the summary", summary.as_deref(), terms)?;
+            let metadata_bytes = metadata.as_ref().map_or(0, |m| m.to_string().len());
+            text_within_cap("the metadata", metadata_bytes, terms.max_text_bytes).map_err(No::Usage)?;
             let completion = Completion {
                 expected_run_id: guard,
                 // The guard is always the worker's own run here.
@@ -75,6 +79,7 @@ fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: 
             reason,
         } => {
             own(bound, &task, run)?;
+            capped("the reason", reason.as_deref(), terms)?;
             won(store
                 .block(&task, kind, reason, guard, now)
                 .map_err(store_error)?)

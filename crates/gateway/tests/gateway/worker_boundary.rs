@@ -53,8 +53,10 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
     )
 }
 
+/// A worker gets what a program needs (its path, user, language, time) and what its
+/// profile's `env_allow` names: no secret, whatever its name, nor anything else.
 #[test]
-fn secrets_never_reach_a_worker_whatever_their_case_or_suffix() {
+fn only_what_a_worker_needs_reaches_it() {
     let secrets = [
         "OPENAI_API_KEY",
         "openai_api_key",
@@ -62,15 +64,25 @@ fn secrets_never_reach_a_worker_whatever_their_case_or_suffix() {
         "Database_Password",
         "GITHUB_TOKEN",
         "gh_token",
+        "GITHUB_PAT",
+        "DATABASE_URL",
+        "HTTP_PROXY",
         "CLIENT_SECRET",
         "GCP_CREDENTIALS",
         "MODEL_KEY_FROM_CONFIG",
         "model_key_from_config",
         "KANBAN_RUN_ID",
         "kanban_claim_lock",
+        "KANBAN_DATABASE_URL",
     ];
     let mut inherited: Vec<(&str, &str)> = secrets.iter().map(|name| (*name, "sk-secret")).collect();
-    inherited.extend([("PATH", "/usr/bin"), ("KEYBOARD", "us"), ("TOKENIZER", "fast")]);
+    inherited.extend([
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/k"),
+        ("LC_ALL", "C.UTF-8"),
+        ("KEYBOARD", "us"),
+        ("TOKENIZER", "fast"),
+    ]);
     let env = env_of(
         &inherited,
         &Boundary::default(),
@@ -81,8 +93,14 @@ fn secrets_never_reach_a_worker_whatever_their_case_or_suffix() {
         "a secret reached the worker: {env:?}"
     );
     let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-    for kept in ["PATH", "KEYBOARD", "TOKENIZER"] {
+    for kept in ["PATH", "HOME", "LC_ALL"] {
         assert!(names.contains(&kept), "{kept} was withheld: {names:?}");
+    }
+    for withheld in ["KEYBOARD", "TOKENIZER", "KANBAN_DATABASE_URL"] {
+        assert!(
+            !names.contains(&withheld),
+            "{withheld} reached the worker: {names:?}"
+        );
     }
     let title = env
         .iter()
@@ -94,7 +112,11 @@ fn secrets_never_reach_a_worker_whatever_their_case_or_suffix() {
 #[test]
 fn the_allow_list_passes_named_variables_but_never_the_model_key() {
     let boundary = Boundary {
-        env_allow: vec!["GITHUB_TOKEN".to_owned(), "OPENAI_API_KEY".to_owned()],
+        env_allow: vec![
+            "GITHUB_TOKEN".to_owned(),
+            "OPENAI_API_KEY".to_owned(),
+            "KEYBOARD".to_owned(),
+        ],
         ..Boundary::default()
     };
     let env = env_of(
@@ -102,12 +124,14 @@ fn the_allow_list_passes_named_variables_but_never_the_model_key() {
             ("GITHUB_TOKEN", "ghp-allowed"),
             ("github_token", "ghp-other-case"),
             ("OPENAI_API_KEY", "sk-model"),
+            ("KEYBOARD", "us"),
         ],
         &boundary,
         &["OPENAI_API_KEY".to_owned()],
     );
     let values: Vec<&str> = env.iter().map(|(_, v)| v.as_str()).collect();
     assert!(values.contains(&"ghp-allowed"), "{env:?}");
+    assert!(values.contains(&"us"), "{env:?}");
     assert!(!values.contains(&"ghp-other-case"), "{env:?}");
     assert!(!values.contains(&"sk-model"), "{env:?}");
 }

@@ -1,0 +1,97 @@
+//! How much the board keeps in one field, checked here for every way in (the CLI, a
+//! worker's report channel, the web API, MCP, an import): whatever a surface lets
+//! through, no store writes more. A surface may refuse earlier, with the configured cap
+//! (`kanban.max_text_bytes`) and its own message; nothing is ever cut short silently.
+//!
+//! Short fields name things (an assignee, a profile, an author, a key): a small cap
+//! keeps every table that lays them out linear and readable.
+
+use serde_json::Value;
+
+use crate::refusal::Refusal;
+
+/// The most a long field holds, in bytes: a body, result, summary, heartbeat note, a
+/// block, unblock or reclaim reason, a comment, a run's error, metadata (as JSON).
+pub const TEXT_MAX_BYTES: usize = 1024 * 1024;
+
+/// The most a short field holds, in bytes: an assignee, creator, comment author,
+/// profile, idempotency key, host id, event kind.
+pub const SHORT_MAX_BYTES: usize = 256;
+
+/// Refuses a long field over [`TEXT_MAX_BYTES`].
+pub fn text(what: &str, value: &str) -> Result<(), Refusal> {
+    within(what, value.len(), TEXT_MAX_BYTES)
+}
+
+/// Refuses a short field over [`SHORT_MAX_BYTES`].
+pub fn short(what: &str, value: &str) -> Result<(), Refusal> {
+    within(what, value.len(), SHORT_MAX_BYTES)
+}
+
+/// Refuses JSON whose text is over [`TEXT_MAX_BYTES`], measured without building it.
+pub fn json(what: &str, value: &Value) -> Result<(), Refusal> {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            if self.0 > TEXT_MAX_BYTES {
+                return Err(std::io::Error::other("over"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    within(what, counter.0, TEXT_MAX_BYTES)
+}
+
+/// [`text`] of an optional field.
+pub fn some_text(what: &str, value: &Option<String>) -> Result<(), Refusal> {
+    value.as_deref().map_or(Ok(()), |v| text(what, v))
+}
+
+/// [`short`] of an optional field.
+pub fn some_short(what: &str, value: &Option<String>) -> Result<(), Refusal> {
+    value.as_deref().map_or(Ok(()), |v| short(what, v))
+}
+
+fn within(what: &str, bytes: usize, max: usize) -> Result<(), Refusal> {
+    if bytes <= max {
+        return Ok(());
+    }
+    let shown = if bytes > max.saturating_mul(2) {
+        format!("over {} bytes", max.saturating_mul(2))
+    } else {
+        format!("{bytes} bytes")
+    };
+    Err(Refusal::Invalid(format!(
+        "{what} is {shown}, over the board's {max}-byte limit for it"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cap_admits_its_size_and_refuses_one_byte_more() {
+        assert!(text("the body", &"x".repeat(TEXT_MAX_BYTES)).is_ok());
+        let e = text("the body", &"x".repeat(TEXT_MAX_BYTES + 1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid request: the body is {} bytes, over the board's {TEXT_MAX_BYTES}-byte limit for it",
+                TEXT_MAX_BYTES + 1
+            )
+        );
+        assert!(short("the assignee", &"a".repeat(SHORT_MAX_BYTES)).is_ok());
+        assert!(short("the assignee", &"a".repeat(SHORT_MAX_BYTES + 1)).is_err());
+        let big = Value::String("m".repeat(TEXT_MAX_BYTES));
+        assert!(json("the metadata", &big).is_err(), "quotes count too");
+        assert!(json("the metadata", &Value::String("m".repeat(TEXT_MAX_BYTES - 2))).is_ok());
+        assert!(some_short("the key", &None).is_ok());
+    }
+}
