@@ -86,12 +86,7 @@ pub fn run(root: &Path) -> Result<(), String> {
         .arg(&home)
         .args(["serve", "--bind", "127.0.0.1:0"]);
     let (web, announced) = start_announcing(serve, "kanban serve")?;
-    let board_url = announced.rsplit(' ').next().unwrap_or_default().to_owned();
-    // The server requires the home's token, which it made on start: the address to open
-    // carries it once, and the browser keeps it as a cookie.
-    let token_file = home.join("serve-token");
-    let token = std::fs::read_to_string(&token_file).map_err(|e| format!("{}: {e}", token_file.display()))?;
-    let board_url = format!("{board_url}?token={}", token.trim());
+    let board_url = sign_in_address(&announced, &home)?;
 
     println!("kanban demo: home {}", home.display());
     println!(
@@ -228,4 +223,13 @@ fn start_announcing(mut command: Command, name: &str) -> Result<(Running, String
 
 fn str_of(v: &Value, key: &str) -> String {
     v[key].as_str().unwrap_or_default().to_owned()
+}
+
+/// The address `kanban serve` announced, with the home's token it made on start: opened
+/// once, it signs the browser in (a cookie keeps the token).
+fn sign_in_address(announced: &str, home: &Path) -> Result<String, String> {
+    let address = announced.rsplit(' ').next().unwrap_or_default();
+    let token_file = home.join("serve-token");
+    let token = std::fs::read_to_string(&token_file).map_err(|e| format!("{}: {e}", token_file.display()))?;
+    Ok(format!("{address}?token={}", token.trim()))
 }
