@@ -35,6 +35,9 @@ pub const TOKEN_ENV: &str = "KANBAN_METRICS_TOKEN";
 /// The content type of the Prometheus text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The connections `/healthz` and `/metrics` serve at once (scrapers need one or two).
+const METRICS_CONNECTIONS: usize = 32;
+
 /// A tick older than this many intervals makes the gateway unhealthy.
 const LATE_TICKS: u32 = 3;
 
@@ -363,8 +366,15 @@ pub async fn serve(
         .route("/metrics", get(metrics))
         .with_state(monitor)
         .layer(axum::middleware::from_fn_with_state(access, web::check_access));
+    // Few connections, each closed if it stalls: a flood of half-open connections to
+    // this port cannot take the descriptors the gateway spawns its workers with.
+    let limits = web::Limits {
+        connections: METRICS_CONNECTIONS,
+        streams: 0,
+        ..web::Limits::default()
+    };
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        if let Err(e) = web::serve_connections(listener, app, limits).await {
             tracing::error!(error = %e, "the metrics server stopped");
         }
     });

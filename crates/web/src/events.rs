@@ -90,6 +90,15 @@ pub async fn stream(
     query: Result<Query<StreamQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let Query(q) = query?;
+    let Ok(stream_slot) = app.streams.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this server has {} event streams open, its most; close one or try again later",
+                app.settings.limits.streams
+            ),
+        ));
+    };
     let after = q.after.map(|a| event_id(a.as_bytes(), "?after=")).transpose()?;
     let resume = headers
         .get("last-event-id")
@@ -106,6 +115,7 @@ pub async fn stream(
         task,
         pending: Vec::new(),
         app,
+        _slot: stream_slot,
     };
     let events = stream::unfold(cursor, |mut c| async move {
         let next = c.next().await?;
@@ -120,6 +130,8 @@ struct Cursor {
     task: Option<TaskId>,
     pending: Vec<board_core::Event>,
     app: App,
+    /// The stream's place among [`crate::Limits::streams`], given back when it ends.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Cursor {

@@ -70,6 +70,30 @@ pub struct Settings {
     /// The assignee of a card created without one, triage cards aside
     /// (`kanban.default_assignee`); none leaves it unassigned.
     pub default_assignee: Option<String>,
+    /// What the server holds at once, and how long it waits for a request's headers.
+    pub limits: Limits,
+}
+
+/// What one server holds at once, so that no client (a flood of half-open connections,
+/// thousands of event streams) can take its descriptors or memory from the rest: a
+/// connection beyond the cap waits in the kernel's queue until one ends, a stream beyond
+/// its cap is refused (503), and a connection that has not sent a request's headers
+/// within the header timeout (or sits idle that long between requests) is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub connections: usize,
+    pub streams: usize,
+    pub header_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connections: 512,
+            streams: 256,
+            header_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// The refusal of the decompose action on a server given no model.
@@ -103,6 +127,7 @@ impl Default for Settings {
             secrets: Vec::new(),
             mcp: None,
             default_assignee: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -137,6 +162,8 @@ pub(crate) struct App {
     pub settings: Settings,
     /// The newest event id seen by the poller; event streams wait on its changes.
     pub newest_event: tokio::sync::watch::Receiver<i64>,
+    /// One permit per event stream open, [`Limits::streams`] in all.
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// The shortest token accepted.
@@ -187,10 +214,49 @@ pub async fn serve_on(
 ) -> Result<(), ServeError> {
     let local = listener.local_addr()?;
     check_bind(local, token.as_deref(), SERVE_TOKEN_SOURCES)?;
+    let limits = settings.limits;
     let app = router(store, settings, local.ip(), token);
-    axum::serve(listener, app).await?;
-    Ok(())
+    serve_connections(listener, app, limits).await
 }
+
+/// Serves `app` on every connection `listener` accepts, within `limits`: at most
+/// `limits.connections` at once (the next waits to be accepted until one ends), each
+/// closed when it takes longer than `limits.header_timeout` to send a request's headers
+/// or sits idle that long between requests. Runs until the process ends.
+pub async fn serve_connections(listener: TcpListener, app: Router, limits: Limits) -> Result<(), ServeError> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.connections.max(1)));
+    loop {
+        let slot = slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, or a peer gone before it was accepted: the server
+                // goes on, after a pause that keeps a persistent error from spinning.
+                tracing::warn!(error = %e, "could not accept a connection");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
+            if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(error = %e, "a connection ended early");
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// How long the server waits after a failed accept before the next.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 /// The whole site: pages, assets, API and event stream, behind the token and origin
 /// checks. Must be called inside a tokio runtime: it starts the event poller.
@@ -198,6 +264,7 @@ fn router(store: Arc<dyn Store>, settings: Settings, bound: IpAddr, token: Optio
     let newest_event = events::start_poller(store.clone(), settings.poll_interval);
     let limit = settings.max_request_bytes;
     let app = App {
+        streams: Arc::new(tokio::sync::Semaphore::new(settings.limits.streams)),
         store,
         settings,
         newest_event,

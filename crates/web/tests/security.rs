@@ -428,3 +428,56 @@ async fn a_workers_log_is_shown_without_secrets_or_control_characters() {
         assert!(!html.contains(piece), "{piece:?} of the key served:\n{html}");
     }
 }
+
+/// Half-open connections (headers never finished), more than the server holds at once,
+/// are closed after the header timeout while a real request still gets its answer, and
+/// event streams beyond their cap are refused with 503. (That the cap bounds a server's
+/// descriptors is shown on the gateway's metrics port: `deploy::a_flood_of_half_open_*`.)
+#[tokio::test(flavor = "multi_thread")]
+async fn half_open_connections_are_closed_and_streams_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = web::Limits {
+        connections: 8,
+        streams: 2,
+        header_timeout: Duration::from_millis(300),
+    };
+    let s = serve_at("127.0.0.1", web::Settings { limits, ..settings() }, Some(TOKEN)).await;
+    let mut stalled = Vec::new();
+    for _ in 0..30 {
+        let mut stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        stream
+            .write_all(b"GET /api/tasks HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        stalled.push(stream);
+    }
+    let answered = s
+        .client
+        .get(s.url("/api/tasks"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answered.status().as_u16(),
+        200,
+        "a real request waits its turn, then is served"
+    );
+    for mut stream in stalled {
+        let mut buf = [0u8; 256];
+        let closed = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await;
+        assert!(
+            matches!(closed, Ok(Ok(_) | Err(_))),
+            "a connection that never finished its headers was held open"
+        );
+    }
+
+    let open = |_| s.client.get(s.url("/api/events")).bearer_auth(TOKEN).send();
+    let first = open(0).await.unwrap();
+    let second = open(1).await.unwrap();
+    assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
+    let third = open(2).await.unwrap();
+    assert_eq!(third.status().as_u16(), 503);
+    let body: serde_json::Value = third.json().await.unwrap();
+    assert!(error(&body).contains("2 event streams open"), "{body}");
+}

@@ -342,3 +342,79 @@ fn status_tells_a_running_a_stopped_and_a_crashed_gateway_apart() {
     );
     assert_eq!(s["uptime_seconds"], Value::Null);
 }
+
+/// Sets this process's soft descriptor limit to `limit` (at most the hard limit).
+fn descriptor_limit(limit: u64) -> std::io::Result<()> {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit this frame owns.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        current.rlim_cur = limit.min(current.rlim_max);
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &current) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A gateway under systemd's default limit of 1,024 descriptors, its metrics port held
+/// by 1,000 connections that never finish their headers: the port takes only a few at a
+/// time, so the gateway keeps the descriptors it spawns workers with, and its work goes
+/// on.
+#[test]
+fn a_flood_of_half_open_connections_cannot_starve_the_gateway() {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let mut b = Board::new(Setup {
+        max_spawn: 2,
+        profiles: &worker_profile("worker", "kanban complete --result done"),
+        ..Setup::default()
+    });
+    let config = std::fs::read_to_string(b.path().join("config.yaml")).unwrap();
+    write_config(&b, &format!("{config}gateway:\n  metrics_bind: 127.0.0.1:0\n"));
+    b.start_gateway_with(|command| {
+        // SAFETY: setrlimit between fork and exec changes only the child's limit.
+        unsafe {
+            command.pre_exec(|| descriptor_limit(1024));
+        }
+    });
+    let address = metrics_address(&b);
+    // This test's own connections need more than 1,024 descriptors.
+    descriptor_limit(4096).unwrap();
+    // Up to 1,000, far more than the port holds at once: the rest wait in the kernel's
+    // listen queue, which costs the gateway no descriptor, until that is full and a
+    // connection is no longer taken (the flood stops there).
+    let address: std::net::SocketAddr = address.parse().unwrap();
+    let mut held = Vec::new();
+    while held.len() < 1000 {
+        let Ok(mut stream) =
+            std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(2))
+        else {
+            break;
+        };
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+        held.push(stream);
+    }
+    assert!(held.len() >= 100, "only {} connections were made", held.len());
+    eprintln!("{} half-open connections held", held.len());
+    let tasks: Vec<TaskId> = (0..4)
+        .map(|i| b.create(&[&format!("work {i}"), "--assignee", "worker"]))
+        .collect();
+    b.wait_for("every task done while the port is flooded", || {
+        tasks.iter().all(|t| b.task(t).status == Status::Done)
+    });
+    let pid = b.gateway.as_ref().unwrap().id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    assert!(open < 200, "the gateway holds {open} descriptors");
+    assert!(
+        !b.gateway_log().contains("Too many open files"),
+        "{}",
+        b.gateway_log()
+    );
+    drop(held);
+}

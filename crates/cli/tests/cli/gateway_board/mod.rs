@@ -255,6 +255,11 @@ impl Board {
 
     /// Starts `kanban gateway run` and waits for its first tick (`gateway.json`).
     pub fn start_gateway(&mut self) {
+        self.start_gateway_with(|_| {});
+    }
+
+    /// [`Board::start_gateway`], with `prepare` given the command before it starts.
+    pub fn start_gateway_with(&mut self, prepare: impl FnOnce(&mut Command)) {
         let _ = std::fs::remove_file(self.path().join("gateway.json"));
         let append = |path: PathBuf| {
             std::fs::OpenOptions::new()
@@ -263,14 +268,13 @@ impl Board {
                 .open(path)
                 .unwrap()
         };
-        let child = self
-            .command(&["gateway", "run"])
+        let mut command = self.command(&["gateway", "run"]);
+        command
             .stdin(Stdio::null())
             .stdout(append(self.stdout_path()))
-            .stderr(append(self.log_path()))
-            .spawn()
-            .unwrap();
-        self.gateway = Some(child);
+            .stderr(append(self.log_path()));
+        prepare(&mut command);
+        self.gateway = Some(command.spawn().unwrap());
         self.wait_for("the gateway's first tick", || {
             self.path().join("gateway.json").exists()
         });
