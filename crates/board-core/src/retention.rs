@@ -123,18 +123,24 @@ fn parsed_id(id: &str) -> StoreResult<TaskId> {
 /// The bounds of one retention batch: how many rows it looks at, and the moment after
 /// which it starts nothing new. A batch always does one piece of work (a component, a
 /// step of events), so a sweep advances whatever the deadline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct GcBatch {
     pub window: usize,
     pub until: Instant,
+    /// The caller's clock, read between two pieces of work: the core reads none itself.
+    pub clock: Clock,
     /// Rolled back: the batch counts what it would remove.
     pub dry_run: bool,
 }
 
+/// A monotonic clock the caller hands the core (`Instant::now` in the product, a fixed
+/// moment in a test that wants a batch past its deadline).
+pub type Clock = fn() -> Instant;
+
 impl GcBatch {
     /// Whether the batch starts nothing more: it did some work and its deadline passed.
     pub fn stops(&self, worked: bool) -> bool {
-        worked && Instant::now() >= self.until
+        worked && (self.clock)() >= self.until
     }
 }
 
@@ -290,11 +296,12 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    /// The next batch, starting now.
-    fn batch(&self, pacer: &Pacer) -> GcBatch {
+    /// The next batch, starting at `clock`'s now.
+    fn batch(&self, pacer: &Pacer, clock: Clock) -> GcBatch {
         GcBatch {
             window: pacer.window(),
-            until: Instant::now() + pacer.budget(),
+            until: clock() + pacer.budget(),
+            clock,
             dry_run: self.dry_run,
         }
     }
@@ -314,11 +321,12 @@ pub type Timer<'a> = dyn FnMut(&mut dyn FnMut() -> StoreResult<Freed>) -> (Store
 
 /// Runs the batches of `request` to the end: archived tasks in id order, then events in
 /// id order, each batch sized by `pacer` from the time `timer` measured for the last,
-/// and given the pacer's budget from its start as its deadline ([`GcBatch`]).
+/// and given the pacer's budget from its start on `clock` as its deadline ([`GcBatch`]).
 pub fn sweep(
     store: &dyn Store,
     request: &Sweep,
     pacer: &mut Pacer,
+    clock: Clock,
     timer: &mut Timer<'_>,
 ) -> StoreResult<Swept> {
     let mut swept = Swept::default();
@@ -333,7 +341,7 @@ pub fn sweep(
         loop {
             let mut next = None;
             let timed = timer(&mut || {
-                let batch = request.batch(pacer);
+                let batch = request.batch(pacer, clock);
                 let (freed, cursor) = store.gc_archived(before, after.as_ref(), &batch)?;
                 next = cursor;
                 Ok(freed)
@@ -350,7 +358,7 @@ pub fn sweep(
         loop {
             let mut next = None;
             let timed = timer(&mut || {
-                let batch = request.batch(pacer);
+                let batch = request.batch(pacer, clock);
                 let (freed, cursor) = store.gc_events(before, after, &batch)?;
                 next = cursor;
                 Ok(freed)

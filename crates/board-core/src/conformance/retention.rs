@@ -28,7 +28,7 @@ fn sweep_within(
         dry_run,
     };
     let mut pacer = Pacer::new(window, window, window, budget_micros);
-    let swept = sweep(s, &request, &mut pacer, &mut |batch| (batch(), 0)).expect("sweep");
+    let swept = sweep(s, &request, &mut pacer, Instant::now, &mut |batch| (batch(), 0)).expect("sweep");
     (swept.freed, swept.batches)
 }
 
@@ -176,6 +176,7 @@ pub fn gc_batches_stop_at_their_deadline_and_the_sweep_still_ends(board: &dyn Bo
     let late = GcBatch {
         window: 1000,
         until: Instant::now(),
+        clock: Instant::now,
         dry_run: false,
     };
     let (freed, next) = s.gc_archived(before, None, &late).unwrap();

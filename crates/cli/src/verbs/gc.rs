@@ -84,20 +84,26 @@ pub fn gc(ctx: &Ctx, a: GcArgs) -> Result<(), Failure> {
         return Ok(());
     }
     let mut pacer = Pacer::new(FIRST_WINDOW, MIN_WINDOW, MAX_WINDOW, BATCH_BUDGET_MICROS);
-    let swept = sweep(ctx.store.as_ref(), &request, &mut pacer, &mut |batch| {
-        let started = Instant::now();
-        let freed = batch();
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let rest = Instant::now() + Duration::from_micros(rest_after(micros));
-        // What the batch wrote is folded in now, by gc, so that the WAL never grows to
-        // where the commit of a worker's `complete` would have to checkpoint it.
-        let settled = match request.dry_run {
-            true => Ok(()),
-            false => ctx.store.settle(),
-        };
-        std::thread::sleep(rest.saturating_duration_since(Instant::now()));
-        (freed.and_then(|f| settled.map(|()| f)), micros)
-    })?;
+    let swept = sweep(
+        ctx.store.as_ref(),
+        &request,
+        &mut pacer,
+        Instant::now,
+        &mut |batch| {
+            let started = Instant::now();
+            let freed = batch();
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let rest = Instant::now() + Duration::from_micros(rest_after(micros));
+            // What the batch wrote is folded in now, by gc, so that the WAL never grows to
+            // where the commit of a worker's `complete` would have to checkpoint it.
+            let settled = match request.dry_run {
+                true => Ok(()),
+                false => ctx.store.settle(),
+            };
+            std::thread::sleep(rest.saturating_duration_since(Instant::now()));
+            (freed.and_then(|f| settled.map(|()| f)), micros)
+        },
+    )?;
     let compacted = match request.dry_run || swept.freed.rows() == 0 {
         true => None,
         false => Some(ctx.store.compact()?),
