@@ -51,7 +51,7 @@ pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
     after_cursor, Claim, Committed, Completion, Creation, CursorRange, DecompositionLease, EventFilter,
     NoWorkers, ReclaimOutcome, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination,
-    Terminator, Visit,
+    Terminator, TriageLease, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{

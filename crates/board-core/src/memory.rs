@@ -21,7 +21,7 @@ use crate::refusal::Refusal;
 use crate::retention::{remove_archived_rows, Compacted, Freed, GcBatch};
 use crate::spend::Spend;
 use crate::store::{
-    Committed, Creation, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, Visit,
+    Committed, Creation, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, TriageLease, Visit,
 };
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{
@@ -481,6 +481,20 @@ impl Store for MemStore {
             b.decomposition_leases.remove(id);
         }
         Ok(())
+    }
+
+    fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>> {
+        let b = self.board();
+        let on_triage = b
+            .decomposition_leases
+            .iter()
+            .filter(|(id, _)| b.tasks.get(*id).is_some_and(|t| t.status == Status::Triage));
+        let leases = on_triage.map(|(card, (holder, expires))| TriageLease {
+            card: card.clone(),
+            holder: holder.clone(),
+            expires: *expires,
+        });
+        Ok(leases.take(limit).collect())
     }
 
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64> {

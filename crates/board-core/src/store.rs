@@ -208,6 +208,14 @@ pub enum DecompositionLease {
     Lapsed { holder: String },
 }
 
+/// A decomposition lease on a triage card, live or lapsed, as the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriageLease {
+    pub card: TaskId,
+    pub holder: String,
+    pub expires: Timestamp,
+}
+
 /// A committed decomposition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
@@ -303,6 +311,9 @@ pub trait Store: Send + Sync {
     /// Ends `holder`'s decomposition lease on the card; a lease another holder took
     /// meanwhile is left alone.
     fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()>;
+    /// The decomposition leases on triage cards, live or lapsed, at most `limit`, by
+    /// card: what a gateway reads to take over the lease of one that stopped mid-call.
+    fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>>;
     /// Commits a decomposition in one transaction, re-checking every guard of docs/decomposer.md#the-commit.
     fn commit_plan(
         &self,

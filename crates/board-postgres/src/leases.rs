@@ -1,9 +1,12 @@
 //! Decomposition leases in `decomposition_leases`: one row per leased card, decided by
 //! the core's rule (`decide_lease`) under the row's lock.
 
-use board_core::{decide_lease, lease_expiry, DecompositionLease, StoreResult, TaskId, Timestamp};
+use board_core::{
+    decide_lease, lease_expiry, DecompositionLease, StoreResult, TaskId, Timestamp, TriageLease,
+};
 
 use crate::apply::require_task;
+use crate::rows::{get, task_id};
 use crate::tx::Tx;
 
 pub(crate) fn lease(
@@ -51,4 +54,20 @@ pub(crate) fn release(tx: &mut Tx<'_>, id: &TaskId, holder: &str) -> StoreResult
         &[&id.as_str(), &holder],
     )?;
     Ok(())
+}
+
+pub(crate) fn on_triage(tx: &mut Tx<'_>, limit: usize) -> StoreResult<Vec<TriageLease>> {
+    let rows = tx.query(
+        "SELECT l.task_id AS id, l.holder, l.expires FROM decomposition_leases l
+         JOIN tasks t ON t.id = l.task_id WHERE t.status = 'triage' ORDER BY l.task_id LIMIT $1",
+        &[&(limit as i64)],
+    )?;
+    let lease = |r: &postgres::Row| {
+        Ok(TriageLease {
+            card: task_id(r)?,
+            holder: get(r, "holder")?,
+            expires: get(r, "expires")?,
+        })
+    };
+    rows.iter().map(lease).collect()
 }

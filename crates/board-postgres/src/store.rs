@@ -44,7 +44,7 @@ use board_core::{comment, graph};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
     Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Request, Run, RunId, Signal, Spend,
-    Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
 };
 
 use crate::apply::{
@@ -323,6 +323,10 @@ impl Store for PgStore {
 
     fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()> {
         self.write(|tx| crate::leases::release(tx, id, holder))
+    }
+
+    fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>> {
+        self.read(|tx| crate::leases::on_triage(tx, limit))
     }
 
     /// One transaction: the named tasks still ready, in claim order, taken `FOR NO KEY

@@ -11,7 +11,7 @@ use board_core::{comment, graph};
 use board_core::{
     BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
     Finished, Freed, GcBatch, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, RunId,
-    Signal, Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp,
+    Signal, Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -389,6 +389,10 @@ impl Store for SqliteStore {
 
     fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()> {
         self.write(|tx| leases::release(tx, id, holder))
+    }
+
+    fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>> {
+        leases::on_triage(&self.conn(), limit)
     }
 
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {

@@ -21,8 +21,9 @@ use std::time::Instant;
 use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId, Timestamp};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
-use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher};
-use gateway::supervisor::{Assignment, Exit, Observed, Processes, Signal};
+use gateway::dispatcher::{Decompositions, Dispatcher};
+use gateway::plan::{DispatchSettings, Exit, Observed};
+use gateway::supervisor::{Assignment, Processes, Signal};
 use serde_json::{json, Value};
 use store_bench::{number, text, Flags, Workload};
 

@@ -15,8 +15,9 @@ use board_home::{now, Config, Home, HomeError, Loaded, STATUS_FILE};
 use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
-use crate::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
+use crate::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
 use crate::metrics::{self, Monitor};
+use crate::plan::{DispatchSettings, TickReport};
 use crate::reload;
 use crate::supervisor::OsProcesses;
 

@@ -9,70 +9,20 @@ use std::sync::Arc;
 
 use board_core::spend::window_start;
 use board_core::{
-    AttemptFloor, Breaker, BreakerSettings, Ceilings, Outcome, Refusal, Request, RetryPolicy, Spend, Status,
-    Store, StoreError, Task, TaskId, Timestamp,
+    AttemptFloor, Breaker, BreakerSettings, Outcome, Refusal, Request, Spend, Status, Store, StoreError,
+    Task, TaskId, Timestamp,
 };
-use board_home::{DatabaseUrl, Home};
+use board_home::Home;
 use serde::Serialize;
 use serde_json::json;
 
 pub use crate::plan::RATE_LIMIT_COOLDOWN_SECONDS;
 use crate::plan::{
-    allowance, over_runtime, plan, preview, spawnable, Action, Allowance, RunRef, StopReason, Stopping, View,
-    WorkerView,
+    allowance, decomposition_room, over_runtime, plan, preview, spawn_room, spawnable, Action, Allowance,
+    RunRef, StopReason, Stopping, View, WorkerView,
 };
-use crate::supervisor::{Assignment, Boundary, Ending, Exit, Observed, OsProcesses, Processes, Signal};
-
-/// What the tick needs from the configuration, re-read every tick.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DispatchSettings {
-    pub max_spawn: usize,
-    pub auto_decompose: bool,
-    pub auto_decompose_per_tick: usize,
-    pub auto_decompose_concurrency: usize,
-    pub failure_limit: i64,
-    pub claim_ttl_seconds: i64,
-    /// `kanban.max_text_bytes`: the largest result or comment a worker may report.
-    pub max_text_bytes: usize,
-    pub default_assignee: String,
-    /// Profile name -> its worker command (`None`: the profile cannot be spawned).
-    pub commands: BTreeMap<String, Option<Vec<String>>>,
-    /// Variables kept from workers whatever their names (the model key's variable).
-    pub secret_vars: Vec<String>,
-    /// Profile name -> what its workers may have beyond the defaults.
-    pub boundaries: BTreeMap<String, Boundary>,
-    /// `kanban.decompose_retry_base_seconds` and `decompose_failure_limit`.
-    pub decompose_retry: RetryPolicy,
-    /// How long a card is leased to this gateway for its automatic decomposition.
-    pub decomposition_lease_seconds: i64,
-    /// The PostgreSQL board (`database_url`) its workers report to, when there is one.
-    pub database_url: Option<DatabaseUrl>,
-    /// The daily spend ceilings of the decomposer.
-    pub ceilings: Ceilings,
-    /// The stamp of the config in force (a changed config lets a probe through a breaker
-    /// an authentication fault holds open).
-    pub config_stamp: Option<String>,
-}
-
-impl DispatchSettings {
-    /// How long before its expiry the lease of a held live worker is extended: half the
-    /// claim's lease, so that another gateway never finds it expired while its worker
-    /// lives.
-    pub fn lease_margin(&self) -> i64 {
-        self.claim_ttl_seconds / 2
-    }
-
-    /// The profile a task's worker runs as, and its command; `None` for a profile that
-    /// cannot be spawned.
-    pub fn worker_for(&self, task: &Task) -> (String, Option<Vec<String>>) {
-        let profile = task
-            .assignee
-            .clone()
-            .unwrap_or_else(|| self.default_assignee.clone());
-        let command = self.commands.get(&profile).cloned().flatten();
-        (profile, command)
-    }
-}
+use crate::plan::{Boundary, DispatchSettings, Ending, Exit, Observed, TickReport};
+use crate::supervisor::{Assignment, OsProcesses, Processes, Signal};
 
 /// Decompositions running in the background, off the tick.
 pub trait Decompositions: Send {
@@ -107,38 +57,6 @@ impl Decompositions for NoDecompositions {
     }
     fn start(&mut self, _id: TaskId, _probe: bool, _lease_expires: Timestamp) {}
     fn cancel_all(&mut self) {}
-}
-
-/// What one tick did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TickReport {
-    pub reaped: Vec<TaskId>,
-    pub reclaimed: Vec<TaskId>,
-    pub extended: Vec<TaskId>,
-    pub timed_out: Vec<TaskId>,
-    pub decompositions_started: Vec<TaskId>,
-    /// Decompositions running in the background after this tick.
-    pub decompositions_in_flight: usize,
-    pub promoted: Vec<TaskId>,
-    pub spawned: Vec<TaskId>,
-    pub errors: Vec<String>,
-    /// A dry run's view of the cost safety (`Dispatcher::cost_safety`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_safety: Option<serde_json::Value>,
-}
-
-impl TickReport {
-    /// Adds what a later pass did to this report.
-    pub fn absorb(&mut self, later: TickReport) {
-        self.reaped.extend(later.reaped);
-        self.reclaimed.extend(later.reclaimed);
-        self.extended.extend(later.extended);
-        self.timed_out.extend(later.timed_out);
-        self.decompositions_started.extend(later.decompositions_started);
-        self.promoted.extend(later.promoted);
-        self.spawned.extend(later.spawned);
-        self.errors.extend(later.errors);
-    }
 }
 
 /// Running totals since the gateway started, for `gateway.json`.
@@ -356,13 +274,14 @@ impl Dispatcher {
             },
             claims: BTreeMap::new(),
         };
-        self.claim_spawns(&actions, &mut pass);
         if settings.auto_decompose {
             pass.report.decompositions_in_flight = view.in_flight.len();
         }
         for action in &actions {
             self.execute(action, &mut pass);
         }
+        // Cooldowns that have passed hold nothing back any more.
+        self.cooldown.retain(|_, until| *until > now);
         let report = pass.report;
         self.last_plan = actions;
         self.count(&report);
@@ -420,7 +339,9 @@ impl Dispatcher {
     /// running: a restarted gateway adopts them.
     pub fn shutdown(&mut self) {
         self.decompositions.cancel_all();
-        self.release_decomposition_leases(&BTreeSet::new());
+        for card in self.leased.clone() {
+            self.release_decomposition(&card);
+        }
     }
 
     fn count(&mut self, r: &TickReport) {

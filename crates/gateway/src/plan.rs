@@ -9,11 +9,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use board_core::plan::automatic_guard;
-use board_core::{AttemptFloor, Breaker, Outcome, RunId, Spend, Task, TaskFacts, TaskId, Timestamp};
+use board_core::{
+    AttemptFloor, Breaker, Outcome, RunId, Spend, Task, TaskFacts, TaskId, Timestamp, TriageLease,
+};
 use serde_json::json;
 
-use crate::dispatcher::{DispatchSettings, TickReport};
-use crate::supervisor::{classify, with_log_tail, Ending, Observed};
+mod exit;
+mod report;
+mod settings;
+
+pub use exit::{classify, with_log_tail, Ending, Exit, Observed, EXIT_RATE_LIMITED};
+pub use report::{preview, TickReport};
+pub use settings::{Boundary, DispatchSettings};
 
 /// How long a task whose worker exited 75 (rate limited) waits before a new worker.
 pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;
@@ -132,8 +139,18 @@ pub struct View {
     pub triage: Vec<TaskFacts>,
     /// Cards with a decomposition in flight.
     pub in_flight: BTreeSet<TaskId>,
+    /// Cards this gateway holds a decomposition lease on (in flight, or ended since the
+    /// last tick).
+    pub leased: BTreeSet<TaskId>,
     /// What this process remembers of the decompositions it started.
     pub floors: BTreeMap<TaskId, AttemptFloor>,
+    /// Cards whose attempt ended since the last tick with a failure charged to the card
+    /// that the store could not record (a full disk).
+    pub unrecorded: BTreeSet<TaskId>,
+    /// The decomposition leases on triage cards, any gateway's, live or lapsed.
+    pub triage_leases: Vec<TriageLease>,
+    /// Holders of those leases that are gateways of this host no longer running.
+    pub gone_holders: BTreeSet<String>,
     /// The provider breaker, as the store holds it.
     pub breaker: Breaker,
     /// The ledger's last 24 hours.
@@ -152,11 +169,13 @@ pub struct View {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// A held own child exited by itself: let it go, and end its run as classified
-    /// (a run the worker finalised itself is left as it is).
+    /// (a run the worker finalised itself is left as it is). A run ended rate limited
+    /// holds its task back until `cooldown_until`.
     Reap {
         task: TaskId,
         run: RunRef,
         ending: Ending,
+        cooldown_until: Option<Timestamp>,
     },
     /// A held adopted worker is gone: let it go and release its run without counting a
     /// failure, since how it ended is unknowable.
@@ -176,6 +195,15 @@ pub enum Action {
     },
     /// The lease of a held live worker expired: extend it.
     ExtendLease { task: TaskId, run: RunRef },
+    /// A decomposition this gateway started has ended: release the card's lease.
+    ReleaseDecomposition { card: TaskId },
+    /// The store could not record the failure of a decomposition this gateway started:
+    /// remember it as this floor, so the backoff still counts it.
+    RememberFailure { card: TaskId, floor: AttemptFloor },
+    /// The decomposition lease of another gateway lapsed, or its gateway is gone from
+    /// this host: it stopped mid-call. Take the lease over, charge that attempt to the
+    /// card's failure budget, and release it; the card is retried under the policy.
+    TakeOverLease { card: TaskId, holder: String },
     /// Hand a due triage card to the background decomposer, remembering the attempt;
     /// as the provider breaker's one probe, nothing is remembered (an outage is not the
     /// card's failure).
@@ -191,7 +219,11 @@ pub enum Action {
     Promote { tasks: Vec<TaskId> },
     /// A ready task whose profile has no command: noted once, left ready.
     SkipNonspawnable { task: TaskId, profile: String },
-    /// Claim a ready task and start its worker.
+    /// Claim these ready tasks, in one call (among gateways sharing the board, a task
+    /// another is claiming is skipped, not waited for); the spawns that follow start
+    /// the workers of those claimed.
+    Claim { tasks: Vec<TaskId> },
+    /// Start the worker of a task claimed by the plan's `Claim`.
     Spawn {
         task: Task,
         profile: String,
@@ -209,48 +241,15 @@ impl Action {
             | Action::EndRun { task, .. }
             | Action::ExtendLease { task, .. }
             | Action::SkipNonspawnable { task, .. } => vec![task],
-            Action::NoteCeiling { card, .. } => vec![card],
+            Action::NoteCeiling { card, .. }
+            | Action::ReleaseDecomposition { card }
+            | Action::TakeOverLease { card, .. }
+            | Action::RememberFailure { card, .. } => vec![card],
             Action::Stop { task, .. } | Action::Spawn { task, .. } => vec![&task.id],
             Action::StartDecomposition { card, .. } => vec![card],
-            Action::Promote { tasks } => tasks.iter().collect(),
+            Action::Promote { tasks } | Action::Claim { tasks } => tasks.iter().collect(),
         }
     }
-}
-
-/// What a plan would do, in the shape of a tick's report: a stop counts where the run
-/// it begins to end would (timed out, or reclaimed as stale).
-pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
-    let mut report = TickReport {
-        decompositions_in_flight: in_flight,
-        ..TickReport::default()
-    };
-    for action in actions {
-        let id = || action.tasks().into_iter().cloned();
-        match action {
-            Action::Reap { .. } => report.reaped.extend(id()),
-            Action::ReleaseAdopted { .. } => {
-                report.reaped.extend(id());
-                report.reclaimed.extend(id());
-            }
-            Action::Stop {
-                reason: StopReason::TimedOut { .. },
-                ..
-            } => report.timed_out.extend(id()),
-            Action::EndRun { ending, .. } if ending.outcome == Outcome::TimedOut => {
-                report.timed_out.extend(id())
-            }
-            Action::Stop { .. } | Action::EndRun { .. } => report.reclaimed.extend(id()),
-            Action::ExtendLease { .. } => report.extended.extend(id()),
-            Action::StartDecomposition { .. } => {
-                report.decompositions_in_flight += 1;
-                report.decompositions_started.extend(id());
-            }
-            Action::Promote { .. } => report.promoted.extend(id()),
-            Action::Spawn { .. } => report.spawned.extend(id()),
-            Action::Kill { .. } | Action::SkipNonspawnable { .. } | Action::NoteCeiling { .. } => {}
-        }
-    }
-    report
 }
 
 /// Whether a ready task is one a tick would try to spawn now: not cooling down after a
@@ -280,6 +279,19 @@ pub enum Allowance {
     Probe,
     /// None at all, and why.
     Nothing(String),
+}
+
+/// How many decompositions a tick may start with `in_flight` running, at most
+/// `concurrency` at once: the one budget the read sizes its window by and the plan spends.
+pub fn decomposition_room(settings: &DispatchSettings, concurrency: usize, in_flight: usize) -> usize {
+    concurrency
+        .saturating_sub(in_flight)
+        .min(settings.auto_decompose_per_tick)
+}
+
+/// How many workers a tick may start while `held` live ones are held.
+pub fn spawn_room(settings: &DispatchSettings, held: usize) -> usize {
+    settings.max_spawn.saturating_sub(held)
 }
 
 /// The cost safety's step of the plan: what may start now, and the spend ceiling the
@@ -312,9 +324,7 @@ pub fn allowance(view: &View, now: Timestamp, settings: &DispatchSettings) -> (A
     } else {
         settings.auto_decompose_concurrency
     };
-    let mut room = concurrency
-        .saturating_sub(in_flight)
-        .min(settings.auto_decompose_per_tick);
+    let mut room = decomposition_room(settings, concurrency, in_flight);
     if let Some(left) = settings.ceilings.request_room(&view.spend, in_flight) {
         room = room.min(left);
     }
@@ -360,6 +370,17 @@ impl Planner<'_> {
         self.view.workers.iter().find(|w| &w.task == id)
     }
 
+    /// What this process remembers of a card's decompositions, counting a failure the
+    /// store could not record.
+    fn floor(&self, id: &TaskId) -> Option<AttemptFloor> {
+        let floor = self.view.floors.get(id).copied();
+        if self.view.unrecorded.contains(id) {
+            floor.map(|f| f.unrecorded_failure())
+        } else {
+            floor
+        }
+    }
+
     /// Step 1: held workers that exited, and those being stopped.
     fn workers(&mut self) {
         for w in &self.view.workers {
@@ -383,11 +404,16 @@ impl Planner<'_> {
                     task,
                     run: w.run.clone(),
                 },
-                (None, Observed::Exited { exit, log_tail }) => Action::Reap {
-                    task,
-                    run: w.run.clone(),
-                    ending: classify(*exit, log_tail),
-                },
+                (None, Observed::Exited { exit, log_tail }) => {
+                    let ending = classify(*exit, log_tail);
+                    let rate_limited = ending.outcome == Outcome::RateLimited;
+                    Action::Reap {
+                        task,
+                        run: w.run.clone(),
+                        ending,
+                        cooldown_until: rate_limited.then_some(self.now + RATE_LIMIT_COOLDOWN_SECONDS),
+                    }
+                }
             };
             if !matches!(action, Action::Kill { .. }) {
                 self.settled.insert(w.task.clone());
@@ -459,6 +485,17 @@ impl Planner<'_> {
     /// safety allows ([`allowance`]) and the per-tick and in-flight limits, never a card
     /// already in flight, and never one the backoff policy holds back.
     fn decompositions(&mut self) {
+        let view = self.view;
+        for card in view.leased.difference(&view.in_flight) {
+            let card = card.clone();
+            self.actions.push(Action::ReleaseDecomposition { card });
+        }
+        for card in &view.unrecorded {
+            if let Some(floor) = self.floor(card) {
+                let card = card.clone();
+                self.actions.push(Action::RememberFailure { card, floor });
+            }
+        }
         let s = self.settings;
         if !s.auto_decompose {
             return;
@@ -479,6 +516,7 @@ impl Planner<'_> {
             Allowance::Probe => (1, true),
             Allowance::Nothing(_) => return,
         };
+        let taken_over = self.take_over_leases();
         let mut due: Vec<&TaskFacts> = self
             .view
             .triage
@@ -488,9 +526,9 @@ impl Planner<'_> {
                 let ready = if probe {
                     automatic_guard(facts, self.now).is_ok()
                 } else {
-                    policy.allows(facts, self.view.floors.get(id), self.now)
+                    policy.allows(facts, self.floor(id).as_ref(), self.now)
                 };
-                !in_flight.contains(id) && ready
+                !in_flight.contains(id) && !taken_over.contains(id) && ready
             })
             .collect();
         let breaker = &self.view.breaker;
@@ -502,19 +540,42 @@ impl Planner<'_> {
         }
         for facts in due.into_iter().take(room) {
             let card = facts.task.id.clone();
-            let floor = policy.floor_after_start(&facts.task, self.view.floors.get(&card), self.now);
+            let floor = policy.floor_after_start(&facts.task, self.floor(&card).as_ref(), self.now);
             self.actions
                 .push(Action::StartDecomposition { card, floor, probe });
         }
     }
 
-    /// Step 5: ready tasks in claim order, up to `max_spawn` workers held; a task whose
-    /// profile cannot be spawned is noted once.
+    /// Leases of other gateways that stopped mid-call, taken over (their attempt charged)
+    /// rather than waited for: one lapsed on a due card, or held by a gateway of this
+    /// host whose process is gone. The cards taken over start nothing this tick.
+    fn take_over_leases(&mut self) -> BTreeSet<TaskId> {
+        let view = self.view;
+        let due: BTreeSet<&TaskId> = view.triage.iter().map(|f| &f.task.id).collect();
+        let mut taken = BTreeSet::new();
+        for lease in &view.triage_leases {
+            let ours = view.leased.contains(&lease.card) || view.in_flight.contains(&lease.card);
+            let lapsed = lease.expires <= self.now && due.contains(&lease.card);
+            if ours || !(lapsed || view.gone_holders.contains(&lease.holder)) {
+                continue;
+            }
+            taken.insert(lease.card.clone());
+            self.actions.push(Action::TakeOverLease {
+                card: lease.card.clone(),
+                holder: lease.holder.clone(),
+            });
+        }
+        taken
+    }
+
+    /// Step 5: ready tasks in claim order, up to `max_spawn` workers held, claimed in one
+    /// call and then started; a task whose profile cannot be spawned is noted once.
     fn spawns(&mut self) {
-        let mut room = self.settings.max_spawn.saturating_sub(self.held);
+        let mut room = spawn_room(self.settings, self.held);
         if room == 0 {
             return;
         }
+        let mut spawns = Vec::new();
         for task in &self.view.claimable {
             if cooling(&self.view.cooldown, &task.id, self.now) || self.worker(&task.id).is_some() {
                 continue;
@@ -522,7 +583,7 @@ impl Planner<'_> {
             match self.settings.worker_for(task) {
                 (profile, Some(command)) if room > 0 => {
                     room -= 1;
-                    self.actions.push(Action::Spawn {
+                    spawns.push(Action::Spawn {
                         task: task.clone(),
                         profile,
                         command,
@@ -538,6 +599,11 @@ impl Planner<'_> {
                     }
                 }
             }
+        }
+        if !spawns.is_empty() {
+            let tasks = spawns.iter().flat_map(|s| s.tasks()).cloned().collect();
+            self.actions.push(Action::Claim { tasks });
+            self.actions.extend(spawns);
         }
     }
 }

@@ -16,21 +16,14 @@ use std::time::{Duration, Instant};
 
 use board_core::Termination;
 
+use crate::plan::Exit;
+
 /// How long a worker gets to exit after SIGTERM, and after SIGKILL.
 const GRACE: Duration = Duration::from_secs(3);
 const KILL_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
 /// `pidfd_send_signal` flag (Linux 6.9): signal the process group of the pidfd's process.
 const PIDFD_SIGNAL_PROCESS_GROUP: libc::c_uint = 4;
-
-/// How a worker process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-    /// An adopted worker vanished; nobody can tell how.
-    Unknown,
-}
 
 impl From<ExitStatus> for Exit {
     fn from(status: ExitStatus) -> Exit {

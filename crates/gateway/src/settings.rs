@@ -3,8 +3,7 @@
 
 use board_home::Config;
 
-use crate::dispatcher::DispatchSettings;
-use crate::supervisor::Boundary;
+use crate::plan::{Boundary, DispatchSettings};
 
 impl DispatchSettings {
     /// The tick's settings from the configuration.
@@ -45,7 +44,7 @@ impl DispatchSettings {
                 config.decomposer_timeout(),
                 config.auxiliary.transient_retries,
             ),
-            database_url: config.database_url.clone(),
+            home_board: config.database_url.is_none(),
             ceilings: config.spend_ceilings(),
             config_stamp: Some(config.stamp()),
         }

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use board_core::{Outcome, RunId, Store, Task, TaskId, Termination, Terminator};
+use board_core::{RunId, Store, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, open_read, private_dir, worker_dir};
-use board_home::{Account, DatabaseUrl, Home};
-use serde_json::{json, Value};
+use board_home::{Account, Home};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
 
-pub use crate::process::{Exit, Signal};
+use crate::plan::{Boundary, Observed};
+pub use crate::process::Signal;
 use crate::process::{Leader, Pidfd};
 
 mod privileges;
@@ -27,21 +27,8 @@ mod privileges;
 pub use privileges::holds_capabilities;
 use privileges::may_switch_users;
 
-/// The exit code by which a worker says "rate limited, try me later".
-pub const EXIT_RATE_LIMITED: i32 = 75;
 /// How much of the end of an attempt's log is quoted in its run's `error`.
 const LOG_TAIL_BYTES: u64 = 2048;
-
-/// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Boundary {
-    /// Variables passed to workers although their names look secret (`env_allow`).
-    pub env_allow: Vec<String>,
-    /// Card text may start an argument with `-` (`allow_dash_arguments`).
-    pub dash_arguments: bool,
-    /// The system user the workers run as (`user`); `None`: the gateway's own.
-    pub user: Option<String>,
-}
 
 /// What a worker is started for.
 pub struct Assignment<'a> {
@@ -54,9 +41,9 @@ pub struct Assignment<'a> {
     /// configured key's variable).
     pub secret_vars: &'a [String],
     pub boundary: &'a Boundary,
-    /// The PostgreSQL board (`database_url`), when the board is not the home's
-    /// `kanban.db`. The worker gets it without its password.
-    pub board: Option<&'a DatabaseUrl>,
+    /// Whether the board is the home's `kanban.db`, whose path the worker is given;
+    /// a PostgreSQL board's URL never is.
+    pub home_board: bool,
     /// What the worker's reports through its channel are applied with.
     pub terms: Terms,
 }
@@ -108,7 +95,7 @@ pub fn worker_env(
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| passed(k, a)).collect();
     let workspace = home.workspace(&a.task.id);
-    if a.board.is_none() {
+    if a.home_board {
         env.push(("KANBAN_DB".to_owned(), home.database().display().to_string()));
     }
     env.extend([
@@ -316,64 +303,6 @@ fn read_tail(path: &Path, from: u64) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
 }
 
-/// How a run ends when the dispatcher ends it: its outcome, the run's error and the
-/// event's detail.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ending {
-    pub outcome: Outcome,
-    pub error: Option<String>,
-    pub detail: Value,
-}
-
-/// `what`, followed by the attempt's log tail when there is one.
-pub fn with_log_tail(what: String, log_tail: &str) -> String {
-    if log_tail.is_empty() {
-        what
-    } else {
-        format!("{what}; log tail: {log_tail}")
-    }
-}
-
-/// How the run of a worker that exited without completing or blocking its task ends
-/// (docs/gateway.md, the tick's step 1).
-pub fn classify(exit: Exit, log_tail: &str) -> Ending {
-    let ending = |outcome, error: String, code: Option<i32>, signal: Option<i32>| Ending {
-        outcome,
-        error: Some(error),
-        detail: json!({ "exit_code": code, "signal": signal }),
-    };
-    match exit {
-        Exit::Code(0) => ending(
-            Outcome::ProtocolViolation,
-            with_log_tail(
-                "exited 0 without completing or blocking its task".to_owned(),
-                log_tail,
-            ),
-            Some(0),
-            None,
-        ),
-        Exit::Code(EXIT_RATE_LIMITED) => ending(
-            Outcome::RateLimited,
-            "exited 75: rate limited".to_owned(),
-            Some(EXIT_RATE_LIMITED),
-            None,
-        ),
-        Exit::Code(code) => ending(
-            Outcome::Crashed,
-            with_log_tail(format!("exited with code {code}"), log_tail),
-            Some(code),
-            None,
-        ),
-        Exit::Signal(signal) => ending(
-            Outcome::Crashed,
-            with_log_tail(format!("killed by signal {signal}"), log_tail),
-            None,
-            Some(signal),
-        ),
-        Exit::Unknown => ending(Outcome::Crashed, "the worker vanished".to_owned(), None, None),
-    }
-}
-
 /// The worker of a running task's current run, pinned by a pidfd, when its recorded pid
 /// provably runs that run: its environment names the task and run, and the process the
 /// pidfd was opened on is still alive after that was read, so the pid was not reused in
@@ -403,17 +332,6 @@ impl Terminator for ProcessGroupTerminator {
             None => Termination::Stopped,
         }
     }
-}
-
-/// What a probe saw of a held worker.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Observed {
-    Alive,
-    /// The group leader exited (not yet reaped); the end of this attempt's log.
-    Exited {
-        exit: Exit,
-        log_tail: String,
-    },
 }
 
 /// Process control as the dispatcher needs it: the workers it holds, by task. Nothing

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Barrier};
 
 use super::{Board, T0};
-use crate::store::{DecompositionLease, Store, StoreError};
+use crate::store::{DecompositionLease, Store, StoreError, TriageLease};
 use crate::{NewTask, Refusal, TaskId};
 
 fn due(s: &dyn Store, at: i64, card: &TaskId) -> bool {
@@ -55,8 +55,30 @@ pub fn decomposition_lease_holds_a_card(board: &dyn Board) {
         DecompositionLease::Lapsed { holder: "b/2".into() },
         "a holder known to be gone loses its lease at once"
     );
+    let leases = s.triage_leases(10).unwrap();
+    assert_eq!(
+        leases,
+        [TriageLease {
+            card: card.clone(),
+            holder: "c/3".into(),
+            expires: T0 + 122
+        }],
+        "the leases on triage cards, with their holders"
+    );
     s.release_decomposition(&card, "c/3").unwrap();
     assert!(due(&*s, T0 + 63, &card));
+    assert_eq!(s.triage_leases(10).unwrap(), [], "a released lease is gone");
+    let task = s.create(&NewTask::titled("not a card"), T0).unwrap().id;
+    s.lease_decomposition(&task, "d/4", 60, T0, None).unwrap();
+    s.lease_decomposition(&card, "d/4", 1, T0, None).unwrap();
+    let lapsed = s.triage_leases(10).unwrap();
+    assert_eq!(
+        lapsed.iter().map(|l| (&l.card, l.expires)).collect::<Vec<_>>(),
+        [(&card, T0 + 1)],
+        "a lapsed lease is listed, one on a card out of triage is not"
+    );
+    assert_eq!(s.triage_leases(0).unwrap(), [], "at most the limit");
+    s.release_decomposition(&card, "d/4").unwrap();
     let unknown = TaskId::from_random([9, 9, 9, 9]);
     assert!(matches!(
         s.lease_decomposition(&unknown, "a/1", 60, T0, None),

@@ -1,8 +1,12 @@
 //! Decomposition leases in `decomposition_leases`: one row per leased card, written in
 //! one `BEGIN IMMEDIATE` transaction with the core's rule (`decide_lease`).
 
-use board_core::{decide_lease, lease_expiry, DecompositionLease, StoreResult, TaskId, Timestamp};
+use board_core::{
+    decide_lease, lease_expiry, DecompositionLease, StoreResult, TaskId, Timestamp, TriageLease,
+};
 use rusqlite::{params, OptionalExtension, Transaction};
+
+use crate::rows::Word;
 
 use super::backend;
 use super::tasks::get_task;
@@ -40,4 +44,23 @@ pub(crate) fn release(tx: &Transaction<'_>, id: &TaskId, holder: &str) -> StoreR
         .and_then(|mut s| s.execute(params![id.as_str(), holder]))
         .map_err(backend)?;
     Ok(())
+}
+
+pub(crate) fn on_triage(conn: &rusqlite::Connection, limit: usize) -> StoreResult<Vec<TriageLease>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT l.task_id, l.holder, l.expires FROM decomposition_leases l
+             JOIN tasks t ON t.id = l.task_id WHERE t.status = 'triage' ORDER BY l.task_id LIMIT ?1",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map([limit as i64], |r| {
+            Ok(TriageLease {
+                card: r.get::<_, Word<TaskId>>(0)?.0,
+                holder: r.get(1)?,
+                expires: r.get(2)?,
+            })
+        })
+        .map_err(backend)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(backend)
 }

@@ -20,10 +20,19 @@ pub(super) struct Pass<'a> {
 impl Dispatcher {
     pub(super) fn execute(&mut self, action: &Action, pass: &mut Pass<'_>) {
         match action {
-            Action::Reap { task, run, ending } => {
+            Action::Reap {
+                task,
+                run,
+                ending,
+                cooldown_until,
+            } => {
                 self.let_go(task);
                 pass.report.reaped.push(task.clone());
-                self.reap(task, run, ending, pass);
+                if self.reap(task, run, ending, pass) {
+                    if let Some(until) = cooldown_until {
+                        self.cooldown.insert(task.clone(), *until);
+                    }
+                }
             }
             Action::ReleaseAdopted { task, run } => {
                 self.let_go(task);
@@ -53,6 +62,11 @@ impl Dispatcher {
                 self.end_stopped(task, run, ending, pass);
             }
             Action::ExtendLease { task, run } => self.extend(task, run, pass),
+            Action::ReleaseDecomposition { card } => self.release_decomposition(card),
+            Action::TakeOverLease { card, holder } => self.take_over_lease(card, holder, pass),
+            Action::RememberFailure { card, floor } => {
+                self.floors.insert(card.clone(), *floor);
+            }
             Action::StartDecomposition { card, floor, probe } => {
                 if self.lease_for_decomposition(card, pass) {
                     if !probe {
@@ -80,6 +94,7 @@ impl Dispatcher {
                         .push(format!("noting {task} as not spawnable: {e}"));
                 }
             }
+            Action::Claim { tasks } => self.claim(tasks, pass),
             Action::Spawn {
                 task,
                 profile,
@@ -91,20 +106,10 @@ impl Dispatcher {
     /// Claims the tasks of the plan's spawns in one call: among gateways sharing the
     /// board, a task another one is claiming is skipped, not waited for; a spawn whose
     /// task was not claimed does nothing.
-    pub(super) fn claim_spawns(&mut self, actions: &[Action], pass: &mut Pass<'_>) {
-        let ids: Vec<TaskId> = actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Spawn { task, .. } => Some(task.id.clone()),
-                _ => None,
-            })
-            .collect();
-        if ids.is_empty() {
-            return;
-        }
+    fn claim(&mut self, tasks: &[TaskId], pass: &mut Pass<'_>) {
         match self
             .store
-            .claim_ready(&ids, pass.settings.claim_ttl_seconds, pass.now)
+            .claim_ready(tasks, pass.settings.claim_ttl_seconds, pass.now)
         {
             Ok(claims) => pass.claims = claims.into_iter().map(|c| (c.task.id.clone(), c)).collect(),
             Err(e) => pass.report.errors.push(format!("claiming ready tasks: {e}")),
@@ -113,24 +118,14 @@ impl Dispatcher {
 
     /// The decomposition lease, the step before a decomposition starts: the card is
     /// leased to this gateway, so no other sends its request while the lease holds.
-    /// A card another gateway holds is left to it; a card whose lease lapsed (its
-    /// gateway stopped mid-call) has that attempt recorded as a failure, and is retried
-    /// under the failure policy. Whether the decomposition may start now.
+    /// A card another gateway took since the read is left to it; one whose lease lapsed
+    /// since the read is taken over as [`Action::TakeOverLease`] would. Whether the
+    /// decomposition may start now.
     fn lease_for_decomposition(&mut self, card: &TaskId, pass: &mut Pass<'_>) -> bool {
         let ttl = pass.settings.decomposition_lease_seconds;
-        let mut leased = self
+        let leased = self
             .store
             .lease_decomposition(card, &self.lease_holder, ttl, pass.now, None);
-        // A lease of a gateway of this host whose process is gone (killed, restarted)
-        // need not wait for its expiry.
-        if let Ok(DecompositionLease::Held { holder, .. }) = &leased {
-            if self.gone_from_this_host(holder) {
-                let abandoned = Some(holder.as_str());
-                leased = self
-                    .store
-                    .lease_decomposition(card, &self.lease_holder, ttl, pass.now, abandoned);
-            }
-        }
         match leased {
             Ok(DecompositionLease::Leased) => {
                 self.leased.insert(card.clone());
@@ -141,23 +136,7 @@ impl Dispatcher {
                 false
             }
             Ok(DecompositionLease::Lapsed { holder }) => {
-                let error =
-                    format!("the decomposition lease of {holder} lapsed: its gateway stopped mid-call");
-                tracing::warn!(card = %card, %holder, "a decomposition lease lapsed; counted as a failed attempt");
-                let policy = pass.settings.decompose_retry;
-                if let Err(e) = self
-                    .store
-                    .record_decompose_failure(card, &error, policy, jitter(), pass.now)
-                {
-                    pass.report
-                        .errors
-                        .push(format!("recording the lapsed decomposition of {card}: {e}"));
-                }
-                if let Err(e) = self.store.release_decomposition(card, &self.lease_holder) {
-                    pass.report
-                        .errors
-                        .push(format!("releasing the decomposition lease of {card}: {e}"));
-                }
+                self.charge_lapsed(card, &holder, pass);
                 false
             }
             Err(e) => {
@@ -169,34 +148,51 @@ impl Dispatcher {
         }
     }
 
-    /// Whether a lease holder (`host/pid`) is a gateway of this host that no longer runs.
-    fn gone_from_this_host(&self, holder: &str) -> bool {
-        let Some((host, pid)) = holder.rsplit_once('/') else {
-            return false;
-        };
-        let Ok(pid) = pid.parse::<libc::pid_t>() else {
-            return false;
-        };
-        if host != self.host || pid <= 0 || pid as u32 == std::process::id() {
-            return false;
+    /// Takes over the lease of a gateway that stopped mid-call: its attempt is charged
+    /// and the lease released. A lease released or taken since the read is left alone.
+    fn take_over_lease(&mut self, card: &TaskId, holder: &str, pass: &mut Pass<'_>) {
+        let ttl = pass.settings.decomposition_lease_seconds;
+        let lease = &self.lease_holder;
+        match self
+            .store
+            .lease_decomposition(card, lease, ttl, pass.now, Some(holder))
+        {
+            Ok(DecompositionLease::Lapsed { holder }) => self.charge_lapsed(card, &holder, pass),
+            Ok(DecompositionLease::Leased) => self.release_decomposition(card),
+            Ok(DecompositionLease::Held { .. }) => {}
+            Err(e) => pass
+                .report
+                .errors
+                .push(format!("taking over the decomposition lease of {card}: {e}")),
         }
-        // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
-        let exists = unsafe { libc::kill(pid, 0) } == 0
-            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-        !exists
     }
 
-    /// Releases the leases of this gateway's decompositions that ended. A release that
-    /// fails is tried again next tick; at worst the lease lapses.
-    pub(super) fn release_decomposition_leases(&mut self, in_flight: &BTreeSet<TaskId>) {
-        let ended: Vec<TaskId> = self.leased.difference(in_flight).cloned().collect();
-        for card in ended {
-            match self.store.release_decomposition(&card, &self.lease_holder) {
-                Ok(()) => {
-                    self.leased.remove(&card);
-                }
-                Err(e) => tracing::warn!(card = %card, error = %e, "releasing a decomposition lease failed"),
+    /// The lapsed attempt of `holder`, whose lease this gateway now holds, is recorded as
+    /// a failure under the policy, and the lease released.
+    fn charge_lapsed(&mut self, card: &TaskId, holder: &str, pass: &mut Pass<'_>) {
+        let error = format!("the decomposition lease of {holder} lapsed: its gateway stopped mid-call");
+        tracing::warn!(card = %card, %holder, "a decomposition lease lapsed; counted as a failed attempt");
+        let policy = pass.settings.decompose_retry;
+        if let Err(e) = self
+            .store
+            .record_decompose_failure(card, &error, policy, jitter(), pass.now)
+        {
+            pass.report
+                .errors
+                .push(format!("recording the lapsed decomposition of {card}: {e}"));
+        }
+        self.leased.insert(card.clone());
+        self.release_decomposition(card);
+    }
+
+    /// Releases the lease of a decomposition of this gateway's that ended. A release
+    /// that fails is tried again next tick; at worst the lease lapses.
+    pub(super) fn release_decomposition(&mut self, card: &TaskId) {
+        match self.store.release_decomposition(card, &self.lease_holder) {
+            Ok(()) => {
+                self.leased.remove(card);
             }
+            Err(e) => tracing::warn!(card = %card, error = %e, "releasing a decomposition lease failed"),
         }
     }
 
@@ -249,22 +245,21 @@ impl Dispatcher {
     }
 
     /// A worker that exited by itself and left its run open: the run ends as classified.
-    fn reap(&mut self, id: &TaskId, run: &RunRef, ending: &Ending, pass: &mut Pass<'_>) {
+    /// Whether this ended it (a worker that finalised its run itself, complete or block,
+    /// left nothing to end).
+    fn reap(&mut self, id: &TaskId, run: &RunRef, ending: &Ending, pass: &mut Pass<'_>) -> bool {
         match self.end_run(id, run, ending, pass) {
-            // The worker finalised its run itself (complete or block): all is well.
-            Ok(false) | Err(StoreError::Refused(_)) => {}
+            Ok(false) | Err(StoreError::Refused(_)) => false,
             Ok(true) => {
                 tracing::info!(task = %id, run = run.run_id, outcome = %ending.outcome, "worker exited");
-                if ending.outcome == Outcome::RateLimited {
-                    self.cooldown
-                        .insert(id.clone(), pass.now + RATE_LIMIT_COOLDOWN_SECONDS);
-                }
                 self.warn_if_gave_up(id);
+                true
             }
-            Err(e) => pass
-                .report
-                .errors
-                .push(format!("ending run {} of {id}: {e}", run.run_id)),
+            Err(e) => {
+                let error = format!("ending run {} of {id}: {e}", run.run_id);
+                pass.report.errors.push(error);
+                false
+            }
         }
     }
 
@@ -370,7 +365,7 @@ impl Dispatcher {
             command,
             secret_vars: &pass.settings.secret_vars,
             boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
-            board: pass.settings.database_url.as_ref(),
+            home_board: pass.settings.home_board,
             terms: Terms {
                 claim_ttl_seconds: pass.settings.claim_ttl_seconds,
                 max_text_bytes: pass.settings.max_text_bytes,

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// At most this many decomposition leases are read a tick: one a call in flight, among
+/// every gateway of the board.
+const TRIAGE_LEASES: usize = 256;
+
 impl Dispatcher {
     /// The one read a tick decides from. A failed read leaves its part empty and is
     /// returned, so the rest of the tick still runs.
@@ -22,7 +26,6 @@ impl Dispatcher {
             "listing expired leases",
             self.store.expired_leases(expiring, 1000),
         );
-        self.cooldown.retain(|_, until| *until > now);
         let mut view = View {
             workers: self.observe(),
             proven: self.proven(&running, &expired, now),
@@ -34,7 +37,7 @@ impl Dispatcher {
                 .collect(),
             running,
             expired,
-            cooldown: self.cooldown.clone(),
+            cooldown: self.cooling(now),
             skipped: self.skipped.clone(),
             ..View::default()
         };
@@ -45,6 +48,12 @@ impl Dispatcher {
         }
         self.read_claimable(settings, now, &mut view, &mut failed);
         (view, failed)
+    }
+
+    /// The cooldowns still in force at `now`.
+    fn cooling(&self, now: Timestamp) -> BTreeMap<TaskId, Timestamp> {
+        let cooling = self.cooldown.iter().filter(|(_, until)| **until > now);
+        cooling.map(|(id, until)| (id.clone(), *until)).collect()
     }
 
     fn observe(&self) -> Vec<WorkerView> {
@@ -90,12 +99,19 @@ impl Dispatcher {
             return;
         }
         view.in_flight = self.decompositions.in_flight();
-        self.release_decomposition_leases(&view.in_flight);
-        for card in self.decompositions.unrecorded_failures() {
-            if let Some(floor) = self.floors.get_mut(&card) {
-                *floor = floor.unrecorded_failure();
+        view.leased = self.leased.clone();
+        match self.store.triage_leases(TRIAGE_LEASES) {
+            Ok(leases) => {
+                let holders = leases.iter().map(|l| l.holder.as_str());
+                view.gone_holders = holders
+                    .filter(|h| self.gone_from_this_host(h))
+                    .map(str::to_owned)
+                    .collect();
+                view.triage_leases = leases;
             }
+            Err(e) => failed.push(("listing decomposition leases".to_owned(), e)),
         }
+        view.unrecorded = self.decompositions.unrecorded_failures();
         view.floors = self.floors.clone();
         match (self.store.breaker(), self.store.spend(window_start(now))) {
             (Ok(breaker), Ok(spend)) => {
@@ -109,10 +125,11 @@ impl Dispatcher {
                 return failed.push(("reading the provider breaker and spend".to_owned(), e))
             }
         }
-        let room = settings
-            .auto_decompose_concurrency
-            .saturating_sub(view.in_flight.len())
-            .min(settings.auto_decompose_per_tick);
+        let room = decomposition_room(
+            settings,
+            settings.auto_decompose_concurrency,
+            view.in_flight.len(),
+        );
         if room == 0 {
             return;
         }
@@ -120,7 +137,8 @@ impl Dispatcher {
         // A probe (or the call while in doubt) passes over the breaker's suspects, so
         // the window widens past them.
         let suspects = view.breaker.suspects.len() + usize::from(view.breaker.fault_card.is_some());
-        let window = room + view.in_flight.len() + held + suspects;
+        // Cards whose lease is taken over start nothing this tick, so it widens past them.
+        let window = room + view.in_flight.len() + held + suspects + view.triage_leases.len();
         let due = match self.store.due_triage(now, window) {
             Ok(d) => d,
             Err(e) => return failed.push(("listing due triage cards".to_owned(), e)),
@@ -147,11 +165,11 @@ impl Dispatcher {
             .iter()
             .filter(|w| matches!(w.observed, Observed::Exited { .. }))
             .count();
-        let room = settings.max_spawn.saturating_sub(self.workers.len() - exited);
+        let room = spawn_room(settings, self.workers.len() - exited);
         if room == 0 {
             return;
         }
-        let mut window = room + self.skipped.len() + self.cooldown.len();
+        let mut window = room + self.skipped.len() + view.cooldown.len();
         loop {
             let batch = match self.store.claimable(window) {
                 Ok(b) => b,
@@ -160,7 +178,7 @@ impl Dispatcher {
             let full = batch.len() == window;
             let candidates = batch
                 .iter()
-                .filter(|t| !self.workers.contains_key(&t.id) && spawnable(t, settings, &self.cooldown, now))
+                .filter(|t| !self.workers.contains_key(&t.id) && spawnable(t, settings, &view.cooldown, now))
                 .count();
             view.claimable = batch;
             if candidates >= room || !full {
@@ -168,5 +186,22 @@ impl Dispatcher {
             }
             window *= 2;
         }
+    }
+
+    /// Whether a lease holder (`host/pid`) is a gateway of this host that no longer runs.
+    fn gone_from_this_host(&self, holder: &str) -> bool {
+        let Some((host, pid)) = holder.rsplit_once('/') else {
+            return false;
+        };
+        let Ok(pid) = pid.parse::<libc::pid_t>() else {
+            return false;
+        };
+        if host != self.host || pid <= 0 || pid as u32 == std::process::id() {
+            return false;
+        }
+        // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+        let exists = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        !exists
     }
 }

@@ -1,10 +1,9 @@
 //! The planner with plain values: one table row per action kind and per budget.
 
 use board_core::graph::blank_task;
-use board_core::{Ceilings, Lease, RetryPolicy, Spend, Status};
+use board_core::{Ceilings, Lease, RetryPolicy, Spend, Status, TriageLease};
 
 use super::*;
-use crate::supervisor::Exit;
 
 mod edges;
 
@@ -135,6 +134,10 @@ fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
                 Action::SkipNonspawnable { .. } => "skip",
                 Action::Spawn { .. } => "spawn",
                 Action::NoteCeiling { .. } => "ceiling",
+                Action::ReleaseDecomposition { .. } => "release lease",
+                Action::TakeOverLease { .. } => "take over",
+                Action::RememberFailure { .. } => "remember",
+                Action::Claim { .. } => "claim",
             };
             (kind, a.tasks()[0].clone())
         })
@@ -160,6 +163,18 @@ fn an_exited_own_worker_is_reaped_with_its_exit_classified() {
         })
         .collect();
     assert_eq!(outcomes, [Outcome::ProtocolViolation, Outcome::RateLimited]);
+    let cooldowns: Vec<Option<Timestamp>> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Reap { cooldown_until, .. } => Some(*cooldown_until),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        cooldowns,
+        [None, Some(T + RATE_LIMIT_COOLDOWN_SECONDS)],
+        "only the rate-limited task cools down"
+    );
     let Action::Reap { ending, run: r, .. } = &actions[0] else {
         panic!("{actions:?}")
     };
@@ -400,7 +415,14 @@ fn spawns_stop_at_max_spawn_counting_live_and_stopping_workers() {
         claimable: claimable.clone(),
         ..View::default()
     };
-    assert_eq!(planned(&view), [("spawn", id(1)), ("spawn", id(2))]);
+    assert_eq!(
+        planned(&view),
+        [("claim", id(1)), ("spawn", id(1)), ("spawn", id(2))]
+    );
+    let Action::Claim { tasks } = &plan(&view, T, &settings())[0] else {
+        panic!("the spawns are claimed first");
+    };
+    assert_eq!(tasks, &[id(1), id(2)], "in one call, in claim order");
     let busy = View {
         workers: vec![held(7, Observed::Alive), stopping(held(8, Observed::Alive), T)],
         claimable: claimable.clone(),
@@ -413,9 +435,9 @@ fn spawns_stop_at_max_spawn_counting_live_and_stopping_workers() {
         ..View::default()
     };
     assert_eq!(
-        planned(&freed)[1..],
-        [("spawn", id(1))],
-        "a reaped worker frees its slot"
+        planned(&freed),
+        [("reap", id(8)), ("claim", id(1)), ("spawn", id(1))],
+        "a reaped worker frees its slot, and the claim comes after the reap"
     );
 }
 
@@ -427,9 +449,13 @@ fn a_rate_limited_task_cools_down_and_a_held_one_is_not_respawned() {
         cooldown: BTreeMap::from([(id(2), T + 1)]),
         ..View::default()
     };
-    assert_eq!(planned(&view), [("spawn", id(3))]);
+    assert_eq!(planned(&view), [("claim", id(3)), ("spawn", id(3))]);
     let later = plan(&view, T + 1, &settings());
-    assert_eq!(kinds(&later), [("spawn", id(2))], "cooled down; one slot is held");
+    assert_eq!(
+        kinds(&later),
+        [("claim", id(2)), ("spawn", id(2))],
+        "cooled down; one slot is held"
+    );
 }
 
 #[test]
@@ -440,7 +466,10 @@ fn a_task_that_cannot_be_spawned_is_noted_once_and_left_ready() {
         ..View::default()
     };
     let actions = plan(&view, T, &settings());
-    assert_eq!(kinds(&actions), [("skip", id(1)), ("spawn", id(2))]);
+    assert_eq!(
+        kinds(&actions),
+        [("skip", id(1)), ("claim", id(2)), ("spawn", id(2))]
+    );
     assert!(matches!(&actions[0], Action::SkipNonspawnable { profile, .. } if profile == "idle"));
 }
 

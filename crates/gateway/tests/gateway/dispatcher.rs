@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId, Timestamp};
 
 use board_sqlite::{Options, SqliteStore};
-use gateway::dispatcher::{Decompositions, DispatchSettings, Dispatcher, NoDecompositions, TickReport};
+use gateway::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
+use gateway::plan::{DispatchSettings, TickReport};
 
 const T0: i64 = 1_800_000_000;
 
@@ -454,6 +455,61 @@ fn attempts_that_fail_uncharged_are_paced_but_never_park_the_card() {
         assert!(d.tick(&s, now + 1).decompositions_started.is_empty(), "paced");
         now += 10_000;
     }
+}
+
+#[test]
+fn a_lease_of_a_gateway_of_this_host_that_is_gone_is_taken_over_at_once() {
+    let h = home();
+    let cards: Vec<TaskId> = ["left mid-call", "a live gateway's", "another host's"]
+        .iter()
+        .map(|title| h.triage(title, T0))
+        .collect();
+    h.provider_up(&cards[0]);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let holders = [
+        format!("here/{dead}"),
+        "here/1".to_owned(),
+        format!("there/{dead}"),
+    ];
+    for (card, holder) in cards.iter().zip(&holders) {
+        h.store.lease_decomposition(card, holder, 600, T0, None).unwrap();
+    }
+    let (d, recorder) = h.recording_dispatcher();
+    let mut d = d.on_host("here");
+    let s = DispatchSettings {
+        auto_decompose: true,
+        ..settings(&[])
+    };
+    let report = d.tick(&s, T0 + 10);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert!(
+        report.decompositions_started.is_empty(),
+        "the lapsed attempt is charged, not retried at once"
+    );
+    let failures = h.store.get(&cards[0]).unwrap().decompose_failures;
+    assert_eq!(failures, 1, "the attempt of the gone gateway is charged");
+    let held: Vec<TaskId> = h
+        .store
+        .triage_leases(10)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.card)
+        .collect();
+    let mut left = cards[1..].to_vec();
+    left.sort();
+    assert_eq!(
+        held, left,
+        "a live gateway's and another host's leases are left alone"
+    );
+    let later = d.tick(&s, T0 + 10_000);
+    assert_eq!(
+        later.decompositions_started,
+        [cards[0].clone()],
+        "retried under the policy"
+    );
+    assert_eq!(recorder.started.lock().unwrap().len(), 1);
 }
 
 /// Whether `pid` is a live process (not gone, not a zombie).

@@ -16,8 +16,9 @@ use board_home::config::{Config, Warning};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore};
 use gateway::channel::Terms;
-use gateway::dispatcher::{DispatchSettings, Dispatcher, NoDecompositions};
-use gateway::supervisor::{worker_argv, worker_env, Assignment, Boundary, ProcessGroupTerminator};
+use gateway::dispatcher::{Dispatcher, NoDecompositions};
+use gateway::plan::{Boundary, DispatchSettings};
+use gateway::supervisor::{worker_argv, worker_env, Assignment, ProcessGroupTerminator};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -38,7 +39,7 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
         command: &[],
         secret_vars,
         boundary,
-        board: None,
+        home_board: true,
         terms: Terms {
             claim_ttl_seconds: 900,
             max_text_bytes: 1024,

@@ -50,5 +50,103 @@ fn a_proven_worker_asked_to_stop_still_takes_a_spawn_slot() {
         ..View::default()
     };
     // Two slots: the worker that is still stopping holds one.
-    assert_eq!(planned(&view), [("stop", id(1)), ("spawn", id(2))]);
+    assert_eq!(
+        planned(&view),
+        [("stop", id(1)), ("claim", id(2)), ("spawn", id(2))]
+    );
+}
+
+#[test]
+fn an_ended_decomposition_releases_its_lease_and_one_in_flight_keeps_it() {
+    let view = View {
+        leased: BTreeSet::from([id(1), id(2)]),
+        in_flight: BTreeSet::from([id(2)]),
+        breaker: up(),
+        ..View::default()
+    };
+    let actions = plan(&view, T, &decomposing(1, 1));
+    assert_eq!(actions, [Action::ReleaseDecomposition { card: id(1) }]);
+}
+
+#[test]
+fn a_failure_the_store_could_not_record_is_remembered_and_holds_the_card_back() {
+    let policy = RetryPolicy::default();
+    let mut failing = card(1);
+    failing.task.decompose_failures = policy.failure_limit - 1;
+    let floor = policy.floor_after_start(&failing.task, None, T - 10_000);
+    let view = View {
+        triage: vec![failing],
+        floors: BTreeMap::from([(id(1), floor)]),
+        unrecorded: BTreeSet::from([id(1)]),
+        breaker: up(),
+        ..View::default()
+    };
+    let actions = plan(&view, T, &decomposing(1, 1));
+    let remembered = floor.unrecorded_failure();
+    assert_eq!(
+        actions.first(),
+        Some(&Action::RememberFailure {
+            card: id(1),
+            floor: remembered
+        })
+    );
+    let known = View {
+        unrecorded: BTreeSet::new(),
+        ..view.clone()
+    };
+    assert_eq!(
+        kinds(&plan(&known, T, &decomposing(1, 1))),
+        [("decompose", id(1))],
+        "without the failure the card is due: one failure short of the limit"
+    );
+    assert!(
+        !kinds(&actions).contains(&("decompose", id(1))),
+        "the failure counts this very tick, reaching the limit: {actions:?}"
+    );
+}
+
+#[test]
+fn a_lapsed_or_abandoned_lease_is_taken_over_and_a_live_one_or_ours_is_left() {
+    let lease = |n: u8, holder: &str, expires: Timestamp| TriageLease {
+        card: id(n),
+        holder: holder.into(),
+        expires,
+    };
+    let view = View {
+        triage: vec![card(1), card(5)],
+        triage_leases: vec![
+            lease(1, "b/2", T),
+            lease(2, "b/3", T + 60),
+            lease(3, "here/9", T + 60),
+            lease(4, "here/1", T + 60),
+            lease(6, "c/4", T - 1),
+        ],
+        gone_holders: BTreeSet::from(["here/9".to_owned()]),
+        leased: BTreeSet::from([id(4)]),
+        in_flight: BTreeSet::from([id(4)]),
+        breaker: up(),
+        ..View::default()
+    };
+    assert_eq!(
+        kinds(&plan(&view, T, &decomposing(5, 5))),
+        [("take over", id(1)), ("take over", id(3)), ("decompose", id(5))],
+        "lapsed on a due card, or its gateway gone; a live lease, ours, or one on a card not due stays"
+    );
+    let Action::TakeOverLease { holder, .. } = &plan(&view, T, &decomposing(5, 5))[0] else {
+        panic!("a take-over first");
+    };
+    assert_eq!(holder, "b/2");
+    let stopped = View {
+        breaker: Breaker {
+            open: true,
+            probe_at: Some(T + 60),
+            ..up()
+        },
+        ..view
+    };
+    assert_eq!(
+        plan(&stopped, T, &decomposing(5, 5)),
+        [],
+        "nothing is taken over while no decomposition may start"
+    );
 }

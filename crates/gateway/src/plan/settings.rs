@@ -1,0 +1,68 @@
+//! What the tick decides with, from the configuration (re-read every tick).
+
+use std::collections::BTreeMap;
+
+use board_core::{Ceilings, RetryPolicy, Task};
+
+/// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Boundary {
+    /// Variables passed to workers although their names look secret (`env_allow`).
+    pub env_allow: Vec<String>,
+    /// Card text may start an argument with `-` (`allow_dash_arguments`).
+    pub dash_arguments: bool,
+    /// The system user the workers run as (`user`); `None`: the gateway's own.
+    pub user: Option<String>,
+}
+
+/// What the tick needs from the configuration, re-read every tick.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchSettings {
+    pub max_spawn: usize,
+    pub auto_decompose: bool,
+    pub auto_decompose_per_tick: usize,
+    pub auto_decompose_concurrency: usize,
+    pub failure_limit: i64,
+    pub claim_ttl_seconds: i64,
+    /// `kanban.max_text_bytes`: the largest result or comment a worker may report.
+    pub max_text_bytes: usize,
+    pub default_assignee: String,
+    /// Profile name -> its worker command (`None`: the profile cannot be spawned).
+    pub commands: BTreeMap<String, Option<Vec<String>>>,
+    /// Variables kept from workers whatever their names (the model key's variable).
+    pub secret_vars: Vec<String>,
+    /// Profile name -> what its workers may have beyond the defaults.
+    pub boundaries: BTreeMap<String, Boundary>,
+    /// `kanban.decompose_retry_base_seconds` and `decompose_failure_limit`.
+    pub decompose_retry: RetryPolicy,
+    /// How long a card is leased to this gateway for its automatic decomposition.
+    pub decomposition_lease_seconds: i64,
+    /// Whether the board is the home's `kanban.db` (workers are told its path), not a
+    /// PostgreSQL board (`database_url`), whose URL no worker gets.
+    pub home_board: bool,
+    /// The daily spend ceilings of the decomposer.
+    pub ceilings: Ceilings,
+    /// The stamp of the config in force (a changed config lets a probe through a breaker
+    /// an authentication fault holds open).
+    pub config_stamp: Option<String>,
+}
+
+impl DispatchSettings {
+    /// How long before its expiry the lease of a held live worker is extended: half the
+    /// claim's lease, so that another gateway never finds it expired while its worker
+    /// lives.
+    pub fn lease_margin(&self) -> i64 {
+        self.claim_ttl_seconds / 2
+    }
+
+    /// The profile a task's worker runs as, and its command; `None` for a profile that
+    /// cannot be spawned.
+    pub fn worker_for(&self, task: &Task) -> (String, Option<Vec<String>>) {
+        let profile = task
+            .assignee
+            .clone()
+            .unwrap_or_else(|| self.default_assignee.clone());
+        let command = self.commands.get(&profile).cloned().flatten();
+        (profile, command)
+    }
+}
