@@ -5,6 +5,7 @@
 
 mod bench;
 mod demo;
+mod deps;
 mod mutants;
 mod pg;
 mod purity;
@@ -17,9 +18,10 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   demo    the product on a temporary home: a fake model, a gateway, real workers
-  ci      everything CI checks: formatting, sizes, purity, clippy with -D warnings, every test
+  ci      everything CI checks: formatting, sizes, purity, deps, clippy with -D warnings, every test
   sizes   no source file over 600 lines, no function over 80, unless a `// size:` comment says why
   purity  board-core and the gateway planner name no clock, file, process, thread, socket or async
+  deps    every crate uses each dependency it declares
   venv    the Python virtualenv the tests drive our binaries from (target/venv)
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
   soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Some("venv") => venv::ensure(),
         Some("sizes") => sizes::check(&workspace_root()),
         Some("purity") => purity::check(&workspace_root()),
+        Some("deps") => deps::check(&workspace_root()),
         Some("e2e") => e2e(),
         Some("soak") => soak(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
@@ -153,6 +156,7 @@ fn ci() -> Result<(), String> {
     run(&cargo, &["fmt", "--all", "--", "--check"])?;
     sizes::check(&workspace_root())?;
     purity::check(&workspace_root())?;
+    deps::check(&workspace_root())?;
     venv::ensure()?;
     run(
         &cargo,

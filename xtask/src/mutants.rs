@@ -31,6 +31,8 @@ struct Part {
     targets: &'static [&'static str],
     /// nextest's filter of those targets' tests run against each mutant.
     tests: &'static str,
+    /// The packages whose tests judge the mutants (none: the mutated file's own).
+    test_packages: &'static [&'static str],
 }
 
 const SCOPE: &[Part] = &[
@@ -46,6 +48,7 @@ const SCOPE: &[Part] = &[
         // The unit tests and the in-memory conformance scenarios; the property test and
         // the thread races add minutes per mutant and no rule of these files.
         tests: "kind(lib) | not test(/invariants_hold_after_every_step|_race$|eight_threads/)",
+        test_packages: &[],
     },
     Part {
         name: "gateway",
@@ -53,12 +56,16 @@ const SCOPE: &[Part] = &[
         targets: &["--lib", "--test", "gateway"],
         // The planner's table and the tick with a recording process table.
         tests: "kind(lib) | test(/^plan_and_tick::/)",
+        test_packages: &[],
     },
     Part {
-        name: "web",
-        files: &["crates/web/src/guard.rs"],
+        name: "http-guard",
+        files: &["crates/http-guard/src/guard.rs"],
+        // The guard's unit tests, and the web board's security and API suites, which
+        // reach it over HTTP.
         targets: &["--lib", "--test", "security", "--test", "api"],
         tests: "all()",
+        test_packages: &["http-guard", "web"],
     },
 ];
 
@@ -172,6 +179,9 @@ fn shard_script(shard: usize, base: &Path) -> Result<String, String> {
         args.push(format!("{shard}/{MIRRORS}"));
         for file in part.files {
             args.extend(["--file".to_owned(), (*file).to_owned()]);
+        }
+        for package in part.test_packages {
+            args.extend(["--test-package".to_owned(), (*package).to_owned()]);
         }
         args.extend(["--output".to_owned(), out, "--".to_owned()]);
         args.extend(part.targets.iter().map(|t| (*t).to_owned()));

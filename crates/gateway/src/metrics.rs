@@ -1,7 +1,7 @@
 //! The gateway's health and metrics over HTTP (docs/gateway.md#health-and-metrics), off
 //! unless `gateway.metrics_bind` is set: `GET /healthz` (200 while ticks are on time and
 //! the store answers, else 503) and `GET /metrics` in the Prometheus text format. The
-//! bind and token rule is `kanban serve`'s (`web::check_bind`, `web::check_access`).
+//! bind and token rule is `kanban serve`'s (`http_guard::check_bind`, `http_guard::check_access`).
 //!
 //! The gateway's own counts (ticks, spawns, reclaims...) live in a [`Monitor`] the tick
 //! loop feeds; the board's counts (tasks by status, runs by outcome, model requests and
@@ -338,7 +338,7 @@ fn pairs(map: &std::collections::BTreeMap<String, u64>) -> Vec<(&str, u64)> {
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
     #[error("gateway.metrics_bind: {0}")]
-    Bind(#[from] web::ServeError),
+    Bind(#[from] http_guard::ServeError),
     #[error("gateway.metrics_bind: cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -353,28 +353,31 @@ pub async fn serve(
     token: Option<String>,
     monitor: Arc<Monitor>,
 ) -> Result<SocketAddr, MetricsError> {
-    web::check_bind(addr, token.as_deref(), TOKEN_ENV)?;
+    http_guard::check_bind(addr, token.as_deref(), TOKEN_ENV)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| MetricsError::Listen { addr, source })?;
     let local = listener
         .local_addr()
         .map_err(|source| MetricsError::Listen { addr, source })?;
-    let access = web::Access::new(token, local.ip());
+    let access = http_guard::Access::new(token, local.ip());
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(monitor)
-        .layer(axum::middleware::from_fn_with_state(access, web::check_access));
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            http_guard::check_access,
+        ));
     // Few connections, each closed if it stalls: a flood of half-open connections to
     // this port cannot take the descriptors the gateway spawns its workers with.
-    let limits = web::Limits {
+    let limits = http_guard::Limits {
         connections: METRICS_CONNECTIONS,
         streams: 0,
-        ..web::Limits::default()
+        ..http_guard::Limits::default()
     };
     tokio::spawn(async move {
-        if let Err(e) = web::serve_connections(listener, app, limits).await {
+        if let Err(e) = http_guard::serve_connections(listener, app, limits).await {
             tracing::error!(error = %e, "the metrics server stopped");
         }
     });
@@ -411,6 +414,6 @@ mod tests {
             .expect_err("a public bind without a token");
         let message = refused.to_string();
         assert!(message.contains(TOKEN_ENV), "{message}");
-        assert!(!message.contains(web::TOKEN_ENV), "{message}");
+        assert!(!message.contains("KANBAN_SERVE_TOKEN"), "{message}");
     }
 }

@@ -15,7 +15,8 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::ApiError;
+use axum::Json;
+use serde_json::json;
 
 const COOKIE: &str = "kanban_token";
 
@@ -82,7 +83,7 @@ pub async fn check(State(access): State<Access>, request: Request, next: Next) -
 /// the connection cannot carry another request, and `Connection: close` tells the
 /// client to open a new one rather than send on the one the server is closing.
 fn refuse(status: StatusCode, message: &str) -> Response {
-    let mut response = ApiError::new(status, message).into_response();
+    let mut response = (status, Json(json!({ "error": message }))).into_response();
     response
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
