@@ -81,14 +81,7 @@ pub(crate) struct Paths {
 
 impl Paths {
     fn new(root: &Path, debug: bool) -> Paths {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
-        let target = if target.is_relative() {
-            root.join(target)
-        } else {
-            target
-        };
+        let target = crate::target_dir(root);
         let bench = target.join("bench");
         let bins = target.join(if debug { "debug" } else { "release" });
         Paths {

@@ -41,7 +41,7 @@ impl Drop for Running {
 pub fn run(root: &Path) -> Result<(), String> {
     let cargo = crate::cargo();
     crate::run(&cargo, &["build", "--quiet", "-p", "cli", "-p", "fake-llm"])?;
-    let bin = root.join("target").join("debug");
+    let bin = crate::target_dir(root).join("debug");
     let kanban = bin.join("kanban");
     let home = std::env::temp_dir().join(format!("kanban-demo-{}", std::process::id()));
     std::fs::create_dir_all(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;

@@ -83,6 +83,18 @@ pub(crate) fn workspace_root() -> std::path::PathBuf {
     manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
 }
 
+/// Where cargo puts what it builds: `CARGO_TARGET_DIR` (relative to the workspace) or
+/// `target/`.
+pub(crate) fn target_dir(root: &std::path::Path) -> std::path::PathBuf {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), std::path::PathBuf::from);
+    if target.is_relative() {
+        root.join(target)
+    } else {
+        target
+    }
+}
+
 pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }

@@ -52,7 +52,7 @@ const SCOPE: &[Part] = &[
     },
     Part {
         name: "gateway",
-        files: &["crates/gateway/src/plan.rs"],
+        files: &["crates/gateway/src/planner.rs"],
         targets: &["--lib", "--test", "gateway"],
         // The planner's table and the tick with a recording process table.
         tests: "kind(lib) | test(/^plan_and_tick::/)",

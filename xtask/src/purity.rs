@@ -1,6 +1,6 @@
 //! `cargo xtask purity` (and a step of `ci`): the decisions cannot touch the world.
 //! `board-core` (its state machine, rules and the in-memory store) and the gateway's
-//! planner (`gateway/src/plan.rs` and `plan/`) name no clock, file system, process,
+//! planner (`gateway/src/planner.rs` and `planner/`) name no clock, file system, process,
 //! thread, socket, environment, randomness or async runtime: time and ids come in as
 //! arguments (a retention batch gets its clock from the caller). The planner is a leaf:
 //! of the workspace it names only `board_core` and its own modules, never the
@@ -33,8 +33,8 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
     let mut files = Vec::new();
     rust_files(&root.join("crates/board-core/src"), &mut files)
         .map_err(|e| format!("reading board-core: {e}"))?;
-    let mut planner = vec![root.join("crates/gateway/src/plan.rs")];
-    rust_files(&root.join("crates/gateway/src/plan"), &mut planner)
+    let mut planner = vec![root.join("crates/gateway/src/planner.rs")];
+    rust_files(&root.join("crates/gateway/src/planner"), &mut planner)
         .map_err(|e| format!("reading the planner: {e}"))?;
     files.extend(planner.iter().cloned());
     files.sort();
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn the_planner_reaching_the_dispatcher_or_the_home_is_found() {
         let text =
-            "use board_core::Task;\nuse crate::plan::exit::Ending;\nuse crate::dispatcher::TickReport;\n\
+            "use board_core::Task;\nuse crate::planner::exit::Ending;\nuse crate::dispatcher::TickReport;\n\
                     // crate::supervisor in a comment\nfn f(h: &board_home::Home) {}\n";
         let found: Vec<usize> = outside_the_planner(text).into_iter().map(|(n, _)| n).collect();
         assert_eq!(found, [3, 5]);

@@ -1,6 +1,6 @@
 //! The board-wide circuit breaker over the decomposer's provider (docs/decomposer.md#provider-outages),
 //! as pure decisions. Its state, [`Breaker`], is one durable value per board; a store
-//! applies a [`Signal`] to it atomically through [`observe`] and appends the event the
+//! applies a [`BreakerSignal`] to it atomically through [`observe`] and appends the event the
 //! decision names. The planner reads it to decide whether automatic decompositions run
 //! at full rate, carefully (one at a time, while a provider fault is unexplained), as one
 //! probe, or not at all.
@@ -76,7 +76,7 @@ pub struct Fault {
 
 /// What a store applies to the breaker, atomically.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Signal {
+pub enum BreakerSignal {
     /// The provider answered a request about `card` (whatever the answer said).
     Up { card: TaskId },
     /// A request failed because of the provider.
@@ -217,20 +217,20 @@ impl Breaker {
 /// nothing changes.
 pub fn observe(
     state: &Breaker,
-    signal: &Signal,
+    signal: &BreakerSignal,
     settings: &BreakerSettings,
     now: Timestamp,
 ) -> Option<BreakerChange> {
     let (breaker, card, event) = match signal {
-        Signal::Up { card } => {
+        BreakerSignal::Up { card } => {
             let (breaker, event) = up(state, now);
             (breaker, card, event)
         }
-        Signal::Down(fault) => {
+        BreakerSignal::Down(fault) => {
             let (breaker, event) = down(state, fault, settings, now);
             (breaker, &fault.card, event)
         }
-        Signal::ProbeTaken { card } => {
+        BreakerSignal::ProbeTaken { card } => {
             if !state.open {
                 return None;
             }
@@ -243,7 +243,7 @@ pub fn observe(
             };
             (breaker, card, None)
         }
-        Signal::Ceiling { card, reached } => {
+        BreakerSignal::Ceiling { card, reached } => {
             let breaker = Breaker {
                 ceiling: reached.clone(),
                 ..state.clone()
@@ -362,8 +362,8 @@ mod tests {
         }
     }
 
-    fn down(n: u8, attempt: &str) -> Signal {
-        Signal::Down(Fault {
+    fn down(n: u8, attempt: &str) -> BreakerSignal {
+        BreakerSignal::Down(Fault {
             card: card(n),
             attempt: attempt.into(),
             error: "model answered HTTP 500".into(),
@@ -372,11 +372,16 @@ mod tests {
         })
     }
 
-    fn apply(state: &Breaker, signal: &Signal, now: Timestamp) -> Breaker {
+    fn apply(state: &Breaker, signal: &BreakerSignal, now: Timestamp) -> Breaker {
         apply_with(state, signal, &settings(), now)
     }
 
-    fn apply_with(state: &Breaker, signal: &Signal, settings: &BreakerSettings, now: Timestamp) -> Breaker {
+    fn apply_with(
+        state: &Breaker,
+        signal: &BreakerSignal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> Breaker {
         observe(state, signal, settings, now).map_or_else(|| state.clone(), |c| c.breaker)
     }
 
@@ -390,7 +395,7 @@ mod tests {
         assert!(state.open);
         let (mut requests, mut last, mut gaps) = (2, T, Vec::new());
         while let Some(at) = state.probe_at.filter(|at| *at < T + seconds) {
-            state = apply_with(&state, &Signal::ProbeTaken { card: card(3) }, settings, at);
+            state = apply_with(&state, &BreakerSignal::ProbeTaken { card: card(3) }, settings, at);
             state = apply_with(&state, &fault(3, "p"), settings, at);
             requests += 1;
             gaps.push(at - last);
@@ -402,7 +407,7 @@ mod tests {
     }
 
     fn up_once() -> Breaker {
-        apply(&Breaker::default(), &Signal::Up { card: card(9) }, T)
+        apply(&Breaker::default(), &BreakerSignal::Up { card: card(9) }, T)
     }
 
     #[test]
@@ -421,14 +426,19 @@ mod tests {
         let mut delays = Vec::new();
         for _ in 0..10 {
             let at = state.probe_at.expect("a probe time");
-            state = apply(&state, &Signal::ProbeTaken { card: card(3) }, at);
+            state = apply(&state, &BreakerSignal::ProbeTaken { card: card(3) }, at);
             state = apply(&state, &down(3, "p"), at);
             delays.push(state.probe_at.expect("a probe time") - at);
         }
         assert_eq!(&delays[..5], &[60, 120, 240, 300, 300]);
         assert_eq!(*delays.last().expect("ten"), 300, "capped at ten bases");
-        let closed =
-            observe(&state, &Signal::Up { card: card(3) }, &settings(), T + 99_999).expect("a change");
+        let closed = observe(
+            &state,
+            &BreakerSignal::Up { card: card(3) },
+            &settings(),
+            T + 99_999,
+        )
+        .expect("a change");
         assert_eq!(closed.event.as_ref().map(|e| e.kind), Some("breaker_closed"));
         assert!(!closed.breaker.open && !closed.breaker.in_doubt());
     }
@@ -441,7 +451,7 @@ mod tests {
             state = apply(&state, &down(1, attempt), T + 1);
             assert!(!state.open && state.charges(), "{attempt}");
         }
-        state = apply(&state, &Signal::Up { card: card(2) }, T + 2);
+        state = apply(&state, &BreakerSignal::Up { card: card(2) }, T + 2);
         assert!(!state.in_doubt());
     }
 
@@ -454,7 +464,7 @@ mod tests {
 
     #[test]
     fn an_auth_fault_holds_it_open_until_the_config_changes_or_the_cap() {
-        let fault = Signal::Down(Fault {
+        let fault = BreakerSignal::Down(Fault {
             card: card(1),
             attempt: "a1".into(),
             error: "model answered HTTP 401".into(),
@@ -473,7 +483,7 @@ mod tests {
         let mut state = apply(&up_once(), &down(1, "a1"), T);
         state = apply(
             &state,
-            &Signal::Down(Fault {
+            &BreakerSignal::Down(Fault {
                 retry_after: Some(300),
                 ..Fault {
                     card: card(2),
@@ -541,7 +551,7 @@ mod tests {
 
     #[test]
     fn a_ceiling_is_noted_once_and_lifted_once() {
-        let reached = Signal::Ceiling {
+        let reached = BreakerSignal::Ceiling {
             card: card(1),
             reached: Some("max_requests_per_day".into()),
         };
@@ -551,7 +561,7 @@ mod tests {
             Some("spend_ceiling_reached")
         );
         assert!(observe(&change.breaker, &reached, &settings(), T + 1).is_none());
-        let lifted = Signal::Ceiling {
+        let lifted = BreakerSignal::Ceiling {
             card: card(1),
             reached: None,
         };

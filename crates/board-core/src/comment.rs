@@ -9,10 +9,16 @@ use crate::refusal::Refusal;
 use crate::transition::NewEvent;
 use crate::types::{RunId, Task};
 
+/// Whether a comment's body says nothing: the board takes no such comment, and an import
+/// skips one.
+pub fn blank(body: &str) -> bool {
+    body.trim().is_empty()
+}
+
 /// Refuses a blank comment, one over the board's limits, and one guarded by a run that is
 /// not `task`'s current run.
 pub fn admit(task: &Task, author: Option<&str>, body: &str, guard: Option<RunId>) -> Result<(), Refusal> {
-    if body.trim().is_empty() {
+    if blank(body) {
         return Err(Refusal::Invalid("a comment cannot be blank".into()));
     }
     crate::limits::text("the comment", body)?;

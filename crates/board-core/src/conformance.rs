@@ -1,6 +1,6 @@
 //! The store conformance suite, written once against the `Store` trait.
 //!
-//! A backend's test file opens boards through a [`Board`] and expands
+//! A backend's test file opens boards through a [`Backend`] and expands
 //! [`store_conformance_tests!`] to get every scenario as a named test, including the
 //! races of real threads on separate connections and the random-operation property test
 //! that checks the invariants after every step.
@@ -65,7 +65,7 @@ use crate::types::{Task, TaskId};
 use crate::{check_invariants, NewTask};
 
 /// A board under test: every `connect` is a separate connection to the same board.
-pub trait Board: Send + Sync {
+pub trait Backend: Send + Sync {
     fn connect(&self) -> Arc<dyn Store>;
 }
 
@@ -123,7 +123,7 @@ fn event_kinds(store: &dyn Store, id: &TaskId) -> Vec<String> {
 }
 
 /// Expands to one `#[test]` per conformance scenario, plus the property test with
-/// `$cases` random sequences. `$board` is an expression that makes a fresh [`Board`];
+/// `$cases` random sequences. `$board` is an expression that makes a fresh [`Backend`];
 /// `property_board`, when given, makes the boards of the property test instead (a
 /// backend may open those with cheaper settings that do not change what it decides).
 #[macro_export]

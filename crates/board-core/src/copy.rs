@@ -3,7 +3,7 @@
 //! transaction of the target, in batches.
 //!
 //! The tables and their columns are the same on every backend (docs/storage.md); a row
-//! travels as a list of [`Cell`]s in the order of the source's column names, and the
+//! travels as a list of [`Datum`]s in the order of the source's column names, and the
 //! target binds each by the type of its own column of that name.
 
 use crate::store::StoreResult;
@@ -29,7 +29,7 @@ pub const BATCH: usize = 500;
 
 /// One value of a row. Booleans travel as 0 and 1, as SQLite keeps them.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Cell {
+pub enum Datum {
     Null,
     Int(i64),
     Real(f64),
@@ -40,7 +40,7 @@ pub enum Cell {
 pub struct Batch<'a> {
     pub table: &'static str,
     pub columns: &'a [String],
-    pub rows: &'a [Vec<Cell>],
+    pub rows: &'a [Vec<Datum>],
 }
 
 /// A board a copy reads from or writes to.

@@ -2,8 +2,28 @@
 //! request. One rule for every store: a live lease of another holder keeps the card; a
 //! lapsed one means its holder stopped mid-call, which counts as a failed attempt.
 
-use crate::store::DecompositionLease;
-use crate::types::Timestamp;
+use crate::types::{TaskId, Timestamp};
+
+/// What became of a request to lease a card for an automatic decomposition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecompositionLease {
+    /// The card is leased to the caller until the expiry it asked for.
+    Leased,
+    /// Another holder's lease on the card holds: leave the card alone.
+    Held { holder: String, expires: Timestamp },
+    /// An earlier lease lapsed without being released: its holder stopped mid-call, and
+    /// that attempt counts as a failed one. The card is now leased to the caller, who
+    /// records the failure and releases it rather than calling the model at once.
+    Lapsed { holder: String },
+}
+
+/// A decomposition lease on a triage card, live or lapsed, as the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriageLease {
+    pub card: TaskId,
+    pub holder: String,
+    pub expires: Timestamp,
+}
 
 /// What leasing a card whose current lease is `current` (holder and expiry) means at
 /// `now`; anything but [`DecompositionLease::Held`] writes the caller's lease. A live

@@ -39,7 +39,7 @@ pub mod types;
 pub mod conformance;
 
 pub use backoff::AttemptFloor;
-pub use breaker::{Breaker, BreakerChange, BreakerSettings, Fault, Signal};
+pub use breaker::{Breaker, BreakerChange, BreakerSettings, BreakerSignal, Fault};
 pub use decomposition_lease::{decide_lease, lease_expiry};
 pub use graph::{clean_title, NewTask};
 pub use import::{ImportBatch, ImportOutcome, ImportedTask, Landed, LinkLanded};

@@ -1,8 +1,7 @@
-//! `MemStore`: the board held in memory behind a mutex, a complete `Store`.
-//!
-//! It is the reference backend: the conformance suite and the property tests run against
-//! it to check the pure core, and a real backend must behave the same. Ids are drawn
-//! from counters, so it is deterministic.
+//! `MemStore`: the board held in memory behind a mutex, a complete `Store`. It is the
+//! reference backend: the conformance suite and the property tests run against it to
+//! check the pure core, and a real backend must behave the same. Ids are drawn from
+//! counters, so it is deterministic.
 
 mod import;
 mod reads;
@@ -11,7 +10,7 @@ mod retention;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::breaker::{observe, Breaker, BreakerSettings, Signal};
+use crate::breaker::{observe, Breaker, BreakerSettings, BreakerSignal};
 use crate::comment;
 use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
@@ -32,11 +31,11 @@ use crate::types::{
 /// An in-memory board.
 #[derive(Default)]
 pub struct MemStore {
-    board: Mutex<Board>,
+    board: Mutex<Tables>,
 }
 
 #[derive(Clone, Default)]
-struct Board {
+struct Tables {
     tasks: BTreeMap<TaskId, Task>,
     runs: BTreeMap<i64, Run>,
     links: BTreeSet<Link>,
@@ -58,7 +57,7 @@ impl MemStore {
         MemStore::default()
     }
 
-    fn board(&self) -> MutexGuard<'_, Board> {
+    fn board(&self) -> MutexGuard<'_, Tables> {
         // A panic while holding the lock cannot leave a half-applied change: every
         // change is computed first and applied with infallible inserts.
         self.board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -73,9 +72,9 @@ fn queue_order(a: &Task, b: &Task) -> std::cmp::Ordering {
         .then(a.id.cmp(&b.id))
 }
 
-impl plan::PlanWrites for Board {
+impl plan::PlanWrites for Tables {
     fn facts(&mut self, id: &TaskId) -> StoreResult<TaskFacts> {
-        Board::facts(self, id)
+        Tables::facts(self, id)
     }
 
     fn unused_task_id(&mut self, _drawn: &[TaskId]) -> StoreResult<TaskId> {
@@ -83,7 +82,7 @@ impl plan::PlanWrites for Board {
     }
 
     fn insert_created(&mut self, child: Created, now: Timestamp) -> StoreResult<()> {
-        Board::insert_created(self, child, now);
+        Tables::insert_created(self, child, now);
         Ok(())
     }
 
@@ -93,12 +92,12 @@ impl plan::PlanWrites for Board {
     }
 
     fn apply(&mut self, _old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
-        Board::apply(self, change, now);
+        Tables::apply(self, change, now);
         Ok(())
     }
 }
 
-impl Board {
+impl Tables {
     fn task(&self, id: &TaskId) -> StoreResult<&Task> {
         self.tasks
             .get(id)
@@ -469,32 +468,21 @@ impl Store for MemStore {
         let current = b.decomposition_leases.get(id).map(|(h, e)| (h.as_str(), *e));
         let decision = decide_lease(current, now, abandoned);
         if !matches!(decision, DecompositionLease::Held { .. }) {
-            let lease = (holder.to_owned(), lease_expiry(ttl, now));
-            b.decomposition_leases.insert(id.clone(), lease);
+            b.decomposition_leases
+                .insert(id.clone(), (holder.to_owned(), lease_expiry(ttl, now)));
         }
         Ok(decision)
     }
 
     fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()> {
         let mut b = self.board();
-        if b.decomposition_leases.get(id).is_some_and(|(h, _)| h == holder) {
-            b.decomposition_leases.remove(id);
-        }
+        b.decomposition_leases
+            .retain(|card, (h, _)| card != id || h != holder);
         Ok(())
     }
 
     fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>> {
-        let b = self.board();
-        let on_triage = b
-            .decomposition_leases
-            .iter()
-            .filter(|(id, _)| b.tasks.get(*id).is_some_and(|t| t.status == Status::Triage));
-        let leases = on_triage.map(|(card, (holder, expires))| TriageLease {
-            card: card.clone(),
-            holder: holder.clone(),
-            expires: *expires,
-        });
-        Ok(leases.take(limit).collect())
+        Ok(self.board().triage_leases(limit))
     }
 
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64> {
@@ -532,7 +520,7 @@ impl Store for MemStore {
 
     fn signal_breaker(
         &self,
-        signal: &Signal,
+        signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)> {

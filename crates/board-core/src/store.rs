@@ -5,7 +5,8 @@
 
 use std::ops::ControlFlow;
 
-use crate::breaker::{Breaker, BreakerSettings, Signal};
+use crate::breaker::{Breaker, BreakerSettings, BreakerSignal};
+pub use crate::decomposition_lease::{DecompositionLease, TriageLease};
 use crate::graph::NewTask;
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
@@ -195,27 +196,6 @@ impl Default for RetryPolicy {
     }
 }
 
-/// What became of a request to lease a card for an automatic decomposition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DecompositionLease {
-    /// The card is leased to the caller until the expiry it asked for.
-    Leased,
-    /// Another holder's lease on the card holds: leave the card alone.
-    Held { holder: String, expires: Timestamp },
-    /// An earlier lease lapsed without being released: its holder stopped mid-call, and
-    /// that attempt counts as a failed one. The card is now leased to the caller, who
-    /// records the failure and releases it rather than calling the model at once.
-    Lapsed { holder: String },
-}
-
-/// A decomposition lease on a triage card, live or lapsed, as the store holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TriageLease {
-    pub card: TaskId,
-    pub holder: String,
-    pub expires: Timestamp,
-}
-
 /// A committed decomposition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
@@ -342,7 +322,7 @@ pub trait Store: Send + Sync {
     /// change names. Returns the state after, and the kind of the event appended.
     fn signal_breaker(
         &self,
-        signal: &Signal,
+        signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)>;

@@ -176,6 +176,16 @@ impl TaskOrder {
     }
 }
 
+/// The statuses in which a parent no longer holds its children back
+/// ([`Status::releases_children`]), as a SQL list: what every store's "open parents" leave
+/// out. A macro, so that SQL built with `concat!` can name it.
+#[macro_export]
+macro_rules! releasing_statuses_sql {
+    () => {
+        "'done', 'archived'"
+    };
+}
+
 impl Status {
     /// A parent in this status no longer holds its children back.
     pub fn releases_children(self) -> bool {
@@ -540,6 +550,16 @@ pub struct BoardSnapshot {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_sql_list_of_releasing_statuses_is_the_core_rule() {
+        let releasing: Vec<String> = Status::ALL
+            .iter()
+            .filter(|s| s.releases_children())
+            .map(|s| format!("'{s}'"))
+            .collect();
+        assert_eq!(releasing_statuses_sql!(), releasing.join(", "));
+    }
     use super::*;
 
     #[test]

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use board_core::conformance::Board;
+use board_core::conformance::Backend;
 use board_core::memory::MemStore;
 use board_core::Store;
 
 /// Every connection to an in-memory board is the same shared store.
 struct Memory(Arc<MemStore>);
 
-impl Board for Memory {
+impl Backend for Memory {
     fn connect(&self) -> Arc<dyn Store> {
         self.0.clone()
     }

@@ -787,3 +787,73 @@ fn the_decomposers_own_endpoint_key_and_provider() {
           (it speaks the OpenAI chat-completions API: auto, custom, openai, openrouter); the endpoint is base_url"]
     );
 }
+
+/// Each `path: value` of a YAML text, the path by indentation (two spaces a level), with
+/// comments and blank lines left out.
+fn keys_of(yaml: &str) -> Vec<(String, String)> {
+    let mut path: Vec<String> = Vec::new();
+    let mut keys = Vec::new();
+    for line in yaml.lines() {
+        let code = line.split(" #").next().unwrap_or_default().trim_end();
+        if code.trim().is_empty() || code.trim_start().starts_with('#') {
+            continue;
+        }
+        let depth = (code.len() - code.trim_start().len()) / 2;
+        let Some((key, value)) = code.trim().split_once(':') else {
+            continue;
+        };
+        path.truncate(depth);
+        path.push(key.to_owned());
+        let value = value.trim();
+        let unquoted = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(value);
+        keys.push((path.join("."), unquoted.to_owned()));
+    }
+    keys
+}
+
+/// docs/config.md shows the template `kanban init` writes, with longer notes: every key
+/// of the template with its default, each once, and besides them only the keys the docs
+/// show as examples.
+#[test]
+fn the_config_docs_show_every_default_of_the_template_once() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md")).unwrap();
+    let block = docs
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("docs/config.md has a yaml block");
+    let shown = keys_of(block);
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, _) in &shown {
+        assert!(seen.insert(path.clone()), "docs/config.md lists {path} twice");
+    }
+    // Shown in the docs, not in the template: keys unset or empty by default, and an
+    // example command for the default profile. Every key shown is one the config reads.
+    let examples = [
+        "database_url",
+        "auxiliary.kanban_decomposer.api_key",
+        "gateway.host_id",
+        "profiles.default.command",
+        "profiles.default.env_allow",
+        "profiles.default.allow_dash_arguments",
+    ];
+    let read = Config::parse(block, &no_env).unwrap_or_else(|e| panic!("docs/config.md: {e}"));
+    assert!(read.warnings.is_empty(), "docs/config.md: {:?}", read.warnings);
+    let template: BTreeMap<String, String> = keys_of(&Config::template()).into_iter().collect();
+    for (path, value) in &template {
+        let documented = shown.iter().find(|(p, _)| p == path).map(|(_, v)| v);
+        if examples.contains(&path.as_str()) {
+            continue;
+        }
+        assert_eq!(documented, Some(value), "docs/config.md on {path}");
+    }
+    for (path, _) in &shown {
+        assert!(
+            template.contains_key(path) || examples.contains(&path.as_str()),
+            "docs/config.md shows {path}, which the template does not have"
+        );
+    }
+}

@@ -42,6 +42,28 @@ pub(crate) fn all<T>(rows: Vec<Row>, map: fn(&Row) -> StoreResult<T>) -> StoreRe
     rows.iter().map(map).collect()
 }
 
+/// `todo` tasks none of whose parents is still open, in claim order: what a promotion
+/// sweep would promote.
+pub(crate) const PROMOTABLE: &str = concat!(
+    "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+     SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+     WHERE l.child_id = t.id AND p.status NOT IN (",
+    board_core::releasing_statuses_sql!(),
+    "))
+     ORDER BY t.priority DESC, t.created_at, t.seq"
+);
+
+/// The same tasks, locked in id order (as wake-ups lock children) for a promotion sweep.
+pub(crate) const PROMOTION_CANDIDATES: &str = concat!(
+    "SELECT t.id, t.priority, t.created_at, t.seq FROM tasks t
+     WHERE t.status = 'todo' AND NOT EXISTS (
+     SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
+     WHERE l.child_id = t.id AND p.status NOT IN (",
+    board_core::releasing_statuses_sql!(),
+    "))
+     ORDER BY t.id FOR NO KEY UPDATE OF t"
+);
+
 /// The facts of `task`, read (in one statement) after its row was read, and locked by a
 /// writer.
 pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
@@ -49,7 +71,9 @@ pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
         concat!(
             "SELECT (SELECT count(*) FROM task_runs WHERE task_id = $1) AS run_count,
                     (SELECT count(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                      WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) AS open_parents,
+                      WHERE l.child_id = $1 AND p.status NOT IN (",
+            board_core::releasing_statuses_sql!(),
+            ")) AS open_parents,
                     EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = 'decomposed')
                       AS decomposed,
                     newest.*

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use board_core::copy::{Batch, BoardCopy, Cell, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
+use board_core::copy::{Batch, BoardCopy, Datum, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
 use board_core::{StoreError, StoreResult};
 use postgres::types::{ToSql, Type};
 use postgres::{Row, Statement};
@@ -34,46 +34,46 @@ fn unsupported(what: &str, ty: &Type) -> StoreError {
     StoreError::Backend(format!("{what}: a column of type {ty} cannot be copied"))
 }
 
-fn cell(row: &Row, i: usize) -> StoreResult<Cell> {
+fn cell(row: &Row, i: usize) -> StoreResult<Datum> {
     let ty = row.columns()[i].type_();
     let got = |e: postgres::Error| backend(e);
     let cell = if *ty == Type::INT8 {
-        row.try_get::<_, Option<i64>>(i).map_err(got)?.map(Cell::Int)
+        row.try_get::<_, Option<i64>>(i).map_err(got)?.map(Datum::Int)
     } else if *ty == Type::INT4 {
         row.try_get::<_, Option<i32>>(i)
             .map_err(got)?
-            .map(|v| Cell::Int(v.into()))
+            .map(|v| Datum::Int(v.into()))
     } else if *ty == Type::BOOL {
         row.try_get::<_, Option<bool>>(i)
             .map_err(got)?
-            .map(|v| Cell::Int(v.into()))
+            .map(|v| Datum::Int(v.into()))
     } else if *ty == Type::FLOAT8 {
-        row.try_get::<_, Option<f64>>(i).map_err(got)?.map(Cell::Real)
+        row.try_get::<_, Option<f64>>(i).map_err(got)?.map(Datum::Real)
     } else if *ty == Type::TEXT {
-        row.try_get::<_, Option<String>>(i).map_err(got)?.map(Cell::Text)
+        row.try_get::<_, Option<String>>(i).map_err(got)?.map(Datum::Text)
     } else {
         return Err(unsupported(row.columns()[i].name(), ty));
     };
-    Ok(cell.unwrap_or(Cell::Null))
+    Ok(cell.unwrap_or(Datum::Null))
 }
 
 type Param = Box<dyn ToSql + Sync>;
 
 /// `cell` bound as the target column's type.
-fn param(column: &str, cell: &Cell, ty: &Type) -> StoreResult<Param> {
+fn param(column: &str, cell: &Datum, ty: &Type) -> StoreResult<Param> {
     let mismatch = || StoreError::Backend(format!("{column}: {cell:?} does not fit a column of type {ty}"));
     Ok(match cell {
-        Cell::Null if *ty == Type::INT8 => Box::new(None::<i64>),
-        Cell::Null if *ty == Type::INT4 => Box::new(None::<i32>),
-        Cell::Null if *ty == Type::BOOL => Box::new(None::<bool>),
-        Cell::Null if *ty == Type::FLOAT8 => Box::new(None::<f64>),
-        Cell::Null if *ty == Type::TEXT => Box::new(None::<String>),
-        Cell::Int(i) if *ty == Type::INT8 => Box::new(*i),
-        Cell::Int(i) if *ty == Type::INT4 => Box::new(i32::try_from(*i).map_err(|_| mismatch())?),
-        Cell::Int(i) if *ty == Type::BOOL => Box::new(*i != 0),
-        Cell::Int(i) if *ty == Type::FLOAT8 => Box::new(*i as f64),
-        Cell::Real(r) if *ty == Type::FLOAT8 => Box::new(*r),
-        Cell::Text(t) if *ty == Type::TEXT => Box::new(t.clone()),
+        Datum::Null if *ty == Type::INT8 => Box::new(None::<i64>),
+        Datum::Null if *ty == Type::INT4 => Box::new(None::<i32>),
+        Datum::Null if *ty == Type::BOOL => Box::new(None::<bool>),
+        Datum::Null if *ty == Type::FLOAT8 => Box::new(None::<f64>),
+        Datum::Null if *ty == Type::TEXT => Box::new(None::<String>),
+        Datum::Int(i) if *ty == Type::INT8 => Box::new(*i),
+        Datum::Int(i) if *ty == Type::INT4 => Box::new(i32::try_from(*i).map_err(|_| mismatch())?),
+        Datum::Int(i) if *ty == Type::BOOL => Box::new(*i != 0),
+        Datum::Int(i) if *ty == Type::FLOAT8 => Box::new(*i as f64),
+        Datum::Real(r) if *ty == Type::FLOAT8 => Box::new(*r),
+        Datum::Text(t) if *ty == Type::TEXT => Box::new(t.clone()),
         _ => return Err(mismatch()),
     })
 }
@@ -138,7 +138,7 @@ fn export_table(
         let batch = rows
             .iter()
             .map(|row| kept.iter().map(|&i| cell(row, i)).collect())
-            .collect::<StoreResult<Vec<Vec<Cell>>>>()?;
+            .collect::<StoreResult<Vec<Vec<Datum>>>>()?;
         each(Batch {
             table,
             columns: &columns,

@@ -3,7 +3,7 @@
 //! and written whole with its event inside the caller's transaction.
 
 use board_core::breaker::observe;
-use board_core::{Breaker, BreakerSettings, Signal, Spend, StoreError, StoreResult, Timestamp};
+use board_core::{Breaker, BreakerSettings, BreakerSignal, Spend, StoreError, StoreResult, Timestamp};
 
 use crate::apply::require_task;
 use crate::tx::Tx;
@@ -51,7 +51,7 @@ pub(crate) fn breaker(tx: &mut Tx<'_>) -> StoreResult<Breaker> {
 /// the other; the new state and its event commit together.
 pub(crate) fn signal_breaker(
     tx: &mut Tx<'_>,
-    signal: &Signal,
+    signal: &BreakerSignal,
     settings: &BreakerSettings,
     now: Timestamp,
 ) -> StoreResult<(Breaker, Option<&'static str>)> {

@@ -42,14 +42,14 @@ use board_core::store::{Claim, Committed, Creation, EventFilter, StoreResult, Ta
 use board_core::transition::{decide, Fresh, TaskFacts};
 use board_core::{comment, graph};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Request, Run, RunId, Signal, Spend,
-    Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
+    BoardSnapshot, Breaker, BreakerSettings, BreakerSignal, Comment, Compacted, DaySpend, DecompositionLease,
+    Event, Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Request, Run, RunId, Spend, Status,
+    StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
 };
 
 use crate::apply::{
     all, apply, facts_of, fresh_ids, insert_created, link, locked_facts, promote, require_task, task_by,
-    tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, SHARE_TASK,
+    tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, PROMOTABLE, PROMOTION_CANDIDATES, SHARE_TASK,
 };
 use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
@@ -250,14 +250,7 @@ impl Store for PgStore {
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
         self.write(|tx| {
             // Locked in id order, as wake-ups lock children; promoted in claim order.
-            let candidates = tx.query(
-                "SELECT t.id, t.priority, t.created_at, t.seq FROM tasks t
-                 WHERE t.status = 'todo' AND NOT EXISTS (
-                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
-                 ORDER BY t.id FOR NO KEY UPDATE OF t",
-                &[],
-            )?;
+            let candidates = tx.query(PROMOTION_CANDIDATES, &[])?;
             let mut queue = Vec::with_capacity(candidates.len());
             for row in &candidates {
                 let order: (i64, i64, i64) = (
@@ -280,13 +273,7 @@ impl Store for PgStore {
 
     fn promotable(&self) -> StoreResult<Vec<TaskId>> {
         self.read_one(|tx| {
-            let rows = tx.query(
-                "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
-                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
-                 ORDER BY t.priority DESC, t.created_at, t.seq",
-                &[],
-            )?;
+            let rows = tx.query(PROMOTABLE, &[])?;
             rows.iter().map(rows::task_id).collect()
         })
     }
@@ -374,9 +361,9 @@ impl Store for PgStore {
             let sql = concat!(
                 "UPDATE llm_calls SET (",
                 llm_call_columns!(),
-                ") = ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) WHERE id = $13 AND outcome = 'sent'"
+                ") = ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) WHERE id = $13 AND outcome = $14"
             );
-            let changed = with_params(c, &[&id], |params| tx.execute(sql, params))?;
+            let changed = with_params(c, &[&id, &LlmCall::SENT], |params| tx.execute(sql, params))?;
             Ok(changed == 1)
         })
     }
@@ -411,7 +398,7 @@ impl Store for PgStore {
 
     fn signal_breaker(
         &self,
-        signal: &Signal,
+        signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)> {

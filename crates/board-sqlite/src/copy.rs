@@ -3,7 +3,7 @@
 
 use std::sync::MutexGuard;
 
-use board_core::copy::{Batch, BoardCopy, Cell, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
+use board_core::copy::{Batch, BoardCopy, Datum, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
 use board_core::{StoreError, StoreResult};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;
@@ -24,12 +24,12 @@ fn order(table: &str) -> &'static str {
     }
 }
 
-fn cell(value: ValueRef<'_>) -> StoreResult<Cell> {
+fn cell(value: ValueRef<'_>) -> StoreResult<Datum> {
     Ok(match value {
-        ValueRef::Null => Cell::Null,
-        ValueRef::Integer(i) => Cell::Int(i),
-        ValueRef::Real(r) => Cell::Real(r),
-        ValueRef::Text(t) => Cell::Text(
+        ValueRef::Null => Datum::Null,
+        ValueRef::Integer(i) => Datum::Int(i),
+        ValueRef::Real(r) => Datum::Real(r),
+        ValueRef::Text(t) => Datum::Text(
             String::from_utf8(t.to_vec())
                 .map_err(|_| StoreError::Backend("a text value is not UTF-8".into()))?,
         ),
@@ -37,12 +37,12 @@ fn cell(value: ValueRef<'_>) -> StoreResult<Cell> {
     })
 }
 
-fn value(cell: &Cell) -> Value {
+fn value(cell: &Datum) -> Value {
     match cell {
-        Cell::Null => Value::Null,
-        Cell::Int(i) => Value::Integer(*i),
-        Cell::Real(r) => Value::Real(*r),
-        Cell::Text(t) => Value::Text(t.clone()),
+        Datum::Null => Value::Null,
+        Datum::Int(i) => Value::Integer(*i),
+        Datum::Real(r) => Value::Real(*r),
+        Datum::Text(t) => Value::Text(t.clone()),
     }
 }
 
@@ -59,7 +59,7 @@ fn export_table(
     while let Some(row) = rows.next().map_err(backend)? {
         let cells = (0..columns.len())
             .map(|i| row.get_ref(i).map_err(backend).and_then(cell))
-            .collect::<StoreResult<Vec<Cell>>>()?;
+            .collect::<StoreResult<Vec<Datum>>>()?;
         batch.push(cells);
         if batch.len() == BATCH {
             each(Batch {

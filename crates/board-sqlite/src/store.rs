@@ -9,9 +9,9 @@ use board_core::store::{Committed, Creation, EventFilter, StoreResult, TaskFilte
 use board_core::transition::{decide, Fresh, TaskFacts};
 use board_core::{comment, graph};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, Comment, Compacted, DaySpend, DecompositionLease, Event,
-    Finished, Freed, GcBatch, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, RunId,
-    Signal, Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
+    BoardSnapshot, Breaker, BreakerSettings, BreakerSignal, Comment, Compacted, DaySpend, DecompositionLease,
+    Event, Finished, Freed, GcBatch, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, RunId,
+    Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -435,7 +435,7 @@ impl Store for SqliteStore {
 
     fn signal_breaker(
         &self,
-        signal: &Signal,
+        signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
     ) -> StoreResult<(Breaker, Option<&'static str>)> {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use board_core::conformance::Board;
+use board_core::conformance::Backend;
 use board_core::Store;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 
@@ -14,7 +14,7 @@ struct SqliteBoard {
     options: Options,
 }
 
-impl Board for SqliteBoard {
+impl Backend for SqliteBoard {
     fn connect(&self) -> Arc<dyn Store> {
         Arc::new(SqliteStore::open(&self.path, &self.options).expect("open board"))
     }

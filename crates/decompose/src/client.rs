@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{Breaker, BreakerSettings, Fault, LlmCall, Signal, Store, TaskId, Timestamp};
+use board_core::{Breaker, BreakerSettings, BreakerSignal, Fault, LlmCall, Store, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::settings::DecomposerSettings;
@@ -358,7 +358,7 @@ async fn signal(
     now: Timestamp,
 ) -> Option<Breaker> {
     let signal = match result {
-        Err(failure) if failure.is_provider_fault() => Signal::Down(Fault {
+        Err(failure) if failure.is_provider_fault() => BreakerSignal::Down(Fault {
             card: attempt.card.clone(),
             attempt: attempt.id.clone(),
             error: failure.message.clone(),
@@ -367,7 +367,7 @@ async fn signal(
                 .retry_after
                 .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
         }),
-        _ => Signal::Up {
+        _ => BreakerSignal::Up {
             card: attempt.card.clone(),
         },
     };
@@ -378,14 +378,16 @@ async fn signal(
 /// open or the close it caused.
 pub(crate) async fn signal_breaker(
     store: &Arc<dyn Store>,
-    signal: Signal,
+    signal: BreakerSignal,
     settings: BreakerSettings,
     now: Timestamp,
 ) -> Option<Breaker> {
     let store = Arc::clone(store);
     let card = match &signal {
-        Signal::Up { card } | Signal::ProbeTaken { card } | Signal::Ceiling { card, .. } => card.clone(),
-        Signal::Down(fault) => fault.card.clone(),
+        BreakerSignal::Up { card }
+        | BreakerSignal::ProbeTaken { card }
+        | BreakerSignal::Ceiling { card, .. } => card.clone(),
+        BreakerSignal::Down(fault) => fault.card.clone(),
     };
     let written = tokio::task::spawn_blocking(move || store.signal_breaker(&signal, &settings, now)).await;
     match written {

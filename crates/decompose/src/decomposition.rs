@@ -1,7 +1,7 @@
 //! One decomposition from start to commit (docs/decomposer.md): the guards checked before
 //! anything is spent, the model call, the parse, the commit through the store, and the
 //! failure policy of automatic calls. [`decompose`] and [`specify`] are the two ways in;
-//! both end in an [`Outcome`], never in a panic or an `Err`.
+//! both end in an [`DecomposeOutcome`], never in a panic or an `Err`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,7 +9,7 @@ use std::time::Instant;
 use board_core::plan::automatic_guard;
 use board_core::spend::window_start;
 use board_core::{
-    Mode, Plan, PlanBasis, Refusal, Signal, Status, Store, StoreError, TaskFacts, TaskId, Timestamp,
+    BreakerSignal, Mode, Plan, PlanBasis, Refusal, Status, Store, StoreError, TaskFacts, TaskId, Timestamp,
 };
 use serde::Serialize;
 
@@ -25,16 +25,16 @@ use crate::settings::DecomposerSettings;
 ///
 /// ```
 /// use board_core::TaskId;
-/// use decompose::Outcome;
+/// use decompose::DecomposeOutcome;
 ///
-/// let outcome = Outcome::refused(TaskId::from_random([1, 2, 3, 4]), "no model".into());
+/// let outcome = DecomposeOutcome::refused(TaskId::from_random([1, 2, 3, 4]), "no model".into());
 /// assert_eq!(
 ///     serde_json::to_string(&outcome).unwrap(),
 ///     r#"{"task_id":"t_01020304","ok":false,"reason":"no model","fanout":false,"child_ids":[],"new_title":null}"#
 /// );
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Outcome {
+pub struct DecomposeOutcome {
     /// The card.
     pub task_id: TaskId,
     /// Whether a plan was committed.
@@ -53,19 +53,19 @@ pub struct Outcome {
     pub unrecorded_failure: bool,
 }
 
-impl Outcome {
+impl DecomposeOutcome {
     /// Why nothing was committed, in one line that names the card once: the reason as it
     /// is when it already names the card (a store refusal does), else after `ID: `.
     /// `None` when a plan was committed.
     ///
     /// ```
     /// use board_core::TaskId;
-    /// use decompose::Outcome;
+    /// use decompose::DecomposeOutcome;
     ///
     /// let id = TaskId::from_random([1, 2, 3, 4]);
-    /// let gone = Outcome::refused(id.clone(), format!("no such task: {id}"));
+    /// let gone = DecomposeOutcome::refused(id.clone(), format!("no such task: {id}"));
     /// assert_eq!(gone.refusal().unwrap(), "no such task: t_01020304");
-    /// let no_model = Outcome::refused(id, "no model".into());
+    /// let no_model = DecomposeOutcome::refused(id, "no model".into());
     /// assert_eq!(no_model.refusal().unwrap(), "t_01020304: no model");
     /// ```
     pub fn refusal(&self) -> Option<String> {
@@ -81,8 +81,8 @@ impl Outcome {
     }
 
     /// A decomposition that committed nothing, for `reason`.
-    pub fn refused(task_id: TaskId, reason: String) -> Outcome {
-        Outcome {
+    pub fn refused(task_id: TaskId, reason: String) -> DecomposeOutcome {
+        DecomposeOutcome {
             task_id,
             ok: false,
             reason: Some(reason),
@@ -138,7 +138,7 @@ pub async fn decompose<C: ModelClient>(
     ask: impl Into<Ask>,
     settings: &DecomposerSettings,
     clock: &Clock,
-) -> Outcome {
+) -> DecomposeOutcome {
     run(store, client, id, ask.into(), Purpose::Decompose, settings, clock).await
 }
 
@@ -152,7 +152,7 @@ pub async fn specify<C: ModelClient>(
     ask: impl Into<Ask>,
     settings: &DecomposerSettings,
     clock: &Clock,
-) -> Outcome {
+) -> DecomposeOutcome {
     run(store, client, id, ask.into(), Purpose::Specify, settings, clock).await
 }
 
@@ -193,7 +193,7 @@ async fn run<C: ModelClient>(
     purpose: Purpose,
     settings: &DecomposerSettings,
     clock: &Clock,
-) -> Outcome {
+) -> DecomposeOutcome {
     let mode = ask.mode;
     let started = Instant::now();
     let result = attempt(&store, client, id, ask, purpose, settings, clock).await;
@@ -227,9 +227,9 @@ async fn run<C: ModelClient>(
             let unrecorded_failure = counts
                 && mode == Mode::Automatic
                 && !record_failure(&store, id, &failed.reason, settings, clock).await;
-            Outcome {
+            DecomposeOutcome {
                 unrecorded_failure,
-                ..Outcome::refused(id.clone(), failed.reason)
+                ..DecomposeOutcome::refused(id.clone(), failed.reason)
             }
         }
     }
@@ -243,7 +243,7 @@ async fn attempt<C: ModelClient>(
     purpose: Purpose,
     settings: &DecomposerSettings,
     clock: &Clock,
-) -> Result<Outcome, Failed> {
+) -> Result<DecomposeOutcome, Failed> {
     let mode = ask.mode;
     let facts = read_facts(store, id).await?;
     let facts = match mode {
@@ -302,7 +302,7 @@ async fn attempt<C: ModelClient>(
         .await
         .map_err(commit_failure)?;
     let fanout = !committed.child_ids.is_empty();
-    Ok(Outcome {
+    Ok(DecomposeOutcome {
         task_id: id.clone(),
         ok: true,
         reason: None,
@@ -355,7 +355,7 @@ async fn breaker_guard(
     now: i64,
 ) -> Result<(), Failed> {
     if ask.probe {
-        let taken = Signal::ProbeTaken { card: id.clone() };
+        let taken = BreakerSignal::ProbeTaken { card: id.clone() };
         signal_breaker(store, taken, breaker_settings(settings), now).await;
         return Ok(());
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use board_core::{BlockKind, Mode, NewTask, Status, Store, Task, TaskId};
 use board_sqlite::{Options, SqliteStore};
-use decompose::{ApiKey, DecomposerSettings, HttpModel, Outcome};
+use decompose::{ApiKey, DecomposeOutcome, DecomposerSettings, HttpModel};
 use fake_llm::{FakeLlm, RecordedRequest, Reply, Settings};
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -63,7 +63,7 @@ impl Board {
     /// sees it: a provider fault after it is charged to its card.
     fn provider_up(&self) {
         let other = self.triage("answered");
-        let up = board_core::Signal::Up { card: other };
+        let up = board_core::BreakerSignal::Up { card: other };
         self.store
             .signal_breaker(&up, &Default::default(), self.now())
             .unwrap();
@@ -88,18 +88,23 @@ impl Board {
         }
     }
 
-    async fn decompose(&self, id: &TaskId, mode: Mode) -> Outcome {
+    async fn decompose(&self, id: &TaskId, mode: Mode) -> DecomposeOutcome {
         self.decompose_with(id, mode, &self.settings()).await
     }
 
-    async fn decompose_with(&self, id: &TaskId, mode: Mode, settings: &DecomposerSettings) -> Outcome {
+    async fn decompose_with(
+        &self,
+        id: &TaskId,
+        mode: Mode,
+        settings: &DecomposerSettings,
+    ) -> DecomposeOutcome {
         let client = HttpModel::new(settings).unwrap();
         let now = Arc::clone(&self.now);
         let clock = move || now.load(Ordering::SeqCst);
         decompose::decompose(Arc::clone(&self.store), &client, id, mode, settings, &clock).await
     }
 
-    async fn specify(&self, id: &TaskId, mode: Mode) -> Outcome {
+    async fn specify(&self, id: &TaskId, mode: Mode) -> DecomposeOutcome {
         let settings = self.settings();
         let client = HttpModel::new(&settings).unwrap();
         let now = Arc::clone(&self.now);
@@ -160,7 +165,7 @@ fn three_children() -> Reply {
     )
 }
 
-fn assert_reason(outcome: &Outcome, expected: &str) {
+fn assert_reason(outcome: &DecomposeOutcome, expected: &str) {
     assert!(!outcome.ok, "expected a failure, got {outcome:?}");
     let reason = outcome.reason.as_deref().unwrap_or("");
     assert!(

@@ -22,7 +22,7 @@ use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId, T
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, Dispatcher};
-use gateway::plan::{DispatchSettings, Exit, Observed};
+use gateway::planner::{DispatchSettings, Exit, Observed};
 use gateway::supervisor::{Assignment, Processes, Signal};
 use serde_json::{json, Value};
 use store_bench::{number, text, Flags, Workload};

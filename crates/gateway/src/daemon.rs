@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
 use crate::metrics::{self, Monitor};
-use crate::plan::{DispatchSettings, TickReport};
+use crate::planner::{DispatchSettings, TickReport};
 use crate::reload;
 use crate::supervisor::OsProcesses;
 
@@ -206,7 +206,7 @@ pub fn dispatch_once(
 
 /// How long one pass waits for the workers it began to stop: past the grace, SIGKILL and
 /// a little more. A worker that outlives it keeps its run open for a later pass.
-const STOP_WAIT: Duration = Duration::from_secs(crate::plan::STOP_GRACE_SECONDS as u64 + 3);
+const STOP_WAIT: Duration = Duration::from_secs(crate::planner::STOP_GRACE_SECONDS as u64 + 3);
 
 /// A pass has no later tick of its own: it watches (spawning and decomposing nothing)
 /// until the workers it asked to stop are gone and their runs ended, as the daemon's

@@ -16,12 +16,12 @@ use board_home::Home;
 use serde::Serialize;
 use serde_json::json;
 
-pub use crate::plan::RATE_LIMIT_COOLDOWN_SECONDS;
-use crate::plan::{
+pub use crate::planner::RATE_LIMIT_COOLDOWN_SECONDS;
+use crate::planner::{
     allowance, decomposition_room, over_runtime, plan, preview, spawn_room, spawnable, Action, Allowance,
     RunRef, StopReason, Stopping, View, WorkerView,
 };
-use crate::plan::{Boundary, DispatchSettings, Ending, Exit, Observed, TickReport};
+use crate::planner::{Boundary, DispatchSettings, Ending, Exit, Observed, TickReport};
 use crate::supervisor::{Assignment, OsProcesses, Processes, Signal};
 
 /// Decompositions running in the background, off the tick.

@@ -9,7 +9,7 @@ pub mod decompositions;
 pub mod dispatcher;
 pub mod logging;
 pub mod metrics;
-pub mod plan;
+pub mod planner;
 pub mod process;
 pub mod reload;
 pub mod service;

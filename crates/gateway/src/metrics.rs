@@ -26,7 +26,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::plan::TickReport;
+use crate::planner::TickReport;
 
 /// The variable holding the token `/healthz` and `/metrics` require (required when
 /// `gateway.metrics_bind` is not a loopback address).

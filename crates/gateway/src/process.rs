@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use board_core::Termination;
 
-use crate::plan::Exit;
+use crate::planner::Exit;
 
 /// How long a worker gets to exit after SIGTERM, and after SIGKILL.
 const GRACE: Duration = Duration::from_secs(3);

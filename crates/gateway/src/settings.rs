@@ -3,7 +3,7 @@
 
 use board_home::Config;
 
-use crate::plan::{Boundary, DispatchSettings};
+use crate::planner::{Boundary, DispatchSettings};
 
 impl DispatchSettings {
     /// The tick's settings from the configuration.

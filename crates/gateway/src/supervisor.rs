@@ -18,7 +18,7 @@ use board_home::{Account, Home};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
 
-use crate::plan::{Boundary, Observed};
+use crate::planner::{Boundary, Observed};
 pub use crate::process::Signal;
 use crate::process::{Leader, Pidfd};
 

@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Barrier};
 
-use super::{event_kinds, Board, T0};
-use crate::breaker::{BreakerSettings, Fault, Signal};
+use super::{event_kinds, Backend, T0};
+use crate::breaker::{BreakerSettings, BreakerSignal, Fault};
 use crate::store::Store;
 use crate::types::{LlmCall, Status, TaskId};
 use crate::NewTask;
@@ -27,8 +27,8 @@ fn settings() -> BreakerSettings {
     }
 }
 
-fn down(card: &TaskId, attempt: &str) -> Signal {
-    Signal::Down(Fault {
+fn down(card: &TaskId, attempt: &str) -> BreakerSignal {
+    BreakerSignal::Down(Fault {
         card: card.clone(),
         attempt: attempt.into(),
         error: "model answered HTTP 500".into(),
@@ -39,7 +39,7 @@ fn down(card: &TaskId, attempt: &str) -> Signal {
 
 /// Two cards failing with no success between open the breaker, once, durably; a success
 /// closes it, once. A signal about a card that does not exist changes nothing.
-pub fn breaker_opens_and_closes_durably(board: &dyn Board) {
+pub fn breaker_opens_and_closes_durably(board: &dyn Backend) {
     let s = board.connect();
     let (a, b) = (triage_card(&*s, "a"), triage_card(&*s, "b"));
     assert_eq!(s.breaker().expect("read"), Default::default());
@@ -59,14 +59,14 @@ pub fn breaker_opens_and_closes_durably(board: &dyn Board) {
     assert_eq!(event, None, "an open breaker opens no more");
     let ghost = TaskId::from_random([0xde, 0xad, 0xbe, 0xef]);
     assert!(s
-        .signal_breaker(&Signal::Up { card: ghost }, &settings(), T0 + 3)
+        .signal_breaker(&BreakerSignal::Up { card: ghost }, &settings(), T0 + 3)
         .is_err());
     assert!(
         s.breaker().expect("read").open,
         "a refused signal changes nothing"
     );
     let (state, event) = s
-        .signal_breaker(&Signal::Up { card: a.clone() }, &settings(), T0 + 4)
+        .signal_breaker(&BreakerSignal::Up { card: a.clone() }, &settings(), T0 + 4)
         .expect("signal");
     assert!(!state.open && event == Some("breaker_closed"));
     assert_eq!(state.last_success_at, Some(T0 + 4));
@@ -76,7 +76,7 @@ pub fn breaker_opens_and_closes_durably(board: &dyn Board) {
 }
 
 /// Faults of many cards racing on separate connections open the breaker exactly once.
-pub fn racing_faults_open_the_breaker_once(board: &dyn Board) {
+pub fn racing_faults_open_the_breaker_once(board: &dyn Backend) {
     const THREADS: usize = 8;
     let s = board.connect();
     let cards: Vec<TaskId> = (0..THREADS)
@@ -107,7 +107,7 @@ pub fn racing_faults_open_the_breaker_once(board: &dyn Board) {
 
 /// The spend of a window counts the rows started in it, by outcome, with their tokens,
 /// costs and the requests sent past a ceiling.
-pub fn spend_sums_the_window(board: &dyn Board) {
+pub fn spend_sums_the_window(board: &dyn Backend) {
     let s = board.connect();
     let card = triage_card(&*s, "billed");
     let call =
@@ -155,7 +155,7 @@ pub fn spend_sums_the_window(board: &dyn Board) {
 /// A request is billed `sent` before it goes out and counts in the spend at once; its
 /// row is finished once with how it ended. A finished row, or an unknown id, is never
 /// finished again.
-pub fn an_open_request_is_billed_then_finished_once(board: &dyn Board) {
+pub fn an_open_request_is_billed_then_finished_once(board: &dyn Backend) {
     let s = board.connect();
     let card = triage_card(&*s, "in flight");
     let sent = LlmCall {

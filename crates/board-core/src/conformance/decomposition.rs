@@ -1,7 +1,7 @@
 //! Scenarios of the decomposer's commit: plans, their guards, and the history that blocks
 //! automatic decomposition.
 
-use super::{assert_board_ok, ready_task, Board, T0};
+use super::{assert_board_ok, ready_task, Backend, T0};
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 use crate::store::StoreError;
 use crate::types::{BlockKind, Status, TaskId};
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 /// The automatic decomposition guards and the commit of both plan shapes.
 // A test scenario, longer than 80 lines: each guard is checked on the board the step
 // before it left.
-pub fn decomposition_commits_and_guards(board: &dyn Board) {
+pub fn decomposition_commits_and_guards(board: &dyn Backend) {
     let s = board.connect();
     let settings = PlanSettings {
         orchestrator: "lead".into(),
@@ -168,7 +168,7 @@ pub fn decomposition_commits_and_guards(board: &dyn Board) {
 }
 
 /// A card with execution history is never due and never committed automatically.
-pub fn history_blocks_automatic_decomposition(board: &dyn Board) {
+pub fn history_blocks_automatic_decomposition(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "ran before");
     for _ in 0..2 {
@@ -210,7 +210,7 @@ pub fn history_blocks_automatic_decomposition(board: &dyn Board) {
 /// Due cards come oldest due first: a card whose retry came due before a fresh card was
 /// created goes before it, so fresh cards arriving all the time never hold a failing
 /// card back from its next attempt (and its park).
-pub fn due_cards_come_oldest_due_first(board: &dyn Board) {
+pub fn due_cards_come_oldest_due_first(board: &dyn Backend) {
     let s = board.connect();
     let card = |title: &str, at| {
         let new = NewTask {

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use super::{Board, T0};
+use super::{Backend, T0};
 use crate::store::{DecompositionLease, Store, StoreError, TriageLease};
 use crate::{NewTask, Refusal, TaskId};
 
@@ -14,7 +14,7 @@ fn due(s: &dyn Store, at: i64, card: &TaskId) -> bool {
 }
 
 /// A card leased to one holder is due for nobody until the lease is released or lapses.
-pub fn decomposition_lease_holds_a_card(board: &dyn Board) {
+pub fn decomposition_lease_holds_a_card(board: &dyn Backend) {
     let s = board.connect();
     let card = NewTask {
         triage: true,
@@ -110,7 +110,7 @@ pub fn decomposition_lease_holds_a_card(board: &dyn Board) {
 
 /// `claim_ready` claims those of the named tasks still ready, skipping one claimed
 /// meanwhile and an unknown id, each under a fresh run.
-pub fn claim_ready_takes_what_is_still_ready(board: &dyn Board) {
+pub fn claim_ready_takes_what_is_still_ready(board: &dyn Backend) {
     let s = board.connect();
     let ids: Vec<TaskId> = (0..3)
         .map(|i| {

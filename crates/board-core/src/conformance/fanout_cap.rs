@@ -1,7 +1,7 @@
 //! The child cap of a decomposition, as every store applies it: the same plan commits, or
 //! is refused with the same words, whichever backend holds the board.
 
-use super::{assert_board_ok, Board, T0};
+use super::{assert_board_ok, Backend, T0};
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask, MAX_CHILDREN_CEILING};
 use crate::store::Store;
 use crate::NewTask;
@@ -60,7 +60,7 @@ fn commit(s: &dyn Store, children: usize, max_children: usize) -> Result<usize, 
 /// A cap of zero still allows one child (the parser accepts such a plan, so the commit
 /// must too); a plan over the cap is refused with the parser's words; the ceiling holds
 /// whatever the configuration says.
-pub fn fanout_cap_is_one_rule(board: &dyn Board) {
+pub fn fanout_cap_is_one_rule(board: &dyn Backend) {
     let s = board.connect();
     assert_eq!(commit(&*s, 1, 0), Ok(1));
     let over = commit(&*s, 3, 2).unwrap_err();

@@ -1,13 +1,13 @@
 //! Scenarios of the task graph and task fields: dependencies, cycles, idempotent create,
 //! edit, assign and archive.
 
-use super::{assert_board_ok, ready_task, Board, T0};
+use super::{assert_board_ok, ready_task, Backend, T0};
 use crate::store::{Completion, StoreError};
 use crate::types::{Outcome, Status, TaskId};
 use crate::{NewTask, Refusal};
 
 /// Children wait for their parents, and are promoted when the last parent completes.
-pub fn dependencies_hold_and_release(board: &dyn Board) {
+pub fn dependencies_hold_and_release(board: &dyn Backend) {
     let s = board.connect();
     let a = ready_task(&*s, "parent a");
     let b = ready_task(&*s, "parent b");
@@ -42,7 +42,7 @@ pub fn dependencies_hold_and_release(board: &dyn Board) {
 
 /// Links refuse self-links, cycles and running children; an open parent sends a ready
 /// child back to todo; unlinking the last open parent promotes it.
-pub fn links_refuse_cycles(board: &dyn Board) {
+pub fn links_refuse_cycles(board: &dyn Backend) {
     let s = board.connect();
     let a = ready_task(&*s, "a");
     let b = ready_task(&*s, "b");
@@ -76,7 +76,7 @@ pub fn links_refuse_cycles(board: &dyn Board) {
 }
 
 /// Idempotency keys return the first task instead of a second one.
-pub fn idempotent_create(board: &dyn Board) {
+pub fn idempotent_create(board: &dyn Backend) {
     let s = board.connect();
     let request = NewTask {
         idempotency_key: Some("job-42".into()),
@@ -90,7 +90,7 @@ pub fn idempotent_create(board: &dyn Board) {
 }
 
 /// Edits bump the revision and clear a decomposition park; done tasks refuse edits.
-pub fn edit_assign_and_archive(board: &dyn Board) {
+pub fn edit_assign_and_archive(board: &dyn Backend) {
     let s = board.connect();
     let t = s
         .create(

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{assert_board_ok, event_kinds, Board, T0};
+use super::{assert_board_ok, event_kinds, Backend, T0};
 use crate::graph::blank_task;
 use crate::import::{ImportBatch, ImportedTask, Landed, LinkLanded};
 use crate::types::{Comment, Event, Link, Outcome, Run, Status, TaskId, RUN_ENDED};
@@ -105,7 +105,7 @@ fn batch(ours: &TaskId) -> ImportBatch {
 
 /// Ids are kept, history follows under fresh run ids, links obey `link`, a colliding id
 /// leaves ours alone, and the same batch again changes nothing.
-pub fn import_keeps_ids_and_history(board: &dyn Board) {
+pub fn import_keeps_ids_and_history(board: &dyn Backend) {
     let s = board.connect();
     let ours = s
         .create(

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{assert_board_ok, ready_task, Board, T0};
+use super::{assert_board_ok, ready_task, Backend, T0};
 use crate::graph::blank_task;
 use crate::import::{ImportBatch, ImportedTask, Landed};
 use crate::limits::{SHORT_MAX_BYTES, TEXT_MAX_BYTES};
@@ -21,7 +21,7 @@ fn refused<T: std::fmt::Debug>(what: &str, result: Result<T, StoreError>) {
     }
 }
 
-pub fn fields_over_the_limits_are_refused_and_change_nothing(board: &dyn Board) {
+pub fn fields_over_the_limits_are_refused_and_change_nothing(board: &dyn Backend) {
     let s = board.connect();
     let long = "x".repeat(TEXT_MAX_BYTES + 1);
     let name = "n".repeat(SHORT_MAX_BYTES + 1);

@@ -1,6 +1,6 @@
 //! Races of real threads on separate connections: reclaim against completion, many claimers.
 
-use super::{assert_board_ok, counting, ready_task, Board, T0};
+use super::{assert_board_ok, counting, ready_task, Backend, T0};
 use crate::store::{Completion, ReclaimOutcome, Store, StoreError};
 use crate::types::{Outcome, Status, TaskId};
 use crate::Refusal;
@@ -55,7 +55,7 @@ struct RaceTally {
 /// A reclaim and a completion of the same run race from two threads on two connections,
 /// `rounds` times: exactly one wins each time, the board stays consistent, and each side
 /// wins often enough to show that the two really overlap.
-pub fn reclaim_and_complete_race(board: &dyn Board, rounds: usize) {
+pub fn reclaim_and_complete_race(board: &dyn Backend, rounds: usize) {
     let s = board.connect();
     let mut stagger = Stagger::default();
     let mut tally = RaceTally::default();
@@ -123,7 +123,7 @@ fn spin_for(d: Duration) {
 
 /// One round of the race; returns whether the reclaim won.
 fn race_round(
-    board: &dyn Board,
+    board: &dyn Backend,
     s: &dyn Store,
     round: usize,
     (reclaimer_waits, completer_waits): (Duration, Duration),
@@ -182,7 +182,7 @@ fn race_round(
 
 /// `threads` connections claim the same `tasks` ready tasks: each is claimed exactly once,
 /// no error surfaces, no run is orphaned.
-pub fn concurrent_claims(board: &dyn Board, threads: usize, tasks: usize) {
+pub fn concurrent_claims(board: &dyn Backend, threads: usize, tasks: usize) {
     let s = board.connect();
     let ids: Vec<TaskId> = (0..tasks)
         .map(|i| ready_task(&*s, &format!("job {i}")).id)

@@ -12,7 +12,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 mod ops;
 mod step;
 
-use super::{Board, T0};
+use super::{Backend, T0};
 use crate::{check_invariants, check_step, StatusCount};
 use ops::{ops_strategy, Op, KINDS};
 use step::{Step, Stop};
@@ -58,7 +58,7 @@ impl fmt::Display for Tally {
 
 /// Runs `ops` against a fresh board, checking every invariant after every step, that a
 /// step the board refused changed nothing, and that one it accepted changed something.
-fn run_ops(board: &dyn Board, ops: &[Op], tally: &mut Tally) -> Result<(), TestCaseError> {
+fn run_ops(board: &dyn Backend, ops: &[Op], tally: &mut Tally) -> Result<(), TestCaseError> {
     let fail =
         |step: usize, op: &Op, what: String| TestCaseError::fail(format!("step {step} {op:?}: {what}"));
     let s = board.connect();
@@ -115,7 +115,7 @@ const FLOOR_MIN_CASES: u32 = 400;
 /// accepted in about one case in twenty, so a shorter run (a slow backend's) would miss
 /// the floor by chance; the floor judges the generator, which the long runs on the
 /// in-memory and SQLite stores exercise.
-pub fn random_operations<B: Board>(fresh: impl Fn() -> B, cases: u32) {
+pub fn random_operations<B: Backend>(fresh: impl Fn() -> B, cases: u32) {
     let config = Config {
         cases,
         failure_persistence: None,

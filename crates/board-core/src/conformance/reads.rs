@@ -1,12 +1,12 @@
 //! Scenarios of the reads: unknown ids, listings and the dispatcher's queues.
 
-use super::{ready_task, Board, T0};
+use super::{ready_task, Backend, T0};
 use crate::store::StoreError;
 use crate::types::{LlmCall, Status, Task, TaskId};
 use crate::{Completion, NewTask, Refusal};
 
 /// Comments, runs and events read back in order; unknown ids are refused.
-pub fn reads_and_unknown_ids(board: &dyn Board) {
+pub fn reads_and_unknown_ids(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "talked about");
     s.comment(&t.id, Some("ana"), "looks good", None, T0).unwrap();
@@ -35,7 +35,7 @@ pub fn reads_and_unknown_ids(board: &dyn Board) {
 }
 
 /// Listings filter and order as documented; the dispatcher's queues return what is due.
-pub fn listings_and_queues(board: &dyn Board) {
+pub fn listings_and_queues(board: &dyn Backend) {
     let s = board.connect();
     let low = ready_task(&*s, "low");
     let high = s
@@ -112,7 +112,7 @@ pub fn listings_and_queues(board: &dyn Board) {
 /// The tally counts tasks by status, ended runs by outcome, model requests by outcome and
 /// their tokens (a request without a token count adds nothing), and the events that end
 /// decompositions by kind.
-pub fn tally_counts_the_board(board: &dyn Board) {
+pub fn tally_counts_the_board(board: &dyn Backend) {
     let s = board.connect();
     assert_eq!(s.tally().unwrap(), crate::Tally::default(), "an empty board");
     let done = ready_task(&*s, "done");

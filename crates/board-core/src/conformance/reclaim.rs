@@ -1,14 +1,14 @@
 //! Scenarios of reclaiming a run: which run a reclaim may release, the terminate window,
 //! stale guards.
 
-use super::{assert_board_ok, counting, event_kinds, ready_task, Board, T0};
+use super::{assert_board_ok, counting, event_kinds, ready_task, Backend, T0};
 use crate::store::{Completion, ReclaimOutcome, StoreError, Termination, Terminator};
 use crate::types::{Outcome, Status, Task};
 use crate::{check_step, NoWorkers, Refusal, Request};
 use std::sync::atomic::Ordering;
 
 /// reclaim(expected = current): ready, no current run, the run closed as reclaimed.
-pub fn reclaim_current_run(board: &dyn Board) {
+pub fn reclaim_current_run(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "to reclaim");
     let c = s.claim(&t.id, 900, T0).unwrap();
@@ -36,7 +36,7 @@ pub fn reclaim_current_run(board: &dyn Board) {
 
 /// reclaim(expected = an older run) while a replacement runs: lost, the replacement
 /// untouched, the terminator never called.
-pub fn reclaim_of_older_run_is_refused(board: &dyn Board) {
+pub fn reclaim_of_older_run_is_refused(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "replacement runs");
     let c1 = s.claim(&t.id, 900, T0).unwrap();
@@ -58,7 +58,7 @@ pub fn reclaim_of_older_run_is_refused(board: &dyn Board) {
 
 /// A terminator that installs a replacement run from another connection while the
 /// reclaim is between its read and its write: the reclaim loses, the replacement stays.
-pub fn reclaim_loses_to_replacement_installed_meanwhile(board: &dyn Board) {
+pub fn reclaim_loses_to_replacement_installed_meanwhile(board: &dyn Backend) {
     let s = board.connect();
     let other = board.connect();
     let t = ready_task(&*s, "raced");
@@ -95,7 +95,7 @@ pub fn reclaim_loses_to_replacement_installed_meanwhile(board: &dyn Board) {
 /// The worker completes while the reclaim is stopping it (its terminator returns only
 /// after the completion committed): the completion wins, the reclaim's write changes
 /// nothing, and the run stays `completed`.
-pub fn completion_in_terminate_window_wins(board: &dyn Board) {
+pub fn completion_in_terminate_window_wins(board: &dyn Backend) {
     let s = board.connect();
     let worker = board.connect();
     let t = ready_task(&*s, "finishing while stopped");
@@ -138,7 +138,7 @@ pub fn completion_in_terminate_window_wins(board: &dyn Board) {
 }
 
 /// A worker that survives termination keeps its claim: deferred, extended, recorded.
-pub fn reclaim_defers_while_worker_survives(board: &dyn Board) {
+pub fn reclaim_defers_while_worker_survives(board: &dyn Backend) {
     struct Stubborn;
     impl Terminator for Stubborn {
         fn terminate(&self, _task: &Task) -> Termination {
@@ -160,7 +160,7 @@ pub fn reclaim_defers_while_worker_survives(board: &dyn Board) {
 }
 
 /// Stale guards change nothing: heartbeat, complete and block naming another run.
-pub fn stale_guards_change_nothing(board: &dyn Board) {
+pub fn stale_guards_change_nothing(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "guarded");
     let c = s.claim(&t.id, 900, T0).unwrap();
@@ -184,7 +184,7 @@ pub fn stale_guards_change_nothing(board: &dyn Board) {
 /// event, while the run holds the task; once the run was reclaimed (or ended) it is
 /// refused and writes neither a comment nor an event. A person's unguarded comment lands
 /// whatever runs.
-pub fn a_stale_runs_comment_is_refused(board: &dyn Board) {
+pub fn a_stale_runs_comment_is_refused(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "commented on");
     let c1 = s.claim(&t.id, 900, T0).unwrap();
@@ -226,7 +226,7 @@ pub fn a_stale_runs_comment_is_refused(board: &dyn Board) {
 
 /// A reclaim takes every lease field the worker set (pid, heartbeat, expiry) off the
 /// task and leaves them on the closed run; the next claim opens a fresh lease.
-pub fn reclaim_clears_the_lease(board: &dyn Board) {
+pub fn reclaim_clears_the_lease(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "leases");
     let c1 = s.claim(&t.id, 900, T0).unwrap();
@@ -279,7 +279,7 @@ pub fn reclaim_clears_the_lease(board: &dyn Board) {
 
 /// A completion that refuses running leaves a claimed task to its worker, and completes
 /// a task nobody runs.
-pub fn completion_refusing_running_leaves_the_worker_alone(board: &dyn Board) {
+pub fn completion_refusing_running_leaves_the_worker_alone(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "claimed");
     s.claim(&t.id, 900, T0).unwrap();

@@ -1,6 +1,6 @@
 //! Scenarios of retention: what a sweep removes and keeps, its dry run, its batches.
 
-use super::{ready_task, Board, T0};
+use super::{ready_task, Backend, T0};
 use std::time::Instant;
 
 use crate::retention::{sweep, Freed, GcBatch, Pacer, Sweep, EVENT_STEP};
@@ -66,7 +66,7 @@ fn events_of(s: &dyn Store, ids: &[&TaskId]) -> u64 {
 /// a component with a live or recent task stays whole; done tasks lose their old
 /// routine events only. The dry run changes nothing and counts what the sweep then
 /// removes, in batches of any size; the invariants hold after.
-pub fn gc_removes_old_archived_components_and_routine_events(board: &dyn Board) {
+pub fn gc_removes_old_archived_components_and_routine_events(board: &dyn Backend) {
     let s = board.connect();
     let before = T0 + 500;
     let lone = done_task(&*s, "lone", 2);
@@ -129,7 +129,7 @@ pub fn gc_removes_old_archived_components_and_routine_events(board: &dyn Board) 
 }
 
 /// Once the live task of a component is archived and old too, the component goes whole.
-pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Board) {
+pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Backend) {
     let s = board.connect();
     let root = ready_task(&*s, "root");
     let a = child_of(&*s, &root.id, "a");
@@ -159,7 +159,7 @@ pub fn gc_takes_a_component_once_all_of_it_is_old(board: &dyn Board) {
 /// A batch past its deadline starts nothing after its first component or its first step
 /// of events, and says where the next one starts; a sweep whose every batch is past its
 /// deadline at once still removes what an unhurried one counts.
-pub fn gc_batches_stop_at_their_deadline_and_the_sweep_still_ends(board: &dyn Board) {
+pub fn gc_batches_stop_at_their_deadline_and_the_sweep_still_ends(board: &dyn Backend) {
     let s = board.connect();
     let before = T0 + 500;
     for title in ["old a", "old b", "old c"] {
@@ -218,7 +218,7 @@ fn newest_event_id(s: &dyn Store) -> i64 {
 /// alone, with every row of its own; an unknown, live or live-linked one is refused and
 /// nothing changes; the ids of removed events, the newest included, are never handed
 /// out again.
-pub fn remove_archived_deletes_one_task_and_never_reuses_event_ids(board: &dyn Board) {
+pub fn remove_archived_deletes_one_task_and_never_reuses_event_ids(board: &dyn Backend) {
     let s = board.connect();
     let parent = done_task(&*s, "parent", 1);
     s.comment(&parent.id, Some("ana"), "noted", None, T0 + 60)

@@ -1,13 +1,13 @@
 //! Scenarios of one task's runs: blocks and their recurrence, replayed completions,
 //! failures counted to give-up.
 
-use super::{assert_board_ok, event_kinds, ready_task, Board, T0};
+use super::{assert_board_ok, event_kinds, ready_task, Backend, T0};
 use crate::store::{Claim, Completion, ReclaimOutcome, RunEnd};
 use crate::types::{BlockKind, Outcome, Status};
 use crate::NoWorkers;
 
 /// claim, block(capability), unblock, claim, block(capability): back to triage, two runs.
-pub fn block_loop_sends_task_to_triage(board: &dyn Board) {
+pub fn block_loop_sends_task_to_triage(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "flaky capability");
     let c1 = s.claim(&t.id, 900, T0).unwrap();
@@ -35,7 +35,7 @@ pub fn block_loop_sends_task_to_triage(board: &dyn Board) {
 }
 
 /// A different kind resets the count; a completion resets it too.
-pub fn block_recurrence_counts_same_kind_only(board: &dyn Board) {
+pub fn block_recurrence_counts_same_kind_only(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "varied blocks");
     s.claim(&t.id, 900, T0).unwrap();
@@ -54,7 +54,7 @@ pub fn block_recurrence_counts_same_kind_only(board: &dyn Board) {
 }
 
 /// A run-guarded block, then a replayed completion of that run: done.
-pub fn replay_completes_after_block(board: &dyn Board) {
+pub fn replay_completes_after_block(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "journaled work");
     let c = s.claim(&t.id, 900, T0).unwrap();
@@ -77,7 +77,7 @@ pub fn replay_completes_after_block(board: &dyn Board) {
 }
 
 /// The replay after a replacement run was claimed and ended: refused, nothing changes.
-pub fn replay_refused_after_replacement(board: &dyn Board) {
+pub fn replay_refused_after_replacement(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "replaced");
     let c1 = s.claim(&t.id, 900, T0).unwrap();
@@ -112,7 +112,7 @@ fn ended(c: &Claim, outcome: Outcome, error: Option<String>, detail: serde_json:
 
 /// The dispatcher's finalisers count failures and give up at the limit; a rate-limited
 /// exit counts nothing.
-pub fn failures_count_to_give_up(board: &dyn Board) {
+pub fn failures_count_to_give_up(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "crashy");
     for _ in 0..2 {

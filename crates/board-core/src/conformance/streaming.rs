@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use super::{ready_task, Board, T0};
+use super::{ready_task, Backend, T0};
 use crate::store::{EventFilter, Store, StoreError, TaskFilter};
 use crate::types::{DaySpend, Finished, LlmCall, Status, StatusCount, Task, TaskId, TaskOrder};
 use crate::{Completion, NewTask, Refusal};
@@ -35,7 +35,7 @@ fn paged(s: &dyn Store, order: TaskOrder, size: usize) -> Vec<TaskId> {
 
 /// A visitor sees what `list` and `events` return, in the same order, and a `Break`
 /// ends the read at once.
-pub fn streamed_reads_equal_collected_ones(board: &dyn Board) {
+pub fn streamed_reads_equal_collected_ones(board: &dyn Backend) {
     let s = board.connect();
     for (i, priority) in [0, 3, 1, 3, 0].into_iter().enumerate() {
         let request = NewTask {
@@ -76,7 +76,7 @@ pub fn streamed_reads_equal_collected_ones(board: &dyn Board) {
 
 /// Events filter by kind and time, `newest` keeps the newest of a limit (oldest first),
 /// and `count_events` counts what matches, limit aside.
-pub fn events_filter_by_kind_time_and_newest(board: &dyn Board) {
+pub fn events_filter_by_kind_time_and_newest(board: &dyn Backend) {
     let s = board.connect();
     let t = ready_task(&*s, "worked on");
     let claim = s.claim(&t.id, 900, T0 + 10).unwrap();
@@ -144,7 +144,7 @@ pub fn events_filter_by_kind_time_and_newest(board: &dyn Board) {
 /// Pages of `limit` tasks, each after the last of the one before, read every task that
 /// was on the board throughout exactly once, while another connection creates tasks of
 /// every priority between the pages; an unknown cursor is refused.
-pub fn pages_cover_every_task_once(board: &dyn Board) {
+pub fn pages_cover_every_task_once(board: &dyn Backend) {
     let s = board.connect();
     let writer = board.connect();
     let mut present = Vec::new();
@@ -220,7 +220,7 @@ pub fn pages_cover_every_task_once(board: &dyn Board) {
 }
 
 /// The counts of `stats` and the web board's charts, each from one aggregate.
-pub fn aggregates_count_the_board(board: &dyn Board) {
+pub fn aggregates_count_the_board(board: &dyn Backend) {
     let s = board.connect();
     assert!(s.status_counts().unwrap().is_empty());
     assert_eq!(s.oldest(Status::Ready).unwrap(), None);
@@ -305,7 +305,7 @@ pub fn aggregates_count_the_board(board: &dyn Board) {
 
 /// Every order of `list --sort` is the store's, and pages of it (each after the last of
 /// the one before) read it whole; titles sort byte by byte.
-pub fn sorted_lists_page_in_their_order(board: &dyn Board) {
+pub fn sorted_lists_page_in_their_order(board: &dyn Backend) {
     let s = board.connect();
     let make = |title: &str, priority: i64, triage: bool, at: i64| {
         let request = NewTask {

@@ -1,13 +1,13 @@
 //! `MemStore`'s import: a batch applied under the board's one lock, which makes it one
 //! transaction, through the rule every store shares (`crate::import::import_batch`).
 
-use super::Board;
+use super::Tables;
 use crate::import::ImportWrites;
 use crate::store::StoreResult;
 use crate::transition::NewEvent;
 use crate::types::{Comment, Event, Run, Task, TaskId, Timestamp};
 
-impl ImportWrites for Board {
+impl ImportWrites for Tables {
     fn task(&mut self, id: &TaskId) -> StoreResult<Option<Task>> {
         Ok(self.tasks.get(id).cloned())
     }
@@ -46,11 +46,11 @@ impl ImportWrites for Board {
     }
 
     fn push_events(&mut self, id: &TaskId, events: &[NewEvent], now: Timestamp) -> StoreResult<()> {
-        Board::push_events(self, id, events.to_vec(), now);
+        Tables::push_events(self, id, events.to_vec(), now);
         Ok(())
     }
 
     fn link(&mut self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
-        Board::link(self, parent, child, now)
+        Tables::link(self, parent, child, now)
     }
 }

@@ -6,9 +6,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use super::{queue_order, Board};
+use super::{queue_order, Tables};
 use crate::spend::Spend;
-use crate::store::{EventFilter, StoreResult, TaskFilter, Visit};
+use crate::store::{EventFilter, StoreResult, TaskFilter, TriageLease, Visit};
 use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Tally, Task, TaskOrder, Timestamp};
 
 const DAY: i64 = 86_400;
@@ -26,7 +26,7 @@ fn ordered(order: TaskOrder, a: &Task, b: &Task) -> Ordering {
     }
 }
 
-impl Board {
+impl Tables {
     /// The tasks of `filter` in claim order, after its cursor, at most its limit.
     pub(super) fn filtered_tasks(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
         let after = match &filter.after {
@@ -115,6 +115,20 @@ impl Board {
     }
 
     /// Tasks by status, runs by outcome, decompositions and model requests counted.
+    /// The decomposition leases on triage cards, by card.
+    pub(super) fn triage_leases(&self, limit: usize) -> Vec<TriageLease> {
+        let on_triage = self
+            .decomposition_leases
+            .iter()
+            .filter(|(id, _)| self.tasks.get(*id).is_some_and(|t| t.status == Status::Triage));
+        let leases = on_triage.map(|(card, (holder, expires))| TriageLease {
+            card: card.clone(),
+            holder: holder.clone(),
+            expires: *expires,
+        });
+        leases.take(limit).collect()
+    }
+
     pub(super) fn tally(&self) -> Tally {
         let b = self;
         let mut tally = Tally::default();

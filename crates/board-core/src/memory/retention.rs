@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::Board;
+use super::Tables;
 use crate::retention::{gc_archived_rows, gc_event_steps, Freed, GcBatch, GcRows, ROUTINE_EVENTS};
 use crate::store::StoreResult;
 use crate::types::{Event, Status, Task, TaskId, Timestamp};
@@ -13,7 +13,7 @@ fn archived_before(t: &Task, before: Timestamp) -> bool {
     t.status == Status::Archived && t.updated_at < before
 }
 
-impl GcRows for Board {
+impl GcRows for Tables {
     fn tasks_after(
         &mut self,
         after: &str,
@@ -60,7 +60,7 @@ impl GcRows for Board {
     }
 }
 
-impl Board {
+impl Tables {
     /// The tasks linked to `seed`, directly or through others, `seed` included.
     fn linked_set(&self, seed: &TaskId) -> BTreeSet<TaskId> {
         let mut seen = BTreeSet::from([seed.clone()]);

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use board_core::conformance::Board;
+use board_core::conformance::Backend;
 use board_core::Store;
 use board_postgres::{redact_url, Options, PgStore};
 use postgres::{Client, NoTls};
@@ -130,7 +130,7 @@ pub struct PgBoard {
     pub schema: TestSchema,
 }
 
-impl Board for PgBoard {
+impl Backend for PgBoard {
     fn connect(&self) -> Arc<dyn Store> {
         Arc::new(self.schema.open())
     }

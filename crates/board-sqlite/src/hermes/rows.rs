@@ -316,7 +316,7 @@ pub(super) fn comment(row: &Row<'_>) -> Result<Comment, Skipped> {
     let fail = skip("comment", id);
     let author = c.text().filter(|a| !a.trim().is_empty());
     let body = c.long_text("body").map_err(&fail)?.unwrap_or_default();
-    if body.trim().is_empty() {
+    if board_core::comment::blank(&body) {
         return Err(fail("it is blank".into()));
     }
     Ok(Comment {

@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 
+use board_core::releasing_statuses_sql;
 use board_core::store::StoreResult;
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{graph, plan};
@@ -29,10 +30,14 @@ pub(super) fn new_claim_lock() -> StoreResult<String> {
 /// The task ids a query's first column names, unreadable ones reported and skipped.
 /// `todo` tasks none of whose parents is still open, in claim order: what a promotion
 /// sweep promotes (the core re-checks each one under the write lock).
-pub(super) const PROMOTABLE: &str = "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
+pub(super) const PROMOTABLE: &str = concat!(
+    "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS (
     SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id
-    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))
- ORDER BY t.priority DESC, t.created_at, t.rowid";
+    WHERE l.child_id = t.id AND p.status NOT IN (",
+    releasing_statuses_sql!(),
+    "))
+ ORDER BY t.priority DESC, t.created_at, t.rowid"
+);
 
 pub(super) fn query_ids(
     conn: &Connection,
@@ -55,12 +60,14 @@ pub(super) fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
         .and_then(|mut s| s.query_row([id.as_str()], run_from_row).optional())
         .map_err(backend)?;
     let (run_count, open_parents, decomposed): (i64, i64, bool) = conn
-        .prepare_cached(
+        .prepare_cached(concat!(
             "SELECT (SELECT COUNT(*) FROM task_runs WHERE task_id = ?1),
                     (SELECT COUNT(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
-                      WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived')),
+                      WHERE l.child_id = ?1 AND p.status NOT IN (",
+            releasing_statuses_sql!(),
+            ")),
                     EXISTS (SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = 'decomposed')",
-        )
+        ))
         .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
         .map_err(backend)?;
     Ok(TaskFacts {

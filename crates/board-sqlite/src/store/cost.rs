@@ -3,7 +3,7 @@
 //! written whole, with its event, inside the caller's transaction.
 
 use board_core::breaker::observe;
-use board_core::{Breaker, BreakerSettings, Signal, Spend, StoreError, StoreResult, Timestamp};
+use board_core::{Breaker, BreakerSettings, BreakerSignal, Spend, StoreError, StoreResult, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{backend, insert_events, SqliteStore};
@@ -54,7 +54,7 @@ pub(super) fn breaker(tx: &Connection) -> StoreResult<Breaker> {
 /// Applies `signal` under the write lock: the new state and its event commit together.
 pub(super) fn signal_breaker(
     tx: &Connection,
-    signal: &Signal,
+    signal: &BreakerSignal,
     settings: &BreakerSettings,
     now: Timestamp,
 ) -> StoreResult<(Breaker, Option<&'static str>)> {

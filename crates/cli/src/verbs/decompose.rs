@@ -3,7 +3,7 @@
 //! runs the calls on a small runtime of its own and prints one line per card.
 
 use board_core::{Mode, Status, Store, TaskFilter, TaskId};
-use decompose::{Ask, DecomposerSettings, HttpModel, Outcome};
+use decompose::{Ask, DecomposeOutcome, DecomposerSettings, HttpModel};
 use serde_json::Value;
 
 use crate::args::ModelCallArgs;
@@ -74,7 +74,7 @@ fn call_card(
     id: &TaskId,
     call: Call,
     over_budget: bool,
-) -> Outcome {
+) -> DecomposeOutcome {
     let store = ctx.store.clone();
     let clock = super::now;
     let ask = Ask {
@@ -100,7 +100,7 @@ fn triage_cards(store: &dyn Store) -> Result<Vec<TaskId>, Failure> {
 
 /// One line per card: JSON on stdout, or a sentence (failures on stderr, like every
 /// other refusal).
-fn print(outcome: &Outcome, json: bool) {
+fn print(outcome: &DecomposeOutcome, json: bool) {
     if json {
         match serde_json::to_value(outcome) {
             Ok(value) => print_json_line(&value),

@@ -14,7 +14,7 @@ use board_core::{Status, Store, TaskId};
 use std::time::Duration;
 
 use fake_llm::{RecordedRequest, Reply, Usage};
-use gateway_board::{Board, Setup};
+use gateway_board::{GatewayBoard, Setup};
 
 /// `log2(outage / base)` rounded up, plus the two faults that show the outage.
 fn outage_bound(outage_seconds: u64, base_seconds: u64) -> usize {
@@ -64,13 +64,13 @@ fn sent_together_after(requests: &[RecordedRequest], cards: &[TaskId]) {
     );
 }
 
-fn triage_cards(b: &Board, n: usize, prefix: &str) -> Vec<TaskId> {
+fn triage_cards(b: &GatewayBoard, n: usize, prefix: &str) -> Vec<TaskId> {
     (0..n)
         .map(|i| b.create(&[&format!("{prefix} {i}"), "--triage"]))
         .collect()
 }
 
-fn in_triage(b: &Board, cards: &[TaskId]) -> usize {
+fn in_triage(b: &GatewayBoard, cards: &[TaskId]) -> usize {
     cards
         .iter()
         .filter(|c| b.task(c).status == Status::Triage)
@@ -82,7 +82,7 @@ fn in_triage(b: &Board, cards: &[TaskId]) -> usize {
 fn outage(fault: Reply, timeout_secs: u32) {
     const BASE: u64 = 1;
     const OUTAGE: u64 = 10;
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         kanban_extra: "  decompose_retry_base_seconds: 1\n",
         transient_retries: 2,
         timeout_secs,
@@ -196,7 +196,7 @@ fn an_outage_of_429_with_retry_after_behaves_the_same() {
 
 #[test]
 fn one_card_that_always_fails_is_parked_without_stalling_the_healthy_ones() {
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         kanban_extra: "  decompose_retry_base_seconds: 1\n  decompose_failure_limit: 3\n",
         per_tick: 30,
         concurrency: 30,
@@ -237,7 +237,7 @@ fn one_card_that_always_fails_is_parked_without_stalling_the_healthy_ones() {
 
 #[test]
 fn a_401_holds_every_request_until_the_config_changes() {
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         kanban_extra: "  decompose_retry_base_seconds: 1\n",
         ..Setup::default()
     });
@@ -266,7 +266,7 @@ fn a_401_holds_every_request_until_the_config_changes() {
 
 #[test]
 fn a_request_ceiling_stops_automatic_decomposition_and_over_budget_is_on_record() {
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         decomposer_extra: "    max_requests_per_day: 5\n",
         per_tick: 20,
         concurrency: 20,
@@ -350,7 +350,7 @@ fn token_and_cost_ceilings_are_reached_by_either_side_of_the_bill() {
     ];
     for (ceiling, usage, key) in cases {
         let case = format!("{key} with {usage:?}");
-        let mut b = Board::new(Setup {
+        let mut b = GatewayBoard::new(Setup {
             decomposer_extra: ceiling,
             per_tick: 1,
             concurrency: 1,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use board_core::{Status, Store, TaskId};
 use fake_llm::Reply;
-use gateway_board::{Board, Setup, SINGLE};
+use gateway_board::{GatewayBoard, Setup, SINGLE};
 
 const FAILURE_LIMIT: i64 = 3;
 const RETRIES: usize = 2;
@@ -24,7 +24,7 @@ const RETRIES: usize = 2;
 /// cards exist before its first one ends. It is parked at the failure limit, billed
 /// for its attempts only, never again after, and the breaker never opens.
 fn always_500_among_arriving_healthy_cards(waiting: usize, concurrency: usize) {
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         kanban_extra: "  decompose_retry_base_seconds: 1\n  decompose_failure_limit: 3\n",
         transient_retries: RETRIES as u32,
         per_tick: concurrency,
@@ -124,7 +124,7 @@ fn unix_ms() -> u64 {
 #[test]
 fn after_a_long_outage_decomposition_resumes_within_the_probe_cap() {
     const OUTAGE: Duration = Duration::from_secs(36);
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         kanban_extra: "  decompose_retry_base_seconds: 1\n",
         transient_retries: RETRIES as u32,
         per_tick: 20,

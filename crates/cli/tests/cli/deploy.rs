@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use fake_llm::Reply;
 
-use crate::gateway_board::{worker_profile, Board, Setup};
+use crate::gateway_board::{worker_profile, GatewayBoard, Setup};
 
 /// The workspace's virtualenv interpreter (`cargo xtask venv`).
 fn venv_python() -> PathBuf {
@@ -79,7 +79,7 @@ fn samples(body: &Value) -> BTreeMap<String, f64> {
 }
 
 /// The metrics address the gateway logged.
-fn metrics_address(b: &Board) -> String {
+fn metrics_address(b: &GatewayBoard) -> String {
     let address = || {
         b.gateway_log()
             .lines()
@@ -91,22 +91,22 @@ fn metrics_address(b: &Board) -> String {
     address().unwrap()
 }
 
-fn write_config(b: &Board, text: &str) {
+fn write_config(b: &GatewayBoard, text: &str) {
     std::fs::write(b.path().join("config.yaml"), text).unwrap();
 }
 
-fn hangup(b: &Board) {
+fn hangup(b: &GatewayBoard) {
     let pid = b.gateway.as_ref().unwrap().id() as i32;
     // SAFETY: signalling the gateway this test started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
 }
 
-fn log_lines_with(b: &Board, needle: &str) -> usize {
+fn log_lines_with(b: &GatewayBoard, needle: &str) -> usize {
     b.gateway_log().lines().filter(|l| l.contains(needle)).count()
 }
 
 /// Waits for the `count`th log line holding `needle`, and returns it.
-fn nth_log_line(b: &Board, needle: &str, count: usize) -> String {
+fn nth_log_line(b: &GatewayBoard, needle: &str, count: usize) -> String {
     b.wait_for(needle, || log_lines_with(b, needle) == count);
     let log = b.gateway_log();
     log.lines()
@@ -119,7 +119,7 @@ fn nth_log_line(b: &Board, needle: &str, count: usize) -> String {
 #[test]
 fn metrics_and_health_match_the_board_and_sighup_reloads_the_config() {
     venv_python();
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         max_spawn: 4,
         profiles: &worker_profile("worker", "kanban complete --result done"),
         ..Setup::default()
@@ -281,13 +281,13 @@ fn metrics_and_health_match_the_board_and_sighup_reloads_the_config() {
     );
 }
 
-fn status(b: &Board) -> Value {
+fn status(b: &GatewayBoard) -> Value {
     serde_json::from_str(&b.kanban_ok(&["gateway", "status", "--json"])).unwrap()
 }
 
 #[test]
 fn status_tells_a_running_a_stopped_and_a_crashed_gateway_apart() {
-    let mut b = Board::new(Setup::default());
+    let mut b = GatewayBoard::new(Setup::default());
     let s = status(&b);
     assert_eq!(
         (s["state"].as_str(), &s["pid"]),
@@ -370,7 +370,7 @@ fn descriptor_limit(limit: u64) -> std::io::Result<()> {
 fn a_flood_of_half_open_connections_cannot_starve_the_gateway() {
     use std::io::Write;
     use std::os::unix::process::CommandExt;
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         max_spawn: 2,
         profiles: &worker_profile("worker", "kanban complete --result done"),
         ..Setup::default()

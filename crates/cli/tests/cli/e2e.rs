@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 
 use board_core::{BoardSnapshot, EventFilter, LlmCall, Outcome, Status, Store, TaskId};
 use fake_llm::Reply;
-use gateway_board::{worker_profile, Board, Setup, KANBAN, WAIT};
+use gateway_board::{worker_profile, GatewayBoard, Setup, KANBAN, WAIT};
 
 /// A board with docs/testing.md's end-to-end config: a 1 s tick, auto-decompose on, 10 per
 /// tick, no transient retries; `max_spawn` and profiles as the case needs.
-fn board(max_spawn: usize, kanban_extra: &str, profiles: &str) -> Board {
-    Board::new(Setup {
+fn board(max_spawn: usize, kanban_extra: &str, profiles: &str) -> GatewayBoard {
+    GatewayBoard::new(Setup {
         max_spawn,
         kanban_extra,
         profiles,
@@ -330,12 +330,12 @@ fn a_second_gateway_on_the_same_home_exits_one() {
 }
 
 /// The gateway's `gateway.json` (written atomically after every tick).
-fn gateway_status(b: &Board) -> serde_json::Value {
+fn gateway_status(b: &GatewayBoard) -> serde_json::Value {
     let text = std::fs::read_to_string(b.path().join("gateway.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
-fn last_tick_at(b: &Board) -> i64 {
+fn last_tick_at(b: &GatewayBoard) -> i64 {
     gateway_status(b)["last_tick_at"].as_i64().unwrap()
 }
 
@@ -362,7 +362,7 @@ const SLOW_REPLY: Duration = Duration::from_secs(20);
 #[test]
 fn shutdown_cancels_a_model_call_in_flight_and_replace_takes_over() {
     // The decomposer's timeout is longer than the slow reply: only a shutdown ends it.
-    let b = &mut Board::new(Setup {
+    let b = &mut GatewayBoard::new(Setup {
         timeout_secs: 30,
         interval_seconds: 1.0,
         ..Setup::default()

@@ -220,7 +220,7 @@ fn planted_log_and_workspace_links_are_refused_and_their_targets_unchanged() {
 
 #[test]
 fn planted_gateway_tmp_and_pid_links_are_not_followed() {
-    let mut board = gateway_board::Board::new(gateway_board::Setup::default());
+    let mut board = gateway_board::GatewayBoard::new(gateway_board::Setup::default());
     let home = board.path();
     let (target, bytes) = victim(board.dir.path());
     for name in ["gateway.tmp", "gateway.pid"] {

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::process::Output;
 
-use board_core::copy::{BoardCopy, Cell};
-use board_core::{Completion, Fault, LlmCall, NewTask, Signal, Store};
+use board_core::copy::{BoardCopy, Datum};
+use board_core::{BreakerSignal, Completion, Fault, LlmCall, NewTask, Store};
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 
@@ -24,8 +24,8 @@ fn kanban(home: &Path, url: Option<&str>, args: &[&str]) -> Output {
 }
 
 /// Every table's rows, as the copy reads them.
-fn rows(board: &dyn BoardCopy) -> Vec<(String, Vec<String>, Vec<Vec<Cell>>)> {
-    let mut all: Vec<(String, Vec<String>, Vec<Vec<Cell>>)> = Vec::new();
+fn rows(board: &dyn BoardCopy) -> Vec<(String, Vec<String>, Vec<Vec<Datum>>)> {
+    let mut all: Vec<(String, Vec<String>, Vec<Vec<Datum>>)> = Vec::new();
     board
         .export(&mut |batch| {
             match all.last_mut() {
@@ -82,7 +82,7 @@ fn fill(store: &SqliteStore) {
             over_budget: true,
         })
         .unwrap();
-    let fault = Signal::Down(Fault {
+    let fault = BreakerSignal::Down(Fault {
         card: card.id.clone(),
         attempt: "a1".into(),
         error: "model answered HTTP 500".into(),

@@ -91,7 +91,7 @@ fn escapes_in_every_text_field_are_neutralised_in_human_output() {
 fn a_worker_log_tail_with_escapes_is_neutralised_in_show() {
     let script = r"printf 'before \033]0;pwned\007\033[2J\r\233after\n'; exit 3";
     let profiles = worker_profile("evil", script);
-    let board = gateway_board::Board::new(Setup {
+    let board = gateway_board::GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 1,
         kanban_extra: "  failure_limit: 1\n",

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use board_core::{BoardSnapshot, EventFilter, RunId, Status, Store, TaskId};
 use fake_llm::Reply;
-use gateway_board::{check_board, worker_profile, Board, Setup};
+use gateway_board::{check_board, worker_profile, GatewayBoard, Setup};
 
 /// The store's test pause, and the line it prints once it holds the write lock.
 const PAUSE: &str = "KANBAN_TEST_PAUSE_BEFORE_COMMIT_MS";
@@ -88,7 +88,7 @@ struct Tally {
     awaiting_lease: BTreeSet<(TaskId, RunId)>,
 }
 
-fn last_event_id(b: &Board) -> i64 {
+fn last_event_id(b: &GatewayBoard) -> i64 {
     let Ok(db) = board_sqlite::SqliteStore::open_read_only(b.db_path()) else {
         return 0;
     };
@@ -100,7 +100,7 @@ fn last_event_id(b: &Board) -> i64 {
 }
 
 /// The board now, checked on its own and as one step on from `before`.
-fn checked(b: &Board, before: &BoardSnapshot, when: &str) -> BoardSnapshot {
+fn checked(b: &GatewayBoard, before: &BoardSnapshot, when: &str) -> BoardSnapshot {
     let after = b.snapshot();
     let broken = check_board(&after).err().or_else(|| {
         board_core::check_step(before, &after)
@@ -116,7 +116,7 @@ fn checked(b: &Board, before: &BoardSnapshot, when: &str) -> BoardSnapshot {
 /// Starts a gateway and shows that every run open before it started is, after its first
 /// tick, closed, adopted (the log names the task and the same pid), or never had a
 /// worker (left to its lease).
-fn start_and_check_adoption(b: &mut Board, tally: &mut Tally) {
+fn start_and_check_adoption(b: &mut GatewayBoard, tally: &mut Tally) {
     let before = b.snapshot();
     let log_from = b.gateway_log().len();
     b.start_gateway();
@@ -187,7 +187,7 @@ fn writer_args(rng: &mut Rng, snapshot: &BoardSnapshot, name: &str) -> Vec<Strin
     }
 }
 
-fn spawn_writer(b: &Board, args: &[&str], pause_ms: u64, stderr: Stdio) -> Child {
+fn spawn_writer(b: &GatewayBoard, args: &[&str], pause_ms: u64, stderr: Stdio) -> Child {
     b.command(args)
         .env(PAUSE, pause_ms.to_string())
         .stdin(Stdio::null())
@@ -209,7 +209,7 @@ fn sigkill_if_running(writer: &mut Child) -> bool {
 
 /// Runs `args` with the store's pause and SIGKILLs it once it says it holds the write
 /// lock with its changes uncommitted. Returns whether it got that far.
-fn kill_inside_a_transaction(b: &Board, args: &[&str]) -> bool {
+fn kill_inside_a_transaction(b: &GatewayBoard, args: &[&str]) -> bool {
     let mut writer = spawn_writer(b, args, 20_000, Stdio::piped());
     let (tx, rx) = mpsc::channel();
     let stderr = writer.stderr.take().unwrap();
@@ -247,7 +247,7 @@ fn kill_inside_a_transaction(b: &Board, args: &[&str]) -> bool {
 }
 
 /// Runs `args` and SIGKILLs it after `delay`; returns whether it was still running.
-fn kill_after(b: &Board, args: &[&str], delay: Duration) -> bool {
+fn kill_after(b: &GatewayBoard, args: &[&str], delay: Duration) -> bool {
     let mut writer = spawn_writer(b, args, 30, Stdio::null());
     std::thread::sleep(delay);
     sigkill_if_running(&mut writer)
@@ -267,7 +267,7 @@ fn the_board_survives_sigkills_of_the_gateway_and_of_cli_writers() {
         worker_profile("crasher", "exit 3"),
     ]
     .concat();
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 6,
         // A run claimed by a process killed before it started a worker is freed only

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use board_core::{Status, TaskId};
 use common::{is_root, unprivileged};
 use fake_llm::Reply;
-use gateway_board::{check_board, wait_until, Board, Setup, KANBAN};
+use gateway_board::{check_board, wait_until, GatewayBoard, Setup, KANBAN};
 
 fn require_root(why: &str) {
     assert!(
@@ -270,7 +270,7 @@ fn filler(path: &Path) -> u64 {
 #[test]
 fn a_full_disk_fails_a_cli_write_in_one_line_and_loses_nothing() {
     require_root("mount a small tmpfs as the home");
-    let b = Board::new(Setup {
+    let b = GatewayBoard::new(Setup {
         tmpfs_home_kib: Some(2048),
         ..Setup::default()
     });
@@ -350,9 +350,9 @@ fn full_disk_during_a_call(
     title: &str,
     delay: Duration,
     kanban_extra: &str,
-) -> (Board, TaskId, PathBuf, u64) {
+) -> (GatewayBoard, TaskId, PathBuf, u64) {
     require_root("mount a small tmpfs as the home");
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         tmpfs_home_kib: Some(4096),
         kanban_extra,
         ..Setup::default()
@@ -367,7 +367,7 @@ fn full_disk_during_a_call(
 }
 
 /// The gateway's log from byte `from` on.
-fn log_since(b: &Board, from: usize) -> String {
+fn log_since(b: &GatewayBoard, from: usize) -> String {
     let log = b.gateway_log();
     log[from.min(log.len())..].to_owned()
 }

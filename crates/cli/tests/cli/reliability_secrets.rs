@@ -16,7 +16,7 @@ use std::process::Output;
 
 use board_core::{Status, Store, TaskId};
 use fake_llm::{Reply, Settings};
-use gateway_board::{files_under, worker_profile, Board, Setup};
+use gateway_board::{files_under, worker_profile, GatewayBoard, Setup};
 
 const CANARY: &str = "sk-canary-7f3a91c4e2d05b68";
 const CANARY_VAR: &str = "REL_CANARY_SECRET";
@@ -70,13 +70,13 @@ const DUMPER: &str = "env > \"$KANBAN_WORKSPACE/env.txt\"; kanban complete --res
 struct Transcript(Vec<(String, Output)>);
 
 impl Transcript {
-    fn run(&mut self, b: &Board, args: &[&str]) -> Output {
+    fn run(&mut self, b: &GatewayBoard, args: &[&str]) -> Output {
         let out = b.kanban(args);
         self.0.push((format!("kanban {args:?}"), out.clone()));
         out
     }
 
-    fn create(&mut self, b: &Board, title: &str) -> TaskId {
+    fn create(&mut self, b: &GatewayBoard, title: &str) -> TaskId {
         let out = self.run(b, &["create", title, "--triage", "--json"]);
         assert!(out.status.success(), "{out:?}");
         let task: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -96,7 +96,7 @@ impl Transcript {
 
 fn scenario(model_extra: &str, env: Vec<(String, String)>, config_holds_key: bool) {
     let profiles = worker_profile("dumper", DUMPER);
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         fake: Settings {
             api_key: Some(CANARY.to_owned()),
             ..Settings::default()
@@ -354,7 +354,7 @@ fn sockets_of(pid: u32) -> Vec<u64> {
 #[test]
 fn every_listening_socket_of_ours_is_on_loopback() {
     let profiles = worker_profile("sleeper", "exec sleep 30");
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 2,
         ..Setup::default()
@@ -452,7 +452,7 @@ fn kanban_serve_serves_no_secret() {
         ),
         ("REL_EXTRA_API_KEY".to_owned(), CANARY.to_owned()),
     ];
-    let b = Board::new(Setup {
+    let b = GatewayBoard::new(Setup {
         fake: Settings {
             api_key: Some(CANARY.to_owned()),
             ..Settings::default()

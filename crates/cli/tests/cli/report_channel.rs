@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use board_core::{Outcome, Status, Store, TaskId};
-use gateway_board::{Board, Setup, KANBAN};
+use gateway_board::{GatewayBoard, Setup, KANBAN};
 
 /// The `kanban` binary where nobody can run it: this build's, or a copy in a directory of
 /// the test's own when the build's is out of nobody's reach.
@@ -44,11 +44,11 @@ fn profile(name: &str, user: Option<&str>, binary: &Path, script: &str) -> Strin
 /// A board whose temporary directory others may traverse, so that only the home's own
 /// modes keep a worker of another user out of it; and the directory of the binary's
 /// copy, when one was needed, to keep as long as the board.
-fn board_with(profiles: impl FnOnce(&Path) -> String) -> (Board, tempfile::TempDir) {
+fn board_with(profiles: impl FnOnce(&Path) -> String) -> (GatewayBoard, tempfile::TempDir) {
     let scratch = tempfile::tempdir().unwrap();
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let profiles = profiles(scratch.path());
-    let board = Board::new(Setup {
+    let board = GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 2,
         ..Setup::default()
@@ -57,7 +57,7 @@ fn board_with(profiles: impl FnOnce(&Path) -> String) -> (Board, tempfile::TempD
     (board, scratch)
 }
 
-fn workspace(board: &Board, id: &TaskId) -> PathBuf {
+fn workspace(board: &GatewayBoard, id: &TaskId) -> PathBuf {
     board.path().join("workspaces").join(id.as_str())
 }
 
@@ -65,7 +65,7 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-fn wait_for_file(board: &Board, path: &Path) {
+fn wait_for_file(board: &GatewayBoard, path: &Path) {
     board.wait_for(&path.display().to_string(), || path.exists());
 }
 
@@ -445,7 +445,7 @@ fn a_worker_cannot_flood_the_board_through_its_channel() {
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let binary = kanban_for_nobody(scratch.path());
     let profiles = profile("flood", user, &binary, FLOOD);
-    let mut board = Board::new(Setup {
+    let mut board = GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 1,
         kanban_extra: "  max_text_bytes: 4096\n",

@@ -10,7 +10,7 @@ use board_core::{Outcome, Status, Store, TaskId};
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 
-use crate::gateway_board::{worker_profile, Board, Setup};
+use crate::gateway_board::{worker_profile, GatewayBoard, Setup};
 use crate::scratch_schema::{in_schema, server_url, tear_down, terminate_sessions, unique_schema};
 
 /// The tick: nothing in these tests may wait for a second one.
@@ -21,7 +21,7 @@ const LIMIT: Duration = Duration::from_secs(2);
 
 /// A board with a real gateway, read through a store of its backend.
 struct WakeBoard {
-    board: Board,
+    board: GatewayBoard,
     store: Arc<dyn Store>,
     /// The PostgreSQL schema to drop at the end.
     schema: Option<String>,
@@ -48,7 +48,7 @@ impl WakeBoard {
             pg = Some((store, schema));
         }
         let profiles = worker_profile("quick", "kanban complete --result ok");
-        let board = Board::new(Setup {
+        let board = GatewayBoard::new(Setup {
             env,
             profiles: &profiles,
             max_spawn,

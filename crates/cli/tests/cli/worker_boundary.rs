@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use board_core::{Outcome, Status, Store, TaskId};
 use fake_llm::Reply;
-use gateway_board::{wait_until, Board, Setup, KANBAN};
+use gateway_board::{wait_until, GatewayBoard, Setup, KANBAN};
 
 /// The unprivileged account the gateway runs as when the tests run as root.
 const NOBODY: u32 = 65534;
@@ -52,7 +52,7 @@ fn wait_for_no_process(what: &str, word: &str) {
     wait_until(what, Duration::from_secs(20), || processes_with(word).is_empty());
 }
 
-fn last_run(b: &Board, id: &TaskId) -> board_core::Run {
+fn last_run(b: &GatewayBoard, id: &TaskId) -> board_core::Run {
     b.db().runs(id).unwrap().pop().expect("a run")
 }
 
@@ -88,7 +88,7 @@ fn chown_tree(path: &Path, uid: u32) {
 /// Starts the gateway as a user that is not root (root may read any process's memory,
 /// so the test would prove nothing): as root, the home is handed to an unprivileged
 /// account and the gateway runs as it; otherwise it runs as the caller.
-fn start_unprivileged_gateway(b: &mut Board, kanban: &Path) {
+fn start_unprivileged_gateway(b: &mut GatewayBoard, kanban: &Path) {
     let mut command = std::process::Command::new(kanban);
     command
         .arg("--home")
@@ -118,7 +118,7 @@ fn start_unprivileged_gateway(b: &mut Board, kanban: &Path) {
 
 /// The workspace of `id`'s worker, which tried to copy the gateway's environment (and
 /// memory) into `stolen` there and got nothing.
-fn nothing_stolen(b: &Board, id: &TaskId) -> PathBuf {
+fn nothing_stolen(b: &GatewayBoard, id: &TaskId) -> PathBuf {
     let workspace = b.path().join("workspaces").join(id.as_str());
     let stolen = std::fs::read(workspace.join("stolen")).expect("the worker tried");
     assert!(
@@ -162,7 +162,7 @@ fn a_worker_cannot_read_the_gateways_environment_nor_inherit_a_secret() {
     env.push(("DEPLOY_TOKEN".into(), "allowed-deploy-token".into()));
     env.push(("PLAIN_SETTING".into(), "plain-value".into()));
     env.push(("UNNAMED_SETTING".into(), "unnamed-value".into()));
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         model_extra: "  api_key_env: MODEL_VAR_NAMED_IN_CONFIG\n",
         profiles: &profiles,
         max_spawn: 1,
@@ -215,7 +215,7 @@ fn a_root_gateways_worker_without_a_user_has_no_capability_and_no_secret() {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         model_extra: "  api_key_env: MODEL_VAR_NAMED_IN_CONFIG\n",
         profiles: &profile("thief", &["sh", "-c", &script]),
         max_spawn: 1,
@@ -285,7 +285,7 @@ fn model_written_titles_run_nothing_and_write_no_file() {
     );
     let profiles = profile("recorder", &["sh", "-c", &record, "worker", "{title}"])
         + &profile("sorter", &["sort", "{title}"]);
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 4,
         ..Setup::default()
@@ -337,8 +337,8 @@ fn a_worker_that_clears_its_environment_is_not_duplicated() {
     let mark = marker(1);
     let script = format!("exec env -i /bin/sh -c 'exec sleep {mark}'");
     let (b, id) = one_worker(&script, "  claim_ttl_seconds: 1\n", &["hides its environment"]);
-    let extended = |b: &Board| b.kinds(&id).iter().filter(|k| *k == "claim_extended").count();
-    let runs = |b: &Board| b.db().runs(&id).unwrap().len();
+    let extended = |b: &GatewayBoard| b.kinds(&id).iter().filter(|k| *k == "claim_extended").count();
+    let runs = |b: &GatewayBoard| b.db().runs(&id).unwrap().len();
     b.wait_for("three lease extensions (or a second run)", || {
         extended(&b) >= 3 || runs(&b) > 1
     });
@@ -349,9 +349,9 @@ fn a_worker_that_clears_its_environment_is_not_duplicated() {
 }
 
 /// A gateway running one task, assigned to a profile whose worker is `sh -c script`.
-fn one_worker(script: &str, kanban_extra: &str, create: &[&str]) -> (Board, TaskId) {
+fn one_worker(script: &str, kanban_extra: &str, create: &[&str]) -> (GatewayBoard, TaskId) {
     let profiles = profile("w", &["sh", "-c", script]);
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         profiles: &profiles,
         max_spawn: 1,
         kanban_extra,
@@ -367,7 +367,7 @@ fn stubborn_group(leader: &str, stubborn: &str) -> String {
     format!("(trap '' TERM; exec sleep {stubborn}) & exec sleep {leader}")
 }
 
-fn wait_for_group(b: &Board, leader: &str, stubborn: &str) {
+fn wait_for_group(b: &GatewayBoard, leader: &str, stubborn: &str) {
     b.wait_for("both processes", || {
         processes_with(leader).len() == 1 && processes_with(stubborn).len() == 1
     });
@@ -479,7 +479,7 @@ fn config_check_warns_about_a_key_other_users_can_read() {
 #[test]
 fn a_worker_holds_no_descriptor_of_the_gateways() {
     let script = "ls -l /proc/$$/fd > \"$KANBAN_WORKSPACE/fds.txt\"; kanban complete --result listed";
-    let mut b = Board::new(Setup {
+    let mut b = GatewayBoard::new(Setup {
         profiles: &gateway_board::worker_profile("lister", script),
         max_spawn: 1,
         ..Setup::default()

@@ -12,26 +12,32 @@ use super::{Answer, Bound, Report, Terms};
 pub fn apply(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Answer {
     match answer(store, bound, terms, report, now) {
         Ok(answer) => answer,
-        Err(No::Refused(message)) => Answer::Refused { message },
-        Err(No::Usage(message)) => Answer::Usage { message },
+        Err(Declined::Refused(message)) => Answer::Refused { message },
+        Err(Declined::Usage(message)) => Answer::Usage { message },
     }
 }
 
 /// A report refused before or by the store.
-enum No {
+enum Declined {
     Refused(String),
     Usage(String),
 }
 
-fn refused(message: String) -> No {
-    No::Refused(message)
+fn refused(message: String) -> Declined {
+    Declined::Refused(message)
 }
 
-fn store_error(e: StoreError) -> No {
+fn store_error(e: StoreError) -> Declined {
     refused(e.to_string())
 }
 
-fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Result<Answer, No> {
+fn answer(
+    store: &dyn Store,
+    bound: &Bound,
+    terms: &Terms,
+    report: Report,
+    now: i64,
+) -> Result<Answer, Declined> {
     let guard = Some(bound.run);
     let won = |ok| Ok(Answer::Won { ok });
     match report {
@@ -60,7 +66,7 @@ fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: 
             capped("the result", result.as_deref(), terms)?;
             capped("the summary", summary.as_deref(), terms)?;
             let metadata_bytes = metadata.as_ref().map_or(0, |m| m.to_string().len());
-            text_within_cap("the metadata", metadata_bytes, terms.max_text_bytes).map_err(No::Usage)?;
+            text_within_cap("the metadata", metadata_bytes, terms.max_text_bytes).map_err(Declined::Usage)?;
             let completion = Completion {
                 expected_run_id: guard,
                 // The guard is always the worker's own run here.
@@ -90,7 +96,7 @@ fn answer(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: 
 }
 
 /// The reports that read the board.
-fn look_up(store: &dyn Store, bound: &Bound, report: Report) -> Result<Answer, No> {
+fn look_up(store: &dyn Store, bound: &Bound, report: Report) -> Result<Answer, Declined> {
     Ok(match report {
         Report::Task { task } => {
             readable(store, bound, &task)?;
@@ -130,7 +136,7 @@ fn comment(
     author: Option<String>,
     text: &str,
     now: i64,
-) -> Result<Answer, No> {
+) -> Result<Answer, Declined> {
     own(bound, task, None)?;
     capped("the comment", Some(text), terms)?;
     let comment = store
@@ -140,7 +146,7 @@ fn comment(
 }
 
 /// A report about the worker's own task (and, when given, its own run) only.
-fn own(bound: &Bound, task: &TaskId, run: Option<RunId>) -> Result<(), No> {
+fn own(bound: &Bound, task: &TaskId, run: Option<RunId>) -> Result<(), Declined> {
     if *task != bound.task {
         return Err(refused(format!(
             "this worker's report channel speaks for task {} only; {task} was refused",
@@ -156,16 +162,16 @@ fn own(bound: &Bound, task: &TaskId, run: Option<RunId>) -> Result<(), No> {
     }
 }
 
-fn capped(what: &str, text: Option<&str>, terms: &Terms) -> Result<(), No> {
+fn capped(what: &str, text: Option<&str>, terms: &Terms) -> Result<(), Declined> {
     match text {
-        Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes).map_err(No::Usage),
+        Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes).map_err(Declined::Usage),
         None => Ok(()),
     }
 }
 
 /// A worker reads its own task and its parents (whose results and summaries its brief
 /// carries), nothing else.
-fn readable(store: &dyn Store, bound: &Bound, task: &TaskId) -> Result<(), No> {
+fn readable(store: &dyn Store, bound: &Bound, task: &TaskId) -> Result<(), Declined> {
     if *task == bound.task {
         return Ok(());
     }

@@ -68,15 +68,7 @@ impl Dispatcher {
                 self.floors.insert(card.clone(), *floor);
             }
             Action::StartDecomposition { card, floor, probe } => {
-                if self.lease_for_decomposition(card, pass) {
-                    if !probe {
-                        self.floors.insert(card.clone(), *floor);
-                    }
-                    let expires = lease_expiry(pass.settings.decomposition_lease_seconds, pass.now);
-                    self.decompositions.start(card.clone(), *probe, expires);
-                    pass.report.decompositions_in_flight += 1;
-                    pass.report.decompositions_started.push(card.clone());
-                }
+                self.start_decomposition(card, *floor, *probe, pass)
             }
             Action::NoteCeiling { card, reached } => self.note_ceiling(card, reached, pass),
             Action::Promote { .. } => match self.store.promote_ready(pass.now) {
@@ -114,6 +106,21 @@ impl Dispatcher {
             Ok(claims) => pass.claims = claims.into_iter().map(|c| (c.task.id.clone(), c)).collect(),
             Err(e) => pass.report.errors.push(format!("claiming ready tasks: {e}")),
         }
+    }
+
+    /// Leases the card and hands it to the background decomposer, remembering the
+    /// attempt (a probe's is not the card's).
+    fn start_decomposition(&mut self, card: &TaskId, floor: AttemptFloor, probe: bool, pass: &mut Pass<'_>) {
+        if !self.lease_for_decomposition(card, pass) {
+            return;
+        }
+        if !probe {
+            self.floors.insert(card.clone(), floor);
+        }
+        let expires = lease_expiry(pass.settings.decomposition_lease_seconds, pass.now);
+        self.decompositions.start(card.clone(), probe, expires);
+        pass.report.decompositions_in_flight += 1;
+        pass.report.decompositions_started.push(card.clone());
     }
 
     /// The decomposition lease, the step before a decomposition starts: the card is
@@ -198,7 +205,7 @@ impl Dispatcher {
 
     /// Notes a change of the spend ceiling in force: one event and one log line.
     fn note_ceiling(&self, card: &TaskId, reached: &Option<String>, pass: &mut Pass<'_>) {
-        let signal = board_core::Signal::Ceiling {
+        let signal = board_core::BreakerSignal::Ceiling {
             card: card.clone(),
             reached: reached.clone(),
         };

@@ -9,7 +9,7 @@ use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId, Timestamp
 
 use board_sqlite::{Options, SqliteStore};
 use gateway::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
-use gateway::plan::{DispatchSettings, TickReport};
+use gateway::planner::{DispatchSettings, TickReport};
 
 const T0: i64 = 1_800_000_000;
 
@@ -56,7 +56,7 @@ impl Home {
     /// Marks the provider as seen up, as a successful call would: decompositions then
     /// run at the configured rate.
     fn provider_up(&self, card: &TaskId) {
-        let up = board_core::Signal::Up { card: card.clone() };
+        let up = board_core::BreakerSignal::Up { card: card.clone() };
         self.store.signal_breaker(&up, &Default::default(), T0).unwrap();
     }
 
@@ -550,7 +550,7 @@ fn a_worker_that_ignores_sigterm_never_blocks_a_tick_and_is_killed_after_its_gra
     let took = start.elapsed();
     assert!(took < Duration::from_millis(50), "the tick took {took:?}");
     assert!(asked.timed_out.is_empty() && asked.errors.is_empty(), "{asked:?}");
-    let grace = gateway::plan::STOP_GRACE_SECONDS;
+    let grace = gateway::planner::STOP_GRACE_SECONDS;
     let within = d.tick(&watch(&s), T0 + 5 + grace);
     assert!(within.timed_out.is_empty(), "{within:?}");
     assert!(lives(pid), "it ignores SIGTERM and its grace is not over");

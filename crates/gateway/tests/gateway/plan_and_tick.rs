@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use board_core::memory::MemStore;
 use board_core::{NewTask, Outcome, Request, Status, Store, Task, TaskId, Timestamp};
 use gateway::dispatcher::{Decompositions, Dispatcher};
-use gateway::plan::{preview, Action, DispatchSettings, Exit, Observed, TickReport, STOP_GRACE_SECONDS};
+use gateway::planner::{preview, Action, DispatchSettings, Exit, Observed, TickReport, STOP_GRACE_SECONDS};
 use gateway::supervisor::{Assignment, Processes, Signal};
 
 const T0: i64 = 1_800_000_000;

@@ -17,7 +17,7 @@ use board_home::Home;
 use board_sqlite::{Options, SqliteStore};
 use gateway::channel::Terms;
 use gateway::dispatcher::{Dispatcher, NoDecompositions};
-use gateway::plan::{Boundary, DispatchSettings};
+use gateway::planner::{Boundary, DispatchSettings};
 use gateway::supervisor::{worker_argv, worker_env, Assignment, ProcessGroupTerminator};
 
 fn no_env(_: &str) -> Option<String> {

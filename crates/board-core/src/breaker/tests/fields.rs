@@ -3,8 +3,8 @@
 
 use super::*;
 
-fn fault(n: u8, attempt: &str, error: &str, auth: bool, retry_after: Option<i64>) -> Signal {
-    Signal::Down(Fault {
+fn fault(n: u8, attempt: &str, error: &str, auth: bool, retry_after: Option<i64>) -> BreakerSignal {
+    BreakerSignal::Down(Fault {
         card: card(n),
         attempt: attempt.into(),
         error: error.into(),
@@ -73,7 +73,7 @@ fn each_transition_writes_exactly_its_fields() {
     );
     let probing = apply_with(
         &noted,
-        &Signal::ProbeTaken { card: card(4) },
+        &BreakerSignal::ProbeTaken { card: card(4) },
         &stamped("c"),
         T + 32,
     );
@@ -87,7 +87,13 @@ fn each_transition_writes_exactly_its_fields() {
         },
         "a probe taken counts, waits twice as long and notes the config"
     );
-    let change = observe(&probing, &Signal::Up { card: card(4) }, &settings(), T + 100).expect("a change");
+    let change = observe(
+        &probing,
+        &BreakerSignal::Up { card: card(4) },
+        &settings(),
+        T + 100,
+    )
+    .expect("a change");
     assert_eq!(
         change.breaker,
         Breaker {
@@ -101,7 +107,7 @@ fn each_transition_writes_exactly_its_fields() {
         change.event.map(|e| e.payload),
         Some(json!({ "opened_at": T + 2, "probes": 1 }))
     );
-    let recovered = apply(&one, &Signal::Up { card: card(1) }, T + 5);
+    let recovered = apply(&one, &BreakerSignal::Up { card: card(1) }, T + 5);
     assert_eq!(
         recovered,
         Breaker {
@@ -134,7 +140,7 @@ fn faults_while_open_push_the_probe_back_and_never_forward() {
             ..open.clone()
         }
     );
-    let answered = apply(&auth, &Signal::Up { card: card(3) }, T + 20);
+    let answered = apply(&auth, &BreakerSignal::Up { card: card(3) }, T + 20);
     assert_eq!(
         answered,
         Breaker {

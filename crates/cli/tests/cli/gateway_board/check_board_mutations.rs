@@ -5,7 +5,7 @@
 use board_core::{BoardSnapshot, Event, Status, TaskId};
 use fake_llm::Reply;
 
-use crate::gateway_board::{check_board, Board, Setup};
+use crate::gateway_board::{check_board, GatewayBoard, Setup};
 
 /// Two children, the second waiting for the first.
 const PAIR: &str = r#"{"fanout": true, "rationale": "two", "tasks": [
@@ -27,7 +27,7 @@ struct Made {
 /// A board with every shape the rules look at: a decomposition with a sibling link,
 /// a done task, an archived one, a reclaimed run and an open one.
 fn made() -> Made {
-    let b = Board::new(Setup::default());
+    let b = GatewayBoard::new(Setup::default());
     b.reply("split me", Reply::text(PAIR));
     let root = b.create(&["split me", "--triage"]);
     b.kanban_ok(&["decompose", root.as_str()]);

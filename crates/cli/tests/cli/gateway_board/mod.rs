@@ -62,7 +62,7 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-pub struct Board {
+pub struct GatewayBoard {
     pub dir: tempfile::TempDir,
     pub fake: FakeLlm,
     pub replies: Replies,
@@ -115,8 +115,8 @@ impl Default for Setup<'_> {
     }
 }
 
-impl Board {
-    pub fn new(setup: Setup<'_>) -> Board {
+impl GatewayBoard {
+    pub fn new(setup: Setup<'_>) -> GatewayBoard {
         let dir = tempfile::tempdir().unwrap();
         let fake = FakeLlm::start_blocking(setup.fake).unwrap();
         let replies: Replies = Arc::default();
@@ -129,7 +129,7 @@ impl Board {
             }
             Reply::text(SINGLE)
         });
-        let mut board = Board {
+        let mut board = GatewayBoard {
             dir,
             fake,
             replies,
@@ -258,7 +258,7 @@ impl Board {
         self.start_gateway_with(|_| {});
     }
 
-    /// [`Board::start_gateway`], with `prepare` given the command before it starts.
+    /// [`GatewayBoard::start_gateway`], with `prepare` given the command before it starts.
     pub fn start_gateway_with(&mut self, prepare: impl FnOnce(&mut Command)) {
         let _ = std::fs::remove_file(self.path().join("gateway.json"));
         let append = |path: PathBuf| {
@@ -397,7 +397,7 @@ impl Board {
     }
 }
 
-impl Drop for Board {
+impl Drop for GatewayBoard {
     fn drop(&mut self) {
         self.kill_gateway();
         self.kill_workers();
