@@ -26,6 +26,19 @@ use crate::{
 /// The variable that names the home when `--home` does not.
 pub const HOME_VARIABLE: &str = "KANBAN_HOME";
 
+/// What a worker is told in its environment, beside the home: the board file (on
+/// SQLite), its task and run, the run's claim lock, its profile, its workspace, and the
+/// card's title.
+pub mod worker_variables {
+    pub const DATABASE: &str = "KANBAN_DB";
+    pub const TASK: &str = "KANBAN_TASK";
+    pub const RUN: &str = "KANBAN_RUN_ID";
+    pub const CLAIM_LOCK: &str = "KANBAN_CLAIM_LOCK";
+    pub const PROFILE: &str = "KANBAN_PROFILE";
+    pub const WORKSPACE: &str = "KANBAN_WORKSPACE";
+    pub const TITLE: &str = "KANBAN_TITLE";
+}
+
 /// Why a home could not be found or used. Each is one line.
 #[derive(Debug, thiserror::Error)]
 pub enum HomeError {

@@ -16,7 +16,7 @@ pub use config::{
     Loaded, ModelConfig, ProfileConfig, Warning, DATABASE_URL_VARIABLE,
 };
 pub use copy::CopyTarget;
-pub use home::{Home, HomeError, Opened, HOME_VARIABLE};
+pub use home::{worker_variables, Home, HomeError, Opened, HOME_VARIABLE};
 pub use wake::Listening;
 
 /// What a wake-up listener calls; it must return at once.

@@ -6,7 +6,7 @@
 //! files.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -163,6 +163,26 @@ pub fn open_append(path: &Path) -> std::io::Result<File> {
 /// Opens a file of the home for reading, refusing a link.
 pub fn open_read(path: &Path) -> std::io::Result<File> {
     open_checked(path, |o| o.read(true))
+}
+
+/// The end of a log of the home, at most `max` bytes from `from` on (lossy UTF-8), opened
+/// without following a link (a worker cannot point its log at a file of the gateway's
+/// user): an attempt's own output for the gateway, a running card's for the web board.
+/// When the log holds more than that, the text starts at a line.
+pub fn read_tail(path: &Path, from: u64, max: u64) -> std::io::Result<String> {
+    let mut file = open_read(path)?;
+    let len = file.metadata()?.len();
+    let start = from.max(len.saturating_sub(max));
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let cut = if start > from {
+        text.find('\n').map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    Ok(text[cut..].to_owned())
 }
 
 /// Opens (creating it 0600) a file of the home for writing in place, without truncating

@@ -150,3 +150,31 @@ fn a_home_that_is_a_file_is_refused() {
         format!("{}: the home is not a directory", file.display())
     );
 }
+
+#[test]
+fn a_log_tail_starts_at_a_line_keeps_to_its_attempt_and_never_follows_a_link() {
+    use board_home::safety::read_tail;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("t_00000001.log");
+    std::fs::write(&log, "earlier attempt\nline one\nline two\nline three\n").unwrap();
+    assert_eq!(
+        read_tail(&log, 0, 1024).unwrap(),
+        "earlier attempt\nline one\nline two\nline three\n"
+    );
+    assert_eq!(
+        read_tail(&log, 0, 20).unwrap(),
+        "line three\n",
+        "cut to its last 20 bytes, from a line start"
+    );
+    assert_eq!(
+        read_tail(&log, 16, 1024).unwrap(),
+        "line one\nline two\nline three\n",
+        "nothing of an earlier attempt"
+    );
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "the gateway's secret\n").unwrap();
+    let linked = dir.path().join("t_00000002.log");
+    std::os::unix::fs::symlink(&secret, &linked).unwrap();
+    let refused = read_tail(&linked, 0, 1024);
+    assert!(refused.is_err(), "a link is not followed: {refused:?}");
+}

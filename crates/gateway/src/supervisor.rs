@@ -5,7 +5,6 @@
 //! the real one.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -13,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use board_core::{RunId, Store, Task, TaskId, Termination, Terminator};
-use board_home::safety::{open_append, open_read, private_dir, worker_dir};
-use board_home::{Account, Home};
+use board_home::safety::{open_append, private_dir, read_tail, worker_dir};
+use board_home::{worker_variables as vars, Account, Home, HOME_VARIABLE};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
 
@@ -96,16 +95,16 @@ pub fn worker_env(
     let mut env: Vec<(String, String)> = inherited.into_iter().filter(|(k, _)| passed(k, a)).collect();
     let workspace = home.workspace(&a.task.id);
     if a.home_board {
-        env.push(("KANBAN_DB".to_owned(), home.database().display().to_string()));
+        env.push((vars::DATABASE.to_owned(), home.database().display().to_string()));
     }
     env.extend([
-        ("KANBAN_HOME".to_owned(), home.dir().display().to_string()),
-        ("KANBAN_TASK".to_owned(), a.task.id.to_string()),
-        ("KANBAN_RUN_ID".to_owned(), a.run_id.to_string()),
-        ("KANBAN_CLAIM_LOCK".to_owned(), a.claim_lock.to_owned()),
-        ("KANBAN_PROFILE".to_owned(), a.profile.to_owned()),
-        ("KANBAN_WORKSPACE".to_owned(), workspace.display().to_string()),
-        ("KANBAN_TITLE".to_owned(), a.task.title.clone()),
+        (HOME_VARIABLE.to_owned(), home.dir().display().to_string()),
+        (vars::TASK.to_owned(), a.task.id.to_string()),
+        (vars::RUN.to_owned(), a.run_id.to_string()),
+        (vars::CLAIM_LOCK.to_owned(), a.claim_lock.to_owned()),
+        (vars::PROFILE.to_owned(), a.profile.to_owned()),
+        (vars::WORKSPACE.to_owned(), workspace.display().to_string()),
+        (vars::TITLE.to_owned(), a.task.title.clone()),
     ]);
     if let Some(fd) = channel {
         env.push((CHANNEL_VARIABLE.to_owned(), fd.to_string()));
@@ -289,18 +288,9 @@ impl Worker {
 
     /// The end of this attempt's own output, never an earlier attempt's.
     pub fn log_tail(&self) -> String {
-        read_tail(&self.log, self.log_offset).unwrap_or_default()
+        let tail = read_tail(&self.log, self.log_offset, LOG_TAIL_BYTES);
+        tail.map(|t| t.trim().to_owned()).unwrap_or_default()
     }
-}
-
-fn read_tail(path: &Path, from: u64) -> std::io::Result<String> {
-    let mut file = open_read(path)?;
-    let len = file.metadata()?.len();
-    let start = from.max(len.saturating_sub(LOG_TAIL_BYTES));
-    file.seek(SeekFrom::Start(start))?;
-    let mut bytes = Vec::new();
-    file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes)?;
-    Ok(String::from_utf8_lossy(&bytes).trim().to_owned())
 }
 
 /// The worker of a running task's current run, pinned by a pidfd, when its recorded pid
@@ -312,8 +302,8 @@ pub fn prove_ours(task: &Task) -> Option<Pidfd> {
     let (pid, run_id) = (u32::try_from(lease.worker_pid?).ok()?, lease.run_id);
     let pidfd = Pidfd::open(pid).ok()?;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let wanted_task = format!("KANBAN_TASK={}", task.id);
-    let wanted_run = format!("KANBAN_RUN_ID={run_id}");
+    let wanted_task = format!("{}={}", vars::TASK, task.id);
+    let wanted_run = format!("{}={run_id}", vars::RUN);
     let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
     let named = vars.contains(&wanted_task.as_bytes()) && vars.contains(&wanted_run.as_bytes());
     (named && !pidfd.exited()).then_some(pidfd)

@@ -20,18 +20,23 @@ mod pages;
 mod stats;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
-use board_core::{NoWorkers, Store, Terminator, Timestamp};
+use board_core::{NoWorkers, Store, TaskId, Terminator, Timestamp};
 use decompose::{DecomposerSettings, HttpModel};
 use tokio::net::TcpListener;
 
 pub use error::ApiError;
 pub use http_guard::{check_bind, Limits, ServeError, MIN_TOKEN_CHARS};
+
+/// How a card's worker log is read: its end, or `None` when there is none.
+pub type LogTail = Arc<dyn Fn(&TaskId) -> Option<String> + Send + Sync>;
+
+/// How much of a running card's worker log its page shows.
+pub const LOG_TAIL_BYTES: u64 = 8 * 1024;
 
 /// Where `kanban serve` listens unless told otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8420";
@@ -53,8 +58,9 @@ pub struct Settings {
     pub poll_interval: Duration,
     /// Stops a running task's worker before a reclaim.
     pub terminator: Arc<dyn Terminator + Send + Sync>,
-    /// Where the workers' logs are (`<home>/logs`), for a running card's log tail.
-    pub logs_dir: Option<PathBuf>,
+    /// The end of a running card's worker log (at most [`LOG_TAIL_BYTES`]), read by the
+    /// caller, which knows the home and opens its files safely; none shows no log.
+    pub log_tail: Option<LogTail>,
     /// The decomposer's daily spend ceilings, shown on the stats page.
     pub ceilings: board_core::Ceilings,
     /// The model the decompose action calls, or why there is none (the refusal shown).
@@ -96,7 +102,7 @@ impl Default for Settings {
             max_request_bytes: 256 * 1024,
             poll_interval: Duration::from_millis(100),
             terminator: Arc::new(NoWorkers),
-            logs_dir: None,
+            log_tail: None,
             ceilings: board_core::Ceilings::default(),
             decomposer: Err(NO_MODEL.to_owned()),
             secrets: Vec::new(),

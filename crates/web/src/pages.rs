@@ -4,8 +4,6 @@
 //! only this server's own scripts, styles and connections.
 
 use std::fmt::Write;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::Path as FsPath;
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
@@ -20,9 +18,6 @@ use decompose::mask_secret;
 use crate::api::task_id;
 use crate::html::{element, escape, markdown};
 use crate::{blocking, now, ApiError, App};
-
-/// The most of a worker's log the detail shows, from its end.
-const LOG_TAIL_BYTES: u64 = 8 * 1024;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -88,15 +83,13 @@ pub fn shell(title: &str, script: Option<&str>) -> String {
 
 async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = task_id(&id)?;
-    let logs = app.settings.logs_dir.clone();
+    let log_tail = app.settings.log_tail.clone();
     let secrets = app.settings.secrets.clone();
     blocking(&app, move |s| {
         let shown = Shown::read(s, &id)?;
         let bill = s.llm_calls(Some(&id))?;
-        let log = match (&logs, shown.task.status) {
-            (Some(dir), Status::Running) => {
-                log_tail(&dir.join(format!("{id}.log"))).map(|tail| shown_log(&tail, &secrets))
-            }
+        let log = match (&log_tail, shown.task.status) {
+            (Some(read), Status::Running) => read(&id).map(|tail| shown_log(&tail, &secrets)),
             _ => None,
         };
         Ok(page(render_detail(&shown, &bill, log.as_deref(), now())))
@@ -243,21 +236,4 @@ fn shown_log(tail: &str, secrets: &[String]) -> String {
     secrets
         .iter()
         .fold(plain(tail, true), |text, secret| mask_secret(&text, secret))
-}
-
-/// The end of a worker's log, cut at a line start; `None` when there is no log.
-fn log_tail(path: &FsPath) -> Option<String> {
-    let mut file = std::fs::File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
-        .ok()?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let cut = if len > LOG_TAIL_BYTES {
-        text.find('\n').map_or(0, |i| i + 1)
-    } else {
-        0
-    };
-    Some(text[cut..].to_owned())
 }

@@ -385,6 +385,12 @@ async fn no_response_or_stream_carries_a_secret_of_the_environment() {
     }
 }
 
+/// A card's log as a caller of the web board reads it: the whole file in `dir`.
+fn read_logs_in(dir: &std::path::Path) -> web::LogTail {
+    let dir = dir.to_owned();
+    std::sync::Arc::new(move |id| std::fs::read_to_string(dir.join(format!("{id}.log"))).ok())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workers_log_is_shown_without_secrets_or_control_characters() {
     const KEY: &str = "sk-logcanary-93b7e1d0c4a6f258";
@@ -392,7 +398,7 @@ async fn a_workers_log_is_shown_without_secrets_or_control_characters() {
     let s = serve_at(
         "127.0.0.1",
         web::Settings {
-            logs_dir: Some(logs.path().to_owned()),
+            log_tail: Some(read_logs_in(logs.path())),
             secrets: vec![KEY.to_owned()],
             ..settings()
         },

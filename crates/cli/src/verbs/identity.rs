@@ -1,13 +1,15 @@
 //! Who is calling: the name a comment's author, a task's `created_by` and `list --mine`
 //! default to.
 
+use board_home::worker_variables as vars;
+
 /// Inside a worker (`KANBAN_TASK` and `KANBAN_RUN_ID` set) its profile, `KANBAN_PROFILE`;
 /// else the user's login name, `$USER`, else `$LOGNAME`, else the uid.
 pub fn caller() -> String {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let in_worker = var("KANBAN_TASK").is_some() && var("KANBAN_RUN_ID").is_some();
+    let in_worker = var(vars::TASK).is_some() && var(vars::RUN).is_some();
     in_worker
-        .then(|| var("KANBAN_PROFILE"))
+        .then(|| var(vars::PROFILE))
         .flatten()
         .or_else(|| var("USER"))
         .or_else(|| var("LOGNAME"))

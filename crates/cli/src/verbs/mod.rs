@@ -57,8 +57,10 @@ pub struct Worker {
 impl Worker {
     /// The worker's identity when both variables are set; malformed values are a usage error.
     pub fn from_env() -> Result<Option<Worker>, Failure> {
-        let (Some(task), Some(run)) = (std::env::var_os("KANBAN_TASK"), std::env::var_os("KANBAN_RUN_ID"))
-        else {
+        let (Some(task), Some(run)) = (
+            std::env::var_os(board_home::worker_variables::TASK),
+            std::env::var_os(board_home::worker_variables::RUN),
+        ) else {
             return Ok(None);
         };
         let task = task

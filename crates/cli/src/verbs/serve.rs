@@ -56,7 +56,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         // A body at the text cap, JSON-escaped, must still reach the cap's own message.
         max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
-        logs_dir: Some(home.logs()),
+        log_tail: Some(log_tail(home)),
         ceilings: ctx.config.spend_ceilings(),
         default_assignee: Some(ctx.config.kanban.default_assignee.clone()),
         decomposer: web::Decomposer::new(model).map(Arc::new),
@@ -104,4 +104,14 @@ fn sign_in_line(local: SocketAddr, home: &Home, token: &str) {
             home.serve_token_file().display()
         );
     }
+}
+
+/// A running card's worker log as the web board reads it: through the home, never
+/// following a link the worker may have put in its place.
+fn log_tail(home: &Home) -> web::LogTail {
+    let home = home.clone();
+    Arc::new(move |id: &board_core::TaskId| {
+        let log = home.log(id);
+        board_home::safety::read_tail(&log, 0, web::LOG_TAIL_BYTES).ok()
+    })
 }
