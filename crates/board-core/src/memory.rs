@@ -243,10 +243,6 @@ impl Tables {
         let far = self.links.iter().map(ends).filter(|(near, _)| *near == id);
         Ok(far.map(|(_, far)| self.tasks[far].clone()).collect())
     }
-
-    fn has_runs(&self, id: &TaskId) -> bool {
-        self.runs.values().any(|r| &r.task_id == id)
-    }
 }
 
 impl Store for MemStore {
@@ -418,17 +414,13 @@ impl Store for MemStore {
             .tasks
             .values()
             .filter(|t| {
+                // The core's rule for an automatic decomposition, and no lease holding.
                 t.status == Status::Triage
-                    && !t.decompose_parked
-                    && t.decompose_next_attempt_at.is_none_or(|at| at <= now)
-                    && !b.has_runs(&t.id)
+                    && b.facts(&t.id)
+                        .is_ok_and(|f| plan::automatic_guard(&f, now).is_ok())
                     && b.decomposition_leases
                         .get(&t.id)
                         .is_none_or(|(_, until)| *until <= now)
-                    && !b
-                        .events
-                        .iter()
-                        .any(|e| e.task_id == t.id && e.kind == "decomposed")
             })
             .cloned()
             .collect();
