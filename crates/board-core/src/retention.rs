@@ -330,47 +330,60 @@ pub fn sweep(
     timer: &mut Timer<'_>,
 ) -> StoreResult<Swept> {
     let mut swept = Swept::default();
-    let record = |swept: &mut Swept, pacer: &mut Pacer, (freed, micros): (StoreResult<Freed>, u64)| {
-        swept.batches += 1;
-        swept.longest_batch_micros = swept.longest_batch_micros.max(micros);
-        pacer.took(micros);
-        freed.map(|f| swept.freed.add(f))
+    let mut run = Batches {
+        request,
+        pacer,
+        clock,
+        timer,
+        swept: &mut swept,
     };
     if let Some(before) = request.archived_before {
-        let mut after: Option<TaskId> = None;
-        loop {
-            let mut next = None;
-            let timed = timer(&mut || {
-                let batch = request.batch(pacer, clock);
-                let (freed, cursor) = store.gc_archived(before, after.as_ref(), &batch)?;
-                next = cursor;
-                Ok(freed)
-            });
-            record(&mut swept, pacer, timed)?;
-            match next {
-                Some(cursor) => after = Some(cursor),
-                None => break,
-            }
-        }
+        run.until_done(None, |after: &Option<TaskId>, batch| {
+            let (freed, next) = store.gc_archived(before, after.as_ref(), batch)?;
+            Ok((freed, next.map(Some)))
+        })?;
     }
     if let Some(before) = request.events_before {
-        let mut after = 0;
+        run.until_done(0, |after: &i64, batch| store.gc_events(before, *after, batch))?;
+    }
+    Ok(swept)
+}
+
+/// One sweep's batches as they run: each sized by the pacer and timed by the timer.
+struct Batches<'a, 't> {
+    request: &'a Sweep,
+    pacer: &'a mut Pacer,
+    clock: Clock,
+    timer: &'a mut Timer<'t>,
+    swept: &'a mut Swept,
+}
+
+impl Batches<'_, '_> {
+    /// Runs `step` from `cursor` on, one batch at a time, until the store returns no
+    /// cursor to go on from.
+    fn until_done<C>(
+        &mut self,
+        mut cursor: C,
+        mut step: impl FnMut(&C, &GcBatch) -> StoreResult<(Freed, Option<C>)>,
+    ) -> StoreResult<()> {
         loop {
             let mut next = None;
-            let timed = timer(&mut || {
-                let batch = request.batch(pacer, clock);
-                let (freed, cursor) = store.gc_events(before, after, &batch)?;
-                next = cursor;
+            let (request, pacer, clock) = (self.request, &*self.pacer, self.clock);
+            let (freed, micros) = (self.timer)(&mut || {
+                let (freed, cursor_after) = step(&cursor, &request.batch(pacer, clock))?;
+                next = cursor_after;
                 Ok(freed)
             });
-            record(&mut swept, pacer, timed)?;
+            self.swept.batches += 1;
+            self.swept.longest_batch_micros = self.swept.longest_batch_micros.max(micros);
+            self.pacer.took(micros);
+            self.swept.freed.add(freed?);
             match next {
-                Some(cursor) => after = cursor,
-                None => break,
+                Some(after) => cursor = after,
+                None => return Ok(()),
             }
         }
     }
-    Ok(swept)
 }
 
 #[cfg(test)]
