@@ -52,7 +52,10 @@ const SCOPE: &[Part] = &[
     },
     Part {
         name: "gateway",
-        files: &["crates/gateway/src/planner.rs"],
+        files: &[
+            "crates/gateway/src/planner.rs",
+            "crates/gateway/src/planner/budget.rs",
+        ],
         targets: &["--lib", "--test", "gateway"],
         // The planner's table and the tick with a recording process table.
         tests: "kind(lib) | test(/^plan_and_tick::/)",

@@ -136,6 +136,19 @@ fn a_lapsed_or_abandoned_lease_is_taken_over_and_a_live_one_or_ours_is_left() {
         panic!("a take-over first");
     };
     assert_eq!(holder, "b/2");
+    // A lease of ours whose decomposition ended is released, never taken over, even
+    // lapsed on a due card.
+    let ended = View {
+        triage: vec![card(7)],
+        triage_leases: vec![lease(7, "here/5", T - 1)],
+        leased: BTreeSet::from([id(7)]),
+        breaker: up(),
+        ..View::default()
+    };
+    assert_eq!(
+        kinds(&plan(&ended, T, &decomposing(5, 5))),
+        [("release lease", id(7)), ("decompose", id(7))]
+    );
     let stopped = View {
         breaker: Breaker {
             open: true,
