@@ -111,7 +111,7 @@ fn declared(manifest: &str) -> Vec<(String, String)> {
 }
 
 /// Whether `code` names the crate `name` (its package name, with `-` as `_` in code).
-fn named(code: &str, name: &str) -> bool {
+pub(crate) fn named(code: &str, name: &str) -> bool {
     let ident = name.replace('-', "_");
     let part_of_a_name = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     code.match_indices(ident.as_str()).any(|(at, _)| {

@@ -63,7 +63,7 @@ impl Dispatcher {
             }
             Action::ExtendLease { task, run } => self.extend(task, run, pass),
             Action::ReleaseDecomposition { card } => self.release_decomposition(card),
-            Action::TakeOverLease { card, holder } => self.take_over_lease(card, holder, pass),
+            Action::TakeOverLease { card, holder } => self.take_over(card, holder, pass),
             Action::RememberFailure { card, floor } => {
                 self.floors.insert(card.clone(), *floor);
             }
@@ -111,7 +111,7 @@ impl Dispatcher {
     /// Leases the card and hands it to the background decomposer, remembering the
     /// attempt (a probe's is not the card's).
     fn start_decomposition(&mut self, card: &TaskId, floor: AttemptFloor, probe: bool, pass: &mut Pass<'_>) {
-        if !self.lease_for_decomposition(card, pass) {
+        if !self.lease_card(card, None, pass) {
             return;
         }
         if !probe {
@@ -124,16 +124,18 @@ impl Dispatcher {
     }
 
     /// The decomposition lease, the step before a decomposition starts: the card is
-    /// leased to this gateway, so no other sends its request while the lease holds.
-    /// A card another gateway took since the read is left to it; one whose lease lapsed
-    /// since the read is taken over as [`Action::TakeOverLease`] would. Whether the
-    /// decomposition may start now.
-    fn lease_for_decomposition(&mut self, card: &TaskId, pass: &mut Pass<'_>) -> bool {
+    /// leased to this gateway, so no other sends its request while the lease holds. A
+    /// lease of `abandoned` (a holder the plan found stopped) counts as lapsed. A card
+    /// another gateway holds is left to it; a lapsed lease is charged and released
+    /// ([`Action::TakeOverLease`], or one that lapsed since the read). Whether the card
+    /// is now leased to this gateway afresh.
+    fn lease_card(&mut self, card: &TaskId, abandoned: Option<&str>, pass: &mut Pass<'_>) -> bool {
         let ttl = pass.settings.decomposition_lease_seconds;
-        let leased = self
+        let holder = &self.lease_holder;
+        match self
             .store
-            .lease_decomposition(card, &self.lease_holder, ttl, pass.now, None);
-        match leased {
+            .lease_decomposition(card, holder, ttl, pass.now, abandoned)
+        {
             Ok(DecompositionLease::Leased) => {
                 self.leased.insert(card.clone());
                 true
@@ -155,22 +157,11 @@ impl Dispatcher {
         }
     }
 
-    /// Takes over the lease of a gateway that stopped mid-call: its attempt is charged
-    /// and the lease released. A lease released or taken since the read is left alone.
-    fn take_over_lease(&mut self, card: &TaskId, holder: &str, pass: &mut Pass<'_>) {
-        let ttl = pass.settings.decomposition_lease_seconds;
-        let lease = &self.lease_holder;
-        match self
-            .store
-            .lease_decomposition(card, lease, ttl, pass.now, Some(holder))
-        {
-            Ok(DecompositionLease::Lapsed { holder }) => self.charge_lapsed(card, &holder, pass),
-            Ok(DecompositionLease::Leased) => self.release_decomposition(card),
-            Ok(DecompositionLease::Held { .. }) => {}
-            Err(e) => pass
-                .report
-                .errors
-                .push(format!("taking over the decomposition lease of {card}: {e}")),
+    /// Takes over the lease of a gateway that stopped mid-call (charged by
+    /// [`Dispatcher::lease_card`]); a lease released since the read is not needed.
+    fn take_over(&mut self, card: &TaskId, holder: &str, pass: &mut Pass<'_>) {
+        if self.lease_card(card, Some(holder), pass) {
+            self.release_decomposition(card);
         }
     }
 

@@ -37,7 +37,7 @@ impl Dispatcher {
                 .collect(),
             running,
             expired,
-            cooldown: self.cooling(now),
+            cooldown: self.cooldown.clone(),
             skipped: self.skipped.clone(),
             ..View::default()
         };
@@ -48,12 +48,6 @@ impl Dispatcher {
         }
         self.read_claimable(settings, now, &mut view, &mut failed);
         (view, failed)
-    }
-
-    /// The cooldowns still in force at `now`.
-    fn cooling(&self, now: Timestamp) -> BTreeMap<TaskId, Timestamp> {
-        let cooling = self.cooldown.iter().filter(|(_, until)| **until > now);
-        cooling.map(|(id, until)| (id.clone(), *until)).collect()
     }
 
     fn observe(&self) -> Vec<WorkerView> {
