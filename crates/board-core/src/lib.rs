@@ -1,12 +1,12 @@
 //! The kanban board's pure core: its vocabulary, every transition of its state machine,
-//! the invariants, and the `Store` trait every backend implements.
+//! the invariants, and the store's roles (`Store` is all of them) every backend implements.
 //!
 //! Nothing here does I/O, reads a clock or draws a random number: time and new ids are
 //! arguments. A store reads the facts of a task, asks [`transition::decide`] (or
 //! [`graph`], [`plan`]) what to do, and applies the answer atomically.
 //!
 //! ```
-//! use board_core::{memory::MemStore, NewTask, Status, Store};
+//! use board_core::{memory::MemStore, BoardWrites, NewTask, Status};
 //!
 //! let board = MemStore::new();
 //! let task = board.create(&NewTask::titled("write the release notes"), 1_700_000_000).unwrap();
@@ -49,9 +49,10 @@ pub use refusal::Refusal;
 pub use retention::{rest_after, sweep, Compacted, Freed, GcBatch, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
-    after_cursor, Claim, Committed, Completion, Creation, CursorRange, DecompositionLease, EventFilter,
-    NoWorkers, ReclaimOutcome, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination,
-    Terminator, TriageLease, Visit,
+    after_cursor, BoardImport, BoardReads, BoardStats, BoardWrites, Claim, Committed, Completion, Creation,
+    CursorRange, DecompositionLease, DispatchQueue, EventFilter, LlmLedger, NoWorkers, ReclaimOutcome,
+    Retention, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,
+    TriageLease, TriageQueue, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{

@@ -17,10 +17,10 @@ use crate::graph::{self, Created, NewTask};
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
-use crate::retention::{remove_archived_rows, Compacted, Freed, GcBatch};
 use crate::spend::Spend;
 use crate::store::{
-    Committed, Creation, DecompositionLease, EventFilter, Store, StoreResult, TaskFilter, TriageLease, Visit,
+    BoardImport, BoardReads, BoardStats, BoardWrites, Committed, Creation, DecompositionLease, DispatchQueue,
+    EventFilter, LlmLedger, StoreResult, TaskFilter, TriageLease, TriageQueue, Visit,
 };
 use crate::transition::{decide, Change, Fresh, NewEvent, Request, TaskFacts};
 use crate::types::{
@@ -245,26 +245,7 @@ impl Tables {
     }
 }
 
-impl Store for MemStore {
-    fn create_or_find(&self, request: &NewTask, now: Timestamp) -> StoreResult<Creation> {
-        let mut b = self.board();
-        if let Some(key) = &request.idempotency_key {
-            if let Some(t) = b.tasks.values().find(|t| t.idempotency_key.as_ref() == Some(key)) {
-                return Ok(Creation::Exists(t.clone()));
-            }
-        }
-        let parents = request
-            .parents
-            .iter()
-            .map(|p| b.task(p).cloned())
-            .collect::<StoreResult<Vec<Task>>>()?;
-        let id = b.new_task_id();
-        let created = graph::create(request, id, &parents, now)?;
-        let task = created.task.clone();
-        b.insert_created(created, now);
-        Ok(Creation::Created(task))
-    }
-
+impl BoardReads for MemStore {
     fn get(&self, id: &TaskId) -> StoreResult<Task> {
         self.board().task(id).cloned()
     }
@@ -285,6 +266,47 @@ impl Store for MemStore {
 
     fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
         self.board().facts(id)
+    }
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
+        let b = self.board();
+        b.task(id)?;
+        Ok(b.comments.iter().filter(|c| &c.task_id == id).cloned().collect())
+    }
+
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
+        let b = self.board();
+        b.task(id)?;
+        Ok(b.runs.values().filter(|r| &r.task_id == id).cloned().collect())
+    }
+
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
+        self.board().visit_events(filter, visit)
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        self.board().count_events(filter)
+    }
+}
+
+impl BoardWrites for MemStore {
+    fn create_or_find(&self, request: &NewTask, now: Timestamp) -> StoreResult<Creation> {
+        let mut b = self.board();
+        if let Some(key) = &request.idempotency_key {
+            if let Some(t) = b.tasks.values().find(|t| t.idempotency_key.as_ref() == Some(key)) {
+                return Ok(Creation::Exists(t.clone()));
+            }
+        }
+        let parents = request
+            .parents
+            .iter()
+            .map(|p| b.task(p).cloned())
+            .collect::<StoreResult<Vec<Task>>>()?;
+        let id = b.new_task_id();
+        let created = graph::create(request, id, &parents, now)?;
+        let task = created.task.clone();
+        b.insert_created(created, now);
+        Ok(Creation::Created(task))
     }
 
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
@@ -349,27 +371,9 @@ impl Store for MemStore {
         b.push_events(id, vec![comment::event(comment.id, author, guard)], now);
         Ok(comment)
     }
+}
 
-    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
-        let b = self.board();
-        b.task(id)?;
-        Ok(b.comments.iter().filter(|c| &c.task_id == id).cloned().collect())
-    }
-
-    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
-        let b = self.board();
-        b.task(id)?;
-        Ok(b.runs.values().filter(|r| &r.task_id == id).cloned().collect())
-    }
-
-    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
-        self.board().visit_events(filter, visit)
-    }
-
-    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
-        self.board().count_events(filter)
-    }
-
+impl DispatchQueue for MemStore {
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
         let mut b = self.board();
         let todo: Vec<TaskId> = b
@@ -407,7 +411,9 @@ impl Store for MemStore {
     fn running(&self) -> StoreResult<Vec<Task>> {
         Ok(self.board().sorted(|t| t.status == Status::Running, usize::MAX))
     }
+}
 
+impl TriageQueue for MemStore {
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let b = self.board();
         let mut due: Vec<Task> = b
@@ -476,7 +482,9 @@ impl Store for MemStore {
     fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>> {
         Ok(self.board().triage_leases(limit))
     }
+}
 
+impl LlmLedger for MemStore {
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64> {
         let mut b = self.board();
         b.llm_calls.push(call.clone());
@@ -527,6 +535,12 @@ impl Store for MemStore {
         Ok((change.breaker, kind))
     }
 
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
+        Ok(self.board().daily_spend(since))
+    }
+}
+
+impl BoardStats for MemStore {
     fn tally(&self) -> StoreResult<Tally> {
         Ok(self.board().tally())
     }
@@ -543,43 +557,6 @@ impl Store for MemStore {
         Ok(self.board().finished(since, slot, bounds))
     }
 
-    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
-        Ok(self.board().daily_spend(since))
-    }
-
-    fn gc_archived(
-        &self,
-        before: Timestamp,
-        after: Option<&TaskId>,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<TaskId>)> {
-        self.board().gc_archived(before, after, batch)
-    }
-
-    fn gc_events(
-        &self,
-        before: Timestamp,
-        after_id: i64,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<i64>)> {
-        self.board().gc_events(before, after_id, batch)
-    }
-
-    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
-        remove_archived_rows(&mut *self.board(), id)
-    }
-
-    fn compact(&self) -> StoreResult<Compacted> {
-        Ok(Compacted {
-            action: "nothing (a board in memory)".to_owned(),
-            ..Compacted::default()
-        })
-    }
-
-    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
-        crate::import::import_batch(&mut *self.board(), batch, now)
-    }
-
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {
         let b = self.board();
         Ok(BoardSnapshot {
@@ -588,5 +565,11 @@ impl Store for MemStore {
             links: b.links.iter().cloned().collect(),
             events: b.events.clone(),
         })
+    }
+}
+
+impl BoardImport for MemStore {
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
+        crate::import::import_batch(&mut *self.board(), batch, now)
     }
 }

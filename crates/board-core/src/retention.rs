@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::refusal::Refusal;
-use crate::store::{Store, StoreError, StoreResult};
+use crate::store::{Retention, StoreError, StoreResult};
 use crate::types::{TaskId, Timestamp};
 
 /// The event kinds retention removes from done tasks: notes of a run's progress and of
@@ -323,7 +323,7 @@ pub type Timer<'a> = dyn FnMut(&mut dyn FnMut() -> StoreResult<Freed>) -> (Store
 /// id order, each batch sized by `pacer` from the time `timer` measured for the last,
 /// and given the pacer's budget from its start on `clock` as its deadline ([`GcBatch`]).
 pub fn sweep(
-    store: &dyn Store,
+    store: &dyn Retention,
     request: &Sweep,
     pacer: &mut Pacer,
     clock: Clock,

@@ -1,9 +1,19 @@
-//! The `Store` trait: everything above the storage (decomposer, dispatcher, CLI) talks to
-//! the board through it. A backend implements the required methods, each one atomic;
-//! the verbs built from them (claim, complete, reclaim, ...) are provided here once, so
-//! every backend follows the same protocol.
+//! The board's storage, as roles: everything above the storage (decomposer, dispatcher,
+//! CLI, web) talks to the board through them, each caller through the roles it uses
+//! ([`BoardReads`], [`BoardWrites`], [`DispatchQueue`], [`TriageQueue`], [`LlmLedger`],
+//! [`BoardStats`], [`Retention`], [`BoardImport`]). A backend implements every role, each
+//! method atomic, and so is a [`Store`]; the verbs built from the required methods (claim,
+//! complete, reclaim, ...) are provided here once, so every backend follows the same
+//! protocol.
 
 use std::ops::ControlFlow;
+
+mod vocabulary;
+
+pub use vocabulary::{
+    after_cursor, Claim, Committed, Creation, CursorRange, EventFilter, NoWorkers, ReclaimOutcome,
+    RetryPolicy, TaskFilter, Termination, Terminator, Visit,
+};
 
 use crate::breaker::{Breaker, BreakerSettings, BreakerSignal};
 pub use crate::decomposition_lease::{DecompositionLease, TriageLease};
@@ -17,7 +27,7 @@ pub use crate::transition::{Completion, RunEnd};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
     BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId, Status,
-    StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
+    StatusCount, Tally, Task, TaskId, Timestamp,
 };
 
 /// Why a store call failed.
@@ -42,182 +52,15 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Which tasks `list` returns, in `order` (claim order by default: priority desc, then
-/// age). Archived tasks only when asked for.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TaskFilter {
-    pub status: Option<Status>,
-    pub assignee: Option<String>,
-    /// Only the tasks nobody is assigned (`assignee` is then `None`).
-    pub unassigned: bool,
-    pub include_archived: bool,
-    pub limit: Option<usize>,
-    /// The order, sorted by the store's query (never after the read).
-    pub order: TaskOrder,
-    /// A page's cursor: only the tasks after this one in the order. Tasks created
-    /// meanwhile land after the cursor or before it, so paging to the end reads every
-    /// task present throughout exactly once. An unknown id is refused (`NoSuchTask`).
-    pub after: Option<TaskId>,
-}
-
-/// Which events `events` returns, oldest first: those with an id above `after_id`, of
-/// `kind` and created at or after `since` when given, at most `limit`. With `newest`,
-/// the limit keeps the newest matching events rather than the oldest.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EventFilter {
-    pub task_id: Option<TaskId>,
-    pub after_id: i64,
-    pub limit: Option<usize>,
-    pub kind: Option<String>,
-    pub since: Option<Timestamp>,
-    pub newest: bool,
-}
-
-/// What a visitor of streamed rows says after each row: go on, or stop the read.
-pub type Visit = ControlFlow<()>;
-
-/// One of the two index ranges a page of claim order after a cursor is read as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CursorRange {
-    /// The tasks of the cursor's priority after it.
-    Rest,
-    /// The tasks of every lower priority.
-    Lower,
-}
-
-/// Reads a page of claim order after a cursor as two index ranges, so that a deep page
-/// costs what the first does: `range(Rest, limit, visit)`, then, unless that ended the
-/// read or filled the page, `range(Lower, what is left of the limit, visit)`.
-pub fn after_cursor(
-    limit: Option<usize>,
-    visit: &mut dyn FnMut(Task) -> Visit,
-    mut range: impl FnMut(CursorRange, Option<usize>, &mut dyn FnMut(Task) -> Visit) -> StoreResult<()>,
-) -> StoreResult<()> {
-    let (shown, stopped) = (std::cell::Cell::new(0usize), std::cell::Cell::new(false));
-    let mut counted = |t: Task| {
-        shown.set(shown.get() + 1);
-        let next = visit(t);
-        stopped.set(next.is_break());
-        next
-    };
-    range(CursorRange::Rest, limit, &mut counted)?;
-    let left = limit.map(|l| l.saturating_sub(shown.get()));
-    if stopped.get() || left == Some(0) {
-        return Ok(());
-    }
-    range(CursorRange::Lower, left, &mut counted)
-}
-
-/// What `create` did: made the task, or found the one its idempotency key already names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Creation {
-    Created(Task),
-    /// The task created earlier with the same idempotency key, unchanged.
-    Exists(Task),
-}
-
-impl Creation {
-    pub fn task(&self) -> &Task {
-        match self {
-            Creation::Created(t) | Creation::Exists(t) => t,
-        }
-    }
-
-    pub fn into_task(self) -> Task {
-        match self {
-            Creation::Created(t) | Creation::Exists(t) => t,
-        }
-    }
-
-    /// `created` or `exists`, as the command line and the web API say it.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Creation::Created(_) => "created",
-            Creation::Exists(_) => "exists",
-        }
-    }
-}
-
-/// A claim just taken.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim {
-    pub task: Task,
-    pub run_id: RunId,
-    pub claim_lock: String,
-}
-
-/// What became of a reclaim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReclaimOutcome {
-    /// The worker is stopped and the task is back to `ready`.
-    Reclaimed,
-    /// The worker survived termination: the claim stands, extended briefly.
-    Deferred,
-    /// The guard named another run, or a replacement took over meanwhile: nothing changed.
-    Lost,
-}
-
-/// What a termination attempt achieved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Termination {
-    /// The worker is gone (or there was none).
-    Stopped,
-    /// The worker is still alive after the attempt.
-    Survived,
-}
-
-/// Stops the worker of a running task. Called outside any write transaction.
-pub trait Terminator {
-    fn terminate(&self, task: &Task) -> Termination;
-}
-
-/// For boards with no supervised processes: there is never a worker to stop.
-pub struct NoWorkers;
-
-impl Terminator for NoWorkers {
-    fn terminate(&self, _task: &Task) -> Termination {
-        Termination::Stopped
-    }
-}
-
-/// The decomposition failure policy's settings (`kanban.decompose_*`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RetryPolicy {
-    pub base_seconds: i64,
-    pub failure_limit: i64,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            base_seconds: 30,
-            failure_limit: 3,
-        }
-    }
-}
-
-/// A committed decomposition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Committed {
-    pub root: Task,
-    /// Children in reply order (empty for a single-task plan).
-    pub child_ids: Vec<TaskId>,
-}
-
-/// The board's storage. Every method that writes is atomic: it happens whole, with its
-/// events, or not at all.
-pub trait Store: Send + Sync {
-    /// Creates a task. With an idempotency key already used, returns that task unchanged
-    /// and says so.
-    fn create_or_find(&self, request: &NewTask, now: Timestamp) -> StoreResult<Creation>;
-    /// [`Store::create_or_find`], the task alone.
-    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task> {
-        self.create_or_find(request, now).map(Creation::into_task)
-    }
+/// Reading tasks and what hangs off them (links, runs, comments, events): what every
+/// surface that shows the board needs.
+pub trait BoardReads: Send + Sync {
     fn get(&self, id: &TaskId) -> StoreResult<Task>;
+
     /// Hands `visit` the tasks of `filter` one by one as the query yields them, so the
     /// memory a read holds does not grow with the board; `Break` ends the read.
     fn for_each_task(&self, filter: &TaskFilter, visit: &mut dyn FnMut(Task) -> Visit) -> StoreResult<()>;
+
     /// The tasks of `filter`, collected: for bounded filters (a limit, a status).
     fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
         let mut tasks = Vec::new();
@@ -227,15 +70,58 @@ pub trait Store: Send + Sync {
         })?;
         Ok(tasks)
     }
+
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>>;
+
     fn children(&self, id: &TaskId) -> StoreResult<Vec<Task>>;
+
     /// What the core needs to decide about the task, read in one consistent view.
     fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts>;
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>>;
+
+    /// Every run of a task, oldest first.
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>>;
+
+    /// Hands `visit` the events of `filter` one by one as the query yields them; an
+    /// unknown `task_id` is refused.
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()>;
+
+    /// The events of `filter`, collected: for bounded filters.
+    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
+        let mut events = Vec::new();
+        self.for_each_event(filter, &mut |e| {
+            events.push(e);
+            ControlFlow::Continue(())
+        })?;
+        Ok(events)
+    }
+
+    /// How many events match `filter`, its `limit` and `newest` aside, in one aggregate.
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64>;
+}
+
+/// Changing tasks: creation, every transition of the state machine, links and comments,
+/// and the verbs built on [`BoardWrites::transition`] (claim, complete, block, ...). What a
+/// person's command, a worker's report and the web board write through.
+pub trait BoardWrites: BoardReads + Send + Sync {
+    /// Creates a task. With an idempotency key already used, returns that task unchanged
+    /// and says so.
+    fn create_or_find(&self, request: &NewTask, now: Timestamp) -> StoreResult<Creation>;
+
+    /// [`Store::create_or_find`], the task alone.
+    fn create(&self, request: &NewTask, now: Timestamp) -> StoreResult<Task> {
+        self.create_or_find(request, now).map(Creation::into_task)
+    }
+
     /// Decides `request` against the task as it is now and applies the change with its
     /// events in one transaction; children the change releases are promoted in it too.
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task>;
+
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
+
     fn unlink(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
+
     /// Adds a comment; one guarded by `guard` (a worker's run) lands only while that run
     /// holds the task, checked in the transaction that writes it (`comment::admit`).
     fn comment(
@@ -246,147 +132,6 @@ pub trait Store: Send + Sync {
         guard: Option<RunId>,
         now: Timestamp,
     ) -> StoreResult<Comment>;
-    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>>;
-    /// Every run of a task, oldest first.
-    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>>;
-    /// Hands `visit` the events of `filter` one by one as the query yields them; an
-    /// unknown `task_id` is refused.
-    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()>;
-    /// The events of `filter`, collected: for bounded filters.
-    fn events(&self, filter: &EventFilter) -> StoreResult<Vec<Event>> {
-        let mut events = Vec::new();
-        self.for_each_event(filter, &mut |e| {
-            events.push(e);
-            ControlFlow::Continue(())
-        })?;
-        Ok(events)
-    }
-    /// How many events match `filter`, its `limit` and `newest` aside, in one aggregate.
-    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64>;
-    /// Promotes every `todo` task whose parents are all done or archived.
-    fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>>;
-    /// The tasks `promote_ready` would promote now, in claim order, changing nothing.
-    fn promotable(&self) -> StoreResult<Vec<TaskId>>;
-    /// Ready tasks in claim order: priority desc, then age.
-    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>>;
-    /// Running tasks whose lease expired at or before `now`.
-    fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
-    fn running(&self) -> StoreResult<Vec<Task>>;
-    /// Triage cards an automatic decomposition may take now, oldest due first: no
-    /// history, not parked, not decomposed, retry due, and no decomposition lease
-    /// holding at `now`.
-    fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
-    /// Leases a card for an automatic decomposition to `holder` until `now + ttl`,
-    /// before any model request is sent: while the lease holds, `due_triage` leaves the
-    /// card out for every caller, so among gateways sharing the board one bills it. A
-    /// live lease of `abandoned` (a holder the caller knows is gone) counts as lapsed.
-    fn lease_decomposition(
-        &self,
-        id: &TaskId,
-        holder: &str,
-        ttl: i64,
-        now: Timestamp,
-        abandoned: Option<&str>,
-    ) -> StoreResult<DecompositionLease>;
-    /// Ends `holder`'s decomposition lease on the card; a lease another holder took
-    /// meanwhile is left alone.
-    fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()>;
-    /// The decomposition leases on triage cards, live or lapsed, at most `limit`, by
-    /// card: what a gateway reads to take over the lease of one that stopped mid-call.
-    fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>>;
-    /// Commits a decomposition in one transaction, re-checking every guard of docs/decomposer.md#the-commit.
-    fn commit_plan(
-        &self,
-        id: &TaskId,
-        basis: PlanBasis,
-        mode: Mode,
-        plan: &Plan,
-        settings: &PlanSettings,
-        now: Timestamp,
-    ) -> StoreResult<Committed>;
-    /// Bills one model request; returns the id the store gave its row.
-    fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64>;
-    /// Finishes the row `id`, billed before its request was sent (outcome
-    /// [`LlmCall::SENT`]), with how the request ended: every column becomes `call`'s.
-    /// False, and nothing changed, when no such row is still `sent`.
-    fn finish_llm_call(&self, id: i64, call: &LlmCall) -> StoreResult<bool>;
-    /// The billed model requests (of one task, when given), in the order they were billed.
-    fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>>;
-    /// The ledger summed over the calls started at or after `since`, in one aggregate
-    /// read (never row by row).
-    fn spend(&self, since: Timestamp) -> StoreResult<Spend>;
-    /// The provider breaker as last written; the default when never written.
-    fn breaker(&self) -> StoreResult<Breaker>;
-    /// Applies `signal` to the breaker in one transaction: reads it, asks
-    /// `breaker::observe`, writes the new state and appends its event on the card the
-    /// change names. Returns the state after, and the kind of the event appended.
-    fn signal_breaker(
-        &self,
-        signal: &BreakerSignal,
-        settings: &BreakerSettings,
-        now: Timestamp,
-    ) -> StoreResult<(Breaker, Option<&'static str>)>;
-    /// Brings in the tasks of another board with their ids kept, then the links among
-    /// tasks on the board, in one transaction, each row decided as `crate::import` says.
-    /// A batch a storage error stops changes nothing.
-    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome>;
-    /// The whole board, read in one consistent view.
-    fn snapshot(&self) -> StoreResult<BoardSnapshot>;
-    /// Tasks by status, ended runs by outcome, model requests by outcome and their tokens,
-    /// each counted by the store in one aggregate.
-    fn tally(&self) -> StoreResult<Tally>;
-    /// Tasks counted per assignee and status in one aggregate, assignees in name order
-    /// (the unassigned first).
-    fn status_counts(&self) -> StoreResult<Vec<StatusCount>>;
-    /// The task of `status` created first (ties by id), if any.
-    fn oldest(&self, status: Status) -> StoreResult<Option<Task>>;
-    /// Tasks completed at or after `since` and still done or archived, counted per
-    /// `slot` seconds of completion (slot 0 starts at `since`) and per bucket of the time
-    /// from their last promotion or unblock (else creation) to completion: bucket `i`
-    /// holds spans below `bounds[i]` and at or above the bound before. One aggregate.
-    fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>>;
-    /// The ledger per UTC day (`started_at / 86400`) from `since` on, in one aggregate.
-    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>>;
-    /// One batch of retention: of the tasks after `after` in id order (at most
-    /// `batch.window` of them looked at), removes each archived task last changed before
-    /// `before` with its runs, events, comments and links, together with every task
-    /// linked to it (its link component), when all of them are archived and changed
-    /// before `before`; a component with a live or newer task is kept whole. Past
-    /// `batch.until` it starts no further component. Runs in one transaction, rolled back
-    /// with `batch.dry_run` (`retention::gc_archived_rows`). Returns what it removed and
-    /// the cursor of the next batch (`None` once the last task was looked at).
-    fn gc_archived(
-        &self,
-        before: Timestamp,
-        after: Option<&TaskId>,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<TaskId>)>;
-    /// One batch of retention: of the events with ids in `(after_id, after_id +
-    /// batch.window]`, removes the routine ones (`retention::ROUTINE_EVENTS`) of done
-    /// tasks created before `before`, a step of ids at a time until `batch.until`
-    /// (`retention::gc_event_steps`). One transaction, rolled back with `batch.dry_run`.
-    /// Returns what it removed and the next cursor (`None` past the newest event).
-    fn gc_events(
-        &self,
-        before: Timestamp,
-        after_id: i64,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<i64>)>;
-    /// `kanban archive --rm`: permanently removes one archived task with its runs,
-    /// events, comments and links, in one transaction. Refused (nothing removed) unless
-    /// the task is archived and so is every task in its link component, so no live task
-    /// gains or loses a parent. Event ids stay unique: the ids removed are never handed
-    /// out again.
-    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed>;
-    /// Hands the space retention freed back: SQLite checkpoints its WAL (TRUNCATE),
-    /// PostgreSQL refreshes its planner statistics.
-    fn compact(&self) -> StoreResult<Compacted>;
-    /// Between the batches of a long write job (gc): folds what it wrote so far into the
-    /// board without holding any writer back, so no other writer's commit has to (SQLite:
-    /// a passive checkpoint). Nothing to do elsewhere.
-    fn settle(&self) -> StoreResult<()> {
-        Ok(())
-    }
 
     /// Claims a ready task under a fresh run.
     fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {
@@ -399,26 +144,6 @@ pub trait Store: Send + Sync {
             }),
             None => Err(StoreError::Backend(format!("claim of {id} left no run"))),
         }
-    }
-
-    /// Claims those of `ids` (given in claim order) that are still ready, each under a
-    /// fresh run. A task another claimer holds or took meanwhile is skipped, never
-    /// waited on. A backend that claims in one transaction skips rows other
-    /// transactions hold (`SKIP LOCKED`); this one claims them one by one, and a storage
-    /// error after some claims returns those, leaving the rest ready for a later call.
-    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
-        let mut claims = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.claim(id, ttl, now) {
-                Ok(claim) => claims.push(claim),
-                Err(StoreError::Refused(r))
-                    if r.is_lost_race()
-                        || matches!(r, Refusal::WrongStatus { .. } | Refusal::NoSuchTask(_)) => {}
-                Err(e) if claims.is_empty() => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(claims)
     }
 
     /// Extends the lease of the worker's run. `false` when `run_id` is not current.
@@ -548,6 +273,86 @@ pub trait Store: Send + Sync {
     fn assign(&self, id: &TaskId, assignee: Option<String>, now: Timestamp) -> StoreResult<Task> {
         self.transition(id, &Request::Assign { assignee }, now)
     }
+}
+
+/// The dispatcher's queue: promotion of tasks whose parents are done, the ready tasks in
+/// claim order and their claims, and the running tasks whose leases it watches.
+pub trait DispatchQueue: BoardWrites + Send + Sync {
+    /// Promotes every `todo` task whose parents are all done or archived.
+    fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>>;
+
+    /// The tasks `promote_ready` would promote now, in claim order, changing nothing.
+    fn promotable(&self) -> StoreResult<Vec<TaskId>>;
+
+    /// Ready tasks in claim order: priority desc, then age.
+    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>>;
+
+    /// Running tasks whose lease expired at or before `now`.
+    fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
+
+    fn running(&self) -> StoreResult<Vec<Task>>;
+
+    /// Claims those of `ids` (given in claim order) that are still ready, each under a
+    /// fresh run. A task another claimer holds or took meanwhile is skipped, never
+    /// waited on. A backend that claims in one transaction skips rows other
+    /// transactions hold (`SKIP LOCKED`); this one claims them one by one, and a storage
+    /// error after some claims returns those, leaving the rest ready for a later call.
+    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+        let mut claims = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.claim(id, ttl, now) {
+                Ok(claim) => claims.push(claim),
+                Err(StoreError::Refused(r))
+                    if r.is_lost_race()
+                        || matches!(r, Refusal::WrongStatus { .. } | Refusal::NoSuchTask(_)) => {}
+                Err(e) if claims.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(claims)
+    }
+}
+
+/// The decomposer's role: triage cards that are due, the lease that makes one gateway
+/// bill a card, the commit of a plan, the failure budget of automatic decomposition, and
+/// the ledger every request it sends is billed in.
+pub trait TriageQueue: BoardWrites + LlmLedger + Send + Sync {
+    /// Triage cards an automatic decomposition may take now, oldest due first: no
+    /// history, not parked, not decomposed, retry due, and no decomposition lease
+    /// holding at `now`.
+    fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
+
+    /// Leases a card for an automatic decomposition to `holder` until `now + ttl`,
+    /// before any model request is sent: while the lease holds, `due_triage` leaves the
+    /// card out for every caller, so among gateways sharing the board one bills it. A
+    /// live lease of `abandoned` (a holder the caller knows is gone) counts as lapsed.
+    fn lease_decomposition(
+        &self,
+        id: &TaskId,
+        holder: &str,
+        ttl: i64,
+        now: Timestamp,
+        abandoned: Option<&str>,
+    ) -> StoreResult<DecompositionLease>;
+
+    /// Ends `holder`'s decomposition lease on the card; a lease another holder took
+    /// meanwhile is left alone.
+    fn release_decomposition(&self, id: &TaskId, holder: &str) -> StoreResult<()>;
+
+    /// The decomposition leases on triage cards, live or lapsed, at most `limit`, by
+    /// card: what a gateway reads to take over the lease of one that stopped mid-call.
+    fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>>;
+
+    /// Commits a decomposition in one transaction, re-checking every guard of docs/decomposer.md#the-commit.
+    fn commit_plan(
+        &self,
+        id: &TaskId,
+        basis: PlanBasis,
+        mode: Mode,
+        plan: &Plan,
+        settings: &PlanSettings,
+        now: Timestamp,
+    ) -> StoreResult<Committed>;
 
     /// Records a failed automatic decomposition: backoff, and parking at the limit.
     fn record_decompose_failure(
@@ -575,6 +380,145 @@ pub trait Store: Send + Sync {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The bill of every model request and the provider breaker: what the spend ceilings and
+/// the breaker read before a request is sent.
+pub trait LlmLedger: Send + Sync {
+    /// Bills one model request; returns the id the store gave its row.
+    fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64>;
+
+    /// Finishes the row `id`, billed before its request was sent (outcome
+    /// [`LlmCall::SENT`]), with how the request ended: every column becomes `call`'s.
+    /// False, and nothing changed, when no such row is still `sent`.
+    fn finish_llm_call(&self, id: i64, call: &LlmCall) -> StoreResult<bool>;
+
+    /// The billed model requests (of one task, when given), in the order they were billed.
+    fn llm_calls(&self, task_id: Option<&TaskId>) -> StoreResult<Vec<LlmCall>>;
+
+    /// The ledger summed over the calls started at or after `since`, in one aggregate
+    /// read (never row by row).
+    fn spend(&self, since: Timestamp) -> StoreResult<Spend>;
+
+    /// The provider breaker as last written; the default when never written.
+    fn breaker(&self) -> StoreResult<Breaker>;
+
+    /// Applies `signal` to the breaker in one transaction: reads it, asks
+    /// `breaker::observe`, writes the new state and appends its event on the card the
+    /// change names. Returns the state after, and the kind of the event appended.
+    fn signal_breaker(
+        &self,
+        signal: &BreakerSignal,
+        settings: &BreakerSettings,
+        now: Timestamp,
+    ) -> StoreResult<(Breaker, Option<&'static str>)>;
+
+    /// The ledger per UTC day (`started_at / 86400`) from `since` on, in one aggregate.
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>>;
+}
+
+/// The board counted in aggregates (never rows loaded), and the whole board in one view
+/// for the invariant checks: what metrics, `stats` and the stats page read.
+pub trait BoardStats: Send + Sync {
+    /// The whole board, read in one consistent view.
+    fn snapshot(&self) -> StoreResult<BoardSnapshot>;
+
+    /// Tasks by status, ended runs by outcome, model requests by outcome and their tokens,
+    /// each counted by the store in one aggregate.
+    fn tally(&self) -> StoreResult<Tally>;
+
+    /// Tasks counted per assignee and status in one aggregate, assignees in name order
+    /// (the unassigned first).
+    fn status_counts(&self) -> StoreResult<Vec<StatusCount>>;
+
+    /// The task of `status` created first (ties by id), if any.
+    fn oldest(&self, status: Status) -> StoreResult<Option<Task>>;
+
+    /// Tasks completed at or after `since` and still done or archived, counted per
+    /// `slot` seconds of completion (slot 0 starts at `since`) and per bucket of the time
+    /// from their last promotion or unblock (else creation) to completion: bucket `i`
+    /// holds spans below `bounds[i]` and at or above the bound before. One aggregate.
+    fn finished(&self, since: Timestamp, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>>;
+}
+
+/// Removing what the board no longer needs (`kanban gc`, `archive --rm`) and handing the
+/// space back.
+pub trait Retention: Send + Sync {
+    /// One batch of retention: of the tasks after `after` in id order (at most
+    /// `batch.window` of them looked at), removes each archived task last changed before
+    /// `before` with its runs, events, comments and links, together with every task
+    /// linked to it (its link component), when all of them are archived and changed
+    /// before `before`; a component with a live or newer task is kept whole. Past
+    /// `batch.until` it starts no further component. Runs in one transaction, rolled back
+    /// with `batch.dry_run` (`retention::gc_archived_rows`). Returns what it removed and
+    /// the cursor of the next batch (`None` once the last task was looked at).
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<TaskId>)>;
+
+    /// One batch of retention: of the events with ids in `(after_id, after_id +
+    /// batch.window]`, removes the routine ones (`retention::ROUTINE_EVENTS`) of done
+    /// tasks created before `before`, a step of ids at a time until `batch.until`
+    /// (`retention::gc_event_steps`). One transaction, rolled back with `batch.dry_run`.
+    /// Returns what it removed and the next cursor (`None` past the newest event).
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<i64>)>;
+
+    /// `kanban archive --rm`: permanently removes one archived task with its runs,
+    /// events, comments and links, in one transaction. Refused (nothing removed) unless
+    /// the task is archived and so is every task in its link component, so no live task
+    /// gains or loses a parent. Event ids stay unique: the ids removed are never handed
+    /// out again.
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed>;
+
+    /// Hands the space retention freed back: SQLite checkpoints its WAL (TRUNCATE),
+    /// PostgreSQL refreshes its planner statistics.
+    fn compact(&self) -> StoreResult<Compacted>;
+
+    /// Between the batches of a long write job (gc): folds what it wrote so far into the
+    /// board without holding any writer back, so no other writer's commit has to (SQLite:
+    /// a passive checkpoint). Nothing to do elsewhere.
+    fn settle(&self) -> StoreResult<()> {
+        Ok(())
+    }
+}
+
+/// Bringing another board's tasks in (`kanban import-hermes`).
+pub trait BoardImport: Send + Sync {
+    /// Brings in the tasks of another board with their ids kept, then the links among
+    /// tasks on the board, in one transaction, each row decided as `crate::import` says.
+    /// A batch a storage error stops changes nothing.
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome>;
+}
+
+/// The board's storage: every role at once, what a backend implements and what a
+/// caller that needs the whole board (the gateway's dispatcher, the command line) holds.
+/// Every method that writes is atomic: it happens whole, with its events, or not at all.
+/// A caller that needs one role takes that role (`&dyn LlmLedger`, `&dyn BoardStats`, ...);
+/// a `&dyn Store` turns into any of them.
+pub trait Store:
+    BoardReads + BoardWrites + DispatchQueue + TriageQueue + LlmLedger + BoardStats + Retention + BoardImport
+{
+}
+
+impl<S> Store for S where
+    S: BoardReads
+        + BoardWrites
+        + DispatchQueue
+        + TriageQueue
+        + LlmLedger
+        + BoardStats
+        + Retention
+        + BoardImport
+        + ?Sized
+{
 }
 
 /// Maps a finaliser's result to its boolean: a lost race or stale guard is `false`.

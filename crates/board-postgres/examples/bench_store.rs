@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use board_core::{NewTask, Status, Store, TaskId};
+use board_core::{BoardStats, BoardWrites, DispatchQueue, NewTask, Status, TaskId};
 use board_postgres::{redact_url, Options, PgStore};
 use postgres::config::Host;
 use postgres::NoTls;

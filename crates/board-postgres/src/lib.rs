@@ -9,7 +9,7 @@
 //! suffice. The password of the URL never appears in an error or in `Debug` output.
 //!
 //! ```no_run
-//! use board_core::{NewTask, Store};
+//! use board_core::{BoardWrites, NewTask};
 //! use board_postgres::{Options, PgStore};
 //!
 //! let options = Options { schema: Some("kanban".into()), ..Options::default() };

@@ -42,9 +42,10 @@ use board_core::store::{Claim, Committed, Creation, EventFilter, StoreResult, Ta
 use board_core::transition::{decide, Fresh, TaskFacts};
 use board_core::{comment, graph};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, BreakerSignal, Comment, Compacted, DaySpend, DecompositionLease,
-    Event, Finished, Freed, GcBatch, ImportBatch, ImportOutcome, LlmCall, Request, Run, RunId, Spend, Status,
-    StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
+    BoardImport, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Breaker, BreakerSettings, BreakerSignal,
+    Comment, Compacted, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, Freed, GcBatch,
+    ImportBatch, ImportOutcome, LlmCall, LlmLedger, Request, Retention, Run, RunId, Spend, Status,
+    StatusCount, StoreError, Tally, Task, TaskId, Timestamp, TriageLease, TriageQueue,
 };
 
 use crate::apply::{
@@ -88,30 +89,7 @@ const DUE_TRIAGE: &str = concat!(
      ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.seq LIMIT $2"
 );
 
-impl Store for PgStore {
-    fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
-        self.write(|tx| {
-            if let Some(key) = &request.idempotency_key {
-                let by_key = concat!(
-                    "SELECT ",
-                    task_columns!(),
-                    " FROM tasks WHERE idempotency_key = $1"
-                );
-                if let Some(row) = tx.query_opt(by_key, &[key])? {
-                    return rows::task(&row).map(Creation::Exists);
-                }
-            }
-            let mut parents = Vec::with_capacity(request.parents.len());
-            for p in &request.parents {
-                parents.push(task_by(tx, SHARE_TASK, p)?);
-            }
-            let id = unused_task_id(tx, &[])?;
-            let created = graph::create(request, id, &parents, now)?;
-            insert_created(tx, &created, now)?;
-            Ok(Creation::Created(created.task))
-        })
-    }
-
+impl BoardReads for PgStore {
     fn get(&self, id: &TaskId) -> StoreResult<Task> {
         self.read_one(|tx| task_by(tx, GET_TASK, id))
     }
@@ -150,6 +128,63 @@ impl Store for PgStore {
         self.read(|tx| {
             let task = task_by(tx, GET_TASK, id)?;
             facts_of(tx, task)
+        })
+    }
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
+        self.read(|tx| {
+            require_task(tx, id)?;
+            let sql = concat!(
+                "SELECT ",
+                comment_columns!(),
+                " FROM task_comments WHERE task_id = $1 ORDER BY id"
+            );
+            all(tx.query(sql, &[&id.as_str()])?, rows::comment)
+        })
+    }
+
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
+        self.read(|tx| {
+            require_task(tx, id)?;
+            let sql = concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM task_runs WHERE task_id = $1 ORDER BY id"
+            );
+            all(tx.query(sql, &[&id.as_str()])?, rows::run)
+        })
+    }
+
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
+        self.read(|tx| reads::for_each_event(tx, filter, visit))
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        self.read(|tx| reads::count_events(tx, filter))
+    }
+}
+
+impl BoardWrites for PgStore {
+    fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
+        self.write(|tx| {
+            if let Some(key) = &request.idempotency_key {
+                let by_key = concat!(
+                    "SELECT ",
+                    task_columns!(),
+                    " FROM tasks WHERE idempotency_key = $1"
+                );
+                if let Some(row) = tx.query_opt(by_key, &[key])? {
+                    return rows::task(&row).map(Creation::Exists);
+                }
+            }
+            let mut parents = Vec::with_capacity(request.parents.len());
+            for p in &request.parents {
+                parents.push(task_by(tx, SHARE_TASK, p)?);
+            }
+            let id = unused_task_id(tx, &[])?;
+            let created = graph::create(request, id, &parents, now)?;
+            insert_created(tx, &created, now)?;
+            Ok(Creation::Created(created.task))
         })
     }
 
@@ -214,39 +249,9 @@ impl Store for PgStore {
             })
         })
     }
+}
 
-    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
-        self.read(|tx| {
-            require_task(tx, id)?;
-            let sql = concat!(
-                "SELECT ",
-                comment_columns!(),
-                " FROM task_comments WHERE task_id = $1 ORDER BY id"
-            );
-            all(tx.query(sql, &[&id.as_str()])?, rows::comment)
-        })
-    }
-
-    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
-        self.read(|tx| {
-            require_task(tx, id)?;
-            let sql = concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM task_runs WHERE task_id = $1 ORDER BY id"
-            );
-            all(tx.query(sql, &[&id.as_str()])?, rows::run)
-        })
-    }
-
-    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
-        self.read(|tx| reads::for_each_event(tx, filter, visit))
-    }
-
-    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
-        self.read(|tx| reads::count_events(tx, filter))
-    }
-
+impl DispatchQueue for PgStore {
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
         self.write(|tx| {
             // Locked in id order, as wake-ups lock children; promoted in claim order.
@@ -292,6 +297,24 @@ impl Store for PgStore {
         self.read_one(|tx| tasks(tx, RUNNING, &[]))
     }
 
+    /// One transaction: the named tasks still ready, in claim order, taken `FOR NO KEY
+    /// UPDATE SKIP LOCKED`, so gateways offering the same tasks never wait on each other.
+    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+        let sql = concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE id = ANY($1) AND status = 'ready' ORDER BY priority DESC, created_at, seq
+             FOR NO KEY UPDATE SKIP LOCKED"
+        );
+        let ids: Vec<&str> = ids.iter().map(TaskId::as_str).collect();
+        self.write(|tx| {
+            let ready = tx.query(sql, &[&ids])?;
+            claim_rows(tx, &ready, ttl, now)
+        })
+    }
+}
+
+impl TriageQueue for PgStore {
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let limit = reads::sql_limit(Some(limit));
         self.read_one(|tx| tasks(tx, DUE_TRIAGE, &[&now, &limit]))
@@ -316,22 +339,6 @@ impl Store for PgStore {
         self.read(|tx| crate::leases::on_triage(tx, limit))
     }
 
-    /// One transaction: the named tasks still ready, in claim order, taken `FOR NO KEY
-    /// UPDATE SKIP LOCKED`, so gateways offering the same tasks never wait on each other.
-    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE id = ANY($1) AND status = 'ready' ORDER BY priority DESC, created_at, seq
-             FOR NO KEY UPDATE SKIP LOCKED"
-        );
-        let ids: Vec<&str> = ids.iter().map(TaskId::as_str).collect();
-        self.write(|tx| {
-            let ready = tx.query(sql, &[&ids])?;
-            claim_rows(tx, &ready, ttl, now)
-        })
-    }
-
     fn commit_plan(
         &self,
         id: &TaskId,
@@ -343,7 +350,9 @@ impl Store for PgStore {
     ) -> StoreResult<Committed> {
         self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis, mode, plan, settings, now))
     }
+}
 
+impl LlmLedger for PgStore {
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {
         self.write(|tx| {
             let sql = concat!(
@@ -405,6 +414,12 @@ impl Store for PgStore {
         self.write(|tx| crate::cost::signal_breaker(tx, signal, settings, now))
     }
 
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
+        self.read_one(|tx| reads::daily_spend(tx, since))
+    }
+}
+
+impl BoardStats for PgStore {
     fn tally(&self) -> StoreResult<Tally> {
         self.read(|tx| {
             let tasks = tx.query("SELECT status AS key, COUNT(*) AS n FROM tasks GROUP BY status", &[])?;
@@ -453,10 +468,36 @@ impl Store for PgStore {
         self.read(|tx| reads::finished(tx, since, slot, bounds))
     }
 
-    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
-        self.read_one(|tx| reads::daily_spend(tx, since))
+    fn snapshot(&self) -> StoreResult<BoardSnapshot> {
+        self.read(|tx| {
+            let tasks = tasks(
+                tx,
+                concat!("SELECT ", task_columns!(), " FROM tasks ORDER BY id"),
+                &[],
+            )?;
+            let runs = tx.query(
+                concat!("SELECT ", run_columns!(), " FROM task_runs ORDER BY id"),
+                &[],
+            )?;
+            let links = tx.query(
+                "SELECT parent_id, child_id FROM task_links ORDER BY parent_id, child_id",
+                &[],
+            )?;
+            let events = tx.query(
+                concat!("SELECT ", event_columns!(), " FROM task_events ORDER BY id"),
+                &[],
+            )?;
+            Ok(BoardSnapshot {
+                tasks,
+                runs: all(runs, rows::run)?,
+                links: all(links, rows::link)?,
+                events: all(events, rows::event)?,
+            })
+        })
     }
+}
 
+impl Retention for PgStore {
     fn gc_archived(
         &self,
         before: Timestamp,
@@ -486,38 +527,12 @@ impl Store for PgStore {
     fn compact(&self) -> StoreResult<Compacted> {
         self.read_one(retention::compact)
     }
+}
 
+impl BoardImport for PgStore {
     fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
         let links_lock = self.lock_key(LockClass::Links);
         self.write(|tx| crate::import::import(tx, links_lock, batch, now))
-    }
-
-    fn snapshot(&self) -> StoreResult<BoardSnapshot> {
-        self.read(|tx| {
-            let tasks = tasks(
-                tx,
-                concat!("SELECT ", task_columns!(), " FROM tasks ORDER BY id"),
-                &[],
-            )?;
-            let runs = tx.query(
-                concat!("SELECT ", run_columns!(), " FROM task_runs ORDER BY id"),
-                &[],
-            )?;
-            let links = tx.query(
-                "SELECT parent_id, child_id FROM task_links ORDER BY parent_id, child_id",
-                &[],
-            )?;
-            let events = tx.query(
-                concat!("SELECT ", event_columns!(), " FROM task_events ORDER BY id"),
-                &[],
-            )?;
-            Ok(BoardSnapshot {
-                tasks,
-                runs: all(runs, rows::run)?,
-                links: all(links, rows::link)?,
-                events: all(events, rows::event)?,
-            })
-        })
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
+use board_core::{BoardReads, BoardStats, DispatchQueue};
 use board_core::{NewTask, Status, Store, TaskId};
 use common::TestSchema;
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use board_core::{NewTask, Store};
+use board_core::{BoardReads, BoardWrites, NewTask};
 use board_postgres::{Options, PgStore};
 use common::TestSchema;
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use board_core::{NewTask, Store};
+use board_core::{BoardReads, BoardWrites, NewTask};
 use board_postgres::{OpenError, Options, PgStore, APPLICATION_ID, SCHEMA_VERSION};
 use common::{url, TestSchema};
 

@@ -13,7 +13,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use board_core::{Completion, NewTask, NoWorkers, ReclaimOutcome, Status, Store, TaskId};
+use board_core::{
+    BoardReads, BoardStats, BoardWrites, Completion, NewTask, NoWorkers, ReclaimOutcome, Status, TaskId,
+};
 use board_postgres::PgStore;
 use common::TestSchema;
 

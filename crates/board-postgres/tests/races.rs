@@ -9,7 +9,9 @@ mod common;
 
 use std::sync::Barrier;
 
-use board_core::{Completion, NewTask, Refusal, Status, Store, StoreError, Task, TaskId};
+use board_core::{
+    BoardReads, BoardStats, BoardWrites, Completion, NewTask, Refusal, Status, StoreError, Task, TaskId,
+};
 use board_postgres::PgStore;
 use common::TestSchema;
 

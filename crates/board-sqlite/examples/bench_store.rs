@@ -18,7 +18,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use board_core::{NewTask, Status, Store, TaskFilter, TaskId};
+use board_core::{BoardReads, BoardWrites, DispatchQueue, NewTask, Status, TaskFilter, TaskId};
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use serde_json::{json, Value};
 use store_bench::{budget, now, number, run_cycles, text, Contender, Flags, Workload};

@@ -9,9 +9,10 @@ use board_core::store::{Committed, Creation, EventFilter, StoreResult, TaskFilte
 use board_core::transition::{decide, Fresh, TaskFacts};
 use board_core::{comment, graph};
 use board_core::{
-    BoardSnapshot, Breaker, BreakerSettings, BreakerSignal, Comment, Compacted, DaySpend, DecompositionLease,
-    Event, Finished, Freed, GcBatch, ImportBatch, ImportOutcome, Link, LlmCall, Refusal, Request, Run, RunId,
-    Spend, Status, StatusCount, Store, StoreError, Tally, Task, TaskId, Timestamp, TriageLease,
+    BoardImport, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Breaker, BreakerSettings, BreakerSignal,
+    Comment, Compacted, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, Freed, GcBatch,
+    ImportBatch, ImportOutcome, Link, LlmCall, LlmLedger, Refusal, Request, Retention, Run, RunId, Spend,
+    Status, StatusCount, StoreError, Tally, Task, TaskId, Timestamp, TriageLease, TriageQueue,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -161,27 +162,7 @@ impl SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
-    fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
-        self.write(|tx| {
-            if let Some(key) = &request.idempotency_key {
-                let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = ?1");
-                if let Some(t) = query_tasks(tx, &sql, [key])?.pop() {
-                    return Ok(Creation::Exists(t));
-                }
-            }
-            let parents = request
-                .parents
-                .iter()
-                .map(|p| get_task(tx, p))
-                .collect::<StoreResult<Vec<_>>>()?;
-            let id = unused_task_id(tx, &[])?;
-            let created = graph::create(request, id, &parents, now)?;
-            insert_created(tx, &created, now)?;
-            Ok(Creation::Created(created.task))
-        })
-    }
-
+impl BoardReads for SqliteStore {
     fn get(&self, id: &TaskId) -> StoreResult<Task> {
         get_task(&self.conn(), id)
     }
@@ -212,6 +193,59 @@ impl Store for SqliteStore {
 
     fn facts(&self, id: &TaskId) -> StoreResult<TaskFacts> {
         self.read(|tx| facts(tx, id))
+    }
+
+    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
+        self.read(|tx| {
+            Self::require_task(tx, id)?;
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {COMMENT_COLUMNS} FROM task_comments WHERE task_id = ?1 ORDER BY id"
+                ))
+                .map_err(backend)?;
+            let rows = stmt.query_map([id.as_str()], comment_from_row).map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
+        })
+    }
+
+    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
+        self.read(|tx| {
+            Self::require_task(tx, id)?;
+            let sql = format!("SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id");
+            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
+            let rows = stmt.query_map([id.as_str()], run_from_row).map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
+        })
+    }
+
+    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
+        self.read(|tx| reads::for_each_event(tx, filter, visit))
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
+        self.read(|tx| reads::count_events(tx, filter))
+    }
+}
+
+impl BoardWrites for SqliteStore {
+    fn create_or_find(&self, request: &graph::NewTask, now: Timestamp) -> StoreResult<Creation> {
+        self.write(|tx| {
+            if let Some(key) = &request.idempotency_key {
+                let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = ?1");
+                if let Some(t) = query_tasks(tx, &sql, [key])?.pop() {
+                    return Ok(Creation::Exists(t));
+                }
+            }
+            let parents = request
+                .parents
+                .iter()
+                .map(|p| get_task(tx, p))
+                .collect::<StoreResult<Vec<_>>>()?;
+            let id = unused_task_id(tx, &[])?;
+            let created = graph::create(request, id, &parents, now)?;
+            insert_created(tx, &created, now)?;
+            Ok(Creation::Created(created.task))
+        })
     }
 
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
@@ -277,38 +311,9 @@ impl Store for SqliteStore {
             })
         })
     }
+}
 
-    fn comments(&self, id: &TaskId) -> StoreResult<Vec<Comment>> {
-        self.read(|tx| {
-            Self::require_task(tx, id)?;
-            let mut stmt = tx
-                .prepare_cached(&format!(
-                    "SELECT {COMMENT_COLUMNS} FROM task_comments WHERE task_id = ?1 ORDER BY id"
-                ))
-                .map_err(backend)?;
-            let rows = stmt.query_map([id.as_str()], comment_from_row).map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
-        })
-    }
-
-    fn runs(&self, id: &TaskId) -> StoreResult<Vec<Run>> {
-        self.read(|tx| {
-            Self::require_task(tx, id)?;
-            let sql = format!("SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id");
-            let mut stmt = tx.prepare_cached(&sql).map_err(backend)?;
-            let rows = stmt.query_map([id.as_str()], run_from_row).map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
-        })
-    }
-
-    fn for_each_event(&self, filter: &EventFilter, visit: &mut dyn FnMut(Event) -> Visit) -> StoreResult<()> {
-        self.read(|tx| reads::for_each_event(tx, filter, visit))
-    }
-
-    fn count_events(&self, filter: &EventFilter) -> StoreResult<u64> {
-        self.read(|tx| reads::count_events(tx, filter))
-    }
-
+impl DispatchQueue for SqliteStore {
     fn promote_ready(&self, now: Timestamp) -> StoreResult<Vec<TaskId>> {
         self.write(|tx| {
             let candidates = query_ids(tx, PROMOTABLE, [])?;
@@ -347,7 +352,9 @@ impl Store for SqliteStore {
         );
         query_tasks(&self.conn(), &sql, [])
     }
+}
 
+impl TriageQueue for SqliteStore {
     fn due_triage(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         // An index range of the triage cards, the due ones sorted: a card is due at its
         // retry time, or at its creation when it never failed, and the oldest due comes
@@ -394,7 +401,9 @@ impl Store for SqliteStore {
     fn triage_leases(&self, limit: usize) -> StoreResult<Vec<TriageLease>> {
         leases::on_triage(&self.conn(), limit)
     }
+}
 
+impl LlmLedger for SqliteStore {
     fn record_llm_call(&self, c: &LlmCall) -> StoreResult<i64> {
         self.write(|tx| {
             tx.prepare_cached(&INSERT_LLM_CALL)
@@ -442,6 +451,12 @@ impl Store for SqliteStore {
         self.write(|tx| cost::signal_breaker(tx, signal, settings, now))
     }
 
+    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
+        reads::daily_spend(&self.conn(), since)
+    }
+}
+
+impl BoardStats for SqliteStore {
     fn tally(&self) -> StoreResult<Tally> {
         self.read(|tx| {
             let counts = |sql: &str| -> StoreResult<BTreeMap<String, u64>> {
@@ -488,48 +503,6 @@ impl Store for SqliteStore {
         self.read(|tx| reads::finished(tx, since, slot, bounds))
     }
 
-    fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>> {
-        reads::daily_spend(&self.conn(), since)
-    }
-
-    fn gc_archived(
-        &self,
-        before: Timestamp,
-        after: Option<&TaskId>,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<TaskId>)> {
-        self.batch(batch.dry_run, |tx| {
-            retention::gc_archived(tx, before, after, batch)
-        })
-    }
-
-    fn gc_events(
-        &self,
-        before: Timestamp,
-        after_id: i64,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<i64>)> {
-        self.batch(batch.dry_run, |tx| {
-            retention::gc_events(tx, before, after_id, batch)
-        })
-    }
-
-    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
-        self.write(|tx| retention::remove_archived(tx, id))
-    }
-
-    fn compact(&self) -> StoreResult<Compacted> {
-        self.checkpoint()
-    }
-
-    fn settle(&self) -> StoreResult<()> {
-        passive_checkpoint(&self.conn()).map(drop)
-    }
-
-    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
-        self.write(|tx| import::import(tx, batch, now))
-    }
-
     fn snapshot(&self) -> StoreResult<BoardSnapshot> {
         self.read(|tx| {
             let tasks = query_tasks(tx, &format!("SELECT {TASK_COLUMNS} FROM tasks ORDER BY id"), [])?;
@@ -567,6 +540,48 @@ impl Store for SqliteStore {
                 events,
             })
         })
+    }
+}
+
+impl Retention for SqliteStore {
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        self.batch(batch.dry_run, |tx| {
+            retention::gc_archived(tx, before, after, batch)
+        })
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        self.batch(batch.dry_run, |tx| {
+            retention::gc_events(tx, before, after_id, batch)
+        })
+    }
+
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        self.write(|tx| retention::remove_archived(tx, id))
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        self.checkpoint()
+    }
+
+    fn settle(&self) -> StoreResult<()> {
+        passive_checkpoint(&self.conn()).map(drop)
+    }
+}
+
+impl BoardImport for SqliteStore {
+    fn import(&self, batch: &ImportBatch, now: Timestamp) -> StoreResult<ImportOutcome> {
+        self.write(|tx| import::import(tx, batch, now))
     }
 }
 

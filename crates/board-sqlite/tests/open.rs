@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use board_core::{NewTask, Store};
+use board_core::{BoardReads, BoardWrites, NewTask};
 use board_sqlite::{OpenError, Options, SqliteStore, Synchronous, APPLICATION_ID, SCHEMA_VERSION};
 use rusqlite::Connection;
 

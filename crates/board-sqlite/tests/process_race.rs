@@ -12,7 +12,9 @@ mod rerun;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
-use board_core::{Completion, NewTask, NoWorkers, ReclaimOutcome, Status, Store, TaskId};
+use board_core::{
+    BoardReads, BoardStats, BoardWrites, Completion, NewTask, NoWorkers, ReclaimOutcome, Status, TaskId,
+};
 use board_sqlite::{Options, SqliteStore};
 use rerun::Rerun;
 

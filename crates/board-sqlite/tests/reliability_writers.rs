@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use board_core::{
-    BlockKind, BoardSnapshot, Completion, Event, NewTask, NoWorkers, Outcome, Run, RunId, Status, Store,
-    StoreError, Task, TaskFilter,
+    BlockKind, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Completion, DispatchQueue, Event, NewTask,
+    NoWorkers, Outcome, Run, RunId, Status, StoreError, Task, TaskFilter,
 };
 use board_sqlite::{Options, SqliteStore};
 use rerun::Rerun;

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{Breaker, BreakerSettings, BreakerSignal, Fault, LlmCall, Store, TaskId, Timestamp};
+use board_core::{Breaker, BreakerSettings, BreakerSignal, Fault, LlmCall, LlmLedger, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::settings::DecomposerSettings;
@@ -277,7 +277,7 @@ pub(crate) fn breaker_settings(settings: &DecomposerSettings) -> BreakerSettings
 /// for either way.
 pub async fn call_model<C: ModelClient>(
     client: &C,
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn LlmLedger>,
     attempt: &Attempt,
     purpose: Purpose,
     body: &Value,
@@ -351,7 +351,7 @@ pub async fn call_model<C: ModelClient>(
 /// Tells the provider breaker how a request went, logging the one line of an open or a
 /// close; the breaker's state after, or `None` when it could not be written.
 async fn signal(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn LlmLedger>,
     attempt: &Attempt,
     result: &Result<ModelReply, CallFailure>,
     settings: &DecomposerSettings,
@@ -377,7 +377,7 @@ async fn signal(
 /// Applies one signal to the breaker off the async threads, with the log line of the
 /// open or the close it caused.
 pub(crate) async fn signal_breaker(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn LlmLedger>,
     signal: BreakerSignal,
     settings: BreakerSettings,
     now: Timestamp,
@@ -440,7 +440,7 @@ fn ended(sent: LlmCall, duration_ms: i64, result: &Result<ModelReply, CallFailur
 
 /// Writes the row of a request about to be sent; its id, or `None` (logged) when it
 /// cannot be written.
-async fn open_bill(store: &Arc<dyn Store>, row: LlmCall) -> Option<i64> {
+async fn open_bill(store: &Arc<dyn LlmLedger>, row: LlmCall) -> Option<i64> {
     let store = Arc::clone(store);
     let written = tokio::task::spawn_blocking(move || store.record_llm_call(&row)).await;
     let error = match written {
@@ -454,7 +454,7 @@ async fn open_bill(store: &Arc<dyn Store>, row: LlmCall) -> Option<i64> {
 
 /// Finishes a request's row with how it ended; a failure is logged, and the row stays
 /// `sent`.
-async fn finish_bill(store: &Arc<dyn Store>, id: i64, row: LlmCall) {
+async fn finish_bill(store: &Arc<dyn LlmLedger>, id: i64, row: LlmCall) {
     let store = Arc::clone(store);
     let written = tokio::task::spawn_blocking(move || store.finish_llm_call(id, &row)).await;
     let error = match written {

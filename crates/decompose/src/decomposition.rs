@@ -9,7 +9,8 @@ use std::time::Instant;
 use board_core::plan::automatic_guard;
 use board_core::spend::window_start;
 use board_core::{
-    BreakerSignal, Mode, Plan, PlanBasis, Refusal, Status, Store, StoreError, TaskFacts, TaskId, Timestamp,
+    BreakerSignal, LlmLedger, Mode, Plan, PlanBasis, Refusal, Status, StoreError, TaskFacts, TaskId,
+    Timestamp, TriageQueue,
 };
 use serde::Serialize;
 
@@ -132,7 +133,7 @@ impl From<Mode> for Ask {
 ///
 /// `clock` gives Unix seconds; it is read when the call starts and again at commit.
 pub async fn decompose<C: ModelClient>(
-    store: Arc<dyn Store>,
+    store: Arc<dyn TriageQueue>,
     client: &C,
     id: &TaskId,
     ask: impl Into<Ask>,
@@ -146,7 +147,7 @@ pub async fn decompose<C: ModelClient>(
 /// as [`decompose`], but the model is told a fan-out is not allowed and a fan-out reply
 /// is refused.
 pub async fn specify<C: ModelClient>(
-    store: Arc<dyn Store>,
+    store: Arc<dyn TriageQueue>,
     client: &C,
     id: &TaskId,
     ask: impl Into<Ask>,
@@ -186,7 +187,7 @@ impl Failed {
 }
 
 async fn run<C: ModelClient>(
-    store: Arc<dyn Store>,
+    store: Arc<dyn TriageQueue>,
     client: &C,
     id: &TaskId,
     ask: Ask,
@@ -236,7 +237,7 @@ async fn run<C: ModelClient>(
 }
 
 async fn attempt<C: ModelClient>(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn TriageQueue>,
     client: &C,
     id: &TaskId,
     ask: Ask,
@@ -280,7 +281,8 @@ async fn attempt<C: ModelClient>(
         over_budget,
         deadline: ask.lease_expires.map(call_deadline),
     };
-    let completion = call_model(client, store, &attempt, purpose, &body, settings, clock)
+    let ledger: Arc<dyn LlmLedger> = store.clone();
+    let completion = call_model(client, &ledger, &attempt, purpose, &body, settings, clock)
         .await
         .map_err(|failure| match failure.was_sent() {
             true => Failed {
@@ -316,7 +318,7 @@ async fn attempt<C: ModelClient>(
 /// Refuses a call at a reached spend ceiling, unless a person passed `--over-budget`;
 /// says whether the call goes past one (its ledger rows then say so).
 async fn spend_guard(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn TriageQueue>,
     ask: Ask,
     settings: &DecomposerSettings,
     now: i64,
@@ -348,7 +350,7 @@ async fn spend_guard(
 /// probe, which first moves the breaker's next probe time on (so a restart cannot send
 /// a second one).
 async fn breaker_guard(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn TriageQueue>,
     id: &TaskId,
     ask: Ask,
     settings: &DecomposerSettings,
@@ -356,7 +358,8 @@ async fn breaker_guard(
 ) -> Result<(), Failed> {
     if ask.probe {
         let taken = BreakerSignal::ProbeTaken { card: id.clone() };
-        signal_breaker(store, taken, breaker_settings(settings), now).await;
+        let ledger: Arc<dyn LlmLedger> = store.clone();
+        signal_breaker(&ledger, taken, breaker_settings(settings), now).await;
         return Ok(());
     }
     let reader = Arc::clone(store);
@@ -373,7 +376,7 @@ async fn breaker_guard(
 
 /// Whether a provider fault of this call is charged to its card: an automatic call,
 /// not the probe, and the breaker stayed closed with the provider seen up.
-async fn charged(store: &Arc<dyn Store>, ask: Ask) -> bool {
+async fn charged(store: &Arc<dyn TriageQueue>, ask: Ask) -> bool {
     if ask.mode != Mode::Automatic || ask.probe {
         return false;
     }
@@ -421,7 +424,7 @@ fn commit_failure(e: StoreError) -> Failed {
     }
 }
 
-async fn read_facts(store: &Arc<dyn Store>, id: &TaskId) -> Result<TaskFacts, Failed> {
+async fn read_facts(store: &Arc<dyn TriageQueue>, id: &TaskId) -> Result<TaskFacts, Failed> {
     let (store, id) = (Arc::clone(store), id.clone());
     blocking(move || store.facts(&id))
         .await
@@ -431,7 +434,7 @@ async fn read_facts(store: &Arc<dyn Store>, id: &TaskId) -> Result<TaskFacts, Fa
 /// Records a failed automatic attempt: backoff with jitter, parking at the limit.
 /// Whether the store holds it.
 async fn record_failure(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn TriageQueue>,
     id: &TaskId,
     reason: &str,
     settings: &DecomposerSettings,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use board_core::BoardWrites;
 use board_core::{BlockKind, Mode, NewTask, Status, Store, Task, TaskId};
 use board_sqlite::{Options, SqliteStore};
 use decompose::{ApiKey, DecomposeOutcome, DecomposerSettings, HttpModel};
@@ -101,7 +102,7 @@ impl Board {
         let client = HttpModel::new(settings).unwrap();
         let now = Arc::clone(&self.now);
         let clock = move || now.load(Ordering::SeqCst);
-        decompose::decompose(Arc::clone(&self.store), &client, id, mode, settings, &clock).await
+        decompose::decompose(self.store.clone(), &client, id, mode, settings, &clock).await
     }
 
     async fn specify(&self, id: &TaskId, mode: Mode) -> DecomposeOutcome {
@@ -109,7 +110,7 @@ impl Board {
         let client = HttpModel::new(&settings).unwrap();
         let now = Arc::clone(&self.now);
         let clock = move || now.load(Ordering::SeqCst);
-        decompose::specify(Arc::clone(&self.store), &client, id, mode, &settings, &clock).await
+        decompose::specify(self.store.clone(), &client, id, mode, &settings, &clock).await
     }
 
     fn task(&self, id: &TaskId) -> Task {
@@ -741,15 +742,7 @@ async fn an_outage_opens_the_breaker_and_charges_no_card() {
     let client = HttpModel::new(&settings).unwrap();
     let now = Arc::clone(&board.now);
     let clock = move || now.load(Ordering::SeqCst);
-    let outcome = decompose::decompose(
-        Arc::clone(&board.store),
-        &client,
-        &third,
-        probe,
-        &settings,
-        &clock,
-    )
-    .await;
+    let outcome = decompose::decompose(board.store.clone(), &client, &third, probe, &settings, &clock).await;
     assert!(outcome.ok, "{outcome:?}");
     assert_eq!(board.requests_for(&third).len(), 1);
     assert!(
@@ -792,15 +785,7 @@ async fn a_reached_ceiling_refuses_until_over_budget_and_rows_carry_their_cost()
     let client = HttpModel::new(&settings).unwrap();
     let now = Arc::clone(&board.now);
     let clock = move || now.load(Ordering::SeqCst);
-    let outcome = decompose::decompose(
-        Arc::clone(&board.store),
-        &client,
-        &second,
-        past,
-        &settings,
-        &clock,
-    )
-    .await;
+    let outcome = decompose::decompose(board.store.clone(), &client, &second, past, &settings, &clock).await;
     assert!(outcome.ok, "{outcome:?}");
     let rows = board.store.llm_calls(None).unwrap();
     assert_eq!(

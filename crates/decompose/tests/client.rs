@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use board_core::memory::MemStore;
+use board_core::BoardWrites;
 use board_core::{LlmCall, NewTask, Store, TaskId};
 use decompose::{
     call_model, ApiKey, CallFailure, DecomposerSettings, FailureKind, HttpModel, ModelReply, Purpose,
@@ -63,7 +64,7 @@ async fn call(board: &Board, settings: &DecomposerSettings) -> Result<ModelReply
     let body = json!({ "model": settings.model, "messages": [] });
     call_model(
         &client,
-        &board.store,
+        &(board.store.clone() as _),
         &decompose::Attempt::manual(&board.card),
         Purpose::Decompose,
         &body,
@@ -357,7 +358,7 @@ async fn the_model_client_can_be_swapped() {
     let settings = settings("http://127.0.0.1:9");
     let client = Scripted(r#"{"fanout": false, "title": "Tightened"}"#);
     let outcome = decompose::decompose(
-        Arc::clone(&board.store),
+        board.store.clone(),
         &client,
         &board.card,
         board_core::Mode::Automatic,
@@ -413,7 +414,7 @@ async fn call_with(
     let attempt = decompose::Attempt::manual(card);
     call_model(
         client,
-        store,
+        &(store.clone() as _),
         &attempt,
         Purpose::Decompose,
         &body,

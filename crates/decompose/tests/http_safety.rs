@@ -38,7 +38,7 @@ async fn failed_call(settings: &DecomposerSettings) -> (CallFailure, Vec<(String
     let body = json!({ "model": "m", "messages": [{ "role": "user", "content": "secret card text" }] });
     let failure = call_model(
         &client,
-        &store,
+        &(store.clone() as _),
         &decompose::Attempt::manual(&card),
         Purpose::Decompose,
         &body,

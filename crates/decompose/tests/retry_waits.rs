@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use board_core::memory::MemStore;
+use board_core::BoardWrites;
 use board_core::{NewTask, Store, TaskId, Timestamp};
 use decompose::client::{COMMIT_MARGIN, MAX_RETRY_WAIT};
 use decompose::{
@@ -98,7 +99,7 @@ async fn call(
     let body = json!({ "model": "m", "messages": [] });
     let result = call_model(
         client,
-        &store,
+        &(store.clone() as _),
         &attempt,
         Purpose::Decompose,
         &body,

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use board_core::{BoardWrites, Retention, TriageQueue};
 use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId, Timestamp};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};

@@ -22,7 +22,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{BlockKind, Comment, Run, RunId, Store, Task, TaskId};
+use board_core::{BlockKind, BoardWrites, Comment, Run, RunId, Task, TaskId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -146,7 +146,7 @@ pub type OnFinished = Arc<dyn Fn() + Send + Sync>;
 /// thread of this process serves the other end until every holder of the worker's end
 /// has closed it, then calls `finished` if the worker ended its run through it.
 pub fn open(
-    store: Arc<dyn Store>,
+    store: Arc<dyn BoardWrites>,
     bound: Bound,
     terms: Terms,
     finished: Option<OnFinished>,
@@ -202,7 +202,7 @@ fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 /// to its end before the next, so a worker's reports are applied one at a time. Once
 /// every holder of the worker's end has closed it, says whether the worker ended its
 /// run through it.
-fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) -> bool {
+fn serve(channel: &OwnedFd, store: &dyn BoardWrites, bound: &Bound, terms: &Terms) -> bool {
     let mut ended = false;
     let mut pace = Pace::new(Instant::now());
     loop {
@@ -225,7 +225,7 @@ fn serve(channel: &OwnedFd, store: &dyn Store, bound: &Bound, terms: &Terms) -> 
 /// run is accepted.
 fn converse(
     conversation: OwnedFd,
-    store: &dyn Store,
+    store: &dyn BoardWrites,
     bound: &Bound,
     terms: &Terms,
     pace: &mut Pace,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use board_core::{RunId, Store, Task, TaskId, Termination, Terminator};
+use board_core::{BoardWrites, RunId, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, private_dir, read_tail, worker_dir};
 use board_home::{worker_variables as vars, Account, Home, HOME_VARIABLE};
 
@@ -348,7 +348,7 @@ pub trait Processes: Send {
 /// the store.
 pub struct OsProcesses {
     home: Home,
-    channels: Option<Arc<dyn Store>>,
+    channels: Option<Arc<dyn BoardWrites>>,
     /// Called when a worker that ended its run through its channel is gone.
     finished: Option<channel::OnFinished>,
     workers: BTreeMap<TaskId, Worker>,
@@ -357,7 +357,7 @@ pub struct OsProcesses {
 impl OsProcesses {
     /// Process control that gives every worker a report channel served with `store`
     /// (the gateway).
-    pub fn new(home: Home, store: Arc<dyn Store>) -> OsProcesses {
+    pub fn new(home: Home, store: Arc<dyn BoardWrites>) -> OsProcesses {
         OsProcesses {
             home,
             channels: Some(store),

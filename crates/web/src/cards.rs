@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use board_core::shapes::{list_filter, task_json};
-use board_core::{Status, Store, StoreResult, Task, TaskFilter, Timestamp};
+use board_core::{BoardReads, Status, StoreResult, Task, TaskFilter, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -100,7 +100,7 @@ async fn card(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Val
 
 /// One card. `started_at` is set by a task's first claim and never cleared, so the runs
 /// of a task without it are known to be none and are not read: most of a large board.
-pub fn card_json(store: &dyn Store, t: &Task, now: Timestamp) -> StoreResult<Value> {
+pub fn card_json(store: &dyn BoardReads, t: &Task, now: Timestamp) -> StoreResult<Value> {
     let runs = if t.started_at.is_some() {
         store.runs(&t.id)?
     } else {

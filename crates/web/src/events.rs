@@ -18,7 +18,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use board_core::shapes::event_json;
-use board_core::{EventFilter, Store, TaskId};
+use board_core::{BoardReads, EventFilter, TaskId};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 use tokio::sync::watch;
@@ -30,7 +30,7 @@ use crate::{blocking, ApiError, App};
 const BATCH: usize = 500;
 
 /// Starts the task that publishes the newest event id.
-pub fn start_poller(store: Arc<dyn Store>, interval: Duration) -> watch::Receiver<i64> {
+pub fn start_poller(store: Arc<dyn BoardReads>, interval: Duration) -> watch::Receiver<i64> {
     let (tx, rx) = watch::channel(0);
     tokio::spawn(async move {
         let mut newest = 0;
@@ -53,7 +53,7 @@ pub fn start_poller(store: Arc<dyn Store>, interval: Duration) -> watch::Receive
 }
 
 /// The id of the newest event above `after`: one read of the newest row.
-fn newest_after(store: &dyn Store, after: i64) -> board_core::StoreResult<Option<i64>> {
+fn newest_after(store: &dyn BoardReads, after: i64) -> board_core::StoreResult<Option<i64>> {
     let newest = store.events(&EventFilter {
         after_id: after,
         limit: Some(1),

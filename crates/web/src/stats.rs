@@ -10,7 +10,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use board_core::spend::window_start;
-use board_core::{Ceilings, Store, StoreResult, Timestamp};
+use board_core::{Ceilings, LlmLedger, Store, StoreResult, Timestamp};
 
 use crate::html::escape;
 use crate::pages::{page, shell};
@@ -42,7 +42,7 @@ async fn stats(State(app): State<App>) -> Result<Response, ApiError> {
 }
 
 /// The provider breaker and the last 24 hours' spend against the ceilings, in words.
-fn cost_safety(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
+fn cost_safety(store: &dyn LlmLedger, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
     let breaker = store.breaker()?;
     let day = store.spend(window_start(now))?;
     let mut out = String::from("<section class=\"cost-safety\"><h2>Model provider and spend</h2><ul>");
@@ -122,7 +122,7 @@ struct Bill {
 }
 
 /// The last [`DAYS`] UTC days of the ledger, summed by the store per day.
-fn daily_bill(store: &dyn Store, now: Timestamp) -> StoreResult<Bill> {
+fn daily_bill(store: &dyn LlmLedger, now: Timestamp) -> StoreResult<Bill> {
     let n = DAYS as usize;
     let mut bill = Bill {
         requests: vec![0; n],

@@ -4,7 +4,7 @@
 mod common;
 
 use board_core::shapes::{list_json, task_json, Shown};
-use board_core::{BlockKind, Status, Store, TaskFilter};
+use board_core::{BlockKind, BoardReads, BoardStats, BoardWrites, LlmLedger, Status, TaskFilter};
 use common::{error, serve, NOW};
 use serde_json::json;
 

@@ -11,7 +11,7 @@ mod webdriver;
 
 use std::path::{Path, PathBuf};
 
-use board_core::{Completion, NewTask, Store};
+use board_core::{BoardWrites, Completion, NewTask};
 use board_sqlite::{Options, SqliteStore};
 use serde_json::json;
 use webdriver::Driver;

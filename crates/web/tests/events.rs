@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use board_core::shapes::event_json;
-use board_core::{EventFilter, Store};
+use board_core::{BoardReads, BoardWrites, EventFilter};
 use common::{serve, Served, NOW};
 use serde_json::Value;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use board_core::memory::MemStore;
-use board_core::Store;
+use board_core::{BoardReads, BoardWrites};
 use common::{error, serve, serve_at, settings, Served, TOKEN};
 use serde_json::json;
 

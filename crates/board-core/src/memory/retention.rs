@@ -4,9 +4,11 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::Tables;
-use crate::retention::{gc_archived_rows, gc_event_steps, Freed, GcBatch, GcRows, ROUTINE_EVENTS};
-use crate::store::StoreResult;
+use super::{MemStore, Tables};
+use crate::retention::{
+    gc_archived_rows, gc_event_steps, remove_archived_rows, Compacted, Freed, GcBatch, GcRows, ROUTINE_EVENTS,
+};
+use crate::store::{Retention, StoreResult};
 use crate::types::{Event, Status, Task, TaskId, Timestamp};
 
 fn archived_before(t: &Task, before: Timestamp) -> bool {
@@ -156,6 +158,37 @@ impl Tables {
                 self.events.splice(start..start, kept);
             }
             Ok(events as u64)
+        })
+    }
+}
+
+impl Retention for MemStore {
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        self.board().gc_archived(before, after, batch)
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        self.board().gc_events(before, after_id, batch)
+    }
+
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        remove_archived_rows(&mut *self.board(), id)
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        Ok(Compacted {
+            action: "nothing (a board in memory)".to_owned(),
+            ..Compacted::default()
         })
     }
 }

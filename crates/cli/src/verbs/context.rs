@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::failure::{one_line, Failure};
 use crate::output::{age, print_json};
-use crate::verbs::desk::BoardReads;
+use crate::verbs::desk::BriefReads;
 use crate::verbs::{target, Desk, Worker};
 
 /// The most Markdown a brief may take.
@@ -140,7 +140,7 @@ fn write_stdout(text: &str) -> Result<(), Failure> {
     }
 }
 
-fn gather(store: &(impl BoardReads + ?Sized), id: &TaskId) -> Result<Material, Failure> {
+fn gather(store: &(impl BriefReads + ?Sized), id: &TaskId) -> Result<Material, Failure> {
     let task = store.task(id)?;
     let mut parents = Vec::new();
     for parent in store.parents(id)? {

@@ -2,7 +2,7 @@
 //! card or on every one. The decomposer crate does the work; this file picks the cards,
 //! runs the calls on a small runtime of its own and prints one line per card.
 
-use board_core::{Mode, Status, Store, TaskFilter, TaskId};
+use board_core::{BoardReads, Mode, Status, TaskFilter, TaskId};
 use decompose::{Ask, DecomposeOutcome, DecomposerSettings, HttpModel};
 use serde_json::Value;
 
@@ -90,7 +90,7 @@ fn call_card(
 }
 
 /// Every triage card, in `list` order.
-fn triage_cards(store: &dyn Store) -> Result<Vec<TaskId>, Failure> {
+fn triage_cards(store: &dyn BoardReads) -> Result<Vec<TaskId>, Failure> {
     let filter = TaskFilter {
         status: Some(Status::Triage),
         ..TaskFilter::default()

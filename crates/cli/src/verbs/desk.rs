@@ -10,7 +10,7 @@
 
 use std::cell::OnceCell;
 
-use board_core::{BlockKind, Comment, Completion, Run, RunId, Store, Task, TaskId, Timestamp};
+use board_core::{BlockKind, BoardReads, Comment, Completion, Run, RunId, Store, Task, TaskId, Timestamp};
 use board_home::config::text_within_cap;
 use board_home::{Config, Home};
 
@@ -212,29 +212,29 @@ fn won(answer: Answer) -> Option<bool> {
 }
 
 /// What a worker's brief reads: the board itself, or the channel.
-pub trait BoardReads {
+pub trait BriefReads {
     fn task(&self, id: &TaskId) -> Result<Task, Failure>;
     fn parents(&self, id: &TaskId) -> Result<Vec<Task>, Failure>;
     fn runs(&self, id: &TaskId) -> Result<Vec<Run>, Failure>;
     fn comments(&self, id: &TaskId) -> Result<Vec<Comment>, Failure>;
 }
 
-impl<S: Store + ?Sized> BoardReads for S {
+impl<S: BoardReads + ?Sized> BriefReads for S {
     fn task(&self, id: &TaskId) -> Result<Task, Failure> {
         Ok(self.get(id)?)
     }
     fn parents(&self, id: &TaskId) -> Result<Vec<Task>, Failure> {
-        Ok(Store::parents(self, id)?)
+        Ok(BoardReads::parents(self, id)?)
     }
     fn runs(&self, id: &TaskId) -> Result<Vec<Run>, Failure> {
-        Ok(Store::runs(self, id)?)
+        Ok(BoardReads::runs(self, id)?)
     }
     fn comments(&self, id: &TaskId) -> Result<Vec<Comment>, Failure> {
-        Ok(Store::comments(self, id)?)
+        Ok(BoardReads::comments(self, id)?)
     }
 }
 
-impl BoardReads for Desk {
+impl BriefReads for Desk {
     fn task(&self, id: &TaskId) -> Result<Task, Failure> {
         let report = || Report::Task { task: id.clone() };
         self.call(
@@ -250,7 +250,7 @@ impl BoardReads for Desk {
         let report = || Report::Parents { task: id.clone() };
         self.call(
             report,
-            |b| BoardReads::parents(&*b.store, id),
+            |b| BriefReads::parents(&*b.store, id),
             |a| match a {
                 Answer::Tasks { tasks } => Some(tasks),
                 _ => None,
@@ -261,7 +261,7 @@ impl BoardReads for Desk {
         let report = || Report::Runs { task: id.clone() };
         self.call(
             report,
-            |b| BoardReads::runs(&*b.store, id),
+            |b| BriefReads::runs(&*b.store, id),
             |a| match a {
                 Answer::Runs { runs } => Some(runs),
                 _ => None,
@@ -272,7 +272,7 @@ impl BoardReads for Desk {
         let report = || Report::Comments { task: id.clone() };
         self.call(
             report,
-            |b| BoardReads::comments(&*b.store, id),
+            |b| BriefReads::comments(&*b.store, id),
             |a| match a {
                 Answer::Comments { comments } => Some(comments),
                 _ => None,

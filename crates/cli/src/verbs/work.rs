@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
 use crate::output::{print_json, print_json_line, status_label, task_json};
-use crate::verbs::desk::BoardReads;
+use crate::verbs::desk::BriefReads;
 use crate::verbs::{each_task, id_and_words, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
 
@@ -170,7 +170,7 @@ impl Finished {
     }
 
     /// A loss as the refusal `kanban` exits 1 with.
-    pub fn won(&self, board: &(impl BoardReads + ?Sized), verb: &str) -> Result<(), Failure> {
+    pub fn won(&self, board: &(impl BriefReads + ?Sized), verb: &str) -> Result<(), Failure> {
         if self.ok {
             Ok(())
         } else {
@@ -196,7 +196,7 @@ fn finish(desk: &Desk, verb: &str, f: &Finished) -> Result<(), Failure> {
 }
 
 /// Says which run took over, reading the task once more (after the fact, for the message only).
-fn lost(board: &(impl BoardReads + ?Sized), verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
+fn lost(board: &(impl BriefReads + ?Sized), verb: &str, id: &TaskId, run: Option<RunId>) -> Failure {
     let current = match board.task(id) {
         Ok(task) => task
             .current_run_id()

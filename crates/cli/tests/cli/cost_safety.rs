@@ -10,7 +10,7 @@
 
 use crate::gateway_board;
 
-use board_core::{Status, Store, TaskId};
+use board_core::{LlmLedger, Status, TaskId};
 use std::time::Duration;
 
 use fake_llm::{RecordedRequest, Reply, Usage};

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use board_core::{EventFilter, NewTask, Status, Store, TaskId};
+use board_core::{BoardReads, BoardWrites, EventFilter, LlmLedger, NewTask, Status, TaskId};
 use board_postgres::PgStore;
 use fake_llm::{FakeLlm, RecordedRequest, Reply, Settings};
 

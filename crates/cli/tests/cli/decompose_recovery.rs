@@ -10,7 +10,7 @@ use crate::gateway_board;
 use std::cell::RefCell;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use board_core::{Status, Store, TaskId};
+use board_core::{LlmLedger, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{GatewayBoard, Setup, SINGLE};
 

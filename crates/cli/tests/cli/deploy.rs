@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use board_core::{Status, Store, TaskId};
+use board_core::{LlmLedger, Status, TaskId};
 use serde_json::Value;
 
 use fake_llm::Reply;

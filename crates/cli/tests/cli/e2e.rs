@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use board_core::{BoardSnapshot, EventFilter, LlmCall, Outcome, Status, Store, TaskId};
+use board_core::{BoardReads, BoardSnapshot, EventFilter, LlmCall, LlmLedger, Outcome, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{worker_profile, GatewayBoard, Setup, KANBAN, WAIT};
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use board_core::{NewTask, Store, Task};
+use board_core::{BoardWrites, NewTask, Task};
 use serde_json::Value;
 
 use crate::common::{store, Board};

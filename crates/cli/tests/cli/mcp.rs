@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use board_core::{Outcome, Status, Store};
+use board_core::{BoardReads, Outcome, Status};
 use common::{get, store, task_id, Board, KANBAN};
 use fake_llm::{FakeLlm, Reply, Settings};
 use rmcp::model::{CallToolRequestParams, CallToolResult};

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::process::Output;
 
 use board_core::copy::{BoardCopy, Datum};
-use board_core::{BreakerSignal, Completion, Fault, LlmCall, NewTask, Store};
+use board_core::{
+    BoardStats, BoardWrites, BreakerSignal, Completion, Fault, LlmCall, LlmLedger, NewTask, TriageQueue,
+};
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
 

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-use board_core::{BlockKind, LlmCall, Store};
+use board_core::{BlockKind, BoardWrites, LlmCall, LlmLedger};
 use common::{store, task_id, Board};
 use serde_json::{json, Value};
 

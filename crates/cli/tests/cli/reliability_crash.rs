@@ -20,7 +20,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use board_core::{BoardSnapshot, EventFilter, RunId, Status, Store, TaskId};
+use board_core::{BoardReads, BoardSnapshot, EventFilter, RunId, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{check_board, worker_profile, GatewayBoard, Setup};
 

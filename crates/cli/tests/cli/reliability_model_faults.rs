@@ -12,7 +12,7 @@ use crate::gateway_board;
 
 use std::collections::BTreeMap;
 
-use board_core::{LlmCall, Status, Store, TaskId};
+use board_core::{BoardReads, LlmCall, LlmLedger, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{check_board, GatewayBoard, Setup};
 

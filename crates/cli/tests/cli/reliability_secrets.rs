@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;
 
-use board_core::{Status, Store, TaskId};
+use board_core::{BoardReads, LlmLedger, Status, TaskId};
 use fake_llm::{Reply, Settings};
 use gateway_board::{files_under, worker_profile, GatewayBoard, Setup};
 

@@ -13,7 +13,7 @@ use crate::gateway_board;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use board_core::{Outcome, Status, Store, TaskId};
+use board_core::{BoardReads, Outcome, Status, TaskId};
 use gateway_board::{GatewayBoard, Setup, KANBAN};
 
 /// The `kanban` binary where nobody can run it: this build's, or a copy in a directory of

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use board_core::{NewTask, Store};
+use board_core::{BoardWrites, NewTask};
 
 use crate::common::{self, store, Board};
 

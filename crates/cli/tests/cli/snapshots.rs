@@ -10,7 +10,7 @@ use crate::common;
 
 use std::cell::RefCell;
 
-use board_core::{BlockKind, Store};
+use board_core::{BlockKind, BoardWrites, LlmLedger};
 use common::{store, task_id, Board};
 use fake_llm::{FakeLlm, Reply, Settings};
 use serde_json::json;

@@ -7,7 +7,7 @@ use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use board_core::{transition::Request, Outcome, Status, Store};
+use board_core::{transition::Request, BoardReads, BoardWrites, Outcome, Status};
 use common::{get, store, task_id, Board};
 use serde_json::json;
 

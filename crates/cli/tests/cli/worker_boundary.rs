@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use board_core::{Outcome, Status, Store, TaskId};
+use board_core::{BoardReads, Outcome, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{wait_until, GatewayBoard, Setup, KANBAN};
 

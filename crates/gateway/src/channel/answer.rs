@@ -1,7 +1,7 @@
 //! A worker's reports, answered: each through the same `Store` call the CLI makes,
 //! guarded by the worker's own run.
 
-use board_core::{Completion, RunId, Store, StoreError, TaskId};
+use board_core::{BoardWrites, Completion, RunId, StoreError, TaskId};
 use board_home::config::text_within_cap;
 
 use super::{Answer, Bound, Report, Terms};
@@ -9,7 +9,7 @@ use super::{Answer, Bound, Report, Terms};
 /// Applies one report of the worker bound to `bound`: the same store calls as the CLI's,
 /// with the bound run as the guard; a report naming another task or run, or a replay, is
 /// refused without touching the board.
-pub fn apply(store: &dyn Store, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Answer {
+pub fn apply(store: &dyn BoardWrites, bound: &Bound, terms: &Terms, report: Report, now: i64) -> Answer {
     match answer(store, bound, terms, report, now) {
         Ok(answer) => answer,
         Err(Declined::Refused(message)) => Answer::Refused { message },
@@ -32,7 +32,7 @@ fn store_error(e: StoreError) -> Declined {
 }
 
 fn answer(
-    store: &dyn Store,
+    store: &dyn BoardWrites,
     bound: &Bound,
     terms: &Terms,
     report: Report,
@@ -96,7 +96,7 @@ fn answer(
 }
 
 /// The reports that read the board.
-fn look_up(store: &dyn Store, bound: &Bound, report: Report) -> Result<Answer, Declined> {
+fn look_up(store: &dyn BoardWrites, bound: &Bound, report: Report) -> Result<Answer, Declined> {
     Ok(match report {
         Report::Task { task } => {
             readable(store, bound, &task)?;
@@ -129,7 +129,7 @@ fn look_up(store: &dyn Store, bound: &Bound, report: Report) -> Result<Answer, D
 /// A comment guarded by the channel's run: the store refuses it, in the transaction
 /// that would write it, once the run is over.
 fn comment(
-    store: &dyn Store,
+    store: &dyn BoardWrites,
     bound: &Bound,
     terms: &Terms,
     task: &TaskId,
@@ -171,7 +171,7 @@ fn capped(what: &str, text: Option<&str>, terms: &Terms) -> Result<(), Declined>
 
 /// A worker reads its own task and its parents (whose results and summaries its brief
 /// carries), nothing else.
-fn readable(store: &dyn Store, bound: &Bound, task: &TaskId) -> Result<(), Declined> {
+fn readable(store: &dyn BoardWrites, bound: &Bound, task: &TaskId) -> Result<(), Declined> {
     if *task == bound.task {
         return Ok(());
     }

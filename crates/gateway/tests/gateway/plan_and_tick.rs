@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use board_core::memory::MemStore;
-use board_core::{NewTask, Outcome, Request, Status, Store, Task, TaskId, Timestamp};
+use board_core::{BoardReads, BoardWrites, NewTask, Outcome, Request, Status, Task, TaskId, Timestamp};
 use gateway::dispatcher::{Decompositions, Dispatcher};
 use gateway::planner::{preview, Action, DispatchSettings, Exit, Observed, TickReport, STOP_GRACE_SECONDS};
 use gateway::supervisor::{Assignment, Processes, Signal};

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use board_core::BoardWrites;
 use board_core::{NewTask, Store, Task};
 use board_sqlite::{Options, SqliteStore};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! every omission said).
 
 use board_core::memory::MemStore;
-use board_core::{NewTask, NoWorkers, Store};
+use board_core::{BoardWrites, NewTask, NoWorkers};
 
 use super::*;
 

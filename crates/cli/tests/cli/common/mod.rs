@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use board_core::{BoardSnapshot, Store, TaskId};
+use board_core::{BoardReads, BoardSnapshot, BoardStats, TaskId};
 use board_sqlite::SqliteStore;
 use serde_json::Value;
 

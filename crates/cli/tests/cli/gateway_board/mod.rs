@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use board_core::{BoardSnapshot, Status, Store, Task, TaskId};
+use board_core::{BoardReads, BoardSnapshot, BoardStats, Status, Task, TaskId};
 use board_sqlite::SqliteStore;
 use fake_llm::{FakeLlm, RecordedRequest, Reply, Settings};
 

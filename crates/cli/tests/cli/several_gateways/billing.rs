@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use board_core::{Status, Store};
+use board_core::{BoardReads, LlmLedger, Status};
 use fake_llm::Reply;
 use postgres::{Client, NoTls};
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use board_core::transition::Request;
-use board_core::{EventFilter, NewTask, Outcome, Run, RunId, Store, TaskId};
+use board_core::{BoardReads, BoardWrites, EventFilter, NewTask, Outcome, Run, RunId, TaskId};
 
 use super::{Shape, SharedBoard};
 

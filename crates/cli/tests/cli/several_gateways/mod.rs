@@ -13,7 +13,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use board_core::{BoardSnapshot, NewTask, Outcome, Status, Store, TaskId};
+use board_core::{
+    BoardReads, BoardSnapshot, BoardStats, BoardWrites, DispatchQueue, LlmLedger, NewTask, Outcome, Status,
+    TaskId,
+};
 use board_postgres::PgStore;
 use fake_llm::{FakeLlm, Reply, Settings};
 

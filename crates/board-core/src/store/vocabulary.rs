@@ -1,0 +1,169 @@
+//! The arguments and answers of the store's methods: filters, cursors, claims, and what
+//! became of a create, a reclaim or a commit.
+
+use std::ops::ControlFlow;
+
+use super::StoreResult;
+use crate::types::{RunId, Status, Task, TaskId, TaskOrder, Timestamp};
+
+/// Which tasks `list` returns, in `order` (claim order by default: priority desc, then
+/// age). Archived tasks only when asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    pub status: Option<Status>,
+    pub assignee: Option<String>,
+    /// Only the tasks nobody is assigned (`assignee` is then `None`).
+    pub unassigned: bool,
+    pub include_archived: bool,
+    pub limit: Option<usize>,
+    /// The order, sorted by the store's query (never after the read).
+    pub order: TaskOrder,
+    /// A page's cursor: only the tasks after this one in the order. Tasks created
+    /// meanwhile land after the cursor or before it, so paging to the end reads every
+    /// task present throughout exactly once. An unknown id is refused (`NoSuchTask`).
+    pub after: Option<TaskId>,
+}
+
+/// Which events `events` returns, oldest first: those with an id above `after_id`, of
+/// `kind` and created at or after `since` when given, at most `limit`. With `newest`,
+/// the limit keeps the newest matching events rather than the oldest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub task_id: Option<TaskId>,
+    pub after_id: i64,
+    pub limit: Option<usize>,
+    pub kind: Option<String>,
+    pub since: Option<Timestamp>,
+    pub newest: bool,
+}
+
+/// What a visitor of streamed rows says after each row: go on, or stop the read.
+pub type Visit = ControlFlow<()>;
+
+/// One of the two index ranges a page of claim order after a cursor is read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CursorRange {
+    /// The tasks of the cursor's priority after it.
+    Rest,
+    /// The tasks of every lower priority.
+    Lower,
+}
+
+/// Reads a page of claim order after a cursor as two index ranges, so that a deep page
+/// costs what the first does: `range(Rest, limit, visit)`, then, unless that ended the
+/// read or filled the page, `range(Lower, what is left of the limit, visit)`.
+pub fn after_cursor(
+    limit: Option<usize>,
+    visit: &mut dyn FnMut(Task) -> Visit,
+    mut range: impl FnMut(CursorRange, Option<usize>, &mut dyn FnMut(Task) -> Visit) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let (shown, stopped) = (std::cell::Cell::new(0usize), std::cell::Cell::new(false));
+    let mut counted = |t: Task| {
+        shown.set(shown.get() + 1);
+        let next = visit(t);
+        stopped.set(next.is_break());
+        next
+    };
+    range(CursorRange::Rest, limit, &mut counted)?;
+    let left = limit.map(|l| l.saturating_sub(shown.get()));
+    if stopped.get() || left == Some(0) {
+        return Ok(());
+    }
+    range(CursorRange::Lower, left, &mut counted)
+}
+
+/// What `create` did: made the task, or found the one its idempotency key already names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Creation {
+    Created(Task),
+    /// The task created earlier with the same idempotency key, unchanged.
+    Exists(Task),
+}
+
+impl Creation {
+    pub fn task(&self) -> &Task {
+        match self {
+            Creation::Created(t) | Creation::Exists(t) => t,
+        }
+    }
+
+    pub fn into_task(self) -> Task {
+        match self {
+            Creation::Created(t) | Creation::Exists(t) => t,
+        }
+    }
+
+    /// `created` or `exists`, as the command line and the web API say it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Creation::Created(_) => "created",
+            Creation::Exists(_) => "exists",
+        }
+    }
+}
+
+/// A claim just taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub task: Task,
+    pub run_id: RunId,
+    pub claim_lock: String,
+}
+
+/// What became of a reclaim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReclaimOutcome {
+    /// The worker is stopped and the task is back to `ready`.
+    Reclaimed,
+    /// The worker survived termination: the claim stands, extended briefly.
+    Deferred,
+    /// The guard named another run, or a replacement took over meanwhile: nothing changed.
+    Lost,
+}
+
+/// What a termination attempt achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// The worker is gone (or there was none).
+    Stopped,
+    /// The worker is still alive after the attempt.
+    Survived,
+}
+
+/// Stops the worker of a running task. Called outside any write transaction.
+pub trait Terminator {
+    fn terminate(&self, task: &Task) -> Termination;
+}
+
+/// For boards with no supervised processes: there is never a worker to stop.
+pub struct NoWorkers;
+
+impl Terminator for NoWorkers {
+    fn terminate(&self, _task: &Task) -> Termination {
+        Termination::Stopped
+    }
+}
+
+/// The decomposition failure policy's settings (`kanban.decompose_*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryPolicy {
+    pub base_seconds: i64,
+    pub failure_limit: i64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base_seconds: 30,
+            failure_limit: 3,
+        }
+    }
+}
+
+/// A committed decomposition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub root: Task,
+    /// Children in reply order (empty for a single-task plan).
+    pub child_ids: Vec<TaskId>,
+}
