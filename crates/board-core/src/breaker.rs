@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::kinds::EventKind;
 use crate::transition::{capped_delay, NewEvent, DECOMPOSE_RETRY_CAP_SECONDS};
 use crate::types::{TaskId, Timestamp};
 
@@ -249,8 +250,8 @@ pub fn observe(
                 ..state.clone()
             };
             let event = match reached {
-                Some(ceiling) => breaker_event("spend_ceiling_reached", json!({ "ceiling": ceiling })),
-                None => breaker_event("spend_ceiling_lifted", json!({ "ceiling": state.ceiling })),
+                Some(ceiling) => breaker_event(EventKind::SpendCeilingReached, json!({ "ceiling": ceiling })),
+                None => breaker_event(EventKind::SpendCeilingLifted, json!({ "ceiling": state.ceiling })),
             };
             (breaker, card, Some(event))
         }
@@ -262,7 +263,7 @@ pub fn observe(
     })
 }
 
-fn breaker_event(kind: &'static str, payload: serde_json::Value) -> NewEvent {
+fn breaker_event(kind: EventKind, payload: serde_json::Value) -> NewEvent {
     NewEvent {
         kind,
         run_id: None,
@@ -292,7 +293,7 @@ fn up(state: &Breaker, now: Timestamp) -> (Breaker, Option<NewEvent>) {
         ..next
     };
     let payload = json!({ "opened_at": state.opened_at, "probes": (state.opens - 1).max(0) });
-    (closed, Some(breaker_event("breaker_closed", payload)))
+    (closed, Some(breaker_event(EventKind::BreakerClosed, payload)))
 }
 
 /// A provider fault: noted while open, opening the breaker once it shows an outage.
@@ -330,7 +331,7 @@ fn down(
     if opens {
         let next = state.opened(fault, settings, now);
         let payload = json!({ "error": fault.error, "probe_at": next.probe_at, "auth": fault.auth });
-        return (next, Some(breaker_event("breaker_opened", payload)));
+        return (next, Some(breaker_event(EventKind::BreakerOpened, payload)));
     }
     let next = Breaker {
         fault_card: Some(fault.card.clone()),
@@ -416,7 +417,10 @@ mod tests {
         assert!(!one.open && one.in_doubt() && one.charges());
         assert!(one.retry_allowed("a1") && !one.retry_allowed("a2"));
         let change = observe(&one, &down(2, "a2"), &settings(), T + 2).expect("a change");
-        assert_eq!(change.event.as_ref().map(|e| e.kind), Some("breaker_opened"));
+        assert_eq!(
+            change.event.as_ref().map(|e| e.kind),
+            Some(EventKind::BreakerOpened)
+        );
         let open = change.breaker;
         assert!(open.open && !open.charges() && !open.retry_allowed("a2"));
         assert_eq!(open.probe_at, Some(T + 32));
@@ -439,7 +443,10 @@ mod tests {
             T + 99_999,
         )
         .expect("a change");
-        assert_eq!(closed.event.as_ref().map(|e| e.kind), Some("breaker_closed"));
+        assert_eq!(
+            closed.event.as_ref().map(|e| e.kind),
+            Some(EventKind::BreakerClosed)
+        );
         assert!(!closed.breaker.open && !closed.breaker.in_doubt());
     }
 
@@ -558,7 +565,7 @@ mod tests {
         let change = observe(&Breaker::default(), &reached, &settings(), T).expect("a change");
         assert_eq!(
             change.event.as_ref().map(|e| e.kind),
-            Some("spend_ceiling_reached")
+            Some(EventKind::SpendCeilingReached)
         );
         assert!(observe(&change.breaker, &reached, &settings(), T + 1).is_none());
         let lifted = BreakerSignal::Ceiling {
@@ -568,7 +575,7 @@ mod tests {
         let change = observe(&change.breaker, &lifted, &settings(), T + 2).expect("a change");
         assert_eq!(
             change.event.as_ref().map(|e| e.kind),
-            Some("spend_ceiling_lifted")
+            Some(EventKind::SpendCeilingLifted)
         );
     }
 }

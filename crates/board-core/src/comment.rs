@@ -5,6 +5,7 @@
 
 use serde_json::json;
 
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::transition::NewEvent;
 use crate::types::{RunId, Task};
@@ -36,7 +37,7 @@ pub fn admit(task: &Task, author: Option<&str>, body: &str, guard: Option<RunId>
 /// The `commented` event of comment `comment_id`, naming the run it spoke for.
 pub fn event(comment_id: i64, author: Option<&str>, guard: Option<RunId>) -> NewEvent {
     NewEvent::new(
-        "commented",
+        EventKind::Commented,
         guard,
         json!({ "comment_id": comment_id, "author": author }),
     )

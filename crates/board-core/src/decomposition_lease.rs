@@ -2,7 +2,44 @@
 //! request. One rule for every store: a live lease of another holder keeps the card; a
 //! lapsed one means its holder stopped mid-call, which counts as a failed attempt.
 
+use std::fmt;
+use std::str::FromStr;
+
 use crate::types::{TaskId, Timestamp};
+
+/// Who holds a decomposition lease: a gateway, by its host id (`gateway.host_id`) and
+/// process id. Its one string form, stored and shown, is `host/pid`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub host: String,
+    pub pid: u32,
+}
+
+impl fmt::Display for LeaseHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.host, self.pid)
+    }
+}
+
+/// Text that is not a `host/pid` lease holder.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a lease holder (host/pid): {0:?}")]
+pub struct BadHolder(pub String);
+
+impl FromStr for LeaseHolder {
+    type Err = BadHolder;
+
+    /// The last `/` ends the host: a host id may hold one, a pid never does.
+    fn from_str(s: &str) -> Result<LeaseHolder, BadHolder> {
+        let bad = || BadHolder(s.chars().take(80).collect());
+        let (host, pid) = s.rsplit_once('/').ok_or_else(bad)?;
+        let pid = pid.parse::<u32>().map_err(|_| bad())?;
+        Ok(LeaseHolder {
+            host: host.to_owned(),
+            pid,
+        })
+    }
+}
 
 /// What became of a request to lease a card for an automatic decomposition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +90,19 @@ pub fn lease_expiry(ttl: i64, now: Timestamp) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_holder_has_one_string_form() {
+        let holder = LeaseHolder {
+            host: "rack/3".into(),
+            pid: 4021,
+        };
+        assert_eq!(holder.to_string(), "rack/3/4021");
+        assert_eq!("rack/3/4021".parse::<LeaseHolder>(), Ok(holder));
+        for bad in ["", "host", "host/", "host/-1", "host/x"] {
+            assert!(bad.parse::<LeaseHolder>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_live_lease_holds_and_a_lapsed_one_is_taken_over() {

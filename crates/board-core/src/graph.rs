@@ -5,6 +5,7 @@
 
 use serde_json::json;
 
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::transition::{Change, NewEvent, TaskFacts};
 use crate::types::{Link, Status, Task, TaskId, Timestamp};
@@ -154,14 +155,14 @@ pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -
     task.max_runtime_seconds = request.max_runtime_seconds;
     task.idempotency_key = request.idempotency_key.clone();
     let mut events = vec![NewEvent::new(
-        "created",
+        EventKind::Created,
         None,
         json!({ "status": status, "parents": parent_ids, "assignee": request.assignee }),
     )];
     let links = parent_ids
         .iter()
         .map(|p| {
-            events.push(NewEvent::new("linked", None, json!({ "parent": p })));
+            events.push(NewEvent::new(EventKind::Linked, None, json!({ "parent": p })));
             Link {
                 parent_id: p.clone(),
                 child_id: id.clone(),
@@ -208,7 +209,7 @@ pub fn link(
     task.updated_at = now;
     Ok(Change {
         events: vec![NewEvent::new(
-            "linked",
+            EventKind::Linked,
             None,
             json!({ "parent": parent.id, "status": task.status }),
         )],
@@ -235,10 +236,14 @@ pub fn unlink(
     }
     let mut task = c.clone();
     task.updated_at = now;
-    let mut events = vec![NewEvent::new("unlinked", None, json!({ "parent": parent_id }))];
+    let mut events = vec![NewEvent::new(
+        EventKind::Unlinked,
+        None,
+        json!({ "parent": parent_id }),
+    )];
     if task.status == Status::Todo && child_after.open_parents == 0 {
         task.status = Status::Ready;
-        events.push(NewEvent::new("promoted", None, json!({})));
+        events.push(NewEvent::new(EventKind::Promoted, None, json!({})));
     }
     Ok(Change {
         task,

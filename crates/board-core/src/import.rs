@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use crate::graph::check_title;
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::store::{StoreError, StoreResult};
 use crate::transition::NewEvent;
@@ -231,7 +232,7 @@ fn insert_imported(
     for c in &incoming.comments {
         w.insert_comment(c)?;
     }
-    let note = NewEvent::new("imported", None, incoming.note.clone());
+    let note = NewEvent::new(EventKind::Imported, None, incoming.note.clone());
     w.push_events(&task.id, &[note], now)?;
     Ok(match key_taken {
         true => Landed::ImportedWithoutKey,
@@ -257,7 +258,7 @@ pub fn mapped_run(run_id: Option<i64>, fresh: &[(i64, i64)]) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::graph::blank_task;
-    use crate::types::{Outcome, TaskId, RUN_ENDED};
+    use crate::types::{Outcome, RunStatus, TaskId};
 
     fn bundle(status: Status) -> ImportedTask {
         let id = TaskId::from_random([1, 2, 3, 4]);
@@ -275,7 +276,7 @@ mod tests {
             id,
             task_id: task.id.clone(),
             profile: None,
-            status: RUN_ENDED.into(),
+            status: RunStatus::Ended,
             outcome,
             claim_lock: None,
             claim_expires: None,

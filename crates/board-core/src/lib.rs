@@ -23,6 +23,7 @@ mod decomposition_lease;
 pub mod graph;
 pub mod import;
 pub mod invariants;
+pub mod kinds;
 pub mod limits;
 pub mod memory;
 pub mod plan;
@@ -40,11 +41,12 @@ pub mod conformance;
 
 pub use backoff::AttemptFloor;
 pub use breaker::{Breaker, BreakerChange, BreakerSettings, BreakerSignal, Fault};
-pub use decomposition_lease::{decide_lease, lease_expiry};
+pub use decomposition_lease::{decide_lease, lease_expiry, BadHolder, LeaseHolder};
 pub use graph::{clean_title, NewTask};
 pub use import::{ImportBatch, ImportOutcome, ImportedTask, Landed, LinkLanded};
 pub use invariants::{check_invariants, check_step, Violation};
-pub use plan::{Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
+pub use kinds::{EventKind, DECOMPOSITION_EVENTS, READY_AGAIN_EVENTS};
+pub use plan::{BadFanout, Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
 pub use retention::{rest_after, sweep, Compacted, Freed, GcBatch, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
@@ -57,6 +59,6 @@ pub use store::{
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LeaseColumns, Link,
-    LlmCall, Outcome, Run, RunId, Status, StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
-    DECOMPOSITION_EVENTS,
+    LlmCall, LlmOutcome, LlmPurpose, Outcome, Run, RunId, RunStatus, Status, StatusCount, Tally, Task,
+    TaskId, TaskOrder, Timestamp,
 };

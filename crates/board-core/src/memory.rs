@@ -15,6 +15,7 @@ use crate::comment;
 use crate::decomposition_lease::{decide_lease, lease_expiry};
 use crate::graph::{self, Created, NewTask};
 use crate::import::{ImportBatch, ImportOutcome};
+use crate::kinds::EventKind;
 use crate::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::spend::Spend;
@@ -27,6 +28,7 @@ use crate::types::{
     BoardSnapshot, Comment, DaySpend, Event, Finished, Link, LlmCall, Run, RunId, Status, StatusCount, Tally,
     Task, TaskId, Timestamp,
 };
+use crate::LlmOutcome;
 
 /// An in-memory board.
 #[derive(Default)]
@@ -125,7 +127,7 @@ impl Tables {
             decomposed: self
                 .events
                 .iter()
-                .any(|e| &e.task_id == id && e.kind == "decomposed"),
+                .any(|e| &e.task_id == id && e.is(EventKind::Decomposed)),
             task,
         })
     }
@@ -147,7 +149,7 @@ impl Tables {
                 id,
                 task_id: task_id.clone(),
                 run_id: e.run_id,
-                kind: e.kind.to_owned(),
+                kind: e.kind.as_str().to_owned(),
                 payload: e.payload,
                 created_at: now,
             });
@@ -496,7 +498,7 @@ impl LlmLedger for MemStore {
         let row = usize::try_from(id.saturating_sub(1))
             .ok()
             .and_then(|at| b.llm_calls.get_mut(at));
-        let open = row.filter(|r| r.outcome == LlmCall::SENT);
+        let open = row.filter(|r| r.outcome == LlmOutcome::Sent);
         Ok(open.map(|r| *r = call.clone()).is_some())
     }
 
@@ -523,7 +525,7 @@ impl LlmLedger for MemStore {
         signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
-    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+    ) -> StoreResult<(Breaker, Option<EventKind>)> {
         let mut b = self.board();
         let Some(change) = observe(&b.breaker, signal, settings, now) else {
             return Ok((b.breaker.clone(), None));

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::graph::{blank_task, check_title, Created};
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::store::{Committed, StoreResult};
 use crate::transition::{Change, NewEvent, TaskFacts};
@@ -165,36 +166,56 @@ pub fn draw_child_ids<E>(
     Ok(ids)
 }
 
+/// The first violation of a fan-out's shape.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadFanout {
+    #[error("tasks is empty")]
+    Empty,
+    #[error("reply has {count} tasks, limit is {limit}")]
+    TooMany { count: usize, limit: usize },
+    #[error("tasks[{0}].title is blank")]
+    BlankTitle(usize),
+    #[error("tasks[{task}].parents: index {parent} out of range")]
+    ParentOutOfRange { task: usize, parent: usize },
+    #[error("tasks[{0}].parents: a task cannot wait for itself")]
+    WaitsForItself(usize),
+    #[error("tasks[{task}].parents: index {parent} repeated")]
+    RepeatedParent { task: usize, parent: usize },
+    #[error("tasks[{0}] is part of a dependency cycle")]
+    Cycle(usize),
+}
+
 /// Validates a fan-out's shape: size within the cap, titles present, parent indices in
-/// range, not self, not repeated, and no cycle. The message names the first violation.
-pub fn validate_fanout(tasks: &[PlannedTask], max_children: usize) -> Result<(), String> {
+/// range, not self, not repeated, and no cycle. The error names the first violation.
+pub fn validate_fanout(tasks: &[PlannedTask], max_children: usize) -> Result<(), BadFanout> {
     let limit = child_limit(max_children);
     if tasks.is_empty() {
-        return Err("tasks is empty".to_owned());
+        return Err(BadFanout::Empty);
     }
     if tasks.len() > limit {
-        return Err(format!("reply has {} tasks, limit is {limit}", tasks.len()));
+        let count = tasks.len();
+        return Err(BadFanout::TooMany { count, limit });
     }
-    for (i, t) in tasks.iter().enumerate() {
+    for (task, t) in tasks.iter().enumerate() {
         if t.title.trim().is_empty() {
-            return Err(format!("tasks[{i}].title is blank"));
+            return Err(BadFanout::BlankTitle(task));
         }
-        for (k, &p) in t.parents.iter().enumerate() {
-            if p >= tasks.len() {
-                return Err(format!("tasks[{i}].parents: index {p} out of range"));
+        for (k, &parent) in t.parents.iter().enumerate() {
+            if parent >= tasks.len() {
+                return Err(BadFanout::ParentOutOfRange { task, parent });
             }
-            if p == i {
-                return Err(format!("tasks[{i}].parents: a task cannot wait for itself"));
+            if parent == task {
+                return Err(BadFanout::WaitsForItself(task));
             }
-            if t.parents[..k].contains(&p) {
-                return Err(format!("tasks[{i}].parents: index {p} repeated"));
+            if t.parents[..k].contains(&parent) {
+                return Err(BadFanout::RepeatedParent { task, parent });
             }
         }
     }
-    if let Some(i) = first_in_cycle(tasks) {
-        return Err(format!("tasks[{i}] is part of a dependency cycle"));
+    match first_in_cycle(tasks) {
+        Some(task) => Err(BadFanout::Cycle(task)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Kahn's algorithm: the smallest index left over once every acyclic node is removed.
@@ -323,19 +344,23 @@ fn planned_child(
     task.created_by = Some("decomposer".to_owned());
     let parents: Vec<&TaskId> = planned.parents.iter().map(|&p| &child_ids[p]).collect();
     let mut events = vec![NewEvent::new(
-        "created",
+        EventKind::Created,
         None,
         json!({ "status": Status::Todo, "parents": parents, "decomposed_from": root.id, "assignee": planned.assignee }),
     )];
     for parent in parents {
-        events.push(NewEvent::new("linked", None, json!({ "parent": parent })));
+        events.push(NewEvent::new(
+            EventKind::Linked,
+            None,
+            json!({ "parent": parent }),
+        ));
         links.push(Link {
             parent_id: parent.clone(),
             child_id: task.id.clone(),
         });
     }
     if promote {
-        events.push(NewEvent::new("promoted", None, json!({})));
+        events.push(NewEvent::new(EventKind::Promoted, None, json!({})));
     }
     Created {
         task,
@@ -371,14 +396,14 @@ fn commit_single(
     }
     next.revision += 1;
     let mut events = vec![NewEvent::new(
-        "specified",
+        EventKind::Specified,
         None,
         json!({ "mode": mode, "title": next.title, "assignee": next.assignee }),
     )];
     next.status = Status::Todo;
     if facts.open_parents == 0 {
         next.status = Status::Ready;
-        events.push(NewEvent::new("promoted", None, json!({})));
+        events.push(NewEvent::new(EventKind::Promoted, None, json!({})));
     }
     Ok(PlanCommit {
         root: Change {
@@ -403,7 +428,7 @@ fn commit_fanout(
     now: Timestamp,
 ) -> Result<PlanCommit, Refusal> {
     let mut next = committed_root(root, now);
-    validate_fanout(tasks, settings.max_children).map_err(Refusal::InvalidPlan)?;
+    validate_fanout(tasks, settings.max_children).map_err(|e| Refusal::InvalidPlan(e.to_string()))?;
     if child_ids.len() != tasks.len() {
         return Err(Refusal::Invalid(format!(
             "{} ids for {} children",
@@ -424,12 +449,12 @@ fn commit_fanout(
             parent_id: id.clone(),
             child_id: root.id.clone(),
         });
-        root_events.push(NewEvent::new("linked", None, json!({ "parent": id })));
+        root_events.push(NewEvent::new(EventKind::Linked, None, json!({ "parent": id })));
     }
     next.status = Status::Todo;
     next.assignee = Some(settings.orchestrator.clone());
     root_events.push(NewEvent::new(
-        "decomposed",
+        EventKind::Decomposed,
         None,
         json!({
             "child_ids": child_ids,
@@ -468,24 +493,33 @@ mod tests {
         assert_eq!(validate_fanout(&[planned(&[]), planned(&[0])], 16), Ok(()));
         let many: Vec<_> = (0..500).map(|_| planned(&[])).collect();
         assert_eq!(
-            validate_fanout(&many, 16).unwrap_err(),
+            validate_fanout(&many, 16).unwrap_err().to_string(),
             "reply has 500 tasks, limit is 16"
         );
         assert_eq!(
-            validate_fanout(&[planned(&[]), planned(&[9])], 16).unwrap_err(),
+            validate_fanout(&[planned(&[]), planned(&[9])], 16)
+                .unwrap_err()
+                .to_string(),
             "tasks[1].parents: index 9 out of range"
         );
         assert_eq!(
-            validate_fanout(&[planned(&[1]), planned(&[0])], 16).unwrap_err(),
+            validate_fanout(&[planned(&[1]), planned(&[0])], 16)
+                .unwrap_err()
+                .to_string(),
             "tasks[0] is part of a dependency cycle"
         );
         assert!(validate_fanout(&[planned(&[0])], 16)
             .unwrap_err()
+            .to_string()
             .contains("itself"));
         assert!(validate_fanout(&[planned(&[]), planned(&[0, 0])], 16)
             .unwrap_err()
+            .to_string()
             .contains("repeated"));
         let cap: Vec<_> = (0..100).map(|_| planned(&[])).collect();
-        assert!(validate_fanout(&cap, 1000).unwrap_err().contains("limit is 64"));
+        assert!(validate_fanout(&cap, 1000)
+            .unwrap_err()
+            .to_string()
+            .contains("limit is 64"));
     }
 }

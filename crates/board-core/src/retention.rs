@@ -14,24 +14,25 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::store::{Retention, StoreError, StoreResult};
 use crate::types::{TaskId, Timestamp};
 
 /// The event kinds retention removes from done tasks: notes of a run's progress and of
 /// edits, which no rule of the board reads back.
-pub const ROUTINE_EVENTS: &[&str] = &[
-    "heartbeat",
-    "claim_extended",
-    "reclaim_deferred",
-    "spawned",
-    "edited",
-    "assigned",
-    "linked",
-    "unlinked",
-    "auto_decompose_failed",
-    "decompose_reset",
-    "skipped_nonspawnable",
+pub const ROUTINE_EVENTS: &[EventKind] = &[
+    EventKind::Heartbeat,
+    EventKind::ClaimExtended,
+    EventKind::ReclaimDeferred,
+    EventKind::Spawned,
+    EventKind::Edited,
+    EventKind::Assigned,
+    EventKind::Linked,
+    EventKind::Unlinked,
+    EventKind::AutoDecomposeFailed,
+    EventKind::DecomposeReset,
+    EventKind::SkippedNonspawnable,
 ];
 
 /// Rows a retention batch removed (or, in a dry run, would remove).

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 
+use crate::types::{LlmOutcome, LlmPurpose, RunStatus};
 use crate::{BlockKind, Comment, Event, LeaseColumns, LlmCall, Outcome, Run, RunId, Status, Task, TaskId};
 
 /// The SQL type of a column.
@@ -213,7 +214,7 @@ macro_rules! word_fields {
     )*};
 }
 
-word_fields!(TaskId, Status, BlockKind, Outcome);
+word_fields!(TaskId, Status, BlockKind, Outcome, RunStatus, LlmPurpose, LlmOutcome);
 
 /// Takes the next cell as the column it is stored in.
 fn take<T: Field>(
@@ -256,7 +257,7 @@ stored!(Run {
     id: RunId,
     task_id: TaskId,
     profile: Option<String>,
-    status: String,
+    status: RunStatus,
     outcome: Option<Outcome>,
     claim_lock: Option<String>,
     claim_expires: Option<i64>,
@@ -289,11 +290,11 @@ stored!(Comment {
 
 stored!(LlmCall {
     task_id: Option<TaskId>,
-    purpose: String,
+    purpose: LlmPurpose,
     model: String,
     started_at: i64,
     duration_ms: i64,
-    outcome: String,
+    outcome: LlmOutcome,
     http_status: Option<i64>,
     prompt_tokens: Option<i64>,
     completion_tokens: Option<i64>,

@@ -19,6 +19,7 @@ use crate::breaker::{Breaker, BreakerSettings, BreakerSignal};
 pub use crate::decomposition_lease::{DecompositionLease, TriageLease};
 use crate::graph::NewTask;
 use crate::import::{ImportBatch, ImportOutcome};
+use crate::kinds::EventKind;
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed, GcBatch};
@@ -389,7 +390,7 @@ pub trait LlmLedger: Send + Sync {
     fn record_llm_call(&self, call: &LlmCall) -> StoreResult<i64>;
 
     /// Finishes the row `id`, billed before its request was sent (outcome
-    /// [`LlmCall::SENT`]), with how the request ended: every column becomes `call`'s.
+    /// [`LlmOutcome::Sent`](crate::types::LlmOutcome::Sent)), with how the request ended: every column becomes `call`'s.
     /// False, and nothing changed, when no such row is still `sent`.
     fn finish_llm_call(&self, id: i64, call: &LlmCall) -> StoreResult<bool>;
 
@@ -411,7 +412,7 @@ pub trait LlmLedger: Send + Sync {
         signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
-    ) -> StoreResult<(Breaker, Option<&'static str>)>;
+    ) -> StoreResult<(Breaker, Option<EventKind>)>;
 
     /// The ledger per UTC day (`started_at / 86400`) from `since` on, in one aggregate.
     fn daily_spend(&self, since: Timestamp) -> StoreResult<Vec<DaySpend>>;

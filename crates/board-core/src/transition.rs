@@ -13,6 +13,7 @@ mod card;
 mod next;
 mod runs;
 
+use crate::kinds::EventKind;
 use next::Next;
 
 /// A task that blocks with the same kind this many times in a row goes back to triage.
@@ -51,13 +52,13 @@ impl TaskFacts {
 /// An event to append, in the same transaction as the change it records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewEvent {
-    pub kind: &'static str,
+    pub kind: EventKind,
     pub run_id: Option<RunId>,
     pub payload: Value,
 }
 
 impl NewEvent {
-    pub fn new(kind: &'static str, run_id: Option<RunId>, payload: Value) -> NewEvent {
+    pub fn new(kind: EventKind, run_id: Option<RunId>, payload: Value) -> NewEvent {
         NewEvent {
             kind,
             run_id,
@@ -72,11 +73,17 @@ impl NewEvent {
 /// the board when a write that appends one of these commits (docs/gateway.md#wake-ups).
 /// A run that ended frees a slot on one gateway only, once its worker has exited: that
 /// gateway learns it from the worker's report channel, and no other is woken for it.
-pub const WAKING_EVENTS: &[&str] = &["created", "promoted", "unblocked", "reclaimed", "decompose_reset"];
+pub const WAKING_EVENTS: &[EventKind] = &[
+    EventKind::Created,
+    EventKind::Promoted,
+    EventKind::Unblocked,
+    EventKind::Reclaimed,
+    EventKind::DecomposeReset,
+];
 
 /// Whether an event of `kind` may give a dispatcher work at once ([`WAKING_EVENTS`]).
 pub fn wakes_dispatcher(kind: &str) -> bool {
-    WAKING_EVENTS.contains(&kind)
+    WAKING_EVENTS.iter().any(|k| k.as_str() == kind)
 }
 
 /// The effects of an accepted request on one task.
@@ -322,7 +329,11 @@ pub fn decide(
         Request::ClearDecomposeFailures => next.clear_decompose_failures()?,
         Request::SkipNonspawnable { profile } => {
             next.require(&[Status::Ready], "skip", "ready")?;
-            next.event("skipped_nonspawnable", None, json!({ "profile": profile }));
+            next.event(
+                EventKind::SkippedNonspawnable,
+                None,
+                json!({ "profile": profile }),
+            );
         }
     }
     Ok(next.into_change())

@@ -113,6 +113,8 @@ macro_rules! word_enum {
     };
 }
 
+pub(crate) use word_enum;
+
 /// A word that names no value of the enum it was parsed as.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} {got:?} (expected one of: {})", expected.join(", "))]
@@ -238,10 +240,52 @@ word_enum!(
     }
 );
 
-/// The status word stored in `task_runs.status` while a run is open.
-pub const RUN_OPEN: &str = "running";
-/// The status word stored in `task_runs.status` once a run has ended.
-pub const RUN_ENDED: &str = "ended";
+word_enum!(
+    /// Where a run stands: `task_runs.status`.
+    RunStatus, "run status" {
+        /// Open: its worker holds the task.
+        Running = "running",
+        /// Closed, with an outcome.
+        Ended = "ended",
+    }
+);
+
+word_enum!(
+    /// Why a model request was sent: `llm_calls.purpose`.
+    #[derive(Default)]
+    LlmPurpose, "model request purpose" {
+        /// Split the card, or tighten it into a single task (`kanban decompose`).
+        #[default]
+        Decompose = "decompose",
+        /// Rewrite the card as a single task, never split it (`kanban specify`).
+        Specify = "specify",
+    }
+);
+
+word_enum!(
+    /// How a model request ended: `llm_calls.outcome`.
+    #[derive(Default)]
+    LlmOutcome, "model request outcome" {
+        /// Sent and not (yet) answered: the row is written before the request goes out.
+        #[default]
+        Sent = "sent",
+        /// A completion came back.
+        Ok = "ok",
+        /// The server answered with a non-2xx status.
+        HttpError = "http_error",
+        /// No complete answer within the timeout.
+        Timeout = "timeout",
+        /// The connection could not be made, or broke.
+        ConnectionError = "connection_error",
+        /// The body was over the decomposer's cap.
+        TooLarge = "too_large",
+        /// A 2xx whose body is not a chat completion.
+        BadResponse = "bad_response",
+        /// Never sent, because its row could not be written first: a failure's word, never
+        /// a row's.
+        NotSent = "not_sent",
+    }
+);
 
 /// One card on the board: a row of `tasks`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -381,8 +425,7 @@ pub struct Run {
     pub id: RunId,
     pub task_id: TaskId,
     pub profile: Option<String>,
-    /// `running` while open, `ended` once closed.
-    pub status: String,
+    pub status: RunStatus,
     pub outcome: Option<Outcome>,
     pub claim_lock: Option<String>,
     pub claim_expires: Option<Timestamp>,
@@ -434,17 +477,17 @@ pub struct Link {
 
 /// One HTTP request to a model, as billed: a row of `llm_calls` but its id, which the
 /// store assigns (and which only orders the rows). This is the bill. It is written
-/// before the request goes out, with the outcome [`LlmCall::SENT`], and finished with
+/// before the request goes out, with the outcome [`LlmOutcome::Sent`], and finished with
 /// how the request ended; a row still `sent` is a request whose sender died before it
 /// was answered, paid for all the same.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmCall {
     pub task_id: Option<TaskId>,
-    pub purpose: String,
+    pub purpose: LlmPurpose,
     pub model: String,
     pub started_at: Timestamp,
     pub duration_ms: i64,
-    pub outcome: String,
+    pub outcome: LlmOutcome,
     pub http_status: Option<i64>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
@@ -455,11 +498,6 @@ pub struct LlmCall {
     /// Sent past a spend ceiling by a person (`kanban decompose --over-budget`).
     #[serde(default)]
     pub over_budget: bool,
-}
-
-impl LlmCall {
-    /// The outcome of a request sent and not (yet) answered.
-    pub const SENT: &'static str = "sent";
 }
 
 /// The board counted, each count one aggregate in the store (never rows loaded): what a
@@ -528,16 +566,6 @@ pub struct DaySpend {
     pub tokens: u64,
     pub failures: u64,
 }
-
-/// The events that end a decomposition: a fan-out (`decomposed`), one tightened task
-/// (`specified`), a failed automatic one (`auto_decompose_failed`), which parks its card
-/// at the failure limit (`auto_decompose_parked`, beside the failure).
-pub const DECOMPOSITION_EVENTS: [&str; 4] = [
-    "decomposed",
-    "specified",
-    "auto_decompose_failed",
-    "auto_decompose_parked",
-];
 
 /// Everything on a board at one moment: what the invariants are checked against.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 //! answers `Ok` would turn all of them green, so each rule is proven to fire here.
 
 use board_core::graph::blank_task;
+use board_core::RunStatus;
 use board_core::{
     check_invariants, check_step, BoardSnapshot, Event, Lease, Link, Outcome, Run, Status, Task, TaskId,
 };
@@ -24,7 +25,11 @@ fn run(run_id: i64, task: u8, ended_as: Option<Outcome>) -> Run {
         id: run_id,
         task_id: id(task),
         profile: None,
-        status: if ended_as.is_some() { "ended" } else { "running" }.to_owned(),
+        status: if ended_as.is_some() {
+            RunStatus::Ended
+        } else {
+            RunStatus::Running
+        },
         outcome: ended_as,
         claim_lock: Some(format!("lock-{run_id}")),
         claim_expires: None,

@@ -13,11 +13,22 @@ pub struct Account {
     pub groups: Vec<u32>,
 }
 
+/// Why a user could not be looked up.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("{0:?} is not a user name")]
+    NotAName(String),
+    #[error("cannot look up user {name:?}: {source}")]
+    Lookup { name: String, source: std::io::Error },
+    #[error("no user named {0:?} on this machine")]
+    NoSuchUser(String),
+}
+
 impl Account {
     /// Looks `name` up (`getpwnam_r`, `getgrouplist`); an unknown name is an error that
     /// says so.
-    pub fn lookup(name: &str) -> Result<Account, String> {
-        let c_name = CString::new(name).map_err(|_| format!("{name:?} is not a user name"))?;
+    pub fn lookup(name: &str) -> Result<Account, AccountError> {
+        let c_name = CString::new(name).map_err(|_| AccountError::NotAName(name.to_owned()))?;
         let mut buf = vec![0u8; 1024];
         loop {
             let mut entry: libc::passwd = unsafe_zeroed_passwd();
@@ -38,11 +49,13 @@ impl Account {
                 continue;
             }
             if rc != 0 {
-                let e = std::io::Error::from_raw_os_error(rc);
-                return Err(format!("cannot look up user {name:?}: {e}"));
+                return Err(AccountError::Lookup {
+                    name: name.to_owned(),
+                    source: std::io::Error::from_raw_os_error(rc),
+                });
             }
             if found.is_null() {
-                return Err(format!("no user named {name:?} on this machine"));
+                return Err(AccountError::NoSuchUser(name.to_owned()));
             }
             let (uid, gid) = (entry.pw_uid, entry.pw_gid);
             return Ok(Account {
@@ -97,7 +110,10 @@ mod tests {
         assert_eq!((root.uid, root.gid), (0, 0));
         assert!(root.groups.contains(&0));
         let unknown = Account::lookup("no-such-user-kanban").expect_err("unknown");
-        assert_eq!(unknown, "no user named \"no-such-user-kanban\" on this machine");
+        assert_eq!(
+            unknown.to_string(),
+            "no user named \"no-such-user-kanban\" on this machine"
+        );
         assert!(Account::lookup("bad\0name").is_err());
     }
 }

@@ -19,20 +19,32 @@ pub enum CopyTarget {
     Sqlite(PathBuf),
 }
 
+/// A `--to` that names no board.
+#[derive(Debug, thiserror::Error)]
+pub enum BadCopyTarget {
+    #[error("--to is empty: name a postgres:// URL or a SQLite file")]
+    Empty,
+    #[error("{path}: cannot make the path absolute: {source}")]
+    NotAbsolute { path: String, source: std::io::Error },
+}
+
 impl CopyTarget {
     /// Reads `--to`: a URL whose scheme is `postgres` or `postgresql`, else a path,
     /// with or without `sqlite:` before it.
-    pub fn parse(text: &str) -> Result<CopyTarget, String> {
+    pub fn parse(text: &str) -> Result<CopyTarget, BadCopyTarget> {
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return Ok(CopyTarget::Postgres(text.to_owned()));
         }
         let path = text.strip_prefix("sqlite:").unwrap_or(text);
         if path.is_empty() {
-            return Err("--to is empty: name a postgres:// URL or a SQLite file".into());
+            return Err(BadCopyTarget::Empty);
         }
         std::path::absolute(path)
             .map(CopyTarget::Sqlite)
-            .map_err(|e| format!("{path}: cannot make the path absolute: {e}"))
+            .map_err(|source| BadCopyTarget::NotAbsolute {
+                path: path.to_owned(),
+                source,
+            })
     }
 
     /// The target as it may be shown: the URL with its password redacted, or the path.

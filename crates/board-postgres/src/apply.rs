@@ -74,8 +74,9 @@ pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
                       WHERE l.child_id = $1 AND p.status NOT IN (",
             board_core::releasing_statuses_sql!(),
             ")) AS open_parents,
-                    EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = 'decomposed')
-                      AS decomposed,
+                    EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = ",
+            board_core::decomposed_event_sql!(),
+            ") AS decomposed,
                     newest.*
              FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ",
             run_columns!(),

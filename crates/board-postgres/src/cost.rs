@@ -3,7 +3,9 @@
 //! and written whole with its event inside the caller's transaction.
 
 use board_core::breaker::observe;
-use board_core::{Breaker, BreakerSettings, BreakerSignal, Spend, StoreError, StoreResult, Timestamp};
+use board_core::{
+    Breaker, BreakerSettings, BreakerSignal, EventKind, Spend, StoreError, StoreResult, Timestamp,
+};
 
 use crate::apply::require_task;
 use crate::tx::Tx;
@@ -54,7 +56,7 @@ pub(crate) fn signal_breaker(
     signal: &BreakerSignal,
     settings: &BreakerSettings,
     now: Timestamp,
-) -> StoreResult<(Breaker, Option<&'static str>)> {
+) -> StoreResult<(Breaker, Option<EventKind>)> {
     let state = match tx.query_opt("SELECT state FROM provider_breaker WHERE id = 1 FOR UPDATE", &[])? {
         Some(row) => parse(&row.get::<_, String>(0))?,
         None => return Err(StoreError::Backend("the provider_breaker row is missing".into())),

@@ -194,11 +194,15 @@ pub(crate) fn oldest(tx: &mut Tx<'_>, status: Status) -> StoreResult<Option<Task
 
 pub(crate) fn finished(tx: &mut Tx<'_>, since: i64, slot: i64, bounds: &[i64]) -> StoreResult<Vec<Finished>> {
     // Rows are counted as they stream: the memory held is one counter per slot and bucket.
-    let sql = "SELECT (t.completed_at - $1) / $2 AS slot, t.completed_at - COALESCE((
-                   SELECT max(e.created_at) FROM task_events e
-                   WHERE e.task_id = t.id AND e.kind IN ('promoted', 'unblocked') AND e.created_at <= t.completed_at
-               ), t.created_at) AS took
-               FROM tasks t WHERE t.completed_at >= $1";
+    let sql = concat!(
+        "SELECT (t.completed_at - $1) / $2 AS slot, t.completed_at - COALESCE((
+             SELECT max(e.created_at) FROM task_events e
+             WHERE e.task_id = t.id AND e.kind IN (",
+        board_core::ready_again_events_sql!(),
+        ") AND e.created_at <= t.completed_at
+         ), t.created_at) AS took
+         FROM tasks t WHERE t.completed_at >= $1"
+    );
     let mut counts: BTreeMap<(i64, usize), u64> = BTreeMap::new();
     tx.each_row(sql, &[&since, &slot.max(1)], |row| {
         let took: i64 = get(row, "took")?;

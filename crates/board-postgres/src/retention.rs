@@ -4,10 +4,11 @@
 
 use board_core::retention::{gc_archived_rows, gc_event_steps, remove_archived_rows, GcBatch, GcRows};
 use board_core::store::StoreResult;
-use board_core::{Compacted, Freed, TaskId, Timestamp, ROUTINE_EVENTS};
+use board_core::{Compacted, Freed, Retention, TaskId, Timestamp, ROUTINE_EVENTS};
 
 use crate::rows::get;
 use crate::tx::Tx;
+use crate::PgStore;
 
 /// The link component of a task: every task linked to it, directly or through others,
 /// with whether each is archived and last changed before `$2`. Locked, so that none of
@@ -107,7 +108,7 @@ pub(crate) fn gc_events(
         )?,
         "newest",
     )?;
-    let kinds: Vec<&str> = ROUTINE_EVENTS.to_vec();
+    let kinds: Vec<&str> = ROUTINE_EVENTS.iter().map(|k| k.as_str()).collect();
     gc_event_steps(after_id, newest, batch, |from, upto| {
         // The newest event stays (`id < $4`), as on SQLite.
         tx.execute(
@@ -131,4 +132,32 @@ pub(crate) fn compact(tx: &mut Tx<'_>) -> StoreResult<Compacted> {
         action: "ANALYZE".to_owned(),
         ..Compacted::default()
     })
+}
+
+impl Retention for PgStore {
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        self.batch(batch.dry_run, |tx| gc_archived(tx, before, after, batch))
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        self.batch(batch.dry_run, |tx| gc_events(tx, before, after_id, batch))
+    }
+
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        self.batch(false, |tx| remove_archived(tx, id))
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        self.read_one(compact)
+    }
 }

@@ -43,9 +43,9 @@ use board_core::transition::{decide, Fresh, TaskFacts};
 use board_core::{comment, graph};
 use board_core::{
     BoardImport, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Breaker, BreakerSettings, BreakerSignal,
-    Comment, Compacted, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, Freed, GcBatch,
-    ImportBatch, ImportOutcome, LlmCall, LlmLedger, Request, Retention, Run, RunId, Spend, Status,
-    StatusCount, StoreError, Tally, Task, TaskId, Timestamp, TriageLease, TriageQueue,
+    Comment, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, ImportBatch, ImportOutcome,
+    LlmCall, LlmLedger, Request, Run, RunId, Spend, Status, StatusCount, StoreError, Tally, Task, TaskId,
+    Timestamp, TriageLease, TriageQueue,
 };
 
 use crate::apply::{
@@ -56,7 +56,9 @@ use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
 };
 use crate::tx::{Params, Tx};
-use crate::{reads, retention, LockClass, PgStore};
+use crate::{reads, LockClass, PgStore};
+use board_core::EventKind;
+use board_core::LlmOutcome;
 
 /// The dispatcher's reads: each an index range of `tasks_by_status` or
 /// `tasks_triage_due`, so their cost follows the rows they return (for the due triage
@@ -84,7 +86,9 @@ const DUE_TRIAGE: &str = concat!(
      WHERE t.status = 'triage' AND NOT t.decompose_parked
        AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= $1)
        AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
-       AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
+       AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = ",
+    board_core::decomposed_event_sql!(),
+    ")
        AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > $1)
      ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.seq LIMIT $2"
 );
@@ -372,7 +376,9 @@ impl LlmLedger for PgStore {
                 llm_call_columns!(),
                 ") = ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) WHERE id = $13 AND outcome = $14"
             );
-            let changed = with_params(c, &[&id, &LlmCall::SENT], |params| tx.execute(sql, params))?;
+            let changed = with_params(c, &[&id, &LlmOutcome::Sent.as_str()], |params| {
+                tx.execute(sql, params)
+            })?;
             Ok(changed == 1)
         })
     }
@@ -410,7 +416,7 @@ impl LlmLedger for PgStore {
         signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
-    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+    ) -> StoreResult<(Breaker, Option<EventKind>)> {
         self.write(|tx| crate::cost::signal_breaker(tx, signal, settings, now))
     }
 
@@ -431,9 +437,11 @@ impl BoardStats for PgStore {
             // Read through the partial index task_events_decompositions, whose WHERE this
             // repeats (board_core::DECOMPOSITION_EVENTS).
             let decompositions = tx.query(
-                "SELECT kind AS key, COUNT(*) AS n FROM task_events
-                 WHERE kind IN ('decomposed', 'specified', 'auto_decompose_failed', 'auto_decompose_parked')
-                 GROUP BY kind",
+                concat!(
+                    "SELECT kind AS key, COUNT(*) AS n FROM task_events WHERE kind IN (",
+                    board_core::decomposition_events_sql!(),
+                    ") GROUP BY kind"
+                ),
                 &[],
             )?;
             let tokens = tx.query(
@@ -494,38 +502,6 @@ impl BoardStats for PgStore {
                 events: all(events, rows::event)?,
             })
         })
-    }
-}
-
-impl Retention for PgStore {
-    fn gc_archived(
-        &self,
-        before: Timestamp,
-        after: Option<&TaskId>,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<TaskId>)> {
-        self.batch(batch.dry_run, |tx| {
-            retention::gc_archived(tx, before, after, batch)
-        })
-    }
-
-    fn gc_events(
-        &self,
-        before: Timestamp,
-        after_id: i64,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<i64>)> {
-        self.batch(batch.dry_run, |tx| {
-            retention::gc_events(tx, before, after_id, batch)
-        })
-    }
-
-    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
-        self.batch(false, |tx| retention::remove_archived(tx, id))
-    }
-
-    fn compact(&self) -> StoreResult<Compacted> {
-        self.read_one(retention::compact)
     }
 }
 

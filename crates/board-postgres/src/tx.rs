@@ -172,7 +172,7 @@ impl<'a> Tx<'a> {
         self.events.extend(events.iter().map(|e| PendingEvent {
             task_id: task_id.clone(),
             run_id: e.run_id,
-            kind: e.kind.to_owned(),
+            kind: e.kind.as_str().to_owned(),
             payload: e.payload.to_string(),
             created_at: now,
         }));

@@ -37,7 +37,9 @@ fn main() {
 
 fn options(f: &Flags) -> Result<Options, String> {
     Ok(Options {
-        synchronous: text(f, "sync")?.parse()?,
+        synchronous: text(f, "sync")?
+            .parse::<board_sqlite::Synchronous>()
+            .map_err(|e| e.to_string())?,
         ..Options::default()
     })
 }
@@ -84,7 +86,7 @@ fn raw(f: &Flags) -> Result<Value, String> {
     let sql_err = |e: rusqlite::Error| e.to_string();
     let mut conn = rusqlite::Connection::open(dir.join("raw.db")).map_err(sql_err)?;
     // The store's own settings (docs/storage.md), so the ceiling is for the same configuration.
-    board_sqlite::configure(&conn, &options)?;
+    board_sqlite::configure(&conn, &options).map_err(|e| e.to_string())?;
     conn.execute_batch("CREATE TABLE raw (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)")
         .map_err(sql_err)?;
     let started = Instant::now();

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use board_core::{StoreError, StoreResult};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 
 /// `PRAGMA synchronous` for the board's connections.
@@ -31,15 +32,18 @@ pub enum Synchronous {
     Normal,
 }
 
+/// A `sqlite_synchronous` that is neither `full` nor `normal`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sqlite_synchronous {0:?} (expected full or normal)")]
+pub struct UnknownSynchronous(pub String);
+
 impl std::str::FromStr for Synchronous {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Synchronous, String> {
+    type Err = UnknownSynchronous;
+    fn from_str(s: &str) -> Result<Synchronous, UnknownSynchronous> {
         match s.to_ascii_lowercase().as_str() {
             "full" => Ok(Synchronous::Full),
             "normal" => Ok(Synchronous::Normal),
-            _ => Err(format!(
-                "unknown sqlite_synchronous {s:?} (expected full or normal)"
-            )),
+            _ => Err(UnknownSynchronous(s.chars().take(80).collect())),
         }
     }
 }
@@ -123,9 +127,9 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sqlite_err)?;
-        configure(&conn, options).map_err(|message| OpenError::Sqlite {
+        configure(&conn, options).map_err(|e| OpenError::Sqlite {
             path: path.clone(),
-            message,
+            message: e.to_string(),
         })?;
         let mut store = SqliteStore {
             conn: Mutex::new(conn),
@@ -177,19 +181,22 @@ impl SqliteStore {
     }
 
     /// The settings in force on this store's connection, as SQLite reports them.
-    pub fn settings(&self) -> Result<Settings, String> {
+    pub fn settings(&self) -> StoreResult<Settings> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let read = |name: &str| -> Result<String, String> {
+        let read = |name: &str| -> StoreResult<String> {
             conn.pragma_query_value(None, name, |r| r.get::<_, rusqlite::types::Value>(0))
                 .map(|v| match v {
                     rusqlite::types::Value::Integer(i) => i.to_string(),
                     rusqlite::types::Value::Text(t) => t,
                     other => format!("{other:?}"),
                 })
-                .map_err(|e| format!("{name}: {e}"))
+                .map_err(|e| StoreError::Backend(format!("{name}: {e}")))
         };
-        let number =
-            |name: &str| -> Result<i64, String> { read(name)?.parse().map_err(|e| format!("{name}: {e}")) };
+        let number = |name: &str| -> StoreResult<i64> {
+            read(name)?
+                .parse()
+                .map_err(|e| StoreError::Backend(format!("{name}: {e}")))
+        };
         Ok(Settings {
             journal_mode: read("journal_mode")?.to_ascii_lowercase(),
             synchronous: match number("synchronous")? {
@@ -425,7 +432,7 @@ fn create_private_file(path: &Path) -> Result<(), OpenError> {
 /// `database is locked` at once, without its busy handler, when another process holds
 /// it then (one making the same new board, say): the switch is tried again until the
 /// busy timeout has passed.
-pub fn configure(conn: &Connection, options: &Options) -> Result<(), String> {
+pub fn configure(conn: &Connection, options: &Options) -> Result<(), ConfigureError> {
     let deadline = std::time::Instant::now() + options.busy_timeout;
     let mut wait = Duration::from_millis(1);
     loop {
@@ -433,9 +440,9 @@ pub fn configure(conn: &Connection, options: &Options) -> Result<(), String> {
             .and_then(|()| conn.pragma_query_value(None, "journal_mode", |r| r.get::<_, String>(0)));
         let failure = match mode {
             Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-            Ok(mode) => format!("could not switch to WAL mode (got {mode})"),
-            Err(e) if !is_busy(&e) => return Err(e.to_string()),
-            Err(e) => e.to_string(),
+            Ok(mode) => ConfigureError::NotWal(mode),
+            Err(e) if !is_busy(&e) => return Err(ConfigureError::Sqlite(e)),
+            Err(e) => ConfigureError::Sqlite(e),
         };
         if std::time::Instant::now() >= deadline {
             return Err(failure);
@@ -443,6 +450,15 @@ pub fn configure(conn: &Connection, options: &Options) -> Result<(), String> {
         std::thread::sleep(wait);
         wait = (wait * 2).min(Duration::from_millis(50));
     }
+}
+
+/// Why a connection could not be set up as a board's.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigureError {
+    #[error("could not switch to WAL mode (got {0})")]
+    NotWal(String),
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
 }
 
 /// Whether SQLite refused because another connection holds the file.

@@ -7,6 +7,7 @@
 use std::sync::LazyLock;
 
 use board_core::row::{Cell, Columns, Stored};
+use board_core::LlmOutcome;
 use board_core::{Comment, Event, LlmCall, Run, Task};
 use rusqlite::types::{FromSql, FromSqlError, ToSql, ToSqlOutput, Type, Value, ValueRef};
 use rusqlite::Row;
@@ -88,7 +89,7 @@ pub static FINISH_LLM_CALL: LazyLock<String> = LazyLock::new(|| {
         "UPDATE llm_calls SET {} WHERE id = ?{} AND outcome = '{}'",
         set.join(", "),
         set.len() + 1,
-        LlmCall::SENT
+        LlmOutcome::Sent
     )
 });
 

@@ -10,9 +10,9 @@ use board_core::transition::{decide, Fresh, TaskFacts};
 use board_core::{comment, graph};
 use board_core::{
     BoardImport, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Breaker, BreakerSettings, BreakerSignal,
-    Comment, Compacted, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, Freed, GcBatch,
-    ImportBatch, ImportOutcome, Link, LlmCall, LlmLedger, Refusal, Request, Retention, Run, RunId, Spend,
-    Status, StatusCount, StoreError, Tally, Task, TaskId, Timestamp, TriageLease, TriageQueue,
+    Comment, Compacted, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, ImportBatch,
+    ImportOutcome, Link, LlmCall, LlmLedger, Refusal, Request, Run, RunId, Spend, Status, StatusCount,
+    StoreError, Tally, Task, TaskId, Timestamp, TriageLease, TriageQueue,
 };
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
@@ -34,6 +34,7 @@ use apply::{
     apply, facts, insert_created, insert_events, link, new_claim_lock, next_run_id, pause_before_commit,
     promote, query_ids, take_wakes, unused_task_id, PlanTx, PROMOTABLE,
 };
+use board_core::EventKind;
 use tasks::{get_task, query_tasks};
 
 fn backend(e: rusqlite::Error) -> StoreError {
@@ -360,13 +361,18 @@ impl TriageQueue for SqliteStore {
         // retry time, or at its creation when it never failed, and the oldest due comes
         // first, so fresh cards never hold back a retry.
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks t
-             WHERE t.status = 'triage' AND t.decompose_parked = 0
-               AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= ?1)
-               AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
-               AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'decomposed')
-               AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > ?1)
-             ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.rowid LIMIT ?2"
+            concat!(
+                "SELECT {columns} FROM tasks t
+                 WHERE t.status = 'triage' AND t.decompose_parked = 0
+                   AND (t.decompose_next_attempt_at IS NULL OR t.decompose_next_attempt_at <= ?1)
+                   AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id)
+                   AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = ",
+                board_core::decomposed_event_sql!(),
+                ")
+                   AND NOT EXISTS (SELECT 1 FROM decomposition_leases l WHERE l.task_id = t.id AND l.expires > ?1)
+                 ORDER BY COALESCE(t.decompose_next_attempt_at, t.created_at), t.created_at, t.rowid LIMIT ?2"
+            ),
+            columns = TASK_COLUMNS
         );
         query_tasks(&self.conn(), &sql, params![now, limit as i64])
     }
@@ -447,7 +453,7 @@ impl LlmLedger for SqliteStore {
         signal: &BreakerSignal,
         settings: &BreakerSettings,
         now: Timestamp,
-    ) -> StoreResult<(Breaker, Option<&'static str>)> {
+    ) -> StoreResult<(Breaker, Option<EventKind>)> {
         self.write(|tx| cost::signal_breaker(tx, signal, settings, now))
     }
 
@@ -482,11 +488,11 @@ impl BoardStats for SqliteStore {
                 completion_tokens,
                 // Read through the partial index task_events_decompositions, whose WHERE
                 // this repeats (board_core::DECOMPOSITION_EVENTS).
-                decompositions: counts(
-                    "SELECT kind, COUNT(*) FROM task_events
-                     WHERE kind IN ('decomposed', 'specified', 'auto_decompose_failed', 'auto_decompose_parked')
-                     GROUP BY kind",
-                )?,
+                decompositions: counts(concat!(
+                    "SELECT kind, COUNT(*) FROM task_events WHERE kind IN (",
+                    board_core::decomposition_events_sql!(),
+                    ") GROUP BY kind",
+                ))?,
             })
         })
     }
@@ -540,42 +546,6 @@ impl BoardStats for SqliteStore {
                 events,
             })
         })
-    }
-}
-
-impl Retention for SqliteStore {
-    fn gc_archived(
-        &self,
-        before: Timestamp,
-        after: Option<&TaskId>,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<TaskId>)> {
-        self.batch(batch.dry_run, |tx| {
-            retention::gc_archived(tx, before, after, batch)
-        })
-    }
-
-    fn gc_events(
-        &self,
-        before: Timestamp,
-        after_id: i64,
-        batch: &GcBatch,
-    ) -> StoreResult<(Freed, Option<i64>)> {
-        self.batch(batch.dry_run, |tx| {
-            retention::gc_events(tx, before, after_id, batch)
-        })
-    }
-
-    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
-        self.write(|tx| retention::remove_archived(tx, id))
-    }
-
-    fn compact(&self) -> StoreResult<Compacted> {
-        self.checkpoint()
-    }
-
-    fn settle(&self) -> StoreResult<()> {
-        passive_checkpoint(&self.conn()).map(drop)
     }
 }
 

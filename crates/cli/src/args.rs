@@ -421,7 +421,7 @@ mod tests {
             "99999999999999999999",
             "106751991167301d",
         ] {
-            let err = parse_duration(text).expect_err(text);
+            let err = parse_duration(text).expect_err(text).to_string();
             assert_eq!(
                 err,
                 format!("not a duration: {text:?} (expected e.g. 90, 90s, 15m, 2h)")

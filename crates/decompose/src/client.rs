@@ -12,7 +12,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use board_core::{Breaker, BreakerSettings, BreakerSignal, Fault, LlmCall, LlmLedger, TaskId, Timestamp};
+use board_core::{
+    Breaker, BreakerSettings, BreakerSignal, EventKind, Fault, LlmCall, LlmLedger, LlmOutcome, LlmPurpose,
+    TaskId, Timestamp,
+};
 use serde_json::Value;
 
 use crate::settings::DecomposerSettings;
@@ -61,25 +64,6 @@ fn outlasts(deadline: Option<Timestamp>, now: Timestamp, wait: Duration, timeout
 /// The Unix-seconds clock a decomposition reads: when a call starts and at commit.
 pub type Clock = dyn Fn() -> Timestamp + Send + Sync;
 
-/// Why a card is sent to the model; the `llm_calls.purpose` of its requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
-    /// Split the card, or tighten it into a single task (`kanban decompose`).
-    Decompose,
-    /// Rewrite the card as a single task, never split it (`kanban specify`).
-    Specify,
-}
-
-impl Purpose {
-    /// The word stored in `llm_calls.purpose`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Decompose => "decompose",
-            Purpose::Specify => "specify",
-        }
-    }
-}
-
 /// A successful completion: the assistant's text and what the provider billed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelReply {
@@ -112,15 +96,15 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    /// The word stored in `llm_calls.outcome`.
-    pub fn as_str(self) -> &'static str {
+    /// The `llm_calls.outcome` of a request that failed so.
+    pub fn outcome(self) -> LlmOutcome {
         match self {
-            FailureKind::HttpError => "http_error",
-            FailureKind::Timeout => "timeout",
-            FailureKind::ConnectionError => "connection_error",
-            FailureKind::TooLarge => "too_large",
-            FailureKind::BadResponse => "bad_response",
-            FailureKind::NotSent => "not_sent",
+            FailureKind::HttpError => LlmOutcome::HttpError,
+            FailureKind::Timeout => LlmOutcome::Timeout,
+            FailureKind::ConnectionError => LlmOutcome::ConnectionError,
+            FailureKind::TooLarge => LlmOutcome::TooLarge,
+            FailureKind::BadResponse => LlmOutcome::BadResponse,
+            FailureKind::NotSent => LlmOutcome::NotSent,
         }
     }
 }
@@ -279,7 +263,7 @@ pub async fn call_model<C: ModelClient>(
     client: &C,
     store: &Arc<dyn LlmLedger>,
     attempt: &Attempt,
-    purpose: Purpose,
+    purpose: LlmPurpose,
     body: &Value,
     settings: &DecomposerSettings,
     clock: &Clock,
@@ -295,10 +279,10 @@ pub async fn call_model<C: ModelClient>(
     loop {
         let sent = LlmCall {
             task_id: Some(attempt.card.clone()),
-            purpose: purpose.as_str().to_owned(),
+            purpose,
             model: settings.model.clone(),
             started_at: clock(),
-            outcome: LlmCall::SENT.to_owned(),
+            outcome: LlmOutcome::Sent,
             over_budget: attempt.over_budget,
             ..LlmCall::default()
         };
@@ -393,14 +377,14 @@ pub(crate) async fn signal_breaker(
     match written {
         Ok(Ok((breaker, event))) => {
             match event {
-                Some("breaker_opened") => tracing::warn!(
+                Some(EventKind::BreakerOpened) => tracing::warn!(
                     card = %card,
                     error = breaker.last_error.as_deref().unwrap_or(""),
                     probe_at = breaker.probe_at,
                     auth = breaker.auth,
                     "the model provider is failing: automatic decomposition paused for every card"
                 ),
-                Some("breaker_closed") => tracing::info!(
+                Some(EventKind::BreakerClosed) => tracing::info!(
                     card = %card,
                     "the model provider answers again: automatic decomposition resumes"
                 ),
@@ -424,13 +408,13 @@ fn ended(sent: LlmCall, duration_ms: i64, result: &Result<ModelReply, CallFailur
     let mut row = LlmCall { duration_ms, ..sent };
     match result {
         Ok(completion) => {
-            row.outcome = "ok".to_owned();
+            row.outcome = LlmOutcome::Ok;
             row.http_status = Some(i64::from(completion.http_status));
             row.prompt_tokens = completion.prompt_tokens;
             row.completion_tokens = completion.completion_tokens;
         }
         Err(failure) => {
-            row.outcome = failure.kind.as_str().to_owned();
+            row.outcome = failure.kind.outcome();
             row.http_status = failure.http_status.map(i64::from);
             row.error = Some(failure.message.clone());
         }

@@ -16,11 +16,12 @@ use serde::Serialize;
 
 use crate::client::{
     attempt_id, breaker_settings, call_deadline, call_model, jitter, signal_breaker, Attempt, Clock,
-    ModelClient, Purpose,
+    ModelClient,
 };
 use crate::prompt::{build_request, build_specify_request};
 use crate::reply::parse_reply;
 use crate::settings::DecomposerSettings;
+use board_core::LlmPurpose;
 
 /// What became of one decomposition; `kanban decompose --json` prints it as one line.
 ///
@@ -140,7 +141,16 @@ pub async fn decompose<C: ModelClient>(
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> DecomposeOutcome {
-    run(store, client, id, ask.into(), Purpose::Decompose, settings, clock).await
+    run(
+        store,
+        client,
+        id,
+        ask.into(),
+        LlmPurpose::Decompose,
+        settings,
+        clock,
+    )
+    .await
 }
 
 /// Rewrites one triage card as a single, clearer task (`kanban specify`): the same path
@@ -154,7 +164,16 @@ pub async fn specify<C: ModelClient>(
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> DecomposeOutcome {
-    run(store, client, id, ask.into(), Purpose::Specify, settings, clock).await
+    run(
+        store,
+        client,
+        id,
+        ask.into(),
+        LlmPurpose::Specify,
+        settings,
+        clock,
+    )
+    .await
 }
 
 /// Why an attempt ended without a commit, and whether it counts against the card.
@@ -191,7 +210,7 @@ async fn run<C: ModelClient>(
     client: &C,
     id: &TaskId,
     ask: Ask,
-    purpose: Purpose,
+    purpose: LlmPurpose,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> DecomposeOutcome {
@@ -241,7 +260,7 @@ async fn attempt<C: ModelClient>(
     client: &C,
     id: &TaskId,
     ask: Ask,
-    purpose: Purpose,
+    purpose: LlmPurpose,
     settings: &DecomposerSettings,
     clock: &Clock,
 ) -> Result<DecomposeOutcome, Failed> {
@@ -266,8 +285,8 @@ async fn attempt<C: ModelClient>(
     let basis = PlanBasis::of(&facts);
     let (roster, model, max_tokens) = (&settings.roster, &settings.model, settings.max_tokens);
     let body = match purpose {
-        Purpose::Decompose => build_request(&facts.task, roster, model, max_tokens),
-        Purpose::Specify => build_specify_request(&facts.task, roster, model, max_tokens),
+        LlmPurpose::Decompose => build_request(&facts.task, roster, model, max_tokens),
+        LlmPurpose::Specify => build_specify_request(&facts.task, roster, model, max_tokens),
     };
     let over_budget = spend_guard(store, ask, settings, clock()).await?;
     if mode == Mode::Automatic {
@@ -292,7 +311,7 @@ async fn attempt<C: ModelClient>(
             false => Failed::uncounted(failure.message),
         })?;
     let plan = parse_reply(&completion.content, roster).map_err(|r| Failed::counted(r.to_string()))?;
-    if let (Purpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
+    if let (LlmPurpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
         return Err(Failed::counted(format!(
             "specify needs a single task, but the reply splits the card into {} tasks",
             tasks.len()

@@ -18,8 +18,8 @@ mod roster;
 mod settings;
 
 pub use client::{
-    call_deadline, call_model, lease_seconds, Attempt, CallFailure, Clock, FailureKind, HttpModel,
-    ModelClient, ModelReply, Purpose,
+    call_deadline, call_model, lease_seconds, Attempt, CallFailure, ClientError, Clock, FailureKind,
+    HttpModel, ModelClient, ModelReply,
 };
 pub use decomposition::{decompose, specify, Ask, DecomposeOutcome};
 pub use prompt::{build_request, build_specify_request};

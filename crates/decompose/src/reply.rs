@@ -182,7 +182,7 @@ fn parse_fanout(object: &Map<String, Value>, roster: &Roster) -> Result<Plan, Re
         .enumerate()
         .map(|(i, item)| parse_child(i, item, roster))
         .collect::<Result<Vec<_>, _>>()?;
-    validate_fanout(&tasks, limit).map_err(Rejection::invalid)?;
+    validate_fanout(&tasks, limit).map_err(|e| Rejection::invalid(e.to_string()))?;
     Ok(Plan::Fanout { rationale, tasks })
 }
 

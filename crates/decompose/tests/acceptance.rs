@@ -471,7 +471,7 @@ async fn an_http_500_is_retried_and_every_request_billed() {
     assert_eq!(calls.len(), 3);
     assert!(calls
         .iter()
-        .all(|c| c.outcome == "http_error" && c.http_status == Some(500)));
+        .all(|c| c.outcome.as_str() == "http_error" && c.http_status == Some(500)));
 }
 
 /// Acceptance 5, continued: three failures park the card; a parked or cooling card
@@ -547,7 +547,7 @@ async fn specify_asks_for_one_task_and_refuses_a_fanout() {
     assert!(outcome.ok, "{outcome:?}");
     assert_eq!(outcome.new_title.as_deref(), Some("Precise"));
     let calls = board.store.llm_calls(Some(&card)).unwrap();
-    assert!(calls.iter().all(|c| c.purpose == "specify"));
+    assert!(calls.iter().all(|c| c.purpose.as_str() == "specify"));
 }
 
 #[tokio::test]
@@ -657,7 +657,7 @@ async fn the_api_key_never_leaks() {
         .llm_calls(None)
         .unwrap()
         .into_iter()
-        .map(|c| c.outcome)
+        .map(|c| c.outcome.as_str().to_owned())
         .collect();
     let expected = [
         "ok",

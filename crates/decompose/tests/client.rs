@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use board_core::memory::MemStore;
 use board_core::BoardWrites;
+use board_core::LlmPurpose;
 use board_core::{LlmCall, NewTask, Store, TaskId};
-use decompose::{
-    call_model, ApiKey, CallFailure, DecomposerSettings, FailureKind, HttpModel, ModelReply, Purpose,
-};
+use decompose::{call_model, ApiKey, CallFailure, DecomposerSettings, FailureKind, HttpModel, ModelReply};
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -66,7 +65,7 @@ async fn call(board: &Board, settings: &DecomposerSettings) -> Result<ModelReply
         &client,
         &(board.store.clone() as _),
         &decompose::Attempt::manual(&board.card),
-        Purpose::Decompose,
+        LlmPurpose::Decompose,
         &body,
         settings,
         &|| NOW,
@@ -81,7 +80,7 @@ fn rows(board: &Board) -> Vec<LlmCall> {
 fn outcomes(board: &Board) -> Vec<(String, Option<i64>)> {
     rows(board)
         .into_iter()
-        .map(|r| (r.outcome, r.http_status))
+        .map(|r| (r.outcome.as_str().to_owned(), r.http_status))
         .collect()
 }
 
@@ -416,7 +415,7 @@ async fn call_with(
         client,
         &(store.clone() as _),
         &attempt,
-        Purpose::Decompose,
+        LlmPurpose::Decompose,
         &body,
         &settings,
         &|| NOW,
@@ -438,11 +437,7 @@ async fn a_request_is_billed_before_it_goes_out() {
         .iter()
         .map(|r| (r.outcome.as_str(), r.started_at, r.http_status))
         .collect();
-    assert_eq!(
-        while_out,
-        vec![(LlmCall::SENT, NOW, None)],
-        "billed before the answer"
-    );
+    assert_eq!(while_out, vec![("sent", NOW, None)], "billed before the answer");
     assert_eq!(seen.len(), 1);
     let rows = rows(&board);
     assert_eq!(rows.len(), 1, "the same row, finished");

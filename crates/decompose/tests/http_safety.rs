@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use board_core::memory::MemStore;
+use board_core::LlmPurpose;
 use board_core::{NewTask, Store, TaskId};
-use decompose::{call_model, ApiKey, CallFailure, DecomposerSettings, FailureKind, HttpModel, Purpose};
+use decompose::{call_model, ApiKey, CallFailure, DecomposerSettings, FailureKind, HttpModel};
 use serde_json::json;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -40,7 +41,7 @@ async fn failed_call(settings: &DecomposerSettings) -> (CallFailure, Vec<(String
         &client,
         &(store.clone() as _),
         &decompose::Attempt::manual(&card),
-        Purpose::Decompose,
+        LlmPurpose::Decompose,
         &body,
         settings,
         &|| NOW,
@@ -51,7 +52,13 @@ async fn failed_call(settings: &DecomposerSettings) -> (CallFailure, Vec<(String
         .llm_calls(Some(&card))
         .unwrap()
         .into_iter()
-        .map(|r| (r.outcome, r.http_status, r.error.unwrap_or_default()))
+        .map(|r| {
+            (
+                r.outcome.as_str().to_owned(),
+                r.http_status,
+                r.error.unwrap_or_default(),
+            )
+        })
         .collect();
     (failure, rows)
 }

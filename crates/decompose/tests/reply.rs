@@ -158,7 +158,7 @@ fn the_limit_follows_the_roster_and_matches_validate_fanout() {
     let mut too_many = tasks.clone();
     too_many.push(tasks[0].clone());
     assert_eq!(
-        validate_fanout(&too_many, 1000).unwrap_err(),
+        validate_fanout(&too_many, 1000).unwrap_err().to_string(),
         "reply has 65 tasks, limit is 64"
     );
 }

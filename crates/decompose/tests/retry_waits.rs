@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use board_core::memory::MemStore;
 use board_core::BoardWrites;
+use board_core::LlmPurpose;
 use board_core::{NewTask, Store, TaskId, Timestamp};
 use decompose::client::{COMMIT_MARGIN, MAX_RETRY_WAIT};
 use decompose::{
     call_deadline, call_model, lease_seconds, Attempt, CallFailure, DecomposerSettings, FailureKind,
-    ModelClient, ModelReply, Purpose,
+    ModelClient, ModelReply,
 };
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -101,7 +102,7 @@ async fn call(
         client,
         &(store.clone() as _),
         &attempt,
-        Purpose::Decompose,
+        LlmPurpose::Decompose,
         &body,
         &settings,
         &clock,

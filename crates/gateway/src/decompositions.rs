@@ -78,8 +78,8 @@ impl Decompositions for BackgroundDecompositions {
         std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    fn reconfigure(&mut self, settings: DecomposerSettings) -> Result<(), String> {
-        let client = HttpModel::new(&settings).map_err(|e| e.to_string())?;
+    fn reconfigure(&mut self, settings: DecomposerSettings) -> Result<(), decompose::ClientError> {
+        let client = HttpModel::new(&settings)?;
         self.client = Arc::new(client);
         self.settings = Arc::new(settings);
         Ok(())

@@ -23,6 +23,7 @@ use crate::planner::{
 };
 use crate::planner::{Boundary, DispatchSettings, Ending, Exit, Observed, TickReport};
 use crate::supervisor::{Assignment, OsProcesses, Processes, Signal};
+use board_core::LeaseHolder;
 
 /// Decompositions running in the background, off the tick.
 pub trait Decompositions: Send {
@@ -43,7 +44,10 @@ pub trait Decompositions: Send {
     /// Uses these model settings for the decompositions started from now on; those in
     /// flight finish with the settings they started with. A pool that calls no model
     /// has nothing to change.
-    fn reconfigure(&mut self, _settings: decompose::DecomposerSettings) -> Result<(), String> {
+    fn reconfigure(
+        &mut self,
+        _settings: decompose::DecomposerSettings,
+    ) -> Result<(), decompose::ClientError> {
         Ok(())
     }
 }
@@ -129,7 +133,11 @@ impl Dispatcher {
         let host = board_home::default_host_id();
         Dispatcher {
             store,
-            lease_holder: format!("{host}/{}", std::process::id()),
+            lease_holder: LeaseHolder {
+                host: host.to_owned(),
+                pid: std::process::id(),
+            }
+            .to_string(),
             host,
             leased: BTreeSet::new(),
             processes,
@@ -148,7 +156,11 @@ impl Dispatcher {
     /// board; by default it is the hostname.
     pub fn on_host(mut self, host: &str) -> Dispatcher {
         self.host = host.to_owned();
-        self.lease_holder = format!("{host}/{}", std::process::id());
+        self.lease_holder = LeaseHolder {
+            host: host.to_owned(),
+            pid: std::process::id(),
+        }
+        .to_string();
         self
     }
 
@@ -325,7 +337,7 @@ impl Dispatcher {
     pub fn reconfigure_decompositions(
         &mut self,
         settings: decompose::DecomposerSettings,
-    ) -> Result<(), String> {
+    ) -> Result<(), decompose::ClientError> {
         self.decompositions.reconfigure(settings)
     }
 

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use board_core::breaker::Breaker;
-use board_core::{Status, Store, Tally};
+use board_core::{EventKind, Status, Store, Tally};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -296,12 +296,15 @@ impl Collector for BoardTally {
 /// `specified` (one tightened task), `failed` (an automatic one that failed and will be
 /// retried) and `parked` (one that failed at the limit and parked its card).
 fn decomposition_outcomes(kinds: &std::collections::BTreeMap<String, u64>) -> Vec<(&'static str, u64)> {
-    let count = |kind: &str| kinds.get(kind).copied().unwrap_or(0);
-    let parked = count("auto_decompose_parked");
+    let count = |kind: EventKind| kinds.get(kind.as_str()).copied().unwrap_or(0);
+    let parked = count(EventKind::AutoDecomposeParked);
     vec![
-        ("split", count("decomposed")),
-        ("specified", count("specified")),
-        ("failed", count("auto_decompose_failed").saturating_sub(parked)),
+        ("split", count(EventKind::Decomposed)),
+        ("specified", count(EventKind::Specified)),
+        (
+            "failed",
+            count(EventKind::AutoDecomposeFailed).saturating_sub(parked),
+        ),
         ("parked", parked),
     ]
 }

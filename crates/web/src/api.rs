@@ -11,7 +11,7 @@ use board_core::{clean_title, Mode, NewTask, ReclaimOutcome, Status, Store, Task
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::{blocking, now, ApiError, App};
+use crate::{blocking, ApiError, App};
 
 type Body<T> = Result<Json<T>, JsonRejection>;
 type Reply = Result<Json<Value>, ApiError>;
@@ -99,7 +99,7 @@ async fn create(
         Some(default) => request.or_assignee(default),
         None => request,
     };
-    let task = blocking(&app, move |s| Ok(s.create(&request, now())?)).await?;
+    let task = blocking(&app, move |s| Ok(s.create(&request, (app.clock)())?)).await?;
     Ok((StatusCode::CREATED, Json(task_json(&task))))
 }
 
@@ -123,7 +123,10 @@ async fn edit(State(app): State<App>, Path(id): Path<String>, body: Body<EditBod
         within_cap(&app, "the body", body)?;
     }
     let title = b.title.as_deref().map(clean_title);
-    task_reply(&app, move |s| s.edit(&id, title, b.body, b.priority, now())).await
+    task_reply(&app, move |s| {
+        s.edit(&id, title, b.body, b.priority, (app.clock)())
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -142,7 +145,7 @@ async fn comment(
     let Json(b) = body?;
     within_cap(&app, "the comment", &b.body)?;
     let c = blocking(&app, move |s| {
-        Ok(s.comment(&id, b.author.as_deref(), &b.body, None, now())?)
+        Ok(s.comment(&id, b.author.as_deref(), &b.body, None, (app.clock)())?)
     })
     .await?;
     Ok((StatusCode::CREATED, Json(comment_json(&c))))
@@ -163,7 +166,7 @@ async fn assign(State(app): State<App>, Path(id): Path<String>, body: Body<Assig
             "a profile name cannot be empty (send null to clear)",
         ));
     }
-    task_reply(&app, move |s| s.assign(&id, b.assignee, now())).await
+    task_reply(&app, move |s| s.assign(&id, b.assignee, (app.clock)())).await
 }
 
 #[derive(Deserialize, Default)]
@@ -175,12 +178,12 @@ struct ReasonBody {
 async fn unblock(State(app): State<App>, Path(id): Path<String>, body: Body<ReasonBody>) -> Reply {
     let id = task_id(&id)?;
     let Json(b) = body?;
-    task_reply(&app, move |s| s.unblock(&id, b.reason, now())).await
+    task_reply(&app, move |s| s.unblock(&id, b.reason, (app.clock)())).await
 }
 
 async fn archive(State(app): State<App>, Path(id): Path<String>) -> Reply {
     let id = task_id(&id)?;
-    task_reply(&app, move |s| s.archive(&id, now())).await
+    task_reply(&app, move |s| s.archive(&id, (app.clock)())).await
 }
 
 async fn reclaim(State(app): State<App>, Path(id): Path<String>, body: Body<ReasonBody>) -> Reply {
@@ -192,9 +195,9 @@ async fn reclaim(State(app): State<App>, Path(id): Path<String>, body: Body<Reas
 /// The same call and refusals as `kanban reclaim`.
 async fn do_reclaim(app: &App, id: TaskId, reason: Option<String>) -> Reply {
     let terminator = app.settings.terminator.clone();
-    let shown = id.clone();
+    let (shown, clock) = (id.clone(), app.clock);
     let outcome = blocking(app, move |s| {
-        Ok(s.reclaim(&id, None, reason, terminator.as_ref(), now())?)
+        Ok(s.reclaim(&id, None, reason, terminator.as_ref(), clock())?)
     })
     .await?;
     match outcome {
@@ -229,7 +232,7 @@ async fn decompose_card(State(app): State<App>, Path(id): Path<String>) -> Reply
         &id,
         Mode::Manual,
         &model.settings,
-        &now,
+        &app.clock,
     )
     .await;
     if let Some(refusal) = outcome.refusal() {
@@ -255,9 +258,9 @@ async fn move_to(State(app): State<App>, Path(id): Path<String>, body: Body<Move
     let from = blocking(&app, move |s| Ok(s.get(&read)?.status)).await?;
     match (from, to) {
         _ if from == to => Err(ApiError::conflict(format!("task {id} is already {to}"))),
-        (_, Status::Archived) => task_reply(&app, move |s| s.archive(&id, now())).await,
+        (_, Status::Archived) => task_reply(&app, move |s| s.archive(&id, (app.clock)())).await,
         (Status::Blocked, Status::Ready | Status::Todo) => {
-            task_reply(&app, move |s| s.unblock(&id, None, now())).await
+            task_reply(&app, move |s| s.unblock(&id, None, (app.clock)())).await
         }
         (Status::Running, Status::Ready) => do_reclaim(&app, id, Some("moved on the board".to_owned())).await,
         _ => Err(ApiError::conflict(format!(

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::task_id;
-use crate::{blocking, now, ApiError, App};
+use crate::{blocking, ApiError, App};
 
 pub fn routes() -> Router<App> {
     Router::new()
@@ -64,7 +64,7 @@ async fn cards(
         ..list_filter(status, None, q.archived)
     };
     blocking(&app, move |s| {
-        let at = now();
+        let at = (app.clock)();
         let tasks = s.list(&filter)?;
         let next = (tasks.len() == limit)
             .then(|| tasks.last().map(|t| t.id.clone()))
@@ -93,7 +93,7 @@ async fn card(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Val
     let id = task_id(&id)?;
     blocking(&app, move |s| {
         let task = s.get(&id)?;
-        Ok(Json(card_json(s, &task, now())?))
+        Ok(Json(card_json(s, &task, (app.clock)())?))
     })
     .await
 }

@@ -1,13 +1,13 @@
 //! `kanban serve`: the board over HTTP. A JSON API with the command line's `--json`
 //! shapes, a Server-Sent Events stream of the board's events, the pages (board, card
 //! detail, stats) embedded in the binary, and the MCP tools at `/mcp` when given. The
-//! store and settings (the model of the decompose action among them) are given; this
-//! crate never reads a home or a config file itself.
+//! store, the settings (the model of the decompose action among them) and the clock are
+//! given; this crate never reads a home, a config file or the system clock itself.
 //!
 //! ```no_run
-//! # async fn run(store: std::sync::Arc<dyn board_core::Store>) -> Result<(), web::ServeError> {
+//! # async fn run(store: std::sync::Arc<dyn board_core::Store>, clock: web::Clock) -> Result<(), web::ServeError> {
 //! let settings = web::Settings::default();
-//! web::serve(store, settings, web::DEFAULT_BIND.parse().unwrap(), None).await
+//! web::serve(store, settings, clock, web::DEFAULT_BIND.parse().unwrap(), None).await
 //! # }
 //! ```
 
@@ -89,8 +89,8 @@ pub struct Decomposer {
 
 impl Decomposer {
     /// The client for `settings`, or the refusal `kanban decompose` gives for them.
-    pub fn new(settings: DecomposerSettings) -> Result<Decomposer, String> {
-        let client = HttpModel::new(&settings).map_err(|e| e.to_string())?;
+    pub fn new(settings: DecomposerSettings) -> Result<Decomposer, decompose::ClientError> {
+        let client = HttpModel::new(&settings)?;
         Ok(Decomposer { settings, client })
     }
 }
@@ -118,6 +118,7 @@ impl Default for Settings {
 pub(crate) struct App {
     pub store: Arc<dyn Store>,
     pub settings: Settings,
+    pub clock: Clock,
     /// The newest event id seen by the poller; event streams wait on its changes.
     pub newest_event: tokio::sync::watch::Receiver<i64>,
     /// One permit per event stream open, [`Limits::streams`] in all.
@@ -128,6 +129,7 @@ pub(crate) struct App {
 pub async fn serve(
     store: Arc<dyn Store>,
     settings: Settings,
+    clock: Clock,
     bind: SocketAddr,
     token: Option<String>,
 ) -> Result<(), ServeError> {
@@ -135,7 +137,7 @@ pub async fn serve(
     let listener = TcpListener::bind(bind)
         .await
         .map_err(|source| ServeError::Bind { addr: bind, source })?;
-    serve_on(listener, store, settings, token).await
+    serve_on(listener, store, settings, clock, token).await
 }
 
 /// Serves the board on a listener already bound (tests bind port 0 and read it back).
@@ -143,24 +145,32 @@ pub async fn serve_on(
     listener: TcpListener,
     store: Arc<dyn Store>,
     settings: Settings,
+    clock: Clock,
     token: Option<String>,
 ) -> Result<(), ServeError> {
     let local = listener.local_addr()?;
     check_bind(local, token.as_deref(), SERVE_TOKEN_SOURCES)?;
     let limits = settings.limits;
-    let app = router(store, settings, local.ip(), token);
+    let app = router(store, settings, clock, local.ip(), token);
     http_guard::serve_connections(listener, app, limits).await
 }
 
 /// The whole site: pages, assets, API and event stream, behind the token and origin
 /// checks. Must be called inside a tokio runtime: it starts the event poller.
-fn router(store: Arc<dyn Store>, settings: Settings, bound: IpAddr, token: Option<String>) -> Router {
+fn router(
+    store: Arc<dyn Store>,
+    settings: Settings,
+    clock: Clock,
+    bound: IpAddr,
+    token: Option<String>,
+) -> Router {
     let newest_event = events::start_poller(store.clone(), settings.poll_interval);
     let limit = settings.max_request_bytes;
     let app = App {
         streams: Arc::new(tokio::sync::Semaphore::new(settings.limits.streams)),
         store,
         settings,
+        clock,
         newest_event,
     };
     let access = http_guard::Access::new(token, bound);
@@ -184,12 +194,9 @@ fn router(store: Arc<dyn Store>, settings: Settings, bound: IpAddr, token: Optio
         ))
 }
 
-/// The system clock in Unix seconds.
-pub(crate) fn now() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as Timestamp)
-}
+/// The clock the server stamps its writes and reads "now" with, in Unix seconds: the
+/// caller's (the command line's is `board_home::now`), so that one clock serves the board.
+pub type Clock = fn() -> Timestamp;
 
 /// Runs a blocking store call off the async workers.
 pub(crate) async fn blocking<T, F>(app: &App, f: F) -> Result<T, ApiError>

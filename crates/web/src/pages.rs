@@ -17,7 +17,7 @@ use decompose::mask_secret;
 
 use crate::api::task_id;
 use crate::html::{element, escape, markdown};
-use crate::{blocking, now, ApiError, App};
+use crate::{blocking, ApiError, App};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -92,7 +92,7 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
             (Some(read), Status::Running) => read(&id).map(|tail| shown_log(&tail, &secrets)),
             _ => None,
         };
-        Ok(page(render_detail(&shown, &bill, log.as_deref(), now())))
+        Ok(page(render_detail(&shown, &bill, log.as_deref(), (app.clock)())))
     })
     .await
 }
@@ -221,7 +221,10 @@ fn bill_section(out: &mut String, bill: &[LlmCall]) {
         .iter()
         .map(|c| c.prompt_tokens.unwrap_or(0) + c.completion_tokens.unwrap_or(0))
         .sum();
-    let failed = bill.iter().filter(|c| c.outcome != "ok").count();
+    let failed = bill
+        .iter()
+        .filter(|c| c.outcome != board_core::LlmOutcome::Ok)
+        .count();
     let _ = write!(
         out,
         "<section><h2>LLM bill</h2><p class=\"bill\">{} requests · {tokens} tokens · {failed} failed</p></section>",

@@ -14,7 +14,7 @@ use board_core::{Ceilings, LlmLedger, Store, StoreResult, Timestamp};
 
 use crate::html::escape;
 use crate::pages::{page, shell};
-use crate::{blocking, now, ApiError, App};
+use crate::{blocking, ApiError, App};
 
 const HOUR: i64 = 3600;
 const DAY: i64 = 86_400;
@@ -38,7 +38,7 @@ pub fn routes() -> Router<App> {
 
 async fn stats(State(app): State<App>) -> Result<Response, ApiError> {
     let ceilings = app.settings.ceilings;
-    blocking(&app, move |s| Ok(page(render(s, &ceilings, now())?))).await
+    blocking(&app, move |s| Ok(page(render(s, &ceilings, (app.clock)())?))).await
 }
 
 /// The provider breaker and the last 24 hours' spend against the ceilings, in words.

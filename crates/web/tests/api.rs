@@ -363,7 +363,9 @@ async fn serve_with_model(fake: &fake_llm::FakeLlm) -> common::Served {
         ..decompose::DecomposerSettings::default()
     };
     let settings = web::Settings {
-        decomposer: web::Decomposer::new(model).map(std::sync::Arc::new),
+        decomposer: web::Decomposer::new(model)
+            .map(std::sync::Arc::new)
+            .map_err(|e| e.to_string()),
         ..common::settings()
     };
     common::serve_with(settings).await

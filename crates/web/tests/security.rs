@@ -15,7 +15,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_non_loopback_bind_needs_a_token_to_start() {
     let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
-    let refused = web::serve(Arc::new(MemStore::new()), settings(), any, None).await;
+    let refused = web::serve(Arc::new(MemStore::new()), settings(), common::clock, any, None).await;
     let message = refused.expect_err("serving 0.0.0.0 without a token").to_string();
     assert!(message.contains("set a token (KANBAN_SERVE_TOKEN"), "{message}");
     let check = |token| web::check_bind(any, Some(token), web::SERVE_TOKEN_SOURCES);

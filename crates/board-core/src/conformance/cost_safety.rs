@@ -6,9 +6,11 @@ use std::sync::{Arc, Barrier};
 
 use super::{event_kinds, Backend, T0};
 use crate::breaker::{BreakerSettings, BreakerSignal, Fault};
+use crate::kinds::EventKind;
 use crate::store::Store;
 use crate::types::{LlmCall, Status, TaskId};
 use crate::NewTask;
+use crate::{LlmOutcome, LlmPurpose};
 
 fn triage_card(s: &dyn Store, title: &str) -> TaskId {
     let card = NewTask {
@@ -49,7 +51,7 @@ pub fn breaker_opens_and_closes_durably(board: &dyn Backend) {
         .signal_breaker(&down(&b, "2"), &settings(), T0 + 1)
         .expect("signal");
     assert!(state.open);
-    assert_eq!(event, Some("breaker_opened"));
+    assert_eq!(event, Some(EventKind::BreakerOpened));
     assert_eq!(state.probe_at, Some(T0 + 31));
     let reread = board.connect().breaker().expect("read");
     assert_eq!(reread, state, "durable, and seen by another connection");
@@ -68,7 +70,7 @@ pub fn breaker_opens_and_closes_durably(board: &dyn Backend) {
     let (state, event) = s
         .signal_breaker(&BreakerSignal::Up { card: a.clone() }, &settings(), T0 + 4)
         .expect("signal");
-    assert!(!state.open && event == Some("breaker_closed"));
+    assert!(!state.open && event == Some(EventKind::BreakerClosed));
     assert_eq!(state.last_success_at, Some(T0 + 4));
     assert_eq!(event_kinds(&*s, &b), vec!["created", "breaker_opened"]);
     assert_eq!(event_kinds(&*s, &a), vec!["created", "breaker_closed"]);
@@ -101,7 +103,7 @@ pub fn racing_faults_open_the_breaker_once(board: &dyn Backend) {
         .into_iter()
         .filter_map(|h| h.join().expect("thread"))
         .collect();
-    assert_eq!(events, vec!["breaker_opened"]);
+    assert_eq!(events, vec![EventKind::BreakerOpened]);
     assert!(s.breaker().expect("read").open);
 }
 
@@ -113,11 +115,11 @@ pub fn spend_sums_the_window(board: &dyn Backend) {
     let call =
         |started_at: i64, outcome: &str, tokens: Option<i64>, cost: Option<f64>, over_budget: bool| LlmCall {
             task_id: Some(card.clone()),
-            purpose: "decompose".into(),
+            purpose: LlmPurpose::Decompose,
             model: "m".into(),
             started_at,
             duration_ms: 5,
-            outcome: outcome.into(),
+            outcome: outcome.parse().expect("an outcome"),
             http_status: Some(200),
             prompt_tokens: tokens,
             completion_tokens: tokens.map(|t| t / 2),
@@ -160,19 +162,19 @@ pub fn an_open_request_is_billed_then_finished_once(board: &dyn Backend) {
     let card = triage_card(&*s, "in flight");
     let sent = LlmCall {
         task_id: Some(card.clone()),
-        purpose: "decompose".into(),
+        purpose: LlmPurpose::Decompose,
         model: "m".into(),
         started_at: T0,
-        outcome: LlmCall::SENT.into(),
+        outcome: LlmOutcome::Sent,
         ..LlmCall::default()
     };
     let id = s.record_llm_call(&sent).expect("record");
     let open = s.spend(T0).expect("spend");
     assert_eq!(open.requests, 1, "an unanswered request is counted");
-    assert_eq!(open.by_outcome.get(LlmCall::SENT), Some(&1));
+    assert_eq!(open.by_outcome.get(LlmOutcome::Sent.as_str()), Some(&1));
     let answered = LlmCall {
         duration_ms: 40,
-        outcome: "ok".into(),
+        outcome: LlmOutcome::Ok,
         http_status: Some(200),
         prompt_tokens: Some(30),
         completion_tokens: Some(12),
@@ -182,7 +184,7 @@ pub fn an_open_request_is_billed_then_finished_once(board: &dyn Backend) {
     assert!(s.finish_llm_call(id, &answered).expect("finish"));
     assert_eq!(s.llm_calls(Some(&card)).expect("rows"), vec![answered.clone()]);
     let later = LlmCall {
-        outcome: "timeout".into(),
+        outcome: LlmOutcome::Timeout,
         ..answered.clone()
     };
     assert!(!s.finish_llm_call(id, &later).expect("finish"), "finished once");
@@ -205,5 +207,5 @@ pub fn an_open_request_is_billed_then_finished_once(board: &dyn Backend) {
         (spent.requests, spent.prompt_tokens, spent.cost),
         (2, 60, Some(1.0))
     );
-    assert_eq!(spent.by_outcome.get(LlmCall::SENT), None);
+    assert_eq!(spent.by_outcome.get(LlmOutcome::Sent.as_str()), None);
 }

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::{assert_board_ok, event_kinds, Backend, T0};
 use crate::graph::blank_task;
 use crate::import::{ImportBatch, ImportedTask, Landed, LinkLanded};
-use crate::types::{Comment, Event, Link, Outcome, Run, Status, TaskId, RUN_ENDED};
+use crate::types::{Comment, Event, Link, Outcome, Run, RunStatus, Status, TaskId};
 use crate::{NewTask, Refusal};
 
 fn id(n: u8) -> TaskId {
@@ -28,7 +28,7 @@ fn run(task: &TaskId, source_id: i64, outcome: Outcome) -> Run {
         id: source_id,
         task_id: task.clone(),
         profile: Some("coder".into()),
-        status: RUN_ENDED.into(),
+        status: RunStatus::Ended,
         outcome: Some(outcome),
         claim_lock: None,
         claim_expires: None,

@@ -3,6 +3,7 @@
 use super::{ready_task, Backend, T0};
 use crate::store::StoreError;
 use crate::types::{LlmCall, Status, Task, TaskId};
+use crate::LlmPurpose;
 use crate::{Completion, NewTask, Refusal};
 
 /// Comments, runs and events read back in order; unknown ids are refused.
@@ -140,11 +141,11 @@ pub fn tally_counts_the_board(board: &dyn Backend) {
     s.claim(&running.id, 900, T0).unwrap();
     let call = |outcome: &str, tokens: Option<(i64, i64)>| LlmCall {
         task_id: None,
-        purpose: "decompose".into(),
+        purpose: LlmPurpose::Decompose,
         model: "m".into(),
         started_at: T0,
         duration_ms: 5,
-        outcome: outcome.into(),
+        outcome: outcome.parse().expect("an outcome"),
         http_status: None,
         prompt_tokens: tokens.map(|t| t.0),
         completion_tokens: tokens.map(|t| t.1),

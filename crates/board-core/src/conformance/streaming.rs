@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 use super::{ready_task, Backend, T0};
 use crate::store::{EventFilter, Store, StoreError, TaskFilter};
 use crate::types::{DaySpend, Finished, LlmCall, Status, StatusCount, Task, TaskId, TaskOrder};
+use crate::LlmPurpose;
 use crate::{Completion, NewTask, Refusal};
 
 fn ids(tasks: &[Task]) -> Vec<TaskId> {
@@ -270,11 +271,11 @@ pub fn aggregates_count_the_board(board: &dyn Backend) {
     assert!(s.finished(T0 + 200, 3600, &[60]).unwrap().len() == 1);
     let call = |started_at, outcome: &str| LlmCall {
         task_id: None,
-        purpose: "decompose".into(),
+        purpose: LlmPurpose::Decompose,
         model: "m".into(),
         started_at,
         duration_ms: 5,
-        outcome: outcome.into(),
+        outcome: outcome.parse().expect("an outcome"),
         http_status: None,
         prompt_tokens: Some(10),
         completion_tokens: Some(2),

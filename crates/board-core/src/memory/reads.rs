@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use super::{queue_order, Tables};
+use crate::kinds::READY_AGAIN_EVENTS;
 use crate::spend::Spend;
 use crate::store::{EventFilter, StoreResult, TaskFilter, TriageLease, Visit};
 use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Tally, Task, TaskOrder, Timestamp};
+use crate::LlmOutcome;
 
 const DAY: i64 = 86_400;
 
@@ -109,7 +111,7 @@ impl Tables {
                 over_budget: i64::from(call.over_budget),
                 ..Spend::default()
             };
-            sum.add(call.outcome.clone(), &one);
+            sum.add(call.outcome.as_str().to_owned(), &one);
         }
         sum
     }
@@ -139,12 +141,18 @@ impl Tables {
             *tally.runs.entry(outcome.as_str().to_owned()).or_default() += 1;
         }
         for event in &b.events {
-            if crate::types::DECOMPOSITION_EVENTS.contains(&event.kind.as_str()) {
+            if crate::kinds::DECOMPOSITION_EVENTS
+                .iter()
+                .any(|k| event.kind == *k)
+            {
                 *tally.decompositions.entry(event.kind.clone()).or_default() += 1;
             }
         }
         for call in &b.llm_calls {
-            *tally.llm_calls.entry(call.outcome.clone()).or_default() += 1;
+            *tally
+                .llm_calls
+                .entry(call.outcome.as_str().to_owned())
+                .or_default() += 1;
             tally.prompt_tokens += call.prompt_tokens.unwrap_or(0).max(0) as u64;
             tally.completion_tokens += call.completion_tokens.unwrap_or(0).max(0) as u64;
         }
@@ -168,7 +176,7 @@ impl Tables {
     fn ready_at(&self, t: &Task, done: Timestamp) -> Timestamp {
         self.events
             .iter()
-            .filter(|e| e.task_id == t.id && matches!(e.kind.as_str(), "promoted" | "unblocked"))
+            .filter(|e| e.task_id == t.id && READY_AGAIN_EVENTS.iter().any(|k| e.kind == *k))
             .filter(|e| e.created_at <= done)
             .map(|e| e.created_at)
             .max()
@@ -202,7 +210,7 @@ impl Tables {
             entry.requests += 1;
             let tokens = c.prompt_tokens.unwrap_or(0) + c.completion_tokens.unwrap_or(0);
             entry.tokens += u64::try_from(tokens).unwrap_or(0);
-            entry.failures += u64::from(c.outcome != "ok");
+            entry.failures += u64::from(c.outcome != LlmOutcome::Ok);
         }
         days.into_values().collect()
     }

@@ -149,7 +149,7 @@ impl Tables {
                 // The newest event stays, so that no id is ever handed out twice.
                 e.id < newest
                     && e.created_at < before
-                    && ROUTINE_EVENTS.contains(&e.kind.as_str())
+                    && ROUTINE_EVENTS.iter().any(|k| e.kind == *k)
                     && tasks.get(&e.task_id).is_some_and(|t| t.status == Status::Done)
             };
             let events = self.events[start..end].iter().filter(|e| removable(e)).count();

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::next::Next;
 use super::retry_delay;
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::types::{Outcome, Status};
 
@@ -21,12 +22,12 @@ impl Next<'_> {
         let archived_from = self.task.status;
         let reason = Some("archived".to_owned());
         if let Some(run_id) = self.close_current_run(Outcome::Reclaimed, None, reason.as_ref(), None) {
-            self.event("reclaimed", Some(run_id), json!({ "reason": reason }));
+            self.event(EventKind::Reclaimed, Some(run_id), json!({ "reason": reason }));
         }
         self.release_claim();
         self.task.status = Status::Archived;
         self.wake_children = true;
-        self.event("archived", None, json!({ "from": archived_from }));
+        self.event(EventKind::Archived, None, json!({ "from": archived_from }));
         Ok(())
     }
 
@@ -74,7 +75,7 @@ impl Next<'_> {
         .flatten()
         .collect();
         self.event(
-            "edited",
+            EventKind::Edited,
             None,
             json!({ "fields": fields, "revision": self.task.revision }),
         );
@@ -103,7 +104,7 @@ impl Next<'_> {
         let from = self.task.assignee.clone();
         self.task.assignee = assignee.clone();
         self.task.revision += 1;
-        self.event("assigned", None, json!({ "from": from, "to": assignee }));
+        self.event(EventKind::Assigned, None, json!({ "from": from, "to": assignee }));
         Ok(())
     }
 
@@ -116,7 +117,7 @@ impl Next<'_> {
             });
         }
         self.task.status = Status::Ready;
-        self.event("promoted", None, json!({}));
+        self.event(EventKind::Promoted, None, json!({}));
         Ok(())
     }
 
@@ -136,7 +137,7 @@ impl Next<'_> {
         self.task.decompose_next_attempt_at = Some(next_attempt_at);
         self.task.decompose_parked = parked;
         self.event(
-            "auto_decompose_failed",
+            EventKind::AutoDecomposeFailed,
             None,
             json!({
                 "error": error,
@@ -147,7 +148,7 @@ impl Next<'_> {
         );
         if parked {
             self.event(
-                "auto_decompose_parked",
+                EventKind::AutoDecomposeParked,
                 None,
                 json!({ "failures": failures, "error": error }),
             );
@@ -159,7 +160,7 @@ impl Next<'_> {
         if !self.clear_decompose_state() {
             return Err(Refusal::Unchanged(self.task.id.clone()));
         }
-        self.event("decompose_reset", None, json!({}));
+        self.event(EventKind::DecomposeReset, None, json!({}));
         Ok(())
     }
 

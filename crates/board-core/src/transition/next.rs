@@ -4,8 +4,9 @@
 use serde_json::Value;
 
 use super::{Change, NewEvent, TaskFacts};
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
-use crate::types::{Outcome, Run, RunId, Status, Task, Timestamp, RUN_ENDED};
+use crate::types::{Outcome, Run, RunId, RunStatus, Status, Task, Timestamp};
 
 /// The change being built for one task.
 pub(super) struct Next<'a> {
@@ -39,7 +40,7 @@ impl<'a> Next<'a> {
         }
     }
 
-    pub(super) fn event(&mut self, kind: &'static str, run_id: Option<RunId>, payload: Value) {
+    pub(super) fn event(&mut self, kind: EventKind, run_id: Option<RunId>, payload: Value) {
         self.events.push(NewEvent::new(kind, run_id, payload));
     }
 
@@ -114,7 +115,7 @@ impl<'a> Next<'a> {
         metadata: Option<&Value>,
     ) -> Option<RunId> {
         let mut run = self.facts.current_run()?.clone();
-        run.status = RUN_ENDED.to_owned();
+        run.status = RunStatus::Ended;
         run.outcome = Some(outcome);
         run.ended_at = Some(self.now);
         run.claim_expires = None;

@@ -4,8 +4,9 @@ use serde_json::{json, Value};
 
 use super::next::Next;
 use super::{Completion, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
+use crate::kinds::EventKind;
 use crate::refusal::Refusal;
-use crate::types::{BlockKind, Lease, Outcome, Run, RunId, Status, Timestamp, RUN_ENDED, RUN_OPEN};
+use crate::types::{BlockKind, Lease, Outcome, Run, RunId, RunStatus, Status, Timestamp};
 
 impl Next<'_> {
     pub(super) fn claim(&mut self, run_id: RunId, claim_lock: &str, ttl: i64) -> Result<(), Refusal> {
@@ -29,7 +30,7 @@ impl Next<'_> {
             id: run_id,
             task_id: self.task.id.clone(),
             profile: self.task.assignee.clone(),
-            status: RUN_OPEN.to_owned(),
+            status: RunStatus::Running,
             outcome: None,
             claim_lock: Some(claim_lock.to_owned()),
             claim_expires: Some(expires),
@@ -52,7 +53,11 @@ impl Next<'_> {
             last_heartbeat_at: None,
         });
         self.task.started_at = Some(self.now);
-        self.event("claimed", Some(run_id), json!({ "claim_expires": expires }));
+        self.event(
+            EventKind::Claimed,
+            Some(run_id),
+            json!({ "claim_expires": expires }),
+        );
         Ok(())
     }
 
@@ -73,7 +78,7 @@ impl Next<'_> {
             run.last_heartbeat_at = Some(self.now);
         }
         self.event(
-            "heartbeat",
+            EventKind::Heartbeat,
             Some(run_id),
             json!({ "note": note, "claim_expires": expires }),
         );
@@ -117,7 +122,7 @@ impl Next<'_> {
                 id: zero_run_id,
                 task_id: self.task.id.clone(),
                 profile: self.task.assignee.clone(),
-                status: RUN_ENDED.to_owned(),
+                status: RunStatus::Ended,
                 outcome: Some(Outcome::Completed),
                 claim_lock: None,
                 claim_expires: None,
@@ -153,7 +158,7 @@ impl Next<'_> {
             "blocked, triage or ready",
         )?;
         let mut run = newest.cloned().expect("newest run checked above");
-        run.status = RUN_ENDED.to_owned();
+        run.status = RunStatus::Ended;
         run.outcome = Some(Outcome::Completed);
         run.ended_at = run.ended_at.or(Some(self.now));
         if c.summary.is_some() {
@@ -183,7 +188,7 @@ impl Next<'_> {
         if replay {
             payload["replay"] = Value::Bool(true);
         }
-        self.event("completed", run_id, payload);
+        self.event(EventKind::Completed, run_id, payload);
     }
 
     pub(super) fn block(
@@ -201,7 +206,7 @@ impl Next<'_> {
         if kind == Some(BlockKind::Dependency) && self.facts.open_parents > 0 {
             self.task.status = Status::Todo;
             self.event(
-                "dependency_wait",
+                EventKind::DependencyWait,
                 run_id,
                 json!({ "reason": reason, "open_parents": self.facts.open_parents }),
             );
@@ -217,10 +222,10 @@ impl Next<'_> {
         let payload = json!({ "kind": kind_word, "reason": reason, "recurrences": recurrences });
         if recurrences >= BLOCK_RECURRENCE_LIMIT {
             self.task.status = Status::Triage;
-            self.event("block_loop_detected", run_id, payload);
+            self.event(EventKind::BlockLoopDetected, run_id, payload);
         } else {
             self.task.status = Status::Blocked;
-            self.event("blocked", run_id, payload);
+            self.event(EventKind::Blocked, run_id, payload);
         }
         Ok(())
     }
@@ -229,7 +234,7 @@ impl Next<'_> {
         self.require(&[Status::Blocked], "unblock", "blocked")?;
         self.task.status = self.workable_status();
         self.event(
-            "unblocked",
+            EventKind::Unblocked,
             None,
             json!({ "reason": reason, "to": self.task.status }),
         );
@@ -245,7 +250,7 @@ impl Next<'_> {
         self.require_claim(run_id, claim_lock)?;
         self.close_current_run(Outcome::Reclaimed, None, reason.as_ref(), None);
         self.task.status = self.workable_status();
-        self.event("reclaimed", Some(run_id), json!({ "reason": reason }));
+        self.event(EventKind::Reclaimed, Some(run_id), json!({ "reason": reason }));
         Ok(())
     }
 
@@ -259,7 +264,7 @@ impl Next<'_> {
         let expires = self.now.saturating_add(RECLAIM_DEFER_SECONDS);
         self.extend_lease(expires);
         self.event(
-            "reclaim_deferred",
+            EventKind::ReclaimDeferred,
             Some(run_id),
             json!({ "reason": reason, "claim_expires": expires }),
         );
@@ -298,11 +303,11 @@ impl Next<'_> {
             gave_up = self.task.consecutive_failures >= (*failure_limit).max(1);
             payload["failures"] = json!(self.task.consecutive_failures);
         }
-        self.event(outcome.as_str(), Some(run_id), payload);
+        self.event(EventKind::from(outcome), Some(run_id), payload);
         if gave_up {
             self.task.status = Status::Blocked;
             self.event(
-                "gave_up",
+                EventKind::GaveUp,
                 Some(run_id),
                 json!({ "failures": self.task.consecutive_failures, "error": error }),
             );
@@ -317,7 +322,7 @@ impl Next<'_> {
         let expires = self.now.saturating_add(ttl.max(1));
         self.extend_lease(expires);
         self.event(
-            "claim_extended",
+            EventKind::ClaimExtended,
             Some(run_id),
             json!({ "claim_expires": expires }),
         );
@@ -339,7 +344,11 @@ impl Next<'_> {
             lease.worker_pid = Some(pid);
             lease.worker_host = Some(host.to_owned());
         }
-        self.event("spawned", Some(run_id), json!({ "pid": pid, "host": host }));
+        self.event(
+            EventKind::Spawned,
+            Some(run_id),
+            json!({ "pid": pid, "host": host }),
+        );
         Ok(())
     }
 }

@@ -77,10 +77,15 @@ pub fn optional_count<'de, D: Deserializer<'de>, const MAX: i64>(d: D) -> Result
     bounded(d, 0, MAX).map(Some)
 }
 
+/// Text that is not a duration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a duration: {0:?} (expected e.g. 90, 90s, 15m, 2h)")]
+pub struct BadDuration(pub String);
+
 /// Parses `90`, `90s`, `15m`, `2h` (and `1d`) into positive seconds: the one way a
 /// duration is written, on the command line and in `config.yaml`.
-pub fn parse_duration(text: &str) -> Result<i64, String> {
-    let bad = || format!("not a duration: {text:?} (expected e.g. 90, 90s, 15m, 2h)");
+pub fn parse_duration(text: &str) -> Result<i64, BadDuration> {
+    let bad = || BadDuration(text.chars().take(80).collect());
     let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => text.split_at(i),
         None => (text, "s"),
@@ -273,15 +278,18 @@ pub fn redacted_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&redact_url(url))
 }
 
-/// A PostgreSQL URL. Never quoted in an error: it may hold the password.
-pub fn check_database_url(url: &str) -> Result<(), String> {
+/// A database URL that is not a PostgreSQL one. It never quotes the URL: it may hold the
+/// password.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected a postgres://user@host/database URL (the value is not shown: it may hold a password)")]
+pub struct BadDatabaseUrl;
+
+/// A PostgreSQL URL.
+pub fn check_database_url(url: &str) -> Result<(), BadDatabaseUrl> {
     let scheme = url.split_once("://").map(|(scheme, _)| scheme);
     match scheme {
         Some("postgres" | "postgresql") if url.len() > scheme.map_or(0, str::len) + 3 => Ok(()),
-        _ => Err(
-            "expected a postgres://user@host/database URL (the value is not shown: it may hold a password)"
-                .into(),
-        ),
+        _ => Err(BadDatabaseUrl),
     }
 }
 

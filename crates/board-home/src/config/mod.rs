@@ -356,15 +356,24 @@ pub struct Loaded {
     pub warnings: Vec<Warning>,
 }
 
-/// Refuses a body, result or comment of more than `cap` bytes (`kanban.max_text_bytes`),
-/// with the message every reader of the cap shows.
-pub fn text_within_cap(what: &str, bytes: usize, cap: usize) -> Result<(), String> {
+/// A body, result or comment over `kanban.max_text_bytes`, with the message every reader
+/// of the cap shows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what} is over the {cap}-byte limit (kanban.max_text_bytes); shorten it or raise the limit")]
+pub struct TextTooLong {
+    pub what: String,
+    pub cap: usize,
+}
+
+/// Refuses a body, result or comment of more than `cap` bytes (`kanban.max_text_bytes`).
+pub fn text_within_cap(what: &str, bytes: usize, cap: usize) -> Result<(), TextTooLong> {
     if bytes <= cap {
         return Ok(());
     }
-    Err(format!(
-        "{what} is over the {cap}-byte limit (kanban.max_text_bytes); shorten it or raise the limit"
-    ))
+    Err(TextTooLong {
+        what: what.to_owned(),
+        cap,
+    })
 }
 
 /// How an environment variable is read; tests pass their own instead of touching the process's.
@@ -435,7 +444,7 @@ impl Config {
         check_endpoints(&config)?;
         if let Some(url) = env(DATABASE_URL_VARIABLE).filter(|v| !v.is_empty()) {
             fields::check_database_url(&url)
-                .map_err(|problem| ConfigError::invalid(DATABASE_URL_VARIABLE, problem))?;
+                .map_err(|problem| ConfigError::invalid(DATABASE_URL_VARIABLE, problem.to_string()))?;
             config.database_url = Some(DatabaseUrl::new(url));
         }
         let (hermes_keys, unknown_keys): (Vec<_>, Vec<_>) = unknown_paths

@@ -266,7 +266,7 @@ pub(super) fn run(row: &Row<'_>, now: Timestamp) -> Result<Run, Skipped> {
             .parse()
             .map_err(|_| fail("its task id is not a task id".into()))?,
         profile,
-        status: board_core::types::RUN_ENDED.into(),
+        status: board_core::types::RunStatus::Ended,
         outcome: Some(mapped),
         claim_lock: None,
         claim_expires: None,

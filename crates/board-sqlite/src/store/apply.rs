@@ -66,7 +66,9 @@ pub(super) fn facts(conn: &Connection, id: &TaskId) -> StoreResult<TaskFacts> {
                       WHERE l.child_id = ?1 AND p.status NOT IN (",
             releasing_statuses_sql!(),
             ")),
-                    EXISTS (SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = 'decomposed')",
+                    EXISTS (SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = ",
+            board_core::decomposed_event_sql!(),
+            ")",
         ))
         .and_then(|mut s| s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
         .map_err(backend)?;
@@ -96,7 +98,10 @@ pub(super) fn insert_events(
     events: &[NewEvent],
     now: Timestamp,
 ) -> StoreResult<()> {
-    if events.iter().any(|e| board_core::wakes_dispatcher(e.kind)) {
+    if events
+        .iter()
+        .any(|e| board_core::wakes_dispatcher(e.kind.as_str()))
+    {
         WAKES.with(|w| w.set(true));
     }
     let mut stmt = tx.prepare_cached(INSERT_EVENT).map_err(backend)?;
@@ -104,7 +109,7 @@ pub(super) fn insert_events(
         stmt.execute(params![
             task_id.as_str(),
             e.run_id,
-            e.kind,
+            e.kind.as_str(),
             e.payload.to_string(),
             now
         ])

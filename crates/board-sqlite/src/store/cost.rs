@@ -3,7 +3,9 @@
 //! written whole, with its event, inside the caller's transaction.
 
 use board_core::breaker::observe;
-use board_core::{Breaker, BreakerSettings, BreakerSignal, Spend, StoreError, StoreResult, Timestamp};
+use board_core::{
+    Breaker, BreakerSettings, BreakerSignal, EventKind, Spend, StoreError, StoreResult, Timestamp,
+};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{backend, insert_events, SqliteStore};
@@ -57,7 +59,7 @@ pub(super) fn signal_breaker(
     signal: &BreakerSignal,
     settings: &BreakerSettings,
     now: Timestamp,
-) -> StoreResult<(Breaker, Option<&'static str>)> {
+) -> StoreResult<(Breaker, Option<EventKind>)> {
     let state = breaker(tx)?;
     let Some(change) = observe(&state, signal, settings, now) else {
         return Ok((state, None));

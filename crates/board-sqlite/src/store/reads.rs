@@ -208,13 +208,15 @@ pub(super) fn finished(
 ) -> StoreResult<Vec<Finished>> {
     // Rows are counted as they stream: the memory held is one counter per slot and bucket.
     let mut stmt = conn
-        .prepare_cached(
+        .prepare_cached(concat!(
             "SELECT (t.completed_at - ?1) / ?2, t.completed_at - COALESCE((
-                 SELECT MAX(e.created_at) FROM task_events e
-                 WHERE e.task_id = t.id AND e.kind IN ('promoted', 'unblocked') AND e.created_at <= t.completed_at
-             ), t.created_at)
-             FROM tasks t WHERE t.completed_at >= ?1",
-        )
+                     SELECT MAX(e.created_at) FROM task_events e
+                     WHERE e.task_id = t.id AND e.kind IN (",
+            board_core::ready_again_events_sql!(),
+            ") AND e.created_at <= t.completed_at
+                 ), t.created_at)
+                 FROM tasks t WHERE t.completed_at >= ?1"
+        ))
         .map_err(backend)?;
     let mut rows = stmt.query(params![since, slot.max(1)]).map_err(backend)?;
     let mut counts: BTreeMap<(i64, usize), u64> = BTreeMap::new();

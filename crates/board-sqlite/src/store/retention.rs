@@ -3,10 +3,10 @@
 
 use board_core::retention::{gc_archived_rows, gc_event_steps, remove_archived_rows, GcBatch, GcRows};
 use board_core::store::StoreResult;
-use board_core::{Freed, TaskId, Timestamp, ROUTINE_EVENTS};
+use board_core::{Compacted, Freed, Retention, TaskId, Timestamp, ROUTINE_EVENTS};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::backend;
+use super::{backend, passive_checkpoint, SqliteStore};
 
 /// The link component of a task: every task linked to it, directly or through others,
 /// with whether each is archived and last changed before `?2`.
@@ -118,11 +118,7 @@ pub(super) fn gc_events(
     let newest: i64 = conn
         .query_row("SELECT COALESCE(MAX(id), 0) FROM task_events", [], |r| r.get(0))
         .map_err(backend)?;
-    let kinds = ROUTINE_EVENTS
-        .iter()
-        .map(|k| format!("'{k}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let kinds = board_core::kinds::sql_list(ROUTINE_EVENTS);
     // The newest event stays (`id < ?4`), so that no event id is ever handed out twice.
     let sql = format!(
         "DELETE FROM task_events WHERE id IN (
@@ -137,4 +133,36 @@ pub(super) fn gc_events(
             .map_err(backend)?;
         Ok(removed as u64)
     })
+}
+
+impl Retention for SqliteStore {
+    fn gc_archived(
+        &self,
+        before: Timestamp,
+        after: Option<&TaskId>,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<TaskId>)> {
+        self.batch(batch.dry_run, |tx| gc_archived(tx, before, after, batch))
+    }
+
+    fn gc_events(
+        &self,
+        before: Timestamp,
+        after_id: i64,
+        batch: &GcBatch,
+    ) -> StoreResult<(Freed, Option<i64>)> {
+        self.batch(batch.dry_run, |tx| gc_events(tx, before, after_id, batch))
+    }
+
+    fn remove_archived(&self, id: &TaskId) -> StoreResult<Freed> {
+        self.write(|tx| remove_archived(tx, id))
+    }
+
+    fn compact(&self) -> StoreResult<Compacted> {
+        self.checkpoint()
+    }
+
+    fn settle(&self) -> StoreResult<()> {
+        passive_checkpoint(&self.conn()).map(drop)
+    }
 }

@@ -79,7 +79,7 @@ impl Desk {
             return Ok(());
         }
         let cap = self.board()?.config.kanban.max_text_bytes;
-        text_within_cap(what, text.len(), cap).map_err(Failure::Usage)
+        text_within_cap(what, text.len(), cap).map_err(|e| Failure::Usage(e.to_string()))
     }
 
     /// Sends `report` through the channel when there is one (falling back to the home
@@ -155,7 +155,7 @@ impl Desk {
         let local = |b: &Board| {
             if let Some(result) = &c.result {
                 text_within_cap("the result", result.len(), b.config.kanban.max_text_bytes)
-                    .map_err(Failure::Usage)?;
+                    .map_err(|e| Failure::Usage(e.to_string()))?;
             }
             Ok(b.store.complete(id, c, self.now)?)
         };
@@ -194,7 +194,7 @@ impl Desk {
         };
         let local = |b: &Board| {
             text_within_cap("the comment", text.len(), b.config.kanban.max_text_bytes)
-                .map_err(Failure::Usage)?;
+                .map_err(|e| Failure::Usage(e.to_string()))?;
             Ok(b.store.comment(id, author, text, guard, self.now)?)
         };
         self.call(report, local, |a| match a {

@@ -164,7 +164,7 @@ fn create_task(ctx: &Ctx, a: mcp::CreateTask) -> Result<Value, Failure> {
             .as_deref()
             .map(parse_duration)
             .transpose()
-            .map_err(Failure::Usage)?,
+            .map_err(|e| Failure::Usage(e.to_string()))?,
     };
     Ok(tasks::creation_json(&tasks::create_task(ctx, args)?))
 }

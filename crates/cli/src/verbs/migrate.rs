@@ -19,7 +19,7 @@ fn listed(counts: &[(&'static str, i64)]) -> String {
 }
 
 pub fn migrate(ctx: &Ctx, home: &Home, to: &str) -> Result<(), Failure> {
-    let target = CopyTarget::parse(to).map_err(Failure::Usage)?;
+    let target = CopyTarget::parse(to).map_err(|e| Failure::Usage(e.to_string()))?;
     let shown = target.shown();
     let source = home.open_copy_source(&ctx.config)?;
     let into = target.open()?;

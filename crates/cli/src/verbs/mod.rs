@@ -191,7 +191,8 @@ pub fn open_board(home: &Home) -> Result<(Arc<dyn Store>, Loaded, setup::Created
 /// Refuses a body, result or comment over `kanban.max_text_bytes` before the board is
 /// touched: a card is read whole by every `list` and every worker's brief.
 pub fn within_cap(ctx: &Ctx, what: &str, text: &str) -> Result<(), Failure> {
-    text_within_cap(what, text.len(), ctx.config.kanban.max_text_bytes).map_err(Failure::Usage)
+    text_within_cap(what, text.len(), ctx.config.kanban.max_text_bytes)
+        .map_err(|e| Failure::Usage(e.to_string()))
 }
 
 /// A task id given as a free word (where a positional may be an id or text).
@@ -320,7 +321,9 @@ mod tests {
     #[test]
     fn text_at_the_cap_passes_and_one_byte_more_is_refused() {
         assert!(text_within_cap("the body", 1024, 1024).is_ok());
-        let message = text_within_cap("the body", 1025, 1024).expect_err("over");
+        let message = text_within_cap("the body", 1025, 1024)
+            .expect_err("over")
+            .to_string();
         assert_eq!(
             message,
             "the body is over the 1024-byte limit (kanban.max_text_bytes); shorten it or raise the limit"

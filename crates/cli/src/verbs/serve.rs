@@ -59,7 +59,9 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         log_tail: Some(log_tail(home)),
         ceilings: ctx.config.spend_ceilings(),
         default_assignee: Some(ctx.config.kanban.default_assignee.clone()),
-        decomposer: web::Decomposer::new(model).map(Arc::new),
+        decomposer: web::Decomposer::new(model)
+            .map(Arc::new)
+            .map_err(|e| e.to_string()),
         secrets,
         mcp: Some(Arc::new(super::mcp::Tools::served(
             ctx.store.clone(),
@@ -85,7 +87,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         if from_home {
             sign_in_line(local, home, token.as_deref().unwrap_or_default());
         }
-        web::serve_on(listener, store, settings, token)
+        web::serve_on(listener, store, settings, board_home::now, token)
             .await
             .map_err(|e| Failure::Refused(one_line(&e.to_string())))
     })

@@ -77,7 +77,8 @@ fn read_body(path: &Path, cap: usize) -> Result<String, Failure> {
         std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
     };
     read.map_err(|e| Failure::Usage(format!("--body-file {}: {e}", path.display())))?;
-    text_within_cap(&format!("--body-file {}", path.display()), bytes.len(), cap).map_err(Failure::Usage)?;
+    text_within_cap(&format!("--body-file {}", path.display()), bytes.len(), cap)
+        .map_err(|e| Failure::Usage(e.to_string()))?;
     String::from_utf8(bytes)
         .map_err(|_| Failure::Usage(format!("--body-file {}: not UTF-8 text", path.display())))
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use board_core::{BoardReads, BoardSnapshot, EventFilter, LlmCall, LlmLedger, Outcome, Status, TaskId};
+use board_core::{BoardReads, BoardSnapshot, EventFilter, LlmLedger, Outcome, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{worker_profile, GatewayBoard, Setup, KANBAN, WAIT};
 
@@ -434,7 +434,7 @@ fn shutdown_cancels_a_model_call_in_flight_and_replace_takes_over() {
     // The cancelled request was sent, so it is billed: its row stays `sent`.
     let calls = b.db().llm_calls(Some(&card)).unwrap();
     let outcomes: Vec<&str> = calls.iter().map(|c| c.outcome.as_str()).collect();
-    assert_eq!(outcomes, [LlmCall::SENT, "ok"], "{calls:?}");
+    assert_eq!(outcomes, ["sent", "ok"], "{calls:?}");
     let after = b.snapshot();
     let mut new: Vec<String> = titles(&after)
         .into_iter()

@@ -14,6 +14,7 @@ use board_sqlite::SqliteStore;
 
 use crate::gateway_board::kanban_at;
 use crate::scratch_schema::{server_url, unique_schema};
+use board_core::{LlmOutcome, LlmPurpose};
 
 const PASSWORD: &str = "migrate-canary-9d3f";
 
@@ -71,11 +72,11 @@ fn fill(store: &SqliteStore) {
     store
         .record_llm_call(&LlmCall {
             task_id: Some(card.id.clone()),
-            purpose: "decompose".into(),
+            purpose: LlmPurpose::Decompose,
             model: "fake".into(),
             started_at: now + 6,
             duration_ms: 120,
-            outcome: "error".into(),
+            outcome: LlmOutcome::HttpError,
             http_status: Some(500),
             prompt_tokens: Some(10),
             completion_tokens: None,

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
+use board_core::LlmPurpose;
 use board_core::{BlockKind, BoardWrites, LlmCall, LlmLedger};
 use common::{store, task_id, Board};
 use serde_json::{json, Value};
@@ -184,9 +185,9 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
         ("http_error", None, None, now - 2 * 86_400),
     ] {
         s.record_llm_call(&LlmCall {
-            purpose: "decompose".into(),
+            purpose: LlmPurpose::Decompose,
             model: "m".into(),
-            outcome: outcome.into(),
+            outcome: outcome.parse().expect("an outcome"),
             started_at,
             prompt_tokens: prompt,
             completion_tokens: completion,

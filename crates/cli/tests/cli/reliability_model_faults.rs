@@ -12,7 +12,8 @@ use crate::gateway_board;
 
 use std::collections::BTreeMap;
 
-use board_core::{BoardReads, LlmCall, LlmLedger, Status, TaskId};
+use board_core::LlmOutcome;
+use board_core::{BoardReads, LlmLedger, Status, TaskId};
 use fake_llm::Reply;
 use gateway_board::{check_board, GatewayBoard, Setup};
 
@@ -143,7 +144,7 @@ fn model_faults_are_billed_boundedly_and_write_nothing() {
         }
         // A row still `sent` is a request the kill cut off: the model may or may not
         // have seen it. Every other row is a request it answered or let time out.
-        let open = rows.iter().filter(|r| r.outcome == LlmCall::SENT).count();
+        let open = rows.iter().filter(|r| r.outcome == LlmOutcome::Sent).count();
         assert!(open <= 1, "{title}: {open} requests out at once");
         assert!(
             rows.len() - open <= bills && bills <= rows.len(),
@@ -245,7 +246,7 @@ fn a_request_cut_off_by_a_killed_gateway_is_billed() {
     b.sigkill_running_gateway();
     let rows = b.db().llm_calls(Some(&card)).unwrap();
     let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
-    assert_eq!(outcomes, vec![LlmCall::SENT], "{rows:?}");
+    assert_eq!(outcomes, vec!["sent"], "{rows:?}");
     assert_eq!((rows[0].http_status, rows[0].duration_ms), (None, 0));
     let spend = b.db().spend(0).unwrap();
     assert_eq!(spend.requests, 1, "the spend counts it");

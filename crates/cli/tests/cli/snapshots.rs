@@ -10,6 +10,7 @@ use crate::common;
 
 use std::cell::RefCell;
 
+use board_core::LlmPurpose;
 use board_core::{BlockKind, BoardWrites, LlmLedger};
 use common::{store, task_id, Board};
 use fake_llm::{FakeLlm, Reply, Settings};
@@ -486,9 +487,9 @@ fn stats_human_and_json() {
     let st = store(&s.board);
     for (outcome, prompt, completion) in [("ok", Some(1200), Some(300)), ("http_error", None, None)] {
         st.record_llm_call(&board_core::LlmCall {
-            purpose: "decompose".into(),
+            purpose: LlmPurpose::Decompose,
             model: "fake-model".into(),
-            outcome: outcome.into(),
+            outcome: outcome.parse().expect("an outcome"),
             prompt_tokens: prompt,
             completion_tokens: completion,
             ..board_core::LlmCall::default()

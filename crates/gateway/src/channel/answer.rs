@@ -66,7 +66,8 @@ fn answer(
             capped("the result", result.as_deref(), terms)?;
             capped("the summary", summary.as_deref(), terms)?;
             let metadata_bytes = metadata.as_ref().map_or(0, |m| m.to_string().len());
-            text_within_cap("the metadata", metadata_bytes, terms.max_text_bytes).map_err(Declined::Usage)?;
+            text_within_cap("the metadata", metadata_bytes, terms.max_text_bytes)
+                .map_err(|e| Declined::Usage(e.to_string()))?;
             let completion = Completion {
                 expected_run_id: guard,
                 // The guard is always the worker's own run here.
@@ -164,7 +165,8 @@ fn own(bound: &Bound, task: &TaskId, run: Option<RunId>) -> Result<(), Declined>
 
 fn capped(what: &str, text: Option<&str>, terms: &Terms) -> Result<(), Declined> {
     match text {
-        Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes).map_err(Declined::Usage),
+        Some(text) => text_within_cap(what, text.len(), terms.max_text_bytes)
+            .map_err(|e| Declined::Usage(e.to_string())),
         None => Ok(()),
     }
 }

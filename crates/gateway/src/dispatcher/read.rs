@@ -2,6 +2,7 @@
 //! memory, gathered into a [`View`] for the pure plan.
 
 use super::*;
+use board_core::LeaseHolder;
 
 /// At most this many decomposition leases are read a tick: one a call in flight, among
 /// every gateway of the board.
@@ -184,10 +185,10 @@ impl Dispatcher {
 
     /// Whether a lease holder (`host/pid`) is a gateway of this host that no longer runs.
     fn gone_from_this_host(&self, holder: &str) -> bool {
-        let Some((host, pid)) = holder.rsplit_once('/') else {
+        let Ok(LeaseHolder { host, pid }) = holder.parse::<LeaseHolder>() else {
             return false;
         };
-        let Ok(pid) = pid.parse::<libc::pid_t>() else {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
             return false;
         };
         if host != self.host || pid <= 0 || pid as u32 == std::process::id() {

@@ -19,6 +19,13 @@ pub struct Served {
     _home: tempfile::TempDir,
 }
 
+/// The system clock in Unix seconds: the clock the served board runs on.
+pub fn clock() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 pub fn settings() -> web::Settings {
     web::Settings {
         max_text_bytes: 4096,
@@ -42,7 +49,7 @@ pub async fn serve_at(ip: &str, settings: web::Settings, token: Option<&str>) ->
     let port = listener.local_addr().expect("addr").port();
     let shared: Arc<dyn Store> = store.clone();
     let token = token.map(str::to_owned);
-    tokio::spawn(async move { web::serve_on(listener, shared, settings, token).await });
+    tokio::spawn(async move { web::serve_on(listener, shared, settings, clock, token).await });
     // Whatever the bind, the test's own traffic stays on loopback.
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     Served {

@@ -7,6 +7,7 @@ use crate::store::{
 };
 use crate::transition::Request;
 use crate::types::{BlockKind, BoardSnapshot, LlmCall, Outcome, Status, Task, TaskId};
+use crate::{LlmOutcome, LlmPurpose};
 use crate::{NewTask, NoWorkers};
 use std::collections::BTreeMap;
 
@@ -449,10 +450,10 @@ impl Step<'_> {
         let billed = self.s.llm_calls(Some(&id))?.len();
         let call = LlmCall {
             task_id: Some(id.clone()),
-            purpose: "decompose".into(),
+            purpose: LlmPurpose::Decompose,
             model: "fake".into(),
             started_at: self.now,
-            outcome: "ok".into(),
+            outcome: LlmOutcome::Ok,
             ..LlmCall::default()
         };
         let call_id = self.s.record_llm_call(&call)?;
