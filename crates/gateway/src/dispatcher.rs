@@ -112,6 +112,8 @@ pub struct Dispatcher {
     last_plan: Vec<Action>,
     /// The provider breaker and the last 24 hours' spend, as the last tick read them.
     safety: Option<(Breaker, Spend, BTreeSet<TaskId>)>,
+    /// When the board's decomposition leases were last read (see `read::LEASE_SCAN`).
+    leases_read_at: Option<Timestamp>,
     pub counters: Counters,
 }
 
@@ -148,6 +150,7 @@ impl Dispatcher {
             floors: BTreeMap::new(),
             last_plan: Vec::new(),
             safety: None,
+            leases_read_at: None,
             counters: Counters::default(),
         }
     }

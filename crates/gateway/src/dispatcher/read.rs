@@ -8,6 +8,13 @@ use board_core::LeaseHolder;
 /// every gateway of the board.
 const TRIAGE_LEASES: usize = 256;
 
+/// The board's decomposition leases are read on a gateway's first tick and then once
+/// every this many seconds, not every tick: they matter only to take over the lease of
+/// a gateway of this host that stopped mid-call, which a restarted gateway does on its
+/// first tick and a running one within this time. A lapsed lease on a due card needs no
+/// read: leasing the card finds it lapsed and charges its attempt.
+const LEASE_SCAN: Timestamp = 5;
+
 impl Dispatcher {
     /// The one read a tick decides from. A failed read leaves its part empty and is
     /// returned, so the rest of the tick still runs.
@@ -95,8 +102,13 @@ impl Dispatcher {
         }
         view.in_flight = self.decompositions.in_flight();
         view.leased = self.leased.clone();
-        match self.store.triage_leases(TRIAGE_LEASES) {
-            Ok(leases) => {
+        let scan = self
+            .leases_read_at
+            .is_none_or(|at| now >= at.saturating_add(LEASE_SCAN) || now < at);
+        match scan.then(|| self.store.triage_leases(TRIAGE_LEASES)) {
+            None => {}
+            Some(Ok(leases)) => {
+                self.leases_read_at = Some(now);
                 let holders = leases.iter().map(|l| l.holder.as_str());
                 view.gone_holders = holders
                     .filter(|h| self.gone_from_this_host(h))
@@ -104,7 +116,7 @@ impl Dispatcher {
                     .collect();
                 view.triage_leases = leases;
             }
-            Err(e) => failed.push(("listing decomposition leases".to_owned(), e)),
+            Some(Err(e)) => failed.push(("listing decomposition leases".to_owned(), e)),
         }
         view.unrecorded = self.decompositions.unrecorded_failures();
         view.floors = self.floors.clone();

@@ -512,6 +512,38 @@ fn a_lease_of_a_gateway_of_this_host_that_is_gone_is_taken_over_at_once() {
     assert_eq!(recorder.started.lock().unwrap().len(), 1);
 }
 
+#[test]
+fn a_running_gateway_reads_the_leases_every_few_seconds_not_every_tick() {
+    let h = home();
+    let (d, _recorder) = h.recording_dispatcher();
+    let mut d = d.on_host("here");
+    let s = DispatchSettings {
+        auto_decompose: true,
+        ..settings(&[])
+    };
+    // The first tick reads the leases: there are none.
+    d.tick(&s, T0 + 10);
+    // Then a gateway of this host leases a card and is gone.
+    let card = h.triage("left mid-call", T0);
+    h.provider_up(&card);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let holder = format!("here/{dead}");
+    h.store
+        .lease_decomposition(&card, &holder, 600, T0 + 11, None)
+        .unwrap();
+    let failures = |h: &Home| h.store.get(&card).unwrap().decompose_failures;
+    d.tick(&s, T0 + 12);
+    assert_eq!(failures(&h), 0, "not read again within a scan's interval");
+    d.tick(&s, T0 + 15);
+    assert_eq!(
+        failures(&h),
+        1,
+        "read again, the gone gateway's lease is taken over"
+    );
+}
+
 /// Whether `pid` is a live process (not gone, not a zombie).
 fn lives(pid: i64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
