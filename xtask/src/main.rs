@@ -24,6 +24,8 @@ commands:
   deps    every crate uses each dependency it declares
   venv    the Python virtualenv the tests drive our binaries from (target/venv)
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
+  hosts   the host rig's suite alone: gateways on separate network and PID namespaces
+          sharing one PostgreSQL board (root; iproute2, util-linux, tini)
   soak    the reliability suites, long: 200 crash kills, 30 s of concurrent writers
   fuzz    each cargo-fuzz target for 60 s (or SECONDS): cargo xtask fuzz [SECONDS]
   mutants cargo-mutants over the board's decisions; fails on a survivor not explained in
@@ -41,7 +43,8 @@ fn main() -> ExitCode {
         Some("sizes") => sizes::check(&workspace_root()),
         Some("purity") => purity::check(&workspace_root()),
         Some("deps") => deps::check(&workspace_root()),
-        Some("e2e") => e2e(),
+        Some("e2e") => cli_suite("e2e"),
+        Some("hosts") => cli_suite("several_gateways::apart"),
         Some("soak") => soak(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("demo") => demo::run(&workspace_root()),
@@ -108,11 +111,12 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The end-to-end suite (the `e2e` module of the CLI's test binary): builds the binaries
-/// it drives, then runs it.
-fn e2e() -> Result<(), String> {
+/// One module of the CLI's test binary (`e2e`, `several_gateways::apart`): builds the binaries it drives,
+/// then runs it.
+fn cli_suite(module: &str) -> Result<(), String> {
     let cargo = cargo();
     if has_nextest() {
+        let filter = format!("test(/^{module}::/)");
         run(
             &cargo,
             &[
@@ -123,11 +127,12 @@ fn e2e() -> Result<(), String> {
                 "--test",
                 "cli",
                 "-E",
-                "test(/^e2e::/)",
+                &filter,
                 "--no-fail-fast",
             ],
         )
     } else {
+        let prefix = format!("{module}::");
         run(
             &cargo,
             &[
@@ -138,7 +143,7 @@ fn e2e() -> Result<(), String> {
                 "cli",
                 "--no-fail-fast",
                 "--",
-                "e2e::",
+                &prefix,
             ],
         )
     }

@@ -21,6 +21,7 @@ mod dispatch;
 mod e2e;
 mod fresh_home;
 mod home_safety;
+mod host_rig;
 mod http_endpoint;
 mod import_hermes;
 mod large_reads;

@@ -59,6 +59,11 @@ pub fn tear_down(store: &dyn Store, schema: &str) {
             unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
         }
     }
+    drop_schema(schema);
+}
+
+/// Drops `schema`, whatever is left in it.
+pub fn drop_schema(schema: &str) {
     if let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) {
         let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     }

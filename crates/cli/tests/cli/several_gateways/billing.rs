@@ -38,6 +38,7 @@ fn every_card_is_billed_once_though_every_gateway_tries_it_at_once() {
         max_spawn: 0,
         claim_ttl_seconds: 30,
         worker: "true",
+        apart: false,
     };
     let mut b = SharedBoard::new(&shape);
     b.fake

@@ -22,8 +22,10 @@ use fake_llm::{FakeLlm, Reply, Settings};
 
 use crate::gateway_board::{kanban_at, KANBAN};
 
-use crate::scratch_schema::{in_schema, open_board, server_url, tear_down, terminate_sessions};
+use crate::host_rig::{self as rig, Host};
+use crate::scratch_schema::{drop_schema, in_schema, open_board, server_url, tear_down, terminate_sessions};
 
+mod apart;
 mod billing;
 mod host_scope;
 
@@ -41,6 +43,8 @@ struct SharedBoard {
     store: PgStore,
     fake: FakeLlm,
     gateways: Vec<Option<Child>>,
+    /// With `Shape::apart`, the host each gateway runs on (`crate::hosts::rig`).
+    hosts: Vec<Host>,
 }
 
 /// What each gateway's config says beyond the shared lines.
@@ -51,6 +55,8 @@ struct Shape {
     max_spawn: usize,
     claim_ttl_seconds: i64,
     worker: &'static str,
+    /// Each gateway on a host of its own (network and PID namespaces), not side by side.
+    apart: bool,
 }
 
 impl SharedBoard {
@@ -65,13 +71,17 @@ impl SharedBoard {
         }
         let fake = FakeLlm::start_blocking(Settings::default()).unwrap();
         fake.respond_with(|_| Reply::text(ONE_STEP));
-        let board = SharedBoard {
+        if shape.apart {
+            rig::require_root();
+        }
+        let mut board = SharedBoard {
             dir: tempfile::tempdir().unwrap(),
             schema,
             url,
             store,
             fake,
             gateways: Vec::new(),
+            hosts: Vec::new(),
         };
         for n in 0..shape.gateways {
             board.make_home(n, shape);
@@ -95,20 +105,33 @@ impl SharedBoard {
         kanban_at(&self.home(n), args)
     }
 
-    fn make_home(&self, n: usize, shape: &Shape) {
+    /// Writes home `n`. Apart, it starts the home's host first and names the board and
+    /// the model as that host reaches them, through its own link.
+    fn make_home(&mut self, n: usize, shape: &Shape) {
+        let (url, model, insecure) = if shape.apart {
+            let mut host = Host::start(&format!("host-{n}"));
+            let server = rig::server_address(&self.url);
+            let database = host.forward(server);
+            let model = host.forward(self.fake.addr());
+            let url = self.url.replacen(&server.to_string(), &database.to_string(), 1);
+            let base = self.fake.base_url();
+            let base = base.replacen(&self.fake.addr().to_string(), &model.to_string(), 1);
+            self.hosts.push(host);
+            (url, base, "  allow_insecure_http: true\n")
+        } else {
+            (self.url.clone(), self.fake.base_url(), "")
+        };
         let init = self.kanban(n, &["init"]).output().unwrap();
         assert!(init.status.success(), "{init:?}");
         let worker = shape.worker.replace("kanban ", &format!("{KANBAN} "));
         let config = format!(
             "database_url: {url}\ngateway:\n  host_id: host-{n}\n\
-             model:\n  base_url: {model}\n  default: fake\n  api_key_env: KANBAN_REL_NO_KEY\n\
+             model:\n  base_url: {model}\n  default: fake\n  api_key_env: KANBAN_REL_NO_KEY\n{insecure}\
              auxiliary:\n  transient_retries: 0\n  kanban_decomposer:\n    timeout: 5\n\
              kanban:\n  dispatch_interval_seconds: 0.2\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
              auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: worker\n  \
              claim_ttl_seconds: {ttl}\n  failure_limit: 5\n\
              profiles:\n  worker:\n    description: test worker\n    command: [\"sh\", \"-c\", {worker:?}]\n",
-            url = self.url,
-            model = self.fake.base_url(),
             max_spawn = shape.max_spawn,
             ttl = shape.claim_ttl_seconds,
         );
@@ -130,8 +153,22 @@ impl SharedBoard {
             .append(true)
             .open(self.log(n))
             .unwrap();
-        let child = self
-            .kanban(n, &["gateway", "run"])
+        let mut command = match self.hosts.get(n) {
+            Some(host) => {
+                let mut inside = host.command(KANBAN);
+                inside
+                    .arg("--home")
+                    .arg(self.home(n))
+                    .args(["gateway", "run"])
+                    .env_remove("KANBAN_HOME")
+                    .env_remove("KANBAN_TASK")
+                    .env_remove("KANBAN_RUN_ID")
+                    .env_remove("KANBAN_DATABASE_URL");
+                inside
+            }
+            None => self.kanban(n, &["gateway", "run"]),
+        };
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -213,11 +250,18 @@ impl SharedBoard {
 
 impl Drop for SharedBoard {
     fn drop(&mut self) {
+        // Hosts first: every process of theirs dies with them. Their workers' pids are
+        // numbers of their own namespaces, never signalled from here.
+        let apart = !self.hosts.is_empty();
+        self.hosts.clear();
         for gateway in self.gateways.iter_mut().flatten() {
             let _ = gateway.kill();
             let _ = gateway.wait();
         }
-        tear_down(&self.store, &self.schema);
+        match apart {
+            true => drop_schema(&self.schema),
+            false => tear_down(&self.store, &self.schema),
+        }
     }
 }
 
@@ -242,7 +286,30 @@ fn seed(board: &SharedBoard, ready: usize, triage: usize) -> Vec<TaskId> {
 
 /// Every task done with exactly one completed run, no run left open, the invariants
 /// (one open run per task among them) whole; the completed runs by host.
-fn done_once(snapshot: &BoardSnapshot) -> BTreeMap<String, usize> {
+/// Every card of `cards` was sent to the model exactly once, with one ledger row each.
+pub(crate) fn billed_once(fake: &FakeLlm, ledger: &dyn LlmLedger, cards: &[TaskId]) {
+    let mut bills: BTreeMap<String, usize> = BTreeMap::new();
+    for request in fake.requests() {
+        *bills
+            .entry(request.task_id.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    for card in cards {
+        assert_eq!(
+            bills.get(card.as_str()),
+            Some(&1),
+            "card {card} billed {:?} times",
+            bills.get(card.as_str())
+        );
+    }
+    assert_eq!(
+        ledger.llm_calls(None).unwrap().len(),
+        cards.len(),
+        "one ledger row per card"
+    );
+}
+
+pub(crate) fn done_once(snapshot: &BoardSnapshot) -> BTreeMap<String, usize> {
     board_core::check_invariants(snapshot).unwrap();
     let mut completed: BTreeMap<&TaskId, usize> = BTreeMap::new();
     let mut by_host: BTreeMap<String, usize> = BTreeMap::new();
@@ -282,8 +349,16 @@ fn three_gateways_do_every_task_once_and_bill_every_card_once() {
         max_spawn: 4,
         claim_ttl_seconds: 30,
         worker: QUICK,
+        apart: false,
     };
-    let mut b = SharedBoard::new(&shape);
+    steady_state(&shape);
+}
+
+/// Three gateways of `shape` and 300 tasks, 30 of them triage cards: every task done
+/// once, every gateway ran some, every card billed once, no gateway died. The board as
+/// it ended.
+fn steady_state(shape: &Shape) -> BoardSnapshot {
+    let mut b = SharedBoard::new(shape);
     let cards = seed(&b, 270, 30);
     for n in 0..3 {
         b.start(n);
@@ -299,29 +374,12 @@ fn three_gateways_do_every_task_once_and_bill_every_card_once() {
             "host-{n} ran nothing: {by_host:?}"
         );
     }
-    let mut bills: BTreeMap<String, usize> = BTreeMap::new();
-    for request in b.fake.requests() {
-        *bills
-            .entry(request.task_id.clone().unwrap_or_default())
-            .or_default() += 1;
-    }
-    for card in &cards {
-        assert_eq!(
-            bills.get(card.as_str()),
-            Some(&1),
-            "card {card} billed {:?} times",
-            bills.get(card.as_str())
-        );
-    }
-    assert_eq!(
-        b.store.llm_calls(None).unwrap().len(),
-        cards.len(),
-        "one ledger row per card"
-    );
+    billed_once(&b.fake, &b.store, &cards);
     for n in 0..3 {
         assert!(b.alive(n), "gateway {n} died:\n{}", b.gateway_log(n));
         assert!(!b.gateway_log(n).contains("panicked"), "{}", b.gateway_log(n));
     }
+    snapshot
 }
 
 #[test]
@@ -332,6 +390,7 @@ fn a_dead_hosts_runs_are_reclaimed_after_their_lease_and_nothing_is_done_twice()
         max_spawn: 3,
         claim_ttl_seconds: 3,
         worker: "sleep 1; kanban complete --result done",
+        apart: false,
     };
     let mut b = SharedBoard::new(&shape);
     seed(&b, 40, 0);
@@ -394,6 +453,7 @@ fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
         max_spawn: 4,
         claim_ttl_seconds: 30,
         worker: "sleep 1; kanban complete --result done",
+        apart: false,
     };
     let mut b = SharedBoard::new(&shape);
     seed(&b, 12, 0);
@@ -445,6 +505,7 @@ fn the_database_password_never_leaves_the_config() {
         max_spawn: 2,
         claim_ttl_seconds: 30,
         worker: "env > \"$KANBAN_WORKSPACE/env.txt\"; kanban complete --result dumped",
+        apart: false,
     };
     let mut b = SharedBoard::new(&shape);
     let tasks: Vec<TaskId> = (0..2)
