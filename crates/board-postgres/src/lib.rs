@@ -46,6 +46,12 @@ pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use url::redact_url;
 pub use wake::WakeListener;
 
+/// How long the server lets a session of the store sit idle inside a transaction before it
+/// ends the session, and the locks it holds with it. The store never waits on anything
+/// mid-transaction, so a session idle in one belongs to a client that hung, was paused or
+/// was cut off from the server; its locks must not hold every other gateway back.
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
+
 /// How to open a board.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -150,11 +156,19 @@ impl PgStore {
         config
             .connect_timeout(options.connect_timeout)
             .application_name(&options.application_name);
-        let setup = options
-            .schema
-            .as_deref()
-            .map(|s| format!("SET search_path TO {}", quote_ident(s)));
-        let pool = Pool::new(config, setup, options.max_connections, options.connect_timeout);
+        let mut setup = format!(
+            "SET idle_in_transaction_session_timeout = {}",
+            IDLE_IN_TRANSACTION.as_millis()
+        );
+        if let Some(schema) = options.schema.as_deref() {
+            setup.push_str(&format!("; SET search_path TO {}", quote_ident(schema)));
+        }
+        let pool = Pool::new(
+            config,
+            Some(setup),
+            options.max_connections,
+            options.connect_timeout,
+        );
         let connect = |message| OpenError::Connect {
             target: target.clone(),
             message: scrub(message),

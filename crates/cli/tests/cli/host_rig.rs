@@ -12,7 +12,8 @@
 //! namespace, and the namespace and both ends of its veth pair go with them.
 //!
 //! Faults: [`Host::kill`] kills every process of the host at once, as a machine that
-//! loses power.
+//! loses power; [`Host::partition`] and [`Host::heal`] take its link down and up;
+//! [`Host::pause`] and [`Host::resume`] stop and continue every process of it.
 //!
 //! Runs as root (CI does); without root, or without `unshare`, `nsenter`, `tini` or
 //! `ip`, it fails with one line saying what is missing. The suites on it are
@@ -22,7 +23,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The programs the rig runs, each from Debian (`util-linux`, `tini`, `iproute2`).
@@ -130,13 +131,72 @@ impl Host {
     }
 
     /// Kills every process of the host at once (SIGKILL to its init: the kernel takes the
-    /// rest), as a machine that loses power; waits until the host is gone.
+    /// rest), as a machine that loses power; waits until the host is gone. As after a
+    /// power cut, its connections to the machine's servers are left open, unanswered.
     pub fn kill(&mut self) {
         signal(self.init, libc::SIGKILL);
         let _ = self.holder.wait();
         self.lifeline = None;
-        self.forwards.clear();
     }
+
+    /// Cuts the host off: its link goes down, and what it sends is lost.
+    pub fn partition(&self) {
+        ip(&["link", "set", &self.link, "down"]);
+    }
+
+    /// Brings the host's link back.
+    pub fn heal(&self) {
+        ip(&["link", "set", &self.link, "up"]);
+    }
+
+    /// Every process of the host, as the machine numbers them, its init first.
+    pub fn processes(&self) -> Vec<u32> {
+        let mut pids = vec![self.init];
+        let (Some(ns), Ok(dir)) = (pid_namespace(self.init), std::fs::read_dir("/proc")) else {
+            return pids;
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid != self.init && pid_namespace(pid).as_deref() == Some(ns.as_str()) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    /// Stops every process of the host (SIGSTOP), as a machine that hangs.
+    pub fn pause(&self) {
+        for pid in self.processes() {
+            signal(pid, libc::SIGSTOP);
+        }
+    }
+
+    /// Lets every process of the host go on (SIGCONT), and the parents they have on the
+    /// machine (`nsenter`, which stops itself when its child stops, as a shell's job would).
+    pub fn resume(&self) {
+        for pid in self.processes().into_iter().rev() {
+            signal(pid, libc::SIGCONT);
+            if let Some(parent) = parent_of(pid) {
+                signal(parent, libc::SIGCONT);
+            }
+        }
+    }
+}
+
+/// The parent of `pid`, while it runs.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The PID namespace of `pid` (`pid:[inode]`), while it runs.
+fn pid_namespace(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 impl Drop for Host {
@@ -144,6 +204,9 @@ impl Drop for Host {
         self.lifeline = None;
         signal(self.init, libc::SIGKILL);
         let _ = self.holder.wait();
+        for forward in &self.forwards {
+            forward.close_all();
+        }
         self.forwards.clear();
         // The namespace went with its last process; a link left by a kernel slower than
         // us goes now.
@@ -231,6 +294,8 @@ fn wait_for_value<T>(what: &str, mut get: impl FnMut() -> Option<T>) -> T {
 struct Forward {
     at: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Both ends of every connection it joined.
+    joined: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Forward {
@@ -239,6 +304,8 @@ impl Forward {
         let at = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let joined = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&joined);
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if stopped.load(Ordering::SeqCst) {
@@ -248,10 +315,20 @@ impl Forward {
                 let Ok(outbound) = TcpStream::connect(target) else {
                     continue;
                 };
+                if let (Ok(a), Ok(b)) = (inbound.try_clone(), outbound.try_clone()) {
+                    kept.lock().unwrap_or_else(|e| e.into_inner()).extend([a, b]);
+                }
                 splice(inbound, outbound);
             }
         });
-        Forward { at, stop }
+        Forward { at, stop, joined }
+    }
+
+    /// Ends every connection it joined, both ways.
+    fn close_all(&self) {
+        for stream in self.joined.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
     }
 }
 
