@@ -77,19 +77,6 @@ impl PartialEq<EventKind> for String {
     }
 }
 
-impl PartialEq<EventKind> for str {
-    fn eq(&self, kind: &EventKind) -> bool {
-        self == kind.as_str()
-    }
-}
-
-impl crate::Event {
-    /// Whether the event is of `kind`.
-    pub fn is(&self, kind: EventKind) -> bool {
-        self.kind == kind
-    }
-}
-
 /// The events that end a decomposition: a fan-out (`decomposed`), one tightened task
 /// (`specified`), a failed automatic one (`auto_decompose_failed`), which parks its card
 /// at the failure limit (`auto_decompose_parked`, beside the failure).

@@ -127,7 +127,7 @@ impl Tables {
             decomposed: self
                 .events
                 .iter()
-                .any(|e| &e.task_id == id && e.is(EventKind::Decomposed)),
+                .any(|e| &e.task_id == id && e.kind == EventKind::Decomposed),
             task,
         })
     }

@@ -82,8 +82,8 @@ pub const WAKING_EVENTS: &[EventKind] = &[
 ];
 
 /// Whether an event of `kind` may give a dispatcher work at once ([`WAKING_EVENTS`]).
-pub fn wakes_dispatcher(kind: &str) -> bool {
-    WAKING_EVENTS.iter().any(|k| k.as_str() == kind)
+pub fn wakes_dispatcher(kind: EventKind) -> bool {
+    WAKING_EVENTS.contains(&kind)
 }
 
 /// The effects of an accepted request on one task.

@@ -22,6 +22,8 @@ struct PendingEvent {
     kind: String,
     payload: String,
     created_at: Timestamp,
+    /// Whether it may give a dispatcher work ([`board_core::wakes_dispatcher`]).
+    wakes: bool,
 }
 
 /// Statements on one connection: a transaction begun on it (see `PgStore::begin`),
@@ -175,6 +177,7 @@ impl<'a> Tx<'a> {
             kind: e.kind.as_str().to_owned(),
             payload: e.payload.to_string(),
             created_at: now,
+            wakes: board_core::wakes_dispatcher(e.kind),
         }));
     }
 
@@ -193,6 +196,9 @@ impl<'a> Tx<'a> {
             kind: kind.to_owned(),
             payload,
             created_at,
+            wakes: kind
+                .parse::<board_core::EventKind>()
+                .is_ok_and(board_core::wakes_dispatcher),
         });
     }
 
@@ -213,7 +219,7 @@ impl<'a> Tx<'a> {
     pub fn commit(mut self, events_lock: (i32, i32), wake: &str) -> Result<(), (StoreError, bool)> {
         let events = std::mem::take(&mut self.events);
         let mut done = self.insert_events(&events, events_lock);
-        if done.is_ok() && events.iter().any(|e| board_core::wakes_dispatcher(&e.kind)) {
+        if done.is_ok() && events.iter().any(|e| e.wakes) {
             done = self.execute("SELECT pg_notify($1, '')", &[&wake]).map(drop);
         }
         if let Err(e) = done {

@@ -94,8 +94,6 @@ pub struct Dispatcher {
     /// This gateway's host (`gateway.host_id`): it signals, adopts and classifies only
     /// the workers recorded on it.
     host: String,
-    /// Who holds this gateway's decomposition leases: its host and pid.
-    lease_holder: String,
     /// Cards leased for a decomposition this gateway started; released once it ends.
     leased: BTreeSet<TaskId>,
     processes: Box<dyn Processes>,
@@ -135,11 +133,6 @@ impl Dispatcher {
         let host = board_home::default_host_id();
         Dispatcher {
             store,
-            lease_holder: LeaseHolder {
-                host: host.to_owned(),
-                pid: std::process::id(),
-            }
-            .to_string(),
             host,
             leased: BTreeSet::new(),
             processes,
@@ -157,13 +150,17 @@ impl Dispatcher {
 
     /// The dispatcher of the gateway of `host` (`gateway.host_id`) among several on one
     /// board; by default it is the hostname.
-    pub fn on_host(mut self, host: &str) -> Dispatcher {
-        self.host = host.to_owned();
-        self.lease_holder = LeaseHolder {
-            host: host.to_owned(),
+    /// Who holds this gateway's decomposition leases: its host and its process.
+    fn lease_holder(&self) -> String {
+        LeaseHolder {
+            host: self.host.clone(),
             pid: std::process::id(),
         }
-        .to_string();
+        .to_string()
+    }
+
+    pub fn on_host(mut self, host: &str) -> Dispatcher {
+        self.host = host.to_owned();
         self
     }
 

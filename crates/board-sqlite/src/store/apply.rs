@@ -98,10 +98,7 @@ pub(super) fn insert_events(
     events: &[NewEvent],
     now: Timestamp,
 ) -> StoreResult<()> {
-    if events
-        .iter()
-        .any(|e| board_core::wakes_dispatcher(e.kind.as_str()))
-    {
+    if events.iter().any(|e| board_core::wakes_dispatcher(e.kind)) {
         WAKES.with(|w| w.set(true));
     }
     let mut stmt = tx.prepare_cached(INSERT_EVENT).map_err(backend)?;

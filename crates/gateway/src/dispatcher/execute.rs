@@ -131,7 +131,7 @@ impl Dispatcher {
     /// is now leased to this gateway afresh.
     fn lease_card(&mut self, card: &TaskId, abandoned: Option<&str>, pass: &mut Pass<'_>) -> bool {
         let ttl = pass.settings.decomposition_lease_seconds;
-        let holder = &self.lease_holder;
+        let holder = &self.lease_holder();
         match self
             .store
             .lease_decomposition(card, holder, ttl, pass.now, abandoned)
@@ -186,7 +186,7 @@ impl Dispatcher {
     /// Releases the lease of a decomposition of this gateway's that ended. A release
     /// that fails is tried again next tick; at worst the lease lapses.
     pub(super) fn release_decomposition(&mut self, card: &TaskId) {
-        match self.store.release_decomposition(card, &self.lease_holder) {
+        match self.store.release_decomposition(card, &self.lease_holder()) {
             Ok(()) => {
                 self.leased.remove(card);
             }

@@ -258,9 +258,10 @@ impl Drop for SharedBoard {
             let _ = gateway.kill();
             let _ = gateway.wait();
         }
-        match apart {
-            true => drop_schema(&self.schema),
-            false => tear_down(&self.store, &self.schema),
+        if apart {
+            drop_schema(&self.schema);
+        } else {
+            tear_down(&self.store, &self.schema);
         }
     }
 }
