@@ -52,6 +52,13 @@ pub use wake::WakeListener;
 /// was cut off from the server; its locks must not hold every other gateway back.
 pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 
+/// How long the store's sessions wait on a server that has gone silent: sent data left
+/// unacknowledged this long, or an idle session whose keepalive probes go unanswered
+/// this long, ends the session with an error (the next call opens a fresh one). Without
+/// it a host cut off from the server would wait on the kernel's retransmissions for
+/// about fifteen minutes, its ticks and its shutdown stalled, saying nothing.
+pub const SERVER_SILENCE: Duration = Duration::from_secs(15);
+
 /// How to open a board.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -124,6 +131,23 @@ impl fmt::Debug for PgStore {
     }
 }
 
+/// Limits how long a session waits on a silent server ([`SERVER_SILENCE`]), unless the
+/// URL set its own `tcp_user_timeout`: keepalive probes on an idle session from a third
+/// of it, three unanswered probes a third apart, and no sent data unacknowledged for
+/// longer.
+fn bound_silence(config: &mut postgres::Config) {
+    if config.get_tcp_user_timeout().is_some() {
+        return;
+    }
+    let third = SERVER_SILENCE / 3;
+    config
+        .tcp_user_timeout(SERVER_SILENCE)
+        .keepalives(true)
+        .keepalives_idle(third)
+        .keepalives_interval(third)
+        .keepalives_retries(3);
+}
+
 /// A stable 32-bit hash (FNV-1a) of the schema name, for advisory lock keys.
 fn schema_key(schema: &str) -> i32 {
     let hash = schema.bytes().fold(0x811c_9dc5u32, |h, b| {
@@ -156,6 +180,7 @@ impl PgStore {
         config
             .connect_timeout(options.connect_timeout)
             .application_name(&options.application_name);
+        bound_silence(&mut config);
         let mut setup = format!(
             "SET idle_in_transaction_session_timeout = {}",
             IDLE_IN_TRANSACTION.as_millis()

@@ -6,6 +6,11 @@
 //! per pool for features a board does not use. Connections open lazily, up to the cap;
 //! one that the server closed is dropped when it comes back, and the next checkout
 //! opens a fresh one.
+//!
+//! A lost session closes the idle ones too (a restarted or unreachable server lost them
+//! all), and for a moment after a connection attempt fails, checkouts fail at once with
+//! its error: a tick's reads during an outage cost one connection timeout, not one
+//! each.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -14,6 +19,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls, Statement};
+
+/// How long after a failed connection attempt checkouts fail at once with its error.
+const FAILED_CONNECT_HOLDS: Duration = Duration::from_secs(1);
 
 /// One connection and the statements prepared on it, keyed by their SQL.
 pub(crate) struct Conn {
@@ -39,6 +47,8 @@ pub(crate) struct Pool {
 struct State {
     idle: Vec<Conn>,
     open: usize,
+    /// The last failed connection attempt: when, and its error.
+    failed: Option<(Instant, String)>,
 }
 
 /// A checked-out connection; back in the pool when dropped.
@@ -62,6 +72,7 @@ impl Pool {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
+                failed: None,
             }),
             returned: Condvar::new(),
             lost: AtomicBool::new(false),
@@ -82,13 +93,25 @@ impl Pool {
             if let Some(conn) = state.idle.pop() {
                 return Ok(self.lease(conn));
             }
+            if let Some((at, error)) = &state.failed {
+                if at.elapsed() < FAILED_CONNECT_HOLDS {
+                    return Err(error.clone());
+                }
+            }
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return match self.connect() {
-                    Ok(conn) => Ok(self.lease(conn)),
+                let connected = self.connect();
+                let mut state = self.state();
+                return match connected {
+                    Ok(conn) => {
+                        state.failed = None;
+                        Ok(self.lease(conn))
+                    }
                     Err(e) => {
-                        self.state().open -= 1;
+                        state.open -= 1;
+                        state.failed = Some((Instant::now(), e.clone()));
+                        drop(state);
                         self.returned.notify_one();
                         Err(e)
                     }
@@ -161,8 +184,11 @@ impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
         let mut state = self.pool.state();
+        let mut lost = Vec::new();
         if conn.broken || conn.client.is_closed() {
-            state.open -= 1;
+            // The server that lost this session lost the idle ones too.
+            lost = std::mem::take(&mut state.idle);
+            state.open -= 1 + lost.len();
             if !self.pool.lost.swap(true, Ordering::Relaxed) {
                 tracing::warn!("a database session was lost; the next call opens a new one");
             }
@@ -170,6 +196,7 @@ impl Drop for Lease<'_> {
             state.idle.push(conn);
         }
         drop(state);
-        self.pool.returned.notify_one();
+        self.pool.returned.notify_all();
+        drop(lost);
     }
 }

@@ -71,6 +71,7 @@ pub struct Counters {
     pub reaped: u64,
     pub reclaimed: u64,
     pub timed_out: u64,
+    pub disowned: u64,
     pub decompositions_started: u64,
     pub promoted: u64,
     pub errors: u64,
@@ -86,6 +87,9 @@ pub struct HeldWorker {
     pub adopted: bool,
     /// Set once it has been asked to stop.
     pub stopping: Option<Stopping>,
+    /// How its run ended, once the board says it has while the worker lives (a run
+    /// never reopens, so it is read once).
+    pub run_ended: Option<Outcome>,
 }
 
 /// The dispatcher: the store, the workers it holds, and its decompositions.
@@ -267,6 +271,7 @@ impl Dispatcher {
             run,
             adopted: true,
             stopping: None,
+            run_ended: None,
         };
         self.workers.insert(task.id.clone(), held);
         true
@@ -363,6 +368,7 @@ impl Dispatcher {
         c.reaped += r.reaped.len() as u64;
         c.reclaimed += r.reclaimed.len() as u64;
         c.timed_out += r.timed_out.len() as u64;
+        c.disowned += r.disowned.len() as u64;
         c.decompositions_started += r.decompositions_started.len() as u64;
         c.promoted += r.promoted.len() as u64;
         c.errors += r.errors.len() as u64;

@@ -66,6 +66,10 @@ pub enum StopReason {
         claim_expires: Option<Timestamp>,
         at: Timestamp,
     },
+    /// Its run ended while it lived, and not by its report: another host took the run
+    /// over while this one was cut off, or a user reclaimed or archived the task. The
+    /// run is not this gateway's to end; the worker is only let go once gone.
+    Lost { outcome: Outcome },
 }
 
 impl StopReason {
@@ -83,9 +87,10 @@ impl StopReason {
         }
     }
 
-    /// How the run ends, quoting the worker's log tail when there is one.
-    pub fn ending(&self, log_tail: &str) -> Ending {
-        match self {
+    /// How the run ends, quoting the worker's log tail when there is one; `None` for a
+    /// lost run, which has ended already.
+    pub fn ending(&self, log_tail: &str) -> Option<Ending> {
+        let ending = match self {
             StopReason::TimedOut { limit } => Ending {
                 outcome: Outcome::TimedOut,
                 error: Some(with_log_tail(
@@ -99,7 +104,9 @@ impl StopReason {
                 error: Some(format!("lease expired at {at}")),
                 detail: json!({ "claim_expires": claim_expires }),
             },
-        }
+            StopReason::Lost { .. } => return None,
+        };
+        Some(ending)
     }
 }
 
@@ -122,6 +129,8 @@ pub struct WorkerView {
     pub adopted: bool,
     pub observed: Observed,
     pub stopping: Option<Stopping>,
+    /// How its run ended, when the board says it has while the worker lives.
+    pub run_ended: Option<Outcome>,
 }
 
 /// Everything one tick decides from, read once.
@@ -195,6 +204,16 @@ pub enum Action {
         ending: Ending,
         held: bool,
     },
+    /// The run of a held live worker ended, and not by its report (another host took it
+    /// over while this one was cut off): say so, and stop the worker (SIGTERM to its
+    /// group, SIGKILL after the grace), to let it go once gone, its run left as it is.
+    Disown {
+        task: TaskId,
+        run: RunRef,
+        outcome: Outcome,
+    },
+    /// A disowned worker is gone: forget it.
+    LetGo { task: TaskId },
     /// The lease of a held live worker expired: extend it.
     ExtendLease { task: TaskId, run: RunRef },
     /// A decomposition this gateway started has ended: release the card's lease.
@@ -240,6 +259,8 @@ impl Action {
             Action::Reap { task, .. }
             | Action::ReleaseAdopted { task, .. }
             | Action::Kill { task }
+            | Action::Disown { task, .. }
+            | Action::LetGo { task }
             | Action::EndRun { task, .. }
             | Action::ExtendLease { task, .. }
             | Action::SkipNonspawnable { task, .. } => vec![task],
@@ -252,6 +273,11 @@ impl Action {
             Action::Promote { tasks } | Action::Claim { tasks } => tasks.iter().collect(),
         }
     }
+}
+
+/// Whether a run's worker ended it by its own report (and so exits by itself).
+fn reported(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Completed | Outcome::Blocked)
 }
 
 /// Whether a ready task is one a tick would try to spawn now: not cooling down after a
@@ -319,24 +345,35 @@ impl Planner<'_> {
         }
     }
 
-    /// Step 1: held workers that exited, and those being stopped.
+    /// Step 1: held workers that exited, those being stopped, and those whose run ended
+    /// without them.
     fn workers(&mut self) {
         for w in &self.view.workers {
             let task = w.task.clone();
             let action = match (&w.stopping, &w.observed) {
-                (None, Observed::Alive) => continue,
+                (None, Observed::Alive) => match w.run_ended {
+                    Some(outcome) if !reported(outcome) => Action::Disown {
+                        task,
+                        run: w.run.clone(),
+                        outcome,
+                    },
+                    _ => continue,
+                },
                 (Some(s), Observed::Alive) => {
-                    self.settled.insert(task.clone());
                     if self.now - s.since <= STOP_GRACE_SECONDS {
+                        self.settled.insert(task);
                         continue;
                     }
                     Action::Kill { task }
                 }
-                (Some(s), Observed::Exited { log_tail, .. }) => Action::EndRun {
-                    task,
-                    run: s.run.clone(),
-                    ending: s.reason.ending(log_tail),
-                    held: true,
+                (Some(s), Observed::Exited { log_tail, .. }) => match s.reason.ending(log_tail) {
+                    Some(ending) => Action::EndRun {
+                        task,
+                        run: s.run.clone(),
+                        ending,
+                        held: true,
+                    },
+                    None => Action::LetGo { task },
                 },
                 (None, Observed::Exited { .. }) if w.adopted => Action::ReleaseAdopted {
                     task,
@@ -353,8 +390,8 @@ impl Planner<'_> {
                     }
                 }
             };
-            if !matches!(action, Action::Kill { .. }) {
-                self.settled.insert(w.task.clone());
+            self.settled.insert(w.task.clone());
+            if !matches!(action, Action::Kill { .. } | Action::Disown { .. }) {
                 self.held -= 1;
             }
             self.actions.push(action);
@@ -402,18 +439,20 @@ impl Planner<'_> {
         if !self.settled.insert(task.id.clone()) {
             return;
         }
-        let held = self.worker(&task.id).is_some();
+        // A held worker of an earlier run of the task is not this run's.
+        let run = RunRef::of(task).map(|r| r.run_id);
+        let held = self.worker(&task.id).is_some_and(|w| Some(w.run.run_id) == run);
         if held || self.view.proven.contains(&task.id) {
             self.held += usize::from(!held);
             self.actions.push(Action::Stop {
                 task: task.clone(),
                 reason,
             });
-        } else if let Some(run) = RunRef::of(task) {
+        } else if let (Some(run), Some(ending)) = (RunRef::of(task), reason.ending("")) {
             self.actions.push(Action::EndRun {
                 task: task.id.clone(),
                 run,
-                ending: reason.ending(""),
+                ending,
                 held: false,
             });
         }

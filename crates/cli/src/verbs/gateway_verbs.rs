@@ -96,6 +96,7 @@ pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool, max: Option<u16>) -> Resul
         line("reclaimed", &report.reclaimed);
         line("extended", &report.extended);
         line("timed out", &report.timed_out);
+        line("disowned", &report.disowned);
         line("decomposed", &report.decompositions_started);
         line("promoted", &report.promoted);
         line("spawned", &report.spawned);

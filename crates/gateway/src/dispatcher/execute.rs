@@ -46,6 +46,8 @@ impl Dispatcher {
                 );
             }
             Action::Stop { task, reason } => self.stop(task, reason, pass.now),
+            Action::Disown { task, run, outcome } => self.disown(task, run, *outcome, pass),
+            Action::LetGo { task } => self.let_go(task),
             Action::Kill { task } => {
                 tracing::warn!(task = %task, "the worker outlived its grace; killing its process group");
                 self.processes.signal(task, Signal::Kill);
@@ -335,6 +337,27 @@ impl Dispatcher {
         self.processes.signal(&task.id, Signal::Term);
     }
 
+    /// Stops a live worker whose run ended without it, in one log line: the run is not
+    /// this gateway's any more, so nothing is written, and the worker is let go once gone.
+    fn disown(&mut self, id: &TaskId, run: &RunRef, outcome: Outcome, pass: &mut Pass<'_>) {
+        let Some(worker) = self.workers.get_mut(id) else {
+            return;
+        };
+        worker.stopping = Some(Stopping {
+            run: run.clone(),
+            reason: StopReason::Lost { outcome },
+            since: pass.now,
+        });
+        tracing::warn!(
+            task = %id,
+            run = run.run_id,
+            %outcome,
+            "the worker's run ended without it (taken over while this gateway could not reach the board): stopping the worker, its work not counted"
+        );
+        self.processes.signal(id, Signal::Term);
+        pass.report.disowned.push(id.clone());
+    }
+
     fn extend(&self, id: &TaskId, run: &RunRef, pass: &mut Pass<'_>) {
         let request = Request::ExtendClaim {
             run_id: run.run_id,
@@ -396,6 +419,7 @@ impl Dispatcher {
                     run,
                     adopted: false,
                     stopping: None,
+                    run_ended: None,
                 };
                 self.workers.insert(task.id.clone(), held);
                 pass.report.spawned.push(task.id.clone());

@@ -26,7 +26,9 @@ impl Dispatcher {
                 Vec::new()
             })
         };
-        let running = got("listing running tasks", self.store.running());
+        let running = self.store.running();
+        let listed = running.is_ok();
+        let running = got("listing running tasks", running);
         // Leases about to expire too: a held live worker's is extended before any other
         // gateway can find it expired.
         let expiring = now.saturating_add(settings.lease_margin());
@@ -34,6 +36,9 @@ impl Dispatcher {
             "listing expired leases",
             self.store.expired_leases(expiring, 1000),
         );
+        if listed {
+            self.note_ended_runs(&running, &mut failed);
+        }
         let mut view = View {
             workers: self.observe(),
             proven: self.proven(&running, &expired, now),
@@ -58,6 +63,32 @@ impl Dispatcher {
         (view, failed)
     }
 
+    /// Notes how the run of each held live worker ended when it is no longer running
+    /// (`running` is the whole of the running tasks): ended by the worker's report, or
+    /// without it.
+    fn note_ended_runs(&mut self, running: &[Task], failed: &mut Vec<ReadError>) {
+        let open: BTreeSet<(&TaskId, i64)> = running
+            .iter()
+            .filter_map(|t| Some((&t.id, t.lease.as_ref()?.run_id)))
+            .collect();
+        for worker in self.workers.values_mut() {
+            let run_id = worker.run.run_id;
+            if worker.stopping.is_some()
+                || worker.run_ended.is_some()
+                || open.contains(&(&worker.task_id, run_id))
+            {
+                continue;
+            }
+            match self.store.runs(&worker.task_id) {
+                Ok(runs) => {
+                    let ended = runs.into_iter().find(|r| r.id == run_id && !r.is_open());
+                    worker.run_ended = ended.and_then(|r| r.outcome);
+                }
+                Err(e) => failed.push((format!("reading the runs of {}", worker.task_id), e)),
+            }
+        }
+    }
+
     fn observe(&self) -> Vec<WorkerView> {
         let gone = Observed::Exited {
             exit: Exit::Unknown,
@@ -71,6 +102,7 @@ impl Dispatcher {
                 adopted: w.adopted,
                 observed: self.processes.probe(&w.task_id).unwrap_or_else(|| gone.clone()),
                 stopping: w.stopping.clone(),
+                run_ended: w.run_ended,
             })
             .collect()
     }

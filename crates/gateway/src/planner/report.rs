@@ -12,6 +12,8 @@ pub struct TickReport {
     pub reclaimed: Vec<TaskId>,
     pub extended: Vec<TaskId>,
     pub timed_out: Vec<TaskId>,
+    /// Live workers stopped because their run ended without them.
+    pub disowned: Vec<TaskId>,
     pub decompositions_started: Vec<TaskId>,
     /// Decompositions running in the background after this tick.
     pub decompositions_in_flight: usize,
@@ -30,6 +32,7 @@ impl TickReport {
         self.reclaimed.extend(later.reclaimed);
         self.extended.extend(later.extended);
         self.timed_out.extend(later.timed_out);
+        self.disowned.extend(later.disowned);
         self.decompositions_started.extend(later.decompositions_started);
         self.promoted.extend(later.promoted);
         self.spawned.extend(later.spawned);
@@ -61,6 +64,7 @@ pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
             }
             Action::Stop { .. } | Action::EndRun { .. } => report.reclaimed.extend(id()),
             Action::ExtendLease { .. } => report.extended.extend(id()),
+            Action::Disown { .. } => report.disowned.extend(id()),
             Action::StartDecomposition { .. } => {
                 report.decompositions_in_flight += 1;
                 report.decompositions_started.extend(id());
@@ -68,6 +72,7 @@ pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
             Action::Promote { .. } => report.promoted.extend(id()),
             Action::Spawn { .. } => report.spawned.extend(id()),
             Action::Kill { .. }
+            | Action::LetGo { .. }
             | Action::SkipNonspawnable { .. }
             | Action::NoteCeiling { .. }
             | Action::ReleaseDecomposition { .. }

@@ -6,6 +6,7 @@ use board_core::{Ceilings, Lease, RetryPolicy, Spend, Status, TriageLease};
 use super::*;
 
 mod edges;
+mod fencing;
 
 const T: Timestamp = 1_800_000_000;
 
@@ -58,6 +59,7 @@ fn held(n: u8, observed: Observed) -> WorkerView {
         adopted: false,
         observed,
         stopping: None,
+        run_ended: None,
     }
 }
 
@@ -127,6 +129,8 @@ fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
                 Action::ReleaseAdopted { .. } => "release",
                 Action::Stop { .. } => "stop",
                 Action::Kill { .. } => "kill",
+                Action::Disown { .. } => "disown",
+                Action::LetGo { .. } => "let go",
                 Action::EndRun { .. } => "end",
                 Action::ExtendLease { .. } => "extend",
                 Action::StartDecomposition { .. } => "decompose",
@@ -270,7 +274,8 @@ fn an_expired_lease_is_extended_for_its_live_worker_else_the_run_goes_stale() {
     let actions = plan(&view, T, &settings());
     assert_eq!(
         kinds(&actions),
-        [("extend", id(1)), ("stop", id(2)), ("end", id(3))]
+        [("extend", id(1)), ("end", id(2)), ("end", id(3))],
+        "a worker held for another run is not this run's"
     );
     let Action::EndRun { ending, .. } = &actions[2] else {
         panic!("{actions:?}")

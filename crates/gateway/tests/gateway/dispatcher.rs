@@ -13,19 +13,19 @@ use gateway::planner::{DispatchSettings, TickReport};
 
 const T0: i64 = 1_800_000_000;
 
-struct Home {
-    dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
+pub(crate) struct Home {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) store: Arc<dyn Store>,
 }
 
-fn home() -> Home {
+pub(crate) fn home() -> Home {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path().join("kanban.db"), &Options::default()).unwrap());
     Home { dir, store }
 }
 
 impl Home {
-    fn dispatcher(&self) -> Dispatcher {
+    pub(crate) fn dispatcher(&self) -> Dispatcher {
         Dispatcher::new(
             self.store.clone(),
             board_home::Home::at(self.dir.path()).unwrap(),
@@ -84,7 +84,7 @@ impl Home {
     }
 }
 
-fn settings(profiles: &[(&str, &str)]) -> DispatchSettings {
+pub(crate) fn settings(profiles: &[(&str, &str)]) -> DispatchSettings {
     let mut commands: BTreeMap<String, Option<Vec<String>>> = profiles
         .iter()
         .map(|(name, script)| {
@@ -102,7 +102,7 @@ fn settings(profiles: &[(&str, &str)]) -> DispatchSettings {
 }
 
 /// The same settings, spawning nothing: the tick only watches.
-fn watch(s: &DispatchSettings) -> DispatchSettings {
+pub(crate) fn watch(s: &DispatchSettings) -> DispatchSettings {
     DispatchSettings {
         max_spawn: 0,
         ..s.clone()
@@ -110,7 +110,7 @@ fn watch(s: &DispatchSettings) -> DispatchSettings {
 }
 
 /// Ticks until `done` holds for a report, failing after a few seconds.
-fn tick_until(
+pub(crate) fn tick_until(
     d: &mut Dispatcher,
     s: &DispatchSettings,
     now: i64,
@@ -273,7 +273,7 @@ fn a_profile_without_a_command_is_skipped_once_and_max_spawn_holds() {
     kill_workers(&d);
 }
 
-fn kill_workers(d: &Dispatcher) {
+pub(crate) fn kill_workers(d: &Dispatcher) {
     for w in d.workers() {
         // SAFETY: signalling the process group of a worker this test started.
         unsafe { libc::kill(-(w.pid as i32), libc::SIGKILL) };
@@ -545,7 +545,7 @@ fn a_running_gateway_reads_the_leases_every_few_seconds_not_every_tick() {
 }
 
 /// Whether `pid` is a live process (not gone, not a zombie).
-fn lives(pid: i64) -> bool {
+pub(crate) fn lives(pid: i64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         s.rsplit_once(')')
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))

@@ -3,5 +3,6 @@
 
 mod binary;
 mod dispatcher;
+mod fencing;
 mod plan_and_tick;
 mod worker_boundary;

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use board_core::{DispatchQueue, Outcome};
+use board_core::{DispatchQueue, Outcome, Run};
 
 use super::{done_once, seed, steady_state, Shape, SharedBoard, QUICK};
 
@@ -49,6 +49,25 @@ fn three_hosts_do_every_task_once_bill_every_card_once_and_never_mix_their_pids(
     );
 }
 
+/// Waits for `tasks` tasks to be done, each once; every run not completed (of `host`,
+/// or of any) ended stale (by another host, once its lease lapsed): those runs.
+fn ended_stale(b: &SharedBoard, tasks: usize, host: Option<&str>) -> Vec<Run> {
+    b.wait_for(&format!("{tasks} tasks done"), || b.all_done(tasks));
+    let snapshot = b.snapshot();
+    let by_host = done_once(&snapshot);
+    eprintln!("completed runs by host: {by_host:?}");
+    let ended: Vec<Run> = snapshot
+        .runs
+        .into_iter()
+        .filter(|r| host.is_none_or(|h| r.worker_host.as_deref() == Some(h)))
+        .filter(|r| r.outcome != Some(Outcome::Completed))
+        .collect();
+    for run in &ended {
+        assert_eq!(run.outcome, Some(Outcome::Stale), "{run:?}");
+    }
+    ended
+}
+
 /// Tasks of `host` running now.
 fn running_on(b: &SharedBoard, host: &str) -> usize {
     let running = b.store.running().unwrap();
@@ -73,21 +92,10 @@ fn a_host_that_dies_mid_run_loses_nothing_and_its_tasks_are_done_once_elsewhere(
     b.hosts[0].kill();
     let gateway = b.gateways[0].take().expect("started").wait().unwrap();
     assert!(!gateway.success(), "host-0's gateway ended well: {gateway:?}");
-    b.wait_for("300 tasks done", || b.all_done(300));
-    let snapshot = b.snapshot();
-    let by_host = done_once(&snapshot);
-    eprintln!("completed runs by host: {by_host:?}");
     // The runs the dead host left open were ended by the others once their leases
     // lapsed, and their tasks done again elsewhere.
-    let left: Vec<_> = snapshot
-        .runs
-        .iter()
-        .filter(|r| r.worker_host.as_deref() == Some("host-0") && r.outcome != Some(Outcome::Completed))
-        .collect();
+    let left = ended_stale(&b, 300, Some("host-0"));
     assert!(!left.is_empty(), "host-0 died with no run open");
-    for run in left {
-        assert_eq!(run.outcome, Some(Outcome::Stale), "{run:?}");
-    }
     for n in 1..3 {
         assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
     }
@@ -127,20 +135,10 @@ fn cut_off_and_back(fault: Fault) {
     seed(&b, 10, 0);
     b.wait_for("host-0 alone to do 10 more", || b.all_done(310));
     assert!(b.alive(0), "host-0's gateway died:\n{}", b.gateway_log(0));
-    let snapshot = b.snapshot();
-    let by_host = done_once(&snapshot);
-    eprintln!("completed runs by host: {by_host:?}");
     // Every run not completed ended stale: host-0's, and any of a host whose tick waited
     // out the locks of host-0's session (ended by the server after
     // board_postgres::IDLE_IN_TRANSACTION) past a lease as short as this test's.
-    let ended: Vec<_> = snapshot
-        .runs
-        .iter()
-        .filter(|r| r.outcome != Some(Outcome::Completed))
-        .collect();
-    for run in &ended {
-        assert_eq!(run.outcome, Some(Outcome::Stale), "{run:?}");
-    }
+    let ended = ended_stale(&b, 310, None);
     assert!(
         ended.iter().any(|r| r.worker_host.as_deref() == Some("host-0")),
         "host-0 was cut off with no run open"
@@ -155,4 +153,66 @@ fn a_host_cut_off_longer_than_its_leases_does_no_harm_and_rejoins() {
 #[test]
 fn a_host_paused_longer_than_its_leases_does_no_harm_and_rejoins() {
     cut_off_and_back(Fault::Pause);
+}
+
+/// Host-0's workers hang while its home holds a `hold` file; every other worker takes a
+/// moment.
+const APART_HOLDING: Shape = Shape {
+    worker: "if [ -e \"${KANBAN_WORKSPACE%/workspaces/*}/hold\" ]; then sleep 60; fi; sleep 0.3; kanban complete --result done",
+    ..APART_SHORT_LEASES
+};
+
+/// Host `n`'s hung workers (its `sleep 60` processes).
+fn hung_on(b: &SharedBoard, n: usize) -> usize {
+    let hung = |pid: &u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x0060\x00"))
+    };
+    b.hosts[n].processes().iter().filter(|p| hung(p)).count()
+}
+
+/// The fencing rule for live workers: host-0 is cut off with four workers running, longer
+/// than two leases, and says so within seconds; the others end its runs and do its
+/// tasks. Back, host-0 finds its
+/// runs ended without its workers and stops each of them, one log line each, writing
+/// nothing of those runs.
+#[test]
+fn a_host_cut_off_stops_the_workers_whose_runs_were_taken_over_once_it_is_back() {
+    let mut b = SharedBoard::new(&APART_HOLDING);
+    let hold = b.home(0).join("hold");
+    std::fs::write(&hold, "").unwrap();
+    seed(&b, 270, 30);
+    for n in 0..3 {
+        b.start(n);
+    }
+    b.wait_for("host-0 to run four hung workers", || hung_on(&b, 0) == 4);
+    let said_before = b.gateway_log(0).len();
+    b.hosts[0].partition();
+    let cut = std::time::Instant::now();
+    // Its sessions give up on the silent server within seconds, not the kernel's
+    // quarter of an hour (one call's wait, then one attempt to connect again), and its
+    // log says so.
+    b.wait_for("host-0 to say it cannot reach the board", || {
+        b.gateway_log(0)[said_before..].contains("tick step failed")
+    });
+    let noticed = cut.elapsed();
+    eprintln!("host-0 noticed the cut after {noticed:?}");
+    let connect = board_postgres::Options::default().connect_timeout;
+    let bound = board_postgres::SERVER_SILENCE + connect + std::time::Duration::from_secs(5);
+    assert!(noticed < bound, "noticed after {noticed:?}");
+    let two_leases = std::time::Duration::from_secs(2 * APART_HOLDING.claim_ttl_seconds as u64);
+    b.wait_for("host-0's runs to be ended by the others", || {
+        running_on(&b, "host-0") == 0
+    });
+    b.wait_for("the cut to outlast two leases", || cut.elapsed() >= two_leases);
+    assert_eq!(hung_on(&b, 0), 4, "kept while cut off");
+    std::fs::remove_file(&hold).unwrap();
+    b.hosts[0].heal();
+    b.wait_for("host-0 to stop its hung workers", || hung_on(&b, 0) == 0);
+    let said = b.gateway_log(0).matches("run ended without it").count();
+    assert_eq!(said, 4, "one line a worker:\n{}", b.gateway_log(0));
+    let lost = ended_stale(&b, 300, Some("host-0"));
+    assert!(lost.len() >= 4, "{lost:?}");
+    for n in 0..3 {
+        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
+    }
 }
