@@ -30,7 +30,10 @@ pub use cost_safety::{
 pub use decomposition::{
     decomposition_commits_and_guards, due_cards_come_oldest_due_first, history_blocks_automatic_decomposition,
 };
-pub use decomposition_lease::{claim_ready_takes_what_is_still_ready, decomposition_lease_holds_a_card};
+pub use decomposition_lease::{
+    a_plan_commits_only_under_its_live_lease, claim_ready_takes_what_is_still_ready,
+    decomposition_lease_holds_a_card,
+};
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use graph::{
     dependencies_hold_and_release, edit_assign_and_archive, idempotent_create, links_refuse_cycles,
@@ -155,6 +158,7 @@ macro_rules! store_conformance_tests {
             due_cards_come_oldest_due_first,
             fanout_cap_is_one_rule,
             decomposition_lease_holds_a_card,
+            a_plan_commits_only_under_its_live_lease,
             claim_ready_takes_what_is_still_ready,
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,

@@ -93,6 +93,10 @@ impl plan::PlanWrites for Tables {
         Ok(())
     }
 
+    fn decomposition_lease(&mut self, id: &TaskId) -> StoreResult<Option<(String, Timestamp)>> {
+        Ok(self.decomposition_leases.get(id).cloned())
+    }
+
     fn apply(&mut self, _old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
         Tables::apply(self, change, now);
         Ok(())

@@ -55,10 +55,14 @@ pub enum Plan {
 }
 
 /// What the card looked like when the model was asked; the commit refuses if it moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanBasis {
     pub revision: i64,
     pub run_count: i64,
+    /// The holder (`host/pid`) of the card's decomposition lease the call was made under
+    /// (automatic calls): the commit refuses unless that lease still holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_holder: Option<String>,
 }
 
 impl PlanBasis {
@@ -66,7 +70,31 @@ impl PlanBasis {
         PlanBasis {
             revision: facts.task.revision,
             run_count: facts.run_count,
+            lease_holder: None,
         }
+    }
+
+    /// The same basis, committed only while `holder`'s decomposition lease holds.
+    pub fn under_lease(self, holder: Option<String>) -> PlanBasis {
+        PlanBasis {
+            lease_holder: holder,
+            ..self
+        }
+    }
+}
+
+/// A commit under a decomposition lease ([`PlanBasis::lease_holder`]) needs that lease
+/// as the store holds it now (`current`: holder and expiry): the same holder, not
+/// lapsed. A lapsed lease may have been taken over, and the card's next request sent.
+pub fn lease_holds(
+    card: &TaskId,
+    holder: &str,
+    current: Option<(String, Timestamp)>,
+    now: Timestamp,
+) -> Result<(), Refusal> {
+    match current {
+        Some((h, expires)) if h == holder && expires > now => Ok(()),
+        _ => Err(Refusal::LeaseLapsed(card.clone())),
     }
 }
 
@@ -108,6 +136,8 @@ pub trait PlanWrites {
     fn insert_links(&mut self, links: Vec<Link>) -> StoreResult<()>;
     /// Writes the card's decided change over `old`.
     fn apply(&mut self, old: &Task, change: Change, now: Timestamp) -> StoreResult<()>;
+    /// The card's decomposition lease (holder, expiry), locked where the store locks.
+    fn decomposition_lease(&mut self, id: &TaskId) -> StoreResult<Option<(String, Timestamp)>>;
 }
 
 /// Commits a plan through a store's writes, in the one order every store uses: the
@@ -124,7 +154,12 @@ pub fn write_plan(
 ) -> StoreResult<Committed> {
     let facts = w.facts(id)?;
     let child_ids = draw_child_ids(plan, settings, |drawn| w.unused_task_id(drawn))?;
+    let holder = basis.lease_holder.clone();
     let commit = commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
+    if let Some(holder) = holder {
+        let current = w.decomposition_lease(id)?;
+        lease_holds(id, &holder, current, now)?;
+    }
     for child in commit.children {
         w.insert_created(child, now)?;
     }

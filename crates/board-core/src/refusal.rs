@@ -52,6 +52,8 @@ pub enum Refusal {
     GainedHistory(TaskId),
     #[error("task {0}: input changed during decomposition; the reply was discarded")]
     InputChanged(TaskId),
+    #[error("task {0}: the decomposition lease lapsed before the commit (another gateway may hold the card now); the reply was discarded")]
+    LeaseLapsed(TaskId),
     #[error("task {0} is parked after repeated decomposition failures (edit it or decompose it by hand)")]
     Parked(TaskId),
     #[error("task {id} is cooling down after a failed decomposition until {at}")]

@@ -305,4 +305,19 @@ impl board_core::plan::PlanWrites for PlanTx<'_, '_> {
     fn apply(&mut self, old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
         apply(self.0, old, &change, now)
     }
+
+    /// Locked until the commit: a take-over of the lease waits for it.
+    fn decomposition_lease(&mut self, id: &TaskId) -> StoreResult<Option<(String, Timestamp)>> {
+        let row = self.0.query_opt(
+            "SELECT holder, expires FROM decomposition_leases WHERE task_id = $1 FOR UPDATE",
+            &[&id.as_str()],
+        )?;
+        match row {
+            None => Ok(None),
+            Some(row) => Ok(Some((
+                row.try_get(0).map_err(crate::backend)?,
+                row.try_get(1).map_err(crate::backend)?,
+            ))),
+        }
+    }
 }

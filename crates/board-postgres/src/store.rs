@@ -352,7 +352,7 @@ impl TriageQueue for PgStore {
         settings: &PlanSettings,
         now: Timestamp,
     ) -> StoreResult<Committed> {
-        self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis, mode, plan, settings, now))
+        self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis.clone(), mode, plan, settings, now))
     }
 }
 

@@ -96,9 +96,17 @@ impl DecomposeOutcome {
     }
 }
 
+/// The decomposition lease an automatic call is made under: its holder (`host/pid`)
+/// and when it expires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CardLease {
+    pub holder: String,
+    pub expires: Timestamp,
+}
+
 /// How a decomposition is asked for: by the gateway or a person, as the provider
 /// breaker's one probe, and whether a person sends it past a spend ceiling.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ask {
     pub mode: Mode,
     /// The one request of a breaker expiry (automatic): sent while the breaker is open,
@@ -106,9 +114,10 @@ pub struct Ask {
     pub probe: bool,
     /// `kanban decompose --over-budget`: go past a reached spend ceiling.
     pub over_budget: bool,
-    /// When the card's decomposition lease expires (automatic calls): the call's
-    /// requests end before it, less the commit's margin (`client::call_deadline`).
-    pub lease_expires: Option<Timestamp>,
+    /// The card's decomposition lease (automatic calls): the call's requests end before
+    /// it expires, less the commit's margin (`client::call_deadline`), and the commit is
+    /// refused unless it still holds.
+    pub lease: Option<CardLease>,
 }
 
 impl From<Mode> for Ask {
@@ -117,7 +126,7 @@ impl From<Mode> for Ask {
             mode,
             probe: false,
             over_budget: false,
-            lease_expires: None,
+            lease: None,
         }
     }
 }
@@ -216,7 +225,7 @@ async fn run<C: ModelClient>(
 ) -> DecomposeOutcome {
     let mode = ask.mode;
     let started = Instant::now();
-    let result = attempt(&store, client, id, ask, purpose, settings, clock).await;
+    let result = attempt(&store, client, id, &ask, purpose, settings, clock).await;
     let duration_ms = started.elapsed().as_millis() as u64;
     match result {
         Ok(outcome) => {
@@ -243,7 +252,7 @@ async fn run<C: ModelClient>(
                 reason = %failed.reason,
                 "decomposition failed"
             );
-            let counts = failed.counts && (!failed.provider || charged(&store, ask).await);
+            let counts = failed.counts && (!failed.provider || charged(&store, &ask).await);
             let unrecorded_failure = counts
                 && mode == Mode::Automatic
                 && !record_failure(&store, id, &failed.reason, settings, clock).await;
@@ -259,7 +268,7 @@ async fn attempt<C: ModelClient>(
     store: &Arc<dyn TriageQueue>,
     client: &C,
     id: &TaskId,
-    ask: Ask,
+    ask: &Ask,
     purpose: LlmPurpose,
     settings: &DecomposerSettings,
     clock: &Clock,
@@ -282,7 +291,7 @@ async fn attempt<C: ModelClient>(
             read_facts(store, &facts.task.id).await?
         }
     };
-    let basis = PlanBasis::of(&facts);
+    let basis = PlanBasis::of(&facts).under_lease(ask.lease.as_ref().map(|l| l.holder.clone()));
     let (roster, model, max_tokens) = (&settings.roster, &settings.model, settings.max_tokens);
     let body = match purpose {
         LlmPurpose::Decompose => build_request(&facts.task, roster, model, max_tokens),
@@ -298,7 +307,7 @@ async fn attempt<C: ModelClient>(
         automatic: mode == Mode::Automatic,
         probe: ask.probe,
         over_budget,
-        deadline: ask.lease_expires.map(call_deadline),
+        deadline: ask.lease.as_ref().map(|l| call_deadline(l.expires)),
     };
     let ledger: Arc<dyn LlmLedger> = store.clone();
     let completion = call_model(client, &ledger, &attempt, purpose, &body, settings, clock)
@@ -338,7 +347,7 @@ async fn attempt<C: ModelClient>(
 /// says whether the call goes past one (its ledger rows then say so).
 async fn spend_guard(
     store: &Arc<dyn TriageQueue>,
-    ask: Ask,
+    ask: &Ask,
     settings: &DecomposerSettings,
     now: i64,
 ) -> Result<bool, Failed> {
@@ -371,7 +380,7 @@ async fn spend_guard(
 async fn breaker_guard(
     store: &Arc<dyn TriageQueue>,
     id: &TaskId,
-    ask: Ask,
+    ask: &Ask,
     settings: &DecomposerSettings,
     now: i64,
 ) -> Result<(), Failed> {
@@ -395,7 +404,7 @@ async fn breaker_guard(
 
 /// Whether a provider fault of this call is charged to its card: an automatic call,
 /// not the probe, and the breaker stayed closed with the provider seen up.
-async fn charged(store: &Arc<dyn TriageQueue>, ask: Ask) -> bool {
+async fn charged(store: &Arc<dyn TriageQueue>, ask: &Ask) -> bool {
     if ask.mode != Mode::Automatic || ask.probe {
         return false;
     }
@@ -423,13 +432,15 @@ fn manual_guard(facts: &TaskFacts) -> Result<(), Refusal> {
 }
 
 /// A refusal at commit counts as a failure unless the card moved on: it left triage,
-/// gained a run, was decomposed by someone else or is gone. An edit (`input changed`)
+/// gained a run, was decomposed by someone else or is gone; or its lease lapsed (the
+/// gateway that took the lease over charged that attempt already). An edit (`input changed`)
 /// and a storage error count (docs/decomposer.md#failure-policy: a DB refusal is a failed attempt).
 fn commit_failure(e: StoreError) -> Failed {
     let moved = matches!(
         e.refusal(),
         Some(
             Refusal::GainedHistory(_)
+                | Refusal::LeaseLapsed(_)
                 | Refusal::ExecutionHistory(_)
                 | Refusal::WrongStatus { .. }
                 | Refusal::AlreadyDecomposed(_)

@@ -21,7 +21,7 @@ pub use client::{
     call_deadline, call_model, lease_seconds, Attempt, CallFailure, ClientError, Clock, FailureKind,
     HttpModel, ModelClient, ModelReply,
 };
-pub use decomposition::{decompose, specify, Ask, DecomposeOutcome};
+pub use decomposition::{decompose, specify, Ask, CardLease, DecomposeOutcome};
 pub use prompt::{build_request, build_specify_request};
 pub use reply::{parse_reply, Rejection};
 pub use roster::{Profile, Roster, DEFAULT_ASSIGNEE};

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use board_core::{BoardWrites, Retention, TriageQueue};
-use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId, Timestamp};
+use board_core::{Completion, NewTask, RetryPolicy, RunId, Store, Task, TaskId};
 use board_home::Home;
 use board_sqlite::{Options, SqliteStore, Synchronous};
 use gateway::dispatcher::{Decompositions, Dispatcher};
@@ -35,7 +35,7 @@ impl Decompositions for Idle {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId, _probe: bool, _lease_expires: Timestamp) {}
+    fn start(&mut self, _id: TaskId, _probe: bool, _lease: decompose::CardLease) {}
     fn cancel_all(&mut self) {}
 }
 

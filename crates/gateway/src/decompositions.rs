@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use board_core::{Mode, Store, TaskId, Timestamp};
+use board_core::{Mode, Store, TaskId};
 use board_home::now;
 use decompose::{Ask, DecomposerSettings, HttpModel};
 use tokio::runtime::Handle;
@@ -50,7 +50,7 @@ impl Decompositions for BackgroundDecompositions {
         self.running.keys().cloned().collect()
     }
 
-    fn start(&mut self, id: TaskId, probe: bool, lease_expires: Timestamp) {
+    fn start(&mut self, id: TaskId, probe: bool, lease: decompose::CardLease) {
         if self.running.get(&id).is_some_and(|h| !h.is_finished()) {
             return;
         }
@@ -61,7 +61,7 @@ impl Decompositions for BackgroundDecompositions {
                 mode: Mode::Automatic,
                 probe,
                 over_budget: false,
-                lease_expires: Some(lease_expires),
+                lease: Some(lease),
             };
             let outcome = decompose::decompose(store, &*client, &card, ask, &settings, &now).await;
             if outcome.unrecorded_failure {

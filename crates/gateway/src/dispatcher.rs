@@ -30,9 +30,9 @@ pub trait Decompositions: Send {
     /// Forgets the finished ones and returns the ids still in flight.
     fn in_flight(&mut self) -> BTreeSet<TaskId>;
     /// Starts an automatic decomposition of `id` (as the provider breaker's probe, when
-    /// `probe`), whose card is leased to this gateway until `lease_expires`; it commits
-    /// on its own, and sends nothing that could outlast the lease.
-    fn start(&mut self, id: TaskId, probe: bool, lease_expires: Timestamp);
+    /// `probe`), whose card is leased to this gateway (`lease`); it commits on its own,
+    /// only while the lease holds, and sends nothing that could outlast it.
+    fn start(&mut self, id: TaskId, probe: bool, lease: decompose::CardLease);
     /// The cards whose attempt ended since the last call with a failure charged to the
     /// card that the store could not record (a full disk). A pool that calls no model
     /// has none.
@@ -59,7 +59,7 @@ impl Decompositions for NoDecompositions {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         BTreeSet::new()
     }
-    fn start(&mut self, _id: TaskId, _probe: bool, _lease_expires: Timestamp) {}
+    fn start(&mut self, _id: TaskId, _probe: bool, _lease: decompose::CardLease) {}
     fn cancel_all(&mut self) {}
 }
 

@@ -44,7 +44,7 @@ pub fn decomposition_commits_and_guards(board: &dyn Backend) {
         ],
     };
     let committed = s
-        .commit_plan(&card.id, basis, Mode::Automatic, &plan, &settings, T0 + 1)
+        .commit_plan(&card.id, basis.clone(), Mode::Automatic, &plan, &settings, T0 + 1)
         .unwrap();
     assert_eq!(committed.child_ids.len(), 3);
     let root = s.get(&card.id).unwrap();
@@ -193,7 +193,7 @@ pub fn history_blocks_automatic_decomposition(board: &dyn Backend) {
     let err = s
         .commit_plan(
             &t.id,
-            basis,
+            basis.clone(),
             Mode::Automatic,
             &single,
             &PlanSettings::default(),

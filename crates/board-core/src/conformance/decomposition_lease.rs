@@ -1,11 +1,13 @@
 //! What several gateways sharing a board rely on, as every store keeps it: the
 //! decomposition lease (one holder at a time, a leased card not due for anyone, a lapsed
 //! or abandoned lease taken over and reported, one winner among threads leasing the same
-//! card on separate connections), and `claim_ready` of named tasks.
+//! card on separate connections), an automatic commit only under its live lease, and
+//! `claim_ready` of named tasks.
 
 use std::sync::{Arc, Barrier};
 
 use super::{Backend, T0};
+use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::store::{DecompositionLease, Store, StoreError, TriageLease};
 use crate::{NewTask, Refusal, TaskId};
 
@@ -135,4 +137,46 @@ pub fn claim_ready_takes_what_is_still_ready(board: &dyn Backend) {
         s.claim_ready(&ids, 60, T0 + 7).unwrap().is_empty(),
         "nothing is ready any more"
     );
+}
+
+/// An automatic commit made under a decomposition lease goes through only while that
+/// lease holds: not once it lapsed, not once another holder took it, not with no lease;
+/// a refused commit changes nothing.
+pub fn a_plan_commits_only_under_its_live_lease(board: &dyn Backend) {
+    let s = board.connect();
+    let card = NewTask {
+        triage: true,
+        ..NewTask::titled("commit under a lease")
+    };
+    let card = s.create(&card, T0).unwrap().id;
+    let plan = Plan::Single {
+        title: "tightened".into(),
+        body: String::new(),
+        assignee: Some("default".into()),
+    };
+    let settings = PlanSettings::default();
+    let basis = |holder: &str| PlanBasis::of(&s.facts(&card).unwrap()).under_lease(Some(holder.into()));
+    let refused = |holder: &str, at: i64| {
+        let err = s
+            .commit_plan(&card, basis(holder), Mode::Automatic, &plan, &settings, at)
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Refused(Refusal::LeaseLapsed(ref id)) if id == &card),
+            "{holder} at {at}: {err}"
+        );
+        assert_eq!(
+            s.get(&card).unwrap().status,
+            crate::Status::Triage,
+            "nothing changed"
+        );
+    };
+    refused("a/1", T0 + 1);
+    s.lease_decomposition(&card, "a/1", 60, T0, None).unwrap();
+    refused("b/2", T0 + 1);
+    refused("a/1", T0 + 60);
+    s.lease_decomposition(&card, "b/2", 60, T0 + 60, None).unwrap();
+    refused("a/1", T0 + 61);
+    let committed = s.commit_plan(&card, basis("b/2"), Mode::Automatic, &plan, &settings, T0 + 61);
+    assert!(committed.is_ok(), "{committed:?}");
+    assert_eq!(s.get(&card).unwrap().status, crate::Status::Ready);
 }

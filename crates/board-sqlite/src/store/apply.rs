@@ -293,4 +293,14 @@ impl plan::PlanWrites for PlanTx<'_> {
     fn apply(&mut self, old: &Task, change: Change, now: Timestamp) -> StoreResult<()> {
         apply(self.0, old, &change, now)
     }
+
+    fn decomposition_lease(&mut self, id: &TaskId) -> StoreResult<Option<(String, Timestamp)>> {
+        self.0
+            .prepare_cached("SELECT holder, expires FROM decomposition_leases WHERE task_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(backend)
+    }
 }

@@ -119,8 +119,11 @@ impl Dispatcher {
         if !probe {
             self.floors.insert(card.clone(), floor);
         }
-        let expires = lease_expiry(pass.settings.decomposition_lease_seconds, pass.now);
-        self.decompositions.start(card.clone(), probe, expires);
+        let lease = decompose::CardLease {
+            holder: self.lease_holder(),
+            expires: lease_expiry(pass.settings.decomposition_lease_seconds, pass.now),
+        };
+        self.decompositions.start(card.clone(), probe, lease);
         pass.report.decompositions_in_flight += 1;
         pass.report.decompositions_started.push(card.clone());
     }

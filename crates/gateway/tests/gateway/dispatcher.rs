@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId, Timestamp};
+use board_core::{EventFilter, NewTask, Outcome, Status, Store, TaskId};
 
 use board_sqlite::{Options, SqliteStore};
 use gateway::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
@@ -352,7 +352,7 @@ impl Decompositions for Recorder {
     fn unrecorded_failures(&mut self) -> BTreeSet<TaskId> {
         std::mem::take(&mut *self.unrecorded.lock().unwrap())
     }
-    fn start(&mut self, id: TaskId, _probe: bool, _lease_expires: Timestamp) {
+    fn start(&mut self, id: TaskId, _probe: bool, _lease: decompose::CardLease) {
         self.started.lock().unwrap().push(id.clone());
         self.in_flight.lock().unwrap().insert(id);
     }

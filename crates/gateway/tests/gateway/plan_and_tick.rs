@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use board_core::memory::MemStore;
-use board_core::{BoardReads, BoardWrites, NewTask, Outcome, Request, Status, Task, TaskId, Timestamp};
+use board_core::{BoardReads, BoardWrites, NewTask, Outcome, Request, Status, Task, TaskId};
 use gateway::dispatcher::{Decompositions, Dispatcher};
 use gateway::planner::{preview, Action, DispatchSettings, Exit, Observed, TickReport, STOP_GRACE_SECONDS};
 use gateway::supervisor::{Assignment, Processes, Signal};
@@ -83,7 +83,7 @@ impl Decompositions for InFlight {
     fn in_flight(&mut self) -> BTreeSet<TaskId> {
         self.0.clone()
     }
-    fn start(&mut self, id: TaskId, _probe: bool, _lease_expires: Timestamp) {
+    fn start(&mut self, id: TaskId, _probe: bool, _lease: decompose::CardLease) {
         self.0.insert(id);
     }
     fn cancel_all(&mut self) {
