@@ -6,9 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use board_core::{DispatchQueue, Outcome, Run};
+use board_core::{BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, Outcome, Run, Status};
+use fake_llm::Reply;
 
-use super::{done_once, seed, steady_state, Shape, SharedBoard, QUICK};
+use super::{done_once, seed, steady_state, Shape, SharedBoard, ONE_STEP, QUICK};
 
 /// Three hosts, each its gateway's, on quick workers.
 const APART: Shape = Shape {
@@ -18,6 +19,7 @@ const APART: Shape = Shape {
     claim_ttl_seconds: 30,
     worker: QUICK,
     apart: true,
+    extra: "",
 };
 
 /// Three hosts whose workers take a moment, on leases short enough for a test to outlive.
@@ -215,4 +217,72 @@ fn a_host_cut_off_stops_the_workers_whose_runs_were_taken_over_once_it_is_back()
     for n in 0..3 {
         assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
     }
+}
+
+/// Hosts whose failed decompositions are retried after a second.
+const APART_QUICK_RETRY: Shape = Shape {
+    extra: "  decompose_retry_base_seconds: 1\n",
+    ..APART
+};
+
+/// Decomposition during a partition: host-0's request is at the model when host-0 is cut
+/// off. Its lease lapses; another host takes the card over (charging that attempt once)
+/// and decomposes it. The card is committed once, each of the two requests is one row on
+/// the bill, and host-0, back and at work again, sends nothing more for it.
+#[test]
+fn a_decomposition_cut_off_mid_call_is_billed_once_and_committed_once_elsewhere() {
+    let mut b = SharedBoard::new(&APART_QUICK_RETRY);
+    let first = std::sync::atomic::AtomicBool::new(true);
+    b.fake.respond_with(move |_| {
+        let reply = Reply::text(ONE_STEP);
+        match first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            true => Reply::delayed(std::time::Duration::from_secs(8), reply),
+            false => reply,
+        }
+    });
+    let card = seed(&b, 0, 1).remove(0);
+    b.start(0);
+    b.wait_for("host-0's request at the model", || b.fake.requests().len() == 1);
+    b.hosts[0].partition();
+    b.start(1);
+    b.start(2);
+    b.wait_for("another host to decompose the card", || {
+        b.store.get(&card).unwrap().status != Status::Triage
+    });
+    b.hosts[0].heal();
+    for n in 1..3 {
+        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
+        b.hosts[n].kill();
+    }
+    seed(&b, 10, 0);
+    b.wait_for("host-0 alone to do 10 tasks", || b.all_done(11));
+    assert!(b.alive(0), "host-0's gateway died:\n{}", b.gateway_log(0));
+    let requests = b.fake.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "host-0's request and the one after the take-over"
+    );
+    assert!(requests
+        .iter()
+        .all(|r| r.task_id.as_deref() == Some(card.as_str())));
+    let rows = b.store.llm_calls(Some(&card)).unwrap();
+    assert_eq!(rows.len(), 2, "one row a request: {rows:?}");
+    let kinds: Vec<String> = b
+        .store
+        .events(&EventFilter {
+            task_id: Some(card.clone()),
+            ..EventFilter::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    let count = |kind: EventKind| kinds.iter().filter(|k| **k == kind).count();
+    assert_eq!(count(EventKind::Specified), 1, "committed once: {kinds:?}");
+    assert_eq!(
+        count(EventKind::AutoDecomposeFailed),
+        1,
+        "the lapsed attempt charged once: {kinds:?}"
+    );
 }

@@ -39,6 +39,7 @@ fn every_card_is_billed_once_though_every_gateway_tries_it_at_once() {
         claim_ttl_seconds: 30,
         worker: "true",
         apart: false,
+        extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     b.fake

@@ -152,6 +152,7 @@ fn another_hosts_workers_are_never_signalled_adopted_or_ended_early_by_pid() {
         claim_ttl_seconds: 30,
         worker: "true",
         apart: false,
+        extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     let dir = b.dir.path().to_path_buf();

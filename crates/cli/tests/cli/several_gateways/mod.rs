@@ -57,6 +57,8 @@ struct Shape {
     worker: &'static str,
     /// Each gateway on a host of its own (network and PID namespaces), not side by side.
     apart: bool,
+    /// Config lines under `kanban:` beyond the shared ones.
+    extra: &'static str,
 }
 
 impl SharedBoard {
@@ -130,10 +132,11 @@ impl SharedBoard {
              auxiliary:\n  transient_retries: 0\n  kanban_decomposer:\n    timeout: 5\n\
              kanban:\n  dispatch_interval_seconds: 0.2\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
              auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: worker\n  \
-             claim_ttl_seconds: {ttl}\n  failure_limit: 5\n\
+             claim_ttl_seconds: {ttl}\n  failure_limit: 5\n{extra}\
              profiles:\n  worker:\n    description: test worker\n    command: [\"sh\", \"-c\", {worker:?}]\n",
             max_spawn = shape.max_spawn,
             ttl = shape.claim_ttl_seconds,
+            extra = shape.extra,
         );
         std::fs::write(self.home(n).join("config.yaml"), config).unwrap();
     }
@@ -351,6 +354,7 @@ fn three_gateways_do_every_task_once_and_bill_every_card_once() {
         claim_ttl_seconds: 30,
         worker: QUICK,
         apart: false,
+        extra: "",
     };
     steady_state(&shape);
 }
@@ -392,6 +396,7 @@ fn a_dead_hosts_runs_are_reclaimed_after_their_lease_and_nothing_is_done_twice()
         claim_ttl_seconds: 3,
         worker: "sleep 1; kanban complete --result done",
         apart: false,
+        extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     seed(&b, 40, 0);
@@ -455,6 +460,7 @@ fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
         claim_ttl_seconds: 30,
         worker: "sleep 1; kanban complete --result done",
         apart: false,
+        extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     seed(&b, 12, 0);
@@ -507,6 +513,7 @@ fn the_database_password_never_leaves_the_config() {
         claim_ttl_seconds: 30,
         worker: "env > \"$KANBAN_WORKSPACE/env.txt\"; kanban complete --result dumped",
         apart: false,
+        extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     let tasks: Vec<TaskId> = (0..2)
