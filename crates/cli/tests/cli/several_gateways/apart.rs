@@ -103,6 +103,18 @@ fn a_host_that_dies_mid_run_loses_nothing_and_its_tasks_are_done_once_elsewhere(
     }
 }
 
+/// With `done` tasks done, the other hosts (still alive) are killed and 10 more tasks
+/// seeded: host-0 alone does them, so it is back at work without a restart.
+fn alone_on_host_0(b: &mut SharedBoard, done: usize) {
+    for n in 1..3 {
+        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
+        b.hosts[n].kill();
+    }
+    seed(b, 10, 0);
+    b.wait_for("host-0 alone to do 10 more", || b.all_done(done + 10));
+    assert!(b.alive(0), "host-0's gateway died:\n{}", b.gateway_log(0));
+}
+
 /// How a test cuts a host off from the board for a while.
 enum Fault {
     Partition,
@@ -130,13 +142,7 @@ fn cut_off_and_back(fault: Fault) {
         Fault::Pause => b.hosts[0].resume(),
     }
     b.wait_for("300 tasks done", || b.all_done(300));
-    for n in 1..3 {
-        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
-        b.hosts[n].kill();
-    }
-    seed(&b, 10, 0);
-    b.wait_for("host-0 alone to do 10 more", || b.all_done(310));
-    assert!(b.alive(0), "host-0's gateway died:\n{}", b.gateway_log(0));
+    alone_on_host_0(&mut b, 300);
     // Every run not completed ended stale: host-0's, and any of a host whose tick waited
     // out the locks of host-0's session (ended by the server after
     // board_postgres::IDLE_IN_TRANSACTION) past a lease as short as this test's.
@@ -250,13 +256,7 @@ fn a_decomposition_cut_off_mid_call_is_billed_once_and_committed_once_elsewhere(
         b.store.get(&card).unwrap().status != Status::Triage
     });
     b.hosts[0].heal();
-    for n in 1..3 {
-        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
-        b.hosts[n].kill();
-    }
-    seed(&b, 10, 0);
-    b.wait_for("host-0 alone to do 10 tasks", || b.all_done(11));
-    assert!(b.alive(0), "host-0's gateway died:\n{}", b.gateway_log(0));
+    alone_on_host_0(&mut b, 1);
     let requests = b.fake.requests();
     assert_eq!(
         requests.len(),
