@@ -28,6 +28,7 @@ mod large_reads;
 mod mcp;
 mod migrate;
 mod output_escapes;
+mod private_server;
 mod reading;
 mod reliability_crash;
 mod reliability_db_faults;

@@ -25,16 +25,20 @@ pub fn unique_schema(prefix: &str) -> String {
 /// A board in a fresh schema named after `prefix`, and the schema; fails, naming the
 /// server, when it cannot be reached.
 pub fn open_board(prefix: &str) -> (board_postgres::PgStore, String) {
-    let base = server_url();
+    open_board_at(&server_url(), prefix)
+}
+
+/// [`open_board`] on the server at `base`.
+pub fn open_board_at(base: &str, prefix: &str) -> (board_postgres::PgStore, String) {
     let schema = unique_schema(prefix);
     let options = board_postgres::Options {
         schema: Some(schema.clone()),
         ..board_postgres::Options::default()
     };
-    let store = board_postgres::PgStore::open(&base, &options).unwrap_or_else(|e| {
+    let store = board_postgres::PgStore::open(base, &options).unwrap_or_else(|e| {
         panic!(
             "PostgreSQL is unreachable at {} ({e}); start it or set KANBAN_TEST_DATABASE_URL",
-            board_postgres::redact_url(&base)
+            board_postgres::redact_url(base)
         )
     });
     (store, schema)

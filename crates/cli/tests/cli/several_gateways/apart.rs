@@ -1,13 +1,18 @@
 //! Gateways on separate hosts (`crate::host_rig`: network, PID and mount namespaces joined
 //! to the machine by veth pairs) sharing one PostgreSQL board: the claims of this suite
 //! where hosts are really apart. Inside each host pids restart at 1, so the same pid
-//! numbers name different workers on every host. Runs as root (CI does); `cargo xtask
-//! hosts` runs it alone.
+//! numbers name different workers on every host. Faults: a host killed, cut off or
+//! paused; a decomposition cut off mid-call; the board's own server restarted
+//! (`crate::private_server`). Runs as root (CI does); `cargo xtask hosts` runs it alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use board_core::{BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, Outcome, Run, Status};
+use board_core::{
+    BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, LlmOutcome, Outcome, Run, Status,
+};
 use fake_llm::Reply;
+
+use crate::private_server::PrivateServer;
 
 use super::{done_once, seed, steady_state, Shape, SharedBoard, ONE_STEP, QUICK};
 
@@ -79,7 +84,12 @@ fn running_on(b: &SharedBoard, host: &str) -> usize {
 /// Three hosts on short leases at work on 300 tasks, 30 of them triage cards, once host-0
 /// runs workers.
 fn busy_hosts() -> SharedBoard {
-    let mut b = SharedBoard::new(&APART_SHORT_LEASES);
+    busy_hosts_on(None)
+}
+
+/// [`busy_hosts`] on `server`, or on the test server.
+fn busy_hosts_on(server: Option<PrivateServer>) -> SharedBoard {
+    let mut b = SharedBoard::on(&APART_SHORT_LEASES, server);
     seed(&b, 270, 30);
     for n in 0..3 {
         b.start(n);
@@ -285,4 +295,35 @@ fn a_decomposition_cut_off_mid_call_is_billed_once_and_committed_once_elsewhere(
         1,
         "the lapsed attempt charged once: {kinds:?}"
     );
+}
+
+/// The board's server restarts (a fast shutdown: every session ended, transactions in
+/// flight rolled back) under three hosts at work: every task is done once, every request
+/// to the model is one row on the bill, and every gateway carries on without a restart.
+#[test]
+fn a_server_restarted_under_three_hosts_at_work_loses_nothing() {
+    let mut b = busy_hosts_on(Some(PrivateServer::start()));
+    b.server.as_mut().expect("the board's own server").restart();
+    b.wait_for("300 tasks done", || b.all_done(300));
+    let by_host = done_once(&b.snapshot());
+    eprintln!("completed runs by host: {by_host:?}");
+    let requests = b.fake.requests().len();
+    let rows = b.store.llm_calls(None).unwrap();
+    // A row whose request the restart cut off before it was sent stays `sent`, unanswered.
+    let unanswered = rows.iter().filter(|r| r.outcome == LlmOutcome::Sent).count();
+    assert!(
+        requests <= rows.len() && rows.len() <= requests + unanswered,
+        "{requests} requests, {} rows ({unanswered} unanswered)",
+        rows.len()
+    );
+    for n in 0..3 {
+        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
+        let log = b.gateway_log(n);
+        assert!(
+            log.contains("a database session was lost"),
+            "host-{n} saw no restart:\n{log}"
+        );
+    }
+    seed(&b, 30, 0);
+    b.wait_for("30 more tasks done", || b.all_done(330));
 }

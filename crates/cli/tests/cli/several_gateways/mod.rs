@@ -23,7 +23,10 @@ use fake_llm::{FakeLlm, Reply, Settings};
 use crate::gateway_board::{kanban_at, KANBAN};
 
 use crate::host_rig::{self as rig, Host};
-use crate::scratch_schema::{drop_schema, in_schema, open_board, server_url, tear_down, terminate_sessions};
+use crate::private_server::PrivateServer;
+use crate::scratch_schema::{
+    drop_schema, in_schema, open_board_at, server_url, tear_down, terminate_sessions,
+};
 
 mod apart;
 mod billing;
@@ -45,6 +48,8 @@ struct SharedBoard {
     gateways: Vec<Option<Child>>,
     /// With `Shape::apart`, the host each gateway runs on (`crate::hosts::rig`).
     hosts: Vec<Host>,
+    /// The board's own server, when it has one (dropped with the board, its schema too).
+    server: Option<PrivateServer>,
 }
 
 /// What each gateway's config says beyond the shared lines.
@@ -63,8 +68,14 @@ struct Shape {
 
 impl SharedBoard {
     fn new(shape: &Shape) -> SharedBoard {
-        let (store, schema) = open_board("kanban_gateways");
-        let mut url = in_schema(&server_url(), &schema);
+        SharedBoard::on(shape, None)
+    }
+
+    /// A board on `server`, or on the test server.
+    fn on(shape: &Shape, server: Option<PrivateServer>) -> SharedBoard {
+        let base = server.as_ref().map_or_else(server_url, PrivateServer::url);
+        let (store, schema) = open_board_at(&base, "kanban_gateways");
+        let mut url = in_schema(&base, &schema);
         if let Some(password) = shape.password {
             let (scheme, rest) = url.split_once("://").expect("a URL");
             let (user, hosts) = rest.split_once('@').expect("a user in the test server's URL");
@@ -84,6 +95,7 @@ impl SharedBoard {
             fake,
             gateways: Vec::new(),
             hosts: Vec::new(),
+            server,
         };
         for n in 0..shape.gateways {
             board.make_home(n, shape);
@@ -261,7 +273,9 @@ impl Drop for SharedBoard {
             let _ = gateway.kill();
             let _ = gateway.wait();
         }
-        if apart {
+        if self.server.is_some() {
+            // The server goes, and its board with it.
+        } else if apart {
             drop_schema(&self.schema);
         } else {
             tear_down(&self.store, &self.schema);
