@@ -15,13 +15,15 @@
 //! `--only` runs some of them (`--only postgres`: the PostgreSQL rows, see
 //! `postgres.rs`; `--only web`: the web board in headless Chromium, see `web.rs`; `--only
 //! scale`: the dispatcher tick on a 100k-task PostgreSQL board, whole-loop throughput
-//! with 1, 2 and 4 gateways and the ready-to-spawned latency, see `scale.rs`); `--peer`
+//! with 1, 2 and 4 gateways and the ready-to-spawned latency, see `scale.rs`; `--only
+//! hosts`: gateways on separate hosts of the test rig, see `hosts.rs`); `--peer`
 //! adds the same store and CLI workloads run against the Python Hermes kanban (see
 //! `peer.rs`). `--debug` runs the workloads on debug builds at a small scale: a check
 //! that they work, not a measurement.
 
 mod board;
 mod gateway;
+mod hosts;
 mod million;
 mod outage;
 mod peer;
@@ -219,7 +221,7 @@ type Workload = fn(&Paths, &mut Results) -> Result<(), String>;
 type Invocation = Box<dyn FnMut() -> Vec<String>>;
 
 /// The workloads, by the name `--only` selects them with.
-const WORKLOADS: [(&str, &str, Workload); 10] = [
+const WORKLOADS: [(&str, &str, Workload); 11] = [
     ("store", "store cycle", store_cycle),
     ("contention", "contention", contention),
     ("tick", "dispatcher tick", tick),
@@ -229,6 +231,7 @@ const WORKLOADS: [(&str, &str, Workload); 10] = [
     ("outage", "outage cost", outage::ours),
     ("postgres", "PostgreSQL store", postgres::run),
     ("web", "web board (headless Chromium)", web::web),
+    ("hosts", "hosts apart: throughput, death to elsewhere", hosts::run),
     (
         "scale",
         "scale-out: PostgreSQL tick, gateways, wake-ups",

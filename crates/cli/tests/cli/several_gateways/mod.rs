@@ -29,6 +29,7 @@ use crate::scratch_schema::{
 };
 
 mod apart;
+mod apart_bench;
 mod billing;
 mod host_scope;
 
