@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use board_core::{
-    BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, LlmOutcome, Outcome, Run, Status,
+    BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, LlmOutcome, Outcome, Run, Status, TaskId,
 };
 use fake_llm::Reply;
 
@@ -72,7 +72,33 @@ fn ended_stale(b: &SharedBoard, tasks: usize, host: Option<&str>) -> Vec<Run> {
     for run in &ended {
         assert_eq!(run.outcome, Some(Outcome::Stale), "{run:?}");
     }
+    each_request_billed_once(b);
     ended
+}
+
+/// Every request the model received is one row on the bill, and every card decomposed
+/// at most once. A row whose request a fault may have kept from the model (its host cut
+/// off, the server restarted) is unanswered (`sent`), or ended without an answer
+/// (`connection_error`, `timeout`): rows may exceed the requests by those alone.
+fn each_request_billed_once(b: &SharedBoard) {
+    let requests = b.fake.requests().len();
+    let rows = b.store.llm_calls(None).unwrap();
+    let unanswered = [LlmOutcome::Sent, LlmOutcome::ConnectionError, LlmOutcome::Timeout];
+    let unanswered = rows.iter().filter(|r| unanswered.contains(&r.outcome)).count();
+    assert!(
+        requests <= rows.len() && rows.len() <= requests + unanswered,
+        "{requests} requests, {} rows ({unanswered} unanswered)",
+        rows.len()
+    );
+    let filter = EventFilter {
+        kind: Some(EventKind::Specified.as_str().to_owned()),
+        ..EventFilter::default()
+    };
+    let mut committed: BTreeMap<TaskId, usize> = BTreeMap::new();
+    for event in b.store.events(&filter).unwrap() {
+        *committed.entry(event.task_id).or_default() += 1;
+    }
+    assert!(committed.values().all(|n| *n == 1), "{committed:?}");
 }
 
 /// Tasks of `host` running now.
@@ -307,15 +333,7 @@ fn a_server_restarted_under_three_hosts_at_work_loses_nothing() {
     b.wait_for("300 tasks done", || b.all_done(300));
     let by_host = done_once(&b.snapshot());
     eprintln!("completed runs by host: {by_host:?}");
-    let requests = b.fake.requests().len();
-    let rows = b.store.llm_calls(None).unwrap();
-    // A row whose request the restart cut off before it was sent stays `sent`, unanswered.
-    let unanswered = rows.iter().filter(|r| r.outcome == LlmOutcome::Sent).count();
-    assert!(
-        requests <= rows.len() && rows.len() <= requests + unanswered,
-        "{requests} requests, {} rows ({unanswered} unanswered)",
-        rows.len()
-    );
+    each_request_billed_once(&b);
     for n in 0..3 {
         assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
         let log = b.gateway_log(n);
