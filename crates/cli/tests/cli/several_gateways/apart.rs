@@ -293,6 +293,7 @@ fn a_decomposition_cut_off_mid_call_is_billed_once_and_committed_once_elsewhere(
     });
     b.hosts[0].heal();
     alone_on_host_0(&mut b, 1);
+    done_once(&b.snapshot());
     let requests = b.fake.requests();
     assert_eq!(
         requests.len(),
