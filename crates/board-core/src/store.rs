@@ -136,7 +136,13 @@ pub trait BoardWrites: BoardReads + Send + Sync {
 
     /// Claims a ready task under a fresh run.
     fn claim(&self, id: &TaskId, ttl: i64, now: Timestamp) -> StoreResult<Claim> {
-        let task = self.transition(id, &Request::Claim { ttl }, now)?;
+        self.claim_on(id, ttl, None, now)
+    }
+
+    /// Claims a ready task under a fresh run recorded on `host` (a gateway's).
+    fn claim_on(&self, id: &TaskId, ttl: i64, host: Option<&str>, now: Timestamp) -> StoreResult<Claim> {
+        let host = host.map(str::to_owned);
+        let task = self.transition(id, &Request::Claim { ttl, host }, now)?;
         match task.lease.clone() {
             Some(lease) => Ok(Claim {
                 task,
@@ -294,14 +300,20 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
     fn running(&self) -> StoreResult<Vec<Task>>;
 
     /// Claims those of `ids` (given in claim order) that are still ready, each under a
-    /// fresh run. A task another claimer holds or took meanwhile is skipped, never
+    /// fresh run recorded on `host` (the claiming gateway's). A task another claimer holds or took meanwhile is skipped, never
     /// waited on. A backend that claims in one transaction skips rows other
     /// transactions hold (`SKIP LOCKED`); this one claims them one by one, and a storage
     /// error after some claims returns those, leaving the rest ready for a later call.
-    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+    fn claim_ready(
+        &self,
+        ids: &[TaskId],
+        ttl: i64,
+        host: Option<&str>,
+        now: Timestamp,
+    ) -> StoreResult<Vec<Claim>> {
         let mut claims = Vec::with_capacity(ids.len());
         for id in ids {
-            match self.claim(id, ttl, now) {
+            match self.claim_on(id, ttl, host, now) {
                 Ok(claim) => claims.push(claim),
                 Err(StoreError::Refused(r))
                     if r.is_lost_race()

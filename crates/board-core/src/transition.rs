@@ -101,9 +101,11 @@ pub struct Change {
 /// A request about one existing task.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
-    /// Open a run on a ready task, under the fresh run id and claim lock.
+    /// Open a run on a ready task, under the fresh run id and claim lock; a gateway
+    /// names its host, recorded on the run from the claim on.
     Claim {
         ttl: i64,
+        host: Option<String>,
     },
     /// A live worker extends its lease.
     Heartbeat {
@@ -281,7 +283,7 @@ pub fn decide(
     request.check_sizes()?;
     let mut next = Next::new(facts, now);
     match request {
-        Request::Claim { ttl } => next.claim(fresh.run_id, &fresh.claim_lock, *ttl)?,
+        Request::Claim { ttl, host } => next.claim(fresh.run_id, &fresh.claim_lock, *ttl, host.as_deref())?,
         Request::Heartbeat { run_id, ttl, note } => next.heartbeat(*run_id, *ttl, note)?,
         Request::Complete(c) => next.complete(c, fresh.run_id)?,
         Request::Block {
@@ -393,7 +395,7 @@ mod tests {
             run_id: 7,
             claim_lock: "lock-7".into(),
         };
-        let change = decide(&facts, &Request::Claim { ttl: 50 }, &fresh, T).unwrap();
+        let change = decide(&facts, &Request::Claim { ttl: 50, host: None }, &fresh, T).unwrap();
         let t = &change.task;
         assert_eq!(t.status, Status::Running);
         assert_eq!(

@@ -280,7 +280,7 @@ fn claim_worker(f: &Flags) -> Result<Value, String> {
         };
         let ids: Vec<TaskId> = page.into_iter().map(|t| t.id).collect();
         // Tasks another copy holds or took meanwhile are skipped: the next page has others.
-        match store.claim_ready(&ids, 900, now) {
+        match store.claim_ready(&ids, 900, None, now) {
             Ok(claims) => {
                 for claim in claims {
                     c.complete(&store, &claim.task.id, claim.run_id, now);

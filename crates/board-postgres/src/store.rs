@@ -303,7 +303,13 @@ impl DispatchQueue for PgStore {
 
     /// One transaction: the named tasks still ready, in claim order, taken `FOR NO KEY
     /// UPDATE SKIP LOCKED`, so gateways offering the same tasks never wait on each other.
-    fn claim_ready(&self, ids: &[TaskId], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+    fn claim_ready(
+        &self,
+        ids: &[TaskId],
+        ttl: i64,
+        host: Option<&str>,
+        now: Timestamp,
+    ) -> StoreResult<Vec<Claim>> {
         let sql = concat!(
             "SELECT ",
             task_columns!(),
@@ -313,7 +319,7 @@ impl DispatchQueue for PgStore {
         let ids: Vec<&str> = ids.iter().map(TaskId::as_str).collect();
         self.write(|tx| {
             let ready = tx.query(sql, &[&ids])?;
-            claim_rows(tx, &ready, ttl, now)
+            claim_rows(tx, &ready, ttl, host, now)
         })
     }
 }
@@ -527,7 +533,7 @@ impl PgStore {
         let limit = reads::sql_limit(Some(limit));
         self.write(|tx| {
             let ready = tx.query(sql, &[&limit])?;
-            claim_rows(tx, &ready, ttl, now)
+            claim_rows(tx, &ready, ttl, None, now)
         })
     }
 
@@ -558,12 +564,22 @@ impl PgStore {
 }
 
 /// Claims the locked ready rows, each as `claim` would, under fresh runs.
-fn claim_rows(tx: &mut Tx<'_>, ready: &[postgres::Row], ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
+fn claim_rows(
+    tx: &mut Tx<'_>,
+    ready: &[postgres::Row],
+    ttl: i64,
+    host: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<Vec<Claim>> {
     let mut claims = Vec::with_capacity(ready.len());
+    let claim = Request::Claim {
+        ttl,
+        host: host.map(str::to_owned),
+    };
     for row in ready {
         let f = facts_of(tx, rows::task(row)?)?;
         let fresh = fresh_ids(tx)?;
-        let change = decide(&f, &Request::Claim { ttl }, &fresh, now)?;
+        let change = decide(&f, &claim, &fresh, now)?;
         apply(tx, &f.task, &change, now)?;
         claims.push(Claim {
             task: change.task,

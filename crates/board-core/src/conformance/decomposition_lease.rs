@@ -111,7 +111,7 @@ pub fn decomposition_lease_holds_a_card(board: &dyn Backend) {
 }
 
 /// `claim_ready` claims those of the named tasks still ready, skipping one claimed
-/// meanwhile and an unknown id, each under a fresh run.
+/// meanwhile and an unknown id, each under a fresh run recorded on the claimer's host.
 pub fn claim_ready_takes_what_is_still_ready(board: &dyn Backend) {
     let s = board.connect();
     let ids: Vec<TaskId> = (0..3)
@@ -124,17 +124,29 @@ pub fn claim_ready_takes_what_is_still_ready(board: &dyn Backend) {
     let taken = s.claim(&ids[1], 60, T0 + 5).unwrap();
     let mut offered = ids.clone();
     offered.push(TaskId::from_random([9, 9, 9, 8]));
-    let claims = s.claim_ready(&offered, 60, T0 + 6).unwrap();
+    let claims = s.claim_ready(&offered, 60, Some("host-a"), T0 + 6).unwrap();
     let claimed: Vec<&TaskId> = claims.iter().map(|c| &c.task.id).collect();
     assert_eq!(claimed, [&ids[0], &ids[2]]);
     for c in &claims {
         let task = s.get(&c.task.id).unwrap();
         assert_eq!(task.current_run_id(), Some(c.run_id));
         assert_ne!(c.run_id, taken.run_id);
+        assert_eq!(
+            task.worker_host(),
+            Some("host-a"),
+            "the claimer's host, from the claim on"
+        );
+        let run = s.runs(&c.task.id).unwrap().pop().unwrap();
+        assert_eq!(
+            (run.worker_host.as_deref(), run.worker_pid),
+            (Some("host-a"), None)
+        );
     }
-    assert_eq!(s.get(&ids[1]).unwrap().current_run_id(), Some(taken.run_id));
+    let other = s.get(&ids[1]).unwrap();
+    assert_eq!(other.current_run_id(), Some(taken.run_id));
+    assert_eq!(other.worker_host(), None, "a claim naming no host records none");
     assert!(
-        s.claim_ready(&ids, 60, T0 + 7).unwrap().is_empty(),
+        s.claim_ready(&ids, 60, None, T0 + 7).unwrap().is_empty(),
         "nothing is ready any more"
     );
 }

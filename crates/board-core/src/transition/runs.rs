@@ -9,7 +9,13 @@ use crate::refusal::Refusal;
 use crate::types::{BlockKind, Lease, Outcome, Run, RunId, RunStatus, Status, Timestamp};
 
 impl Next<'_> {
-    pub(super) fn claim(&mut self, run_id: RunId, claim_lock: &str, ttl: i64) -> Result<(), Refusal> {
+    pub(super) fn claim(
+        &mut self,
+        run_id: RunId,
+        claim_lock: &str,
+        ttl: i64,
+        host: Option<&str>,
+    ) -> Result<(), Refusal> {
         self.require(&[Status::Ready], "claim", "ready")?;
         if self.task.lease.is_some() {
             return Err(Refusal::AlreadyClaimed {
@@ -35,7 +41,7 @@ impl Next<'_> {
             claim_lock: Some(claim_lock.to_owned()),
             claim_expires: Some(expires),
             worker_pid: None,
-            worker_host: None,
+            worker_host: host.map(str::to_owned),
             last_heartbeat_at: None,
             started_at: self.now,
             ended_at: None,
@@ -49,7 +55,7 @@ impl Next<'_> {
             claim_lock: claim_lock.to_owned(),
             expires,
             worker_pid: None,
-            worker_host: None,
+            worker_host: host.map(str::to_owned),
             last_heartbeat_at: None,
         });
         self.task.started_at = Some(self.now);

@@ -103,7 +103,7 @@ impl Dispatcher {
     fn claim(&mut self, tasks: &[TaskId], pass: &mut Pass<'_>) {
         match self
             .store
-            .claim_ready(tasks, pass.settings.claim_ttl_seconds, pass.now)
+            .claim_ready(tasks, pass.settings.claim_ttl_seconds, Some(&self.host), pass.now)
         {
             Ok(claims) => pass.claims = claims.into_iter().map(|c| (c.task.id.clone(), c)).collect(),
             Err(e) => pass.report.errors.push(format!("claiming ready tasks: {e}")),

@@ -37,6 +37,11 @@ const APART_SHORT_LEASES: Shape = Shape {
 #[test]
 fn three_hosts_do_every_task_once_bill_every_card_once_and_never_mix_their_pids() {
     let snapshot = steady_state(&APART);
+    // Every run names its host from its claim on, even one that finished before its
+    // worker's pid was recorded.
+    for run in &snapshot.runs {
+        assert!(run.worker_host.is_some(), "{run:?}");
+    }
     // Every run completed: no host signalled, adopted or classified a worker of another
     // host, though the same pid numbers ran workers on several of them.
     for run in &snapshot.runs {
