@@ -300,10 +300,11 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
     fn running(&self) -> StoreResult<Vec<Task>>;
 
     /// Claims those of `ids` (given in claim order) that are still ready, each under a
-    /// fresh run recorded on `host` (the claiming gateway's). A task another claimer holds or took meanwhile is skipped, never
-    /// waited on. A backend that claims in one transaction skips rows other
-    /// transactions hold (`SKIP LOCKED`); this one claims them one by one, and a storage
-    /// error after some claims returns those, leaving the rest ready for a later call.
+    /// fresh run recorded on `host` (the claiming gateway's). A task another claimer
+    /// holds or took meanwhile is skipped, never waited on. A backend that claims in one
+    /// transaction skips rows other transactions hold (`SKIP LOCKED`); this one claims
+    /// them one by one, and a storage error after some claims returns those, leaving the
+    /// rest ready for a later call.
     fn claim_ready(
         &self,
         ids: &[TaskId],
