@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use board_core::{Completion, EventFilter, Lease, NewTask, Outcome, RunEnd, Status, TaskId};
+use board_core::{Completion, EventFilter, Lease, NewTask, Outcome, Request, RunEnd, Status, TaskId};
 use gateway::dispatcher::Dispatcher;
 use gateway::planner::DispatchSettings;
 
@@ -13,16 +13,26 @@ use super::dispatcher::{home, kill_workers, lives, settings, watch, Home};
 
 const T0: i64 = 1_800_000_000;
 
-/// A task whose worker sleeps, spawned by a tick at `T0`: the home, its settings, the
-/// dispatcher, the task and its lease.
-fn sleeping_worker() -> (Home, DispatchSettings, Dispatcher, TaskId, Lease) {
+/// A task whose worker sleeps, spawned by a tick at `T0` (after an earlier run of the
+/// task, reclaimed, when `earlier`): the home, its settings, the dispatcher, the task and
+/// its lease.
+fn sleeping_worker(earlier: bool) -> (Home, DispatchSettings, Dispatcher, TaskId, Lease) {
     let h = home();
     let s = settings(&[("slow", "exec sleep 30")]);
     let request = NewTask {
         assignee: Some("slow".into()),
         ..NewTask::titled("slow work")
     };
-    let id = h.store.create(&request, T0).unwrap().id;
+    let id = h.store.create(&request, T0 - 20).unwrap().id;
+    if earlier {
+        let claim = h.store.claim(&id, 60, T0 - 10).unwrap();
+        let reclaim = Request::Reclaim {
+            run_id: claim.run_id,
+            claim_lock: claim.claim_lock,
+            reason: None,
+        };
+        h.store.transition(&id, &reclaim, T0 - 5).unwrap();
+    }
     let mut d = h.dispatcher();
     assert_eq!(d.tick(&s, T0).spawned, vec![id.clone()]);
     let lease = h.store.get(&id).unwrap().lease.unwrap();
@@ -35,7 +45,7 @@ fn events(h: &Home) -> u64 {
 
 #[test]
 fn a_worker_whose_run_was_taken_over_is_stopped_and_nothing_of_its_run_is_written() {
-    let (h, s, mut d, id, lease) = sleeping_worker();
+    let (h, s, mut d, id, lease) = sleeping_worker(false);
     let pid = lease.worker_pid.unwrap();
     // Cut off past its lease and back: while the run is open the worker is kept and its
     // lease extended, however late.
@@ -84,7 +94,8 @@ fn a_worker_whose_run_was_taken_over_is_stopped_and_nothing_of_its_run_is_writte
 
 #[test]
 fn a_worker_that_reported_its_run_is_left_to_exit_by_itself() {
-    let (h, s, mut d, id, lease) = sleeping_worker();
+    // The task's earlier run, reclaimed, is not the worker's.
+    let (h, s, mut d, id, lease) = sleeping_worker(true);
     let completion = Completion {
         expected_run_id: Some(lease.run_id),
         result: Some("done".into()),
