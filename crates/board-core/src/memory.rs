@@ -450,7 +450,7 @@ impl TriageQueue for MemStore {
     fn commit_plan(
         &self,
         id: &TaskId,
-        basis: PlanBasis,
+        basis: &PlanBasis,
         mode: Mode,
         plan: &Plan,
         settings: &PlanSettings,

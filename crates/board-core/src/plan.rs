@@ -146,7 +146,7 @@ pub trait PlanWrites {
 pub fn write_plan(
     w: &mut impl PlanWrites,
     id: &TaskId,
-    basis: PlanBasis,
+    basis: &PlanBasis,
     mode: Mode,
     plan: &Plan,
     settings: &PlanSettings,
@@ -154,11 +154,10 @@ pub fn write_plan(
 ) -> StoreResult<Committed> {
     let facts = w.facts(id)?;
     let child_ids = draw_child_ids(plan, settings, |drawn| w.unused_task_id(drawn))?;
-    let holder = basis.lease_holder.clone();
     let commit = commit_plan(&facts, basis, mode, plan, settings, &child_ids, now)?;
-    if let Some(holder) = holder {
+    if let Some(holder) = &basis.lease_holder {
         let current = w.decomposition_lease(id)?;
-        lease_holds(id, &holder, current, now)?;
+        lease_holds(id, holder, current, now)?;
     }
     for child in commit.children {
         w.insert_created(child, now)?;
@@ -311,7 +310,7 @@ fn not_triage(facts: &TaskFacts) -> Refusal {
 /// [`child_ids_needed`] fresh ids: one per child of a fan-out within the cap.
 pub fn commit_plan(
     facts: &TaskFacts,
-    basis: PlanBasis,
+    basis: &PlanBasis,
     mode: Mode,
     plan: &Plan,
     settings: &PlanSettings,

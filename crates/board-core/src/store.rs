@@ -361,7 +361,7 @@ pub trait TriageQueue: BoardWrites + LlmLedger + Send + Sync {
     fn commit_plan(
         &self,
         id: &TaskId,
-        basis: PlanBasis,
+        basis: &PlanBasis,
         mode: Mode,
         plan: &Plan,
         settings: &PlanSettings,

@@ -352,13 +352,13 @@ impl TriageQueue for PgStore {
     fn commit_plan(
         &self,
         id: &TaskId,
-        basis: PlanBasis,
+        basis: &PlanBasis,
         mode: Mode,
         plan: &Plan,
         settings: &PlanSettings,
         now: Timestamp,
     ) -> StoreResult<Committed> {
-        self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis.clone(), mode, plan, settings, now))
+        self.write(|tx| plan::write_plan(&mut PlanTx(tx), id, basis, mode, plan, settings, now))
     }
 }
 

@@ -380,7 +380,7 @@ impl TriageQueue for SqliteStore {
     fn commit_plan(
         &self,
         id: &TaskId,
-        basis: PlanBasis,
+        basis: &PlanBasis,
         mode: Mode,
         plan: &Plan,
         settings: &PlanSettings,

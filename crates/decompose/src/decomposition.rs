@@ -328,7 +328,7 @@ async fn attempt<C: ModelClient>(
     }
     let (committer, card, plan_settings) = (Arc::clone(store), id.clone(), settings.plan.clone());
     let now = clock();
-    let committed = blocking(move || committer.commit_plan(&card, basis, mode, &plan, &plan_settings, now))
+    let committed = blocking(move || committer.commit_plan(&card, &basis, mode, &plan, &plan_settings, now))
         .await
         .map_err(commit_failure)?;
     let fanout = !committed.child_ids.is_empty();

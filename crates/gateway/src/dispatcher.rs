@@ -152,8 +152,6 @@ impl Dispatcher {
         }
     }
 
-    /// The dispatcher of the gateway of `host` (`gateway.host_id`) among several on one
-    /// board; by default it is the hostname.
     /// Who holds this gateway's decomposition leases: its host and its process.
     fn lease_holder(&self) -> String {
         LeaseHolder {
@@ -163,6 +161,8 @@ impl Dispatcher {
         .to_string()
     }
 
+    /// The dispatcher of the gateway of `host` (`gateway.host_id`) among several on one
+    /// board; by default it is the hostname.
     pub fn on_host(mut self, host: &str) -> Dispatcher {
         self.host = host.to_owned();
         self

@@ -44,7 +44,7 @@ pub fn decomposition_commits_and_guards(board: &dyn Backend) {
         ],
     };
     let committed = s
-        .commit_plan(&card.id, basis.clone(), Mode::Automatic, &plan, &settings, T0 + 1)
+        .commit_plan(&card.id, &basis, Mode::Automatic, &plan, &settings, T0 + 1)
         .unwrap();
     assert_eq!(committed.child_ids.len(), 3);
     let root = s.get(&card.id).unwrap();
@@ -81,7 +81,7 @@ pub fn decomposition_commits_and_guards(board: &dyn Backend) {
     );
     // Never twice.
     assert!(s
-        .commit_plan(&card.id, basis, Mode::Manual, &plan, &settings, T0 + 2)
+        .commit_plan(&card.id, &basis, Mode::Manual, &plan, &settings, T0 + 2)
         .is_err());
 
     // A card that gained a run while the model answered is not decomposed.
@@ -104,14 +104,14 @@ pub fn decomposition_commits_and_guards(board: &dyn Backend) {
     };
     let before = s.snapshot().unwrap();
     assert_eq!(
-        s.commit_plan(&busy.id, basis, Mode::Automatic, &single, &settings, T0)
+        s.commit_plan(&busy.id, &basis, Mode::Automatic, &single, &settings, T0)
             .unwrap_err(),
         StoreError::Refused(Refusal::InputChanged(busy.id.clone()))
     );
     assert_eq!(s.snapshot().unwrap(), before);
     let basis = PlanBasis::of(&s.facts(&busy.id).unwrap());
     let spec = s
-        .commit_plan(&busy.id, basis, Mode::Automatic, &single, &settings, T0)
+        .commit_plan(&busy.id, &basis, Mode::Automatic, &single, &settings, T0)
         .unwrap();
     assert_eq!(
         (spec.root.status, spec.root.title.as_str()),
@@ -135,7 +135,7 @@ pub fn decomposition_commits_and_guards(board: &dyn Backend) {
     };
     let before = s.snapshot().unwrap();
     let err = s
-        .commit_plan(&wide.id, basis, Mode::Manual, &huge, &settings, T0)
+        .commit_plan(&wide.id, &basis, Mode::Manual, &huge, &settings, T0)
         .unwrap_err();
     assert!(
         err.to_string().contains("reply has 500 tasks, limit is 16"),
@@ -193,7 +193,7 @@ pub fn history_blocks_automatic_decomposition(board: &dyn Backend) {
     let err = s
         .commit_plan(
             &t.id,
-            basis.clone(),
+            &basis,
             Mode::Automatic,
             &single,
             &PlanSettings::default(),
@@ -202,7 +202,7 @@ pub fn history_blocks_automatic_decomposition(board: &dyn Backend) {
         .unwrap_err();
     assert!(err.to_string().contains("gained execution history"), "{err}");
     let ok = s
-        .commit_plan(&t.id, basis, Mode::Manual, &single, &PlanSettings::default(), T0)
+        .commit_plan(&t.id, &basis, Mode::Manual, &single, &PlanSettings::default(), T0)
         .unwrap();
     assert_eq!(ok.root.status, Status::Ready);
 }

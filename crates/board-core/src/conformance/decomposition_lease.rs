@@ -170,7 +170,7 @@ pub fn a_plan_commits_only_under_its_live_lease(board: &dyn Backend) {
     let basis = |holder: &str| PlanBasis::of(&s.facts(&card).unwrap()).under_lease(Some(holder.into()));
     let refused = |holder: &str, at: i64| {
         let err = s
-            .commit_plan(&card, basis(holder), Mode::Automatic, &plan, &settings, at)
+            .commit_plan(&card, &basis(holder), Mode::Automatic, &plan, &settings, at)
             .unwrap_err();
         assert!(
             matches!(err, StoreError::Refused(Refusal::LeaseLapsed(ref id)) if id == &card),
@@ -188,7 +188,7 @@ pub fn a_plan_commits_only_under_its_live_lease(board: &dyn Backend) {
     refused("a/1", T0 + 60);
     s.lease_decomposition(&card, "b/2", 60, T0 + 60, None).unwrap();
     refused("a/1", T0 + 61);
-    let committed = s.commit_plan(&card, basis("b/2"), Mode::Automatic, &plan, &settings, T0 + 61);
+    let committed = s.commit_plan(&card, &basis("b/2"), Mode::Automatic, &plan, &settings, T0 + 61);
     assert!(committed.is_ok(), "{committed:?}");
     assert_eq!(s.get(&card).unwrap().status, crate::Status::Ready);
 }

@@ -39,7 +39,7 @@ fn commit(s: &dyn Store, children: usize, max_children: usize) -> Result<usize, 
     let before = s.snapshot().expect("snapshot");
     match s.commit_plan(
         &card.id,
-        basis,
+        &basis,
         Mode::Manual,
         &fanout(children),
         &settings,

@@ -414,7 +414,7 @@ impl Step<'_> {
             ..PlanSettings::default()
         };
         let plan = plan(children, edge);
-        match self.s.commit_plan(&id, basis, mode, &plan, &settings, self.now) {
+        match self.s.commit_plan(&id, &basis, mode, &plan, &settings, self.now) {
             Ok(committed) => {
                 self.ids.extend(committed.child_ids);
                 Ok(true)
