@@ -1,7 +1,9 @@
 //! `cargo xtask demo`: the product's main job on a temporary home. A fake model that
 //! splits one rough idea into three tasks and tightens the other, a gateway ticking
 //! every second, workers that think for a moment and then `kanban complete`, and the
-//! board's events shown live until every card is done.
+//! board's events shown live until every card is done. The coder's work is checked by a
+//! verifier that fails its first run, and the writer's work is reviewed by an editor who
+//! asks for changes once, so a verification failure and a review round trip go by.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, IsTerminal};
@@ -133,6 +135,11 @@ fn finish(
         "kanban demo: every card is done in {:.1} s.",
         started.elapsed().as_secs_f32()
     );
+    let stats: Value = serde_json::from_str(&cli(&["stats", "--json"])?).map_err(|e| e.to_string())?;
+    println!(
+        "kanban demo: checks: {} failed verifications, {} rounds of changes requested, before the work counted",
+        stats["checks"]["verify_failed"], stats["checks"]["changes_requested"]
+    );
     println!("kanban demo: the board is in {}", home.display());
     println!(
         "  try: cargo run -q -p cli -- --home {} show <id>",
@@ -145,22 +152,34 @@ fn finish(
     Ok(())
 }
 
-/// The demo's config: the fake model, and three profiles whose worker completes its card.
+/// The demo's config: the fake model, three profiles whose worker completes its card,
+/// the coder's verifier (its first run in a workspace fails), and the editor who reviews
+/// the writer's work (asking for changes once, then approving).
 fn write_config(home: &Path, kanban: &Path, base_url: &str) -> Result<(), String> {
-    let worker = format!(
-        "sleep 1; {} complete --result \"finished by $KANBAN_PROFILE\" --summary done",
-        kanban.display()
+    let kanban = kanban.display();
+    let worker =
+        format!("sleep 1; {kanban} complete --result \"finished by $KANBAN_PROFILE\" --summary done");
+    let editor = format!(
+        "if [ -f reviewed ]; then {kanban} approve --summary 'reads well now'; \
+         else touch reviewed; {kanban} request-changes 'tighten the first paragraph'; fi"
     );
-    let profile = |name: &str, what: &str| {
-        format!("  {name}:\n    description: {what}\n    command: [\"sh\", \"-c\", {worker:?}]\n")
+    let profile = |name: &str, what: &str, command: &str, extra: &str| {
+        format!("  {name}:\n    description: {what}\n    command: [\"sh\", \"-c\", {command:?}]\n{extra}")
     };
+    let verify = "    verify:\n      - [\"sh\", \"-c\", \"test -f suite-ran || { touch suite-ran; echo 'test suite: 1 failure'; exit 1; }\"]\n";
     let config = format!(
         "model:\n  base_url: {base_url}\n  default: demo-model\n  api_key_env: KANBAN_DEMO_NO_KEY\n\
          kanban:\n  dispatch_interval_seconds: 1\n  max_spawn: 4\n  orchestrator_profile: lead\n\
-         profiles:\n{}{}{}",
-        profile("coder", "Writes code"),
-        profile("writer", "Writes prose"),
-        profile("lead", "Checks that the parts add up"),
+         profiles:\n{}{}{}{}",
+        profile("coder", "Writes code", &worker, verify),
+        profile(
+            "writer",
+            "Writes prose",
+            &worker,
+            "    review: required\n    reviewer: editor\n"
+        ),
+        profile("editor", "Reviews prose", &editor, ""),
+        profile("lead", "Checks that the parts add up", &worker, ""),
     );
     std::fs::write(home.join("config.yaml"), config).map_err(|e| e.to_string())
 }

@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod checks;
 mod cost_safety;
 mod decomposition;
 mod decomposition_lease;
@@ -23,6 +24,12 @@ mod retention;
 mod runs;
 mod streaming;
 
+pub use checks::{
+    a_review_loop_blocks_and_a_person_reopens_it, no_one_reviews_their_own_work,
+    review_verdicts_race_to_one_winner, the_evidence_contract_refuses_a_bare_completion,
+    the_review_lane_goes_round_and_closes, verification_failures_block_at_the_limit,
+    verification_gates_reported_work,
+};
 pub use cost_safety::{
     an_open_request_is_billed_then_finished_once, breaker_opens_and_closes_durably,
     racing_faults_open_the_breaker_once, spend_sums_the_window,
@@ -179,7 +186,18 @@ macro_rules! store_conformance_tests {
             remove_archived_deletes_one_task_and_never_reuses_event_ids,
             import_keeps_ids_and_history,
             fields_over_the_limits_are_refused_and_change_nothing,
+            verification_gates_reported_work,
+            verification_failures_block_at_the_limit,
+            the_evidence_contract_refuses_a_bare_completion,
+            the_review_lane_goes_round_and_closes,
+            no_one_reviews_their_own_work,
+            a_review_loop_blocks_and_a_person_reopens_it,
         );
+
+        #[test]
+        fn review_verdicts_race_to_one_winner() {
+            $crate::conformance::review_verdicts_race_to_one_winner(&$board, $rounds);
+        }
 
         #[test]
         fn reclaim_and_complete_race() {

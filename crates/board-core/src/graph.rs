@@ -25,6 +25,10 @@ pub struct NewTask {
     pub parents: Vec<TaskId>,
     pub idempotency_key: Option<String>,
     pub max_runtime_seconds: Option<i64>,
+    /// The profile that reviews the task's work.
+    pub reviewer: Option<String>,
+    /// The task's own verifiers (argv lists), overriding its profile's.
+    pub verify: Option<Vec<Vec<String>>>,
 }
 
 impl NewTask {
@@ -37,10 +41,14 @@ impl NewTask {
 
     /// Refuses a field over the board's limits ([`crate::limits`]).
     pub fn check_sizes(&self) -> Result<(), Refusal> {
-        use crate::limits::{some_short, text};
+        use crate::limits::{some_short, steps, text};
         text("the body", &self.body)?;
         some_short("the assignee", &self.assignee)?;
         some_short("the creator", &self.created_by)?;
+        some_short("the reviewer", &self.reviewer)?;
+        self.verify
+            .as_deref()
+            .map_or(Ok(()), |v| steps("the verifiers", v))?;
         some_short("the idempotency key", &self.idempotency_key)
     }
 
@@ -90,6 +98,10 @@ pub fn blank_task(id: TaskId, title: String, status: Status, now: Timestamp) -> 
         decompose_next_attempt_at: None,
         decompose_parked: false,
         decompose_last_error: None,
+        reviewer: None,
+        verify_failures: 0,
+        review_rounds: 0,
+        verify: None,
     }
 }
 
@@ -126,6 +138,14 @@ pub fn check_title(title: &str) -> Result<(), Refusal> {
 pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -> Result<Created, Refusal> {
     check_title(&request.title)?;
     request.check_sizes()?;
+    if let (Some(reviewer), Some(_)) = (&request.reviewer, &request.assignee) {
+        if request.assignee.as_ref() == Some(reviewer) {
+            return Err(Refusal::SelfReview {
+                id,
+                profile: reviewer.clone(),
+            });
+        }
+    }
     if let Some(max) = request.max_runtime_seconds {
         if max <= 0 {
             return Err(Refusal::Invalid(format!(
@@ -154,6 +174,8 @@ pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -
     task.created_by = request.created_by.clone();
     task.max_runtime_seconds = request.max_runtime_seconds;
     task.idempotency_key = request.idempotency_key.clone();
+    task.reviewer = request.reviewer.clone();
+    task.verify = request.verify.clone();
     let mut events = vec![NewEvent::new(
         EventKind::Created,
         None,
@@ -216,6 +238,7 @@ pub fn link(
         task,
         runs: Vec::new(),
         wake_children: false,
+        comment: None,
     })
 }
 
@@ -250,5 +273,6 @@ pub fn unlink(
         runs: Vec::new(),
         events,
         wake_children: false,
+        comment: None,
     })
 }

@@ -288,6 +288,9 @@ mod tests {
             summary: None,
             error: None,
             metadata: None,
+            kind: crate::RunKind::Work,
+            checks: crate::Checks::default(),
+            evidence: None,
         }
     }
 

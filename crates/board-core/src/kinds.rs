@@ -50,6 +50,20 @@ word_enum!(
         BreakerClosed = "breaker_closed",
         SpendCeilingReached = "spend_ceiling_reached",
         SpendCeilingLifted = "spend_ceiling_lifted",
+        /// A worker reported work its checks must pass: the task waits for its verifiers.
+        Verifying = "verifying",
+        /// Every verifier passed.
+        Verified = "verified",
+        VerifyFailed = "verify_failed",
+        /// The task waits for a reviewer (a worker's or a person's request, or a check).
+        ReviewRequested = "review_requested",
+        ChangesRequested = "changes_requested",
+        /// A reviewer (or a person) approved the work; `completed` follows.
+        Approved = "approved",
+        /// A person sent a task back to review.
+        ReviewReopened = "review_reopened",
+        /// The work went back and forth between worker and reviewer too often: blocked.
+        ReviewLoopDetected = "review_loop_detected",
     }
 );
 
@@ -67,6 +81,8 @@ impl From<Outcome> for EventKind {
             Outcome::RateLimited => EventKind::RateLimited,
             Outcome::ProtocolViolation => EventKind::ProtocolViolation,
             Outcome::GaveUp => EventKind::GaveUp,
+            Outcome::VerifyFailed => EventKind::VerifyFailed,
+            Outcome::ChangesRequested => EventKind::ChangesRequested,
         }
     }
 }
@@ -116,6 +132,19 @@ macro_rules! ready_again_events_sql {
     };
 }
 
+/// The events of a check's verdict against the work: a failed verification, changes a
+/// reviewer or a person requested (`BoardStats::verdicts`).
+pub const VERDICT_EVENTS: [EventKind; 2] = [EventKind::VerifyFailed, EventKind::ChangesRequested];
+
+/// [`VERDICT_EVENTS`] as a SQL list: the predicate of the stores' partial index on those
+/// events, which a query must spell the same way to use it.
+#[macro_export]
+macro_rules! verdict_events_sql {
+    () => {
+        "'verify_failed', 'changes_requested'"
+    };
+}
+
 /// `kinds` as a SQL list of quoted words.
 pub fn sql_list(kinds: &[EventKind]) -> String {
     kinds
@@ -134,6 +163,7 @@ mod tests {
         assert_eq!(decomposition_events_sql!(), sql_list(&DECOMPOSITION_EVENTS));
         assert_eq!(decomposed_event_sql!(), sql_list(&[EventKind::Decomposed]));
         assert_eq!(ready_again_events_sql!(), sql_list(&READY_AGAIN_EVENTS));
+        assert_eq!(verdict_events_sql!(), sql_list(&VERDICT_EVENTS));
     }
 
     #[test]

@@ -15,8 +15,10 @@
 //! assert_eq!(claim.task.status, Status::Running);
 //! ```
 
+mod aggregates;
 pub mod backoff;
 pub mod breaker;
+mod checks;
 pub mod comment;
 pub mod copy;
 mod decomposition_lease;
@@ -45,20 +47,20 @@ pub use decomposition_lease::{decide_lease, lease_expiry, BadHolder, LeaseHolder
 pub use graph::{clean_title, NewTask};
 pub use import::{ImportBatch, ImportOutcome, ImportedTask, Landed, LinkLanded};
 pub use invariants::{check_invariants, check_step, Violation};
-pub use kinds::{EventKind, DECOMPOSITION_EVENTS, READY_AGAIN_EVENTS};
+pub use kinds::{EventKind, DECOMPOSITION_EVENTS, READY_AGAIN_EVENTS, VERDICT_EVENTS};
 pub use plan::{BadFanout, Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
 pub use retention::{rest_after, sweep, Compacted, Freed, GcBatch, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
     after_cursor, BoardImport, BoardReads, BoardStats, BoardWrites, Claim, Committed, Completion, Creation,
-    CursorRange, DecompositionLease, DispatchQueue, EventFilter, LlmLedger, NoWorkers, ReclaimOutcome,
+    CursorRange, DecompositionLease, DispatchQueue, EventFilter, LlmLedger, NoWorkers, Offer, ReclaimOutcome,
     Retention, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,
-    TriageLease, TriageQueue, Visit,
+    TriageLease, TriageQueue, Verdict, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
-    BadLease, BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LeaseColumns, Link,
-    LlmCall, LlmOutcome, LlmPurpose, Outcome, Run, RunId, RunStatus, Status, StatusCount, Tally, Task,
-    TaskId, TaskOrder, Timestamp,
+    BadLease, BlockKind, BoardSnapshot, Checks, Comment, DaySpend, Event, Finished, Lease, LeaseColumns,
+    Link, LlmCall, LlmOutcome, LlmPurpose, Outcome, Run, RunId, RunKind, RunStatus, Status, StatusCount,
+    Tally, Task, TaskId, TaskOrder, Timestamp,
 };

@@ -58,6 +58,34 @@ pub fn some_short(what: &str, value: &Option<String>) -> Result<(), Refusal> {
     value.as_deref().map_or(Ok(()), |v| short(what, v))
 }
 
+/// The most verifiers a task or a profile names.
+pub const STEPS_MAX: usize = 16;
+
+/// Refuses verifiers that are no argv lists the gateway can run: more than
+/// [`STEPS_MAX`], an empty list, an empty program, a NUL byte (which no argv element
+/// can hold), or more than [`TEXT_MAX_BYTES`] in all.
+pub fn steps(what: &str, steps: &[Vec<String>]) -> Result<(), Refusal> {
+    if steps.len() > STEPS_MAX {
+        return Err(Refusal::Invalid(format!(
+            "{what} name {} commands, over the board's limit of {STEPS_MAX}",
+            steps.len()
+        )));
+    }
+    let mut bytes = 0usize;
+    for argv in steps {
+        if argv.first().is_none_or(|program| program.is_empty()) {
+            return Err(Refusal::Invalid(format!(
+                "{what}: each command is a non-empty argv list whose first element names the program"
+            )));
+        }
+        if argv.iter().any(|arg| arg.contains('\0')) {
+            return Err(Refusal::Invalid(format!("{what}: an argument holds a NUL byte")));
+        }
+        bytes = argv.iter().fold(bytes, |n, arg| n.saturating_add(arg.len()));
+    }
+    within(what, bytes, TEXT_MAX_BYTES)
+}
+
 fn within(what: &str, bytes: usize, max: usize) -> Result<(), Refusal> {
     if bytes <= max {
         return Ok(());

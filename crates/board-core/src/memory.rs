@@ -7,7 +7,7 @@ mod import;
 mod reads;
 mod retention;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::breaker::{observe, Breaker, BreakerSettings, BreakerSignal};
@@ -167,6 +167,18 @@ impl Tables {
         }
         self.tasks.insert(id.clone(), change.task);
         self.push_events(&id, change.events, now);
+        if let Some(c) = change.comment {
+            let comment = Comment {
+                id: self.next_comment_id(),
+                task_id: id.clone(),
+                author: c.author,
+                body: c.body,
+                created_at: now,
+            };
+            let event = comment::event(comment.id, comment.author.as_deref(), None);
+            self.comments.push(comment);
+            self.push_events(&id, vec![event], now);
+        }
         if change.wake_children {
             let children: Vec<TaskId> = self
                 .links
@@ -201,23 +213,6 @@ impl Tables {
         }
     }
 
-    /// Whether a path of links leads from `from` down to `to`.
-    fn reaches(&self, from: &TaskId, to: &TaskId) -> bool {
-        let mut seen = BTreeSet::new();
-        let mut queue = VecDeque::from([from.clone()]);
-        while let Some(node) = queue.pop_front() {
-            if &node == to {
-                return true;
-            }
-            for l in self.links.iter().filter(|l| l.parent_id == node) {
-                if seen.insert(l.child_id.clone()) {
-                    queue.push_back(l.child_id.clone());
-                }
-            }
-        }
-        false
-    }
-
     fn sorted(&self, keep: impl Fn(&Task) -> bool, limit: usize) -> Vec<Task> {
         let mut out: Vec<Task> = self.tasks.values().filter(|t| keep(t)).cloned().collect();
         out.sort_by(queue_order);
@@ -240,14 +235,6 @@ impl Tables {
         });
         self.apply(change, now);
         Ok(())
-    }
-
-    /// The tasks linked to `id`, in link order; `ends` gives a link's end at `id` and
-    /// the end it reads.
-    fn linked(&self, id: &TaskId, ends: impl Fn(&Link) -> (&TaskId, &TaskId)) -> StoreResult<Vec<Task>> {
-        self.task(id)?;
-        let far = self.links.iter().map(ends).filter(|(near, _)| *near == id);
-        Ok(far.map(|(_, far)| self.tasks[far].clone()).collect())
     }
 }
 
@@ -404,6 +391,11 @@ impl DispatchQueue for MemStore {
         Ok(self.board().sorted(|t| t.status == Status::Ready, limit))
     }
 
+    fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        let waiting = |t: &Task| matches!(t.status, Status::Verifying | Status::Review);
+        Ok(self.board().sorted(waiting, limit))
+    }
+
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let mut expired = self.board().sorted(
             |t| t.status == Status::Running && t.lease.as_ref().is_some_and(|l| l.expires <= now),
@@ -553,6 +545,10 @@ impl BoardStats for MemStore {
 
     fn status_counts(&self) -> StoreResult<Vec<StatusCount>> {
         Ok(self.board().status_counts())
+    }
+
+    fn verdicts(&self) -> StoreResult<BTreeMap<String, u64>> {
+        Ok(self.board().verdicts())
     }
 
     fn oldest(&self, status: Status) -> StoreResult<Option<Task>> {

@@ -64,6 +64,22 @@ pub enum Refusal {
     InvalidPlan(String),
     #[error("task {0} is not archived; only an archived task can be deleted (archive it first)")]
     NotArchived(TaskId),
+    #[error("task {id}: {profile} did the work and cannot review it; a reviewer is another profile")]
+    SelfReview { id: TaskId, profile: String },
+    #[error(
+        "task {id}: its profile's contract needs evidence with the completion (complete --evidence JSON)"
+    )]
+    EvidenceRequired { id: TaskId },
+    #[error("run {run_id} of {id} is a {kind} run; {op} needs a {needs} run")]
+    WrongRunKind {
+        id: TaskId,
+        run_id: RunId,
+        kind: crate::types::RunKind,
+        op: &'static str,
+        needs: &'static str,
+    },
+    #[error("task {id} has no reviewer; request review with --reviewer PROFILE, or review it yourself")]
+    NoReviewer { id: TaskId },
     #[error("task {id} is linked (directly or through others) to {other}, which is not archived; archive it too first")]
     LinkedToLive { id: TaskId, other: TaskId },
 }
@@ -73,6 +89,20 @@ fn show_run(run: Option<RunId>) -> String {
 }
 
 impl Refusal {
+    /// A task a dispatcher offered that cannot be claimed now (another status, a parent
+    /// open, claimed meanwhile, no reviewer but its own profile): skipped, not an error.
+    pub fn not_claimable_now(&self) -> bool {
+        matches!(
+            self,
+            Refusal::WrongStatus { .. }
+                | Refusal::NoSuchTask(_)
+                | Refusal::OpenParents { .. }
+                | Refusal::AlreadyClaimed { .. }
+                | Refusal::SelfReview { .. }
+                | Refusal::NoReviewer { .. }
+        )
+    }
+
     /// A lost race or a stale guard: the caller gets `false` (exit 1) and nobody is signalled.
     pub fn is_lost_race(&self) -> bool {
         matches!(

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 
-use crate::types::{LlmOutcome, LlmPurpose, RunStatus};
+use crate::types::{Checks, LlmOutcome, LlmPurpose, RunKind, RunStatus};
 use crate::{BlockKind, Comment, Event, LeaseColumns, LlmCall, Outcome, Run, RunId, Status, Task, TaskId};
 
 /// The SQL type of a column.
@@ -214,7 +214,45 @@ macro_rules! word_fields {
     )*};
 }
 
-word_fields!(TaskId, Status, BlockKind, Outcome, RunStatus, LlmPurpose, LlmOutcome);
+word_fields!(TaskId, Status, BlockKind, Outcome, RunStatus, RunKind, LlmPurpose, LlmOutcome);
+
+/// A run's checks, as JSON; none at all is stored as null.
+impl Field for Checks {
+    const KIND: Kind = Kind::Text;
+
+    fn cell(&self) -> Cell<'_> {
+        if self.is_none() {
+            Cell::Null
+        } else {
+            Cell::Text(Cow::Owned(serde_json::json!(self).to_string()))
+        }
+    }
+
+    fn read(cell: Cell<'static>) -> Result<Self, String> {
+        match Option::<String>::read(cell)? {
+            None => Ok(Checks::default()),
+            Some(text) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// A task's verifiers, each an argv list, stored as a JSON array of arrays of strings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Steps(pub Vec<Vec<String>>);
+
+impl Field for Steps {
+    const KIND: Kind = Kind::Text;
+
+    fn cell(&self) -> Cell<'_> {
+        Cell::Text(Cow::Owned(serde_json::json!(self.0).to_string()))
+    }
+
+    fn read(cell: Cell<'static>) -> Result<Self, String> {
+        serde_json::from_str(&String::read(cell)?)
+            .map(Steps)
+            .map_err(|e| e.to_string())
+    }
+}
 
 /// Takes the next cell as the column it is stored in.
 fn take<T: Field>(
@@ -269,6 +307,9 @@ stored!(Run {
     summary: Option<String>,
     error: Option<String>,
     metadata: Option<serde_json::Value>,
+    kind: RunKind,
+    checks: Checks,
+    evidence: Option<serde_json::Value>,
 });
 
 stored!(Event {
@@ -335,6 +376,10 @@ stored!(
         decompose_next_attempt_at: Option<i64>,
         decompose_parked: bool,
         decompose_last_error: Option<String>,
+        reviewer: Option<String>,
+        verify_failures: i64,
+        review_rounds: i64,
+        verify: Option<Steps>,
     }
 );
 
@@ -374,6 +419,10 @@ impl Stored for Task {
             decompose_next_attempt_at: t.decompose_next_attempt_at,
             decompose_parked: t.decompose_parked,
             decompose_last_error: t.decompose_last_error,
+            reviewer: t.reviewer,
+            verify_failures: t.verify_failures,
+            review_rounds: t.review_rounds,
+            verify: t.verify.map(Steps),
         };
         row.cells().into_iter().map(Cell::into_owned).collect()
     }
@@ -418,6 +467,10 @@ impl Stored for Task {
             decompose_next_attempt_at: r.decompose_next_attempt_at,
             decompose_parked: r.decompose_parked,
             decompose_last_error: r.decompose_last_error,
+            reviewer: r.reviewer,
+            verify_failures: r.verify_failures,
+            review_rounds: r.review_rounds,
+            verify: r.verify.map(|s| s.0),
         })
     }
 }
@@ -460,6 +513,10 @@ mod tests {
             decompose_next_attempt_at: Some(21),
             decompose_parked: true,
             decompose_last_error: Some("last".into()),
+            reviewer: Some("rev".into()),
+            verify_failures: 22,
+            review_rounds: 23,
+            verify: Some(vec![vec!["make".into(), "test".into()]]),
         }
     }
 

@@ -24,7 +24,7 @@ pub struct TaskJson<'a>(pub &'a Task);
 impl Serialize for TaskJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        let mut o = s.serialize_struct("Task", 24)?;
+        let mut o = s.serialize_struct("Task", 28)?;
         o.serialize_field("id", &t.id)?;
         o.serialize_field("title", &t.title)?;
         o.serialize_field("body", &t.body)?;
@@ -49,6 +49,10 @@ impl Serialize for TaskJson<'_> {
         o.serialize_field("decompose_next_attempt_at", &t.decompose_next_attempt_at)?;
         o.serialize_field("decompose_parked", &t.decompose_parked)?;
         o.serialize_field("decompose_last_error", &t.decompose_last_error)?;
+        o.serialize_field("reviewer", &t.reviewer)?;
+        o.serialize_field("verify_failures", &t.verify_failures)?;
+        o.serialize_field("review_rounds", &t.review_rounds)?;
+        o.serialize_field("verify", &t.verify)?;
         o.end()
     }
 }
@@ -77,6 +81,9 @@ pub fn run_json(r: &Run) -> Value {
         "summary": r.summary,
         "error": r.error,
         "metadata": r.metadata,
+        "kind": r.kind,
+        "checks": r.checks,
+        "evidence": r.evidence,
     })
 }
 

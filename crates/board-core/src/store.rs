@@ -6,6 +6,7 @@
 //! complete, reclaim, ...) are provided here once, so every backend follows the same
 //! protocol.
 
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 mod vocabulary;
@@ -24,11 +25,11 @@ use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed, GcBatch};
 use crate::spend::Spend;
-pub use crate::transition::{Completion, RunEnd};
+pub use crate::transition::{Completion, RunEnd, Verdict};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
-    BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId, Status,
-    StatusCount, Tally, Task, TaskId, Timestamp,
+    BlockKind, BoardSnapshot, Checks, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId,
+    RunKind, Status, StatusCount, Tally, Task, TaskId, Timestamp,
 };
 
 /// Why a store call failed.
@@ -141,8 +142,20 @@ pub trait BoardWrites: BoardReads + Send + Sync {
 
     /// Claims a ready task under a fresh run recorded on `host` (a gateway's).
     fn claim_on(&self, id: &TaskId, ttl: i64, host: Option<&str>, now: Timestamp) -> StoreResult<Claim> {
-        let host = host.map(str::to_owned);
-        let task = self.transition(id, &Request::Claim { ttl, host }, now)?;
+        self.claim_offer(&Offer::work(id.clone()), ttl, host, now)
+    }
+
+    /// Claims the run `offer` names (work on a ready task, a verification, a review)
+    /// under a fresh run recorded on `host`.
+    fn claim_offer(&self, offer: &Offer, ttl: i64, host: Option<&str>, now: Timestamp) -> StoreResult<Claim> {
+        let id = &offer.task;
+        let request = Request::Claim {
+            ttl,
+            host: host.map(str::to_owned),
+            kind: offer.kind,
+            checks: offer.checks.clone(),
+        };
+        let task = self.transition(id, &request, now)?;
         match task.lease.clone() {
             Some(lease) => Ok(Claim {
                 task,
@@ -163,6 +176,12 @@ pub trait BoardWrites: BoardReads + Send + Sync {
         now: Timestamp,
     ) -> StoreResult<bool> {
         won(self.transition(id, &Request::Heartbeat { run_id, ttl, note }, now))
+    }
+
+    /// Applies a guarded request (a verdict, a review's request or verdict): `false` when
+    /// its guard named a run or claim that is no longer current, and nothing changed.
+    fn finalise(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<bool> {
+        won(self.transition(id, request, now))
     }
 
     /// Completes a task. `false` when the guard names another run or a replay lost.
@@ -294,36 +313,58 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
     /// Ready tasks in claim order: priority desc, then age.
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>>;
 
+    /// Tasks whose reported work waits for a check (`verifying`, `review`), in claim
+    /// order.
+    fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>>;
+
     /// Running tasks whose lease expired at or before `now`.
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>>;
 
     fn running(&self) -> StoreResult<Vec<Task>>;
 
-    /// Claims those of `ids` (given in claim order) that are still ready, each under a
-    /// fresh run recorded on `host` (the claiming gateway's). A task another claimer
-    /// holds or took meanwhile is skipped, never waited on. A backend that claims in one
-    /// transaction skips rows other transactions hold (`SKIP LOCKED`); this one claims
-    /// them one by one, and a storage error after some claims returns those, leaving the
-    /// rest ready for a later call.
+    /// Claims those of `offers` (given in claim order) whose tasks still wait in the
+    /// status their kind of run is claimed from, each under a fresh run recorded on
+    /// `host` (the claiming gateway's). A task another claimer holds or took meanwhile is
+    /// skipped, never waited on. A backend that claims in one transaction skips rows
+    /// other transactions hold (`SKIP LOCKED`); this one claims them one by one, and a
+    /// storage error after some claims returns those, leaving the rest for a later call.
     fn claim_ready(
         &self,
-        ids: &[TaskId],
+        offers: &[Offer],
         ttl: i64,
         host: Option<&str>,
         now: Timestamp,
     ) -> StoreResult<Vec<Claim>> {
-        let mut claims = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.claim_on(id, ttl, host, now) {
+        let mut claims = Vec::with_capacity(offers.len());
+        for offer in offers {
+            match self.claim_offer(offer, ttl, host, now) {
                 Ok(claim) => claims.push(claim),
-                Err(StoreError::Refused(r))
-                    if r.is_lost_race()
-                        || matches!(r, Refusal::WrongStatus { .. } | Refusal::NoSuchTask(_)) => {}
+                Err(StoreError::Refused(r)) if r.is_lost_race() || r.not_claimable_now() => {}
                 Err(e) if claims.is_empty() => return Err(e),
                 Err(_) => break,
             }
         }
         Ok(claims)
+    }
+}
+
+/// A task a dispatcher offers to claim: the kind of run it would open, and the checks
+/// a work run's completion must pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Offer {
+    pub task: TaskId,
+    pub kind: RunKind,
+    pub checks: Checks,
+}
+
+impl Offer {
+    /// Work on a ready task, with no checks.
+    pub fn work(task: TaskId) -> Offer {
+        Offer {
+            task,
+            kind: RunKind::Work,
+            checks: Checks::default(),
+        }
     }
 }
 
@@ -447,6 +488,10 @@ pub trait BoardStats: Send + Sync {
 
     /// The task of `status` created first (ties by id), if any.
     fn oldest(&self, status: Status) -> StoreResult<Option<Task>>;
+
+    /// A check's verdicts against the work ([`crate::VERDICT_EVENTS`]: failed
+    /// verifications, requested changes), counted per event kind in one aggregate.
+    fn verdicts(&self) -> StoreResult<BTreeMap<String, u64>>;
 
     /// Tasks completed at or after `since` and still done or archived, counted per
     /// `slot` seconds of completion (slot 0 starts at `since`) and per bucket of the time

@@ -7,9 +7,10 @@
 use serde_json::{json, Value};
 
 use crate::refusal::Refusal;
-use crate::types::{BlockKind, Outcome, Run, RunId, Status, Task, Timestamp};
+use crate::types::{BlockKind, Checks, Outcome, Run, RunId, RunKind, Status, Task, Timestamp};
 
 mod card;
+mod checks;
 mod next;
 mod runs;
 
@@ -68,7 +69,9 @@ impl NewEvent {
 }
 
 /// The event kinds after which any dispatcher may have work at once: a task became
-/// ready (`created`, `promoted`, `unblocked`, `reclaimed`), or a card entered triage or
+/// ready (`created`, `promoted`, `unblocked`, `reclaimed`, and sent back by a check:
+/// `verify_failed`, `changes_requested`), reported work waits for a check
+/// (`verifying`, `review_requested`, `review_reopened`), or a card entered triage or
 /// became due again (`created`, `decompose_reset`). A store wakes the gateways sharing
 /// the board when a write that appends one of these commits (docs/gateway.md#wake-ups).
 /// A run that ended frees a slot on one gateway only, once its worker has exited: that
@@ -79,6 +82,11 @@ pub const WAKING_EVENTS: &[EventKind] = &[
     EventKind::Unblocked,
     EventKind::Reclaimed,
     EventKind::DecomposeReset,
+    EventKind::Verifying,
+    EventKind::VerifyFailed,
+    EventKind::ReviewRequested,
+    EventKind::ChangesRequested,
+    EventKind::ReviewReopened,
 ];
 
 /// Whether an event of `kind` may give a dispatcher work at once ([`WAKING_EVENTS`]).
@@ -96,16 +104,30 @@ pub struct Change {
     pub events: Vec<NewEvent>,
     /// The task left a status that held its children back: promote those now ready.
     pub wake_children: bool,
+    /// A comment the change adds to the card (a failed verification's output, a
+    /// reviewer's requested changes), written in the same transaction.
+    pub comment: Option<NewComment>,
+}
+
+/// A comment a transition writes: what the next worker reads in its context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewComment {
+    pub author: Option<String>,
+    pub body: String,
 }
 
 /// A request about one existing task.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
-    /// Open a run on a ready task, under the fresh run id and claim lock; a gateway
-    /// names its host, recorded on the run from the claim on.
+    /// Open a run of `kind` on a task waiting in that kind's status (`ready` for work,
+    /// `verifying`, `review`), under the fresh run id and claim lock; a gateway names its
+    /// host, recorded on the run from the claim on. `checks` are what a work run's
+    /// completion must pass.
     Claim {
         ttl: i64,
         host: Option<String>,
+        kind: RunKind,
+        checks: Checks,
     },
     /// A live worker extends its lease.
     Heartbeat {
@@ -142,6 +164,34 @@ pub enum Request {
         run_id: RunId,
         claim_lock: String,
         ttl: i64,
+    },
+    /// The verifiers of a verify run finished: the verdict, under the claim observed.
+    Verified(Verdict),
+    /// The work waits for a reviewer: a worker's request in its run (which ends it), or
+    /// a person's on a task nobody works on.
+    RequestReview {
+        expected_run_id: Option<RunId>,
+        reviewer: Option<String>,
+        summary: Option<String>,
+        result: Option<String>,
+    },
+    /// A reviewer (in its run) or a person sends the work back with a reason.
+    RequestChanges {
+        expected_run_id: Option<RunId>,
+        author: Option<String>,
+        reason: String,
+        /// Rounds of requested changes at which the task is blocked as a review loop.
+        round_limit: i64,
+    },
+    /// A reviewer (in its run) or a person approves the work: the task is done.
+    Approve {
+        expected_run_id: Option<RunId>,
+        summary: Option<String>,
+    },
+    /// A person sends a task back to review (after changes were requested, or after a
+    /// review loop blocked it).
+    ReopenReview {
+        reason: Option<String>,
     },
     /// Record the pid of the worker spawned for a run, and the host it runs on.
     SetWorker {
@@ -190,6 +240,22 @@ pub struct Completion {
     pub result: Option<String>,
     pub summary: Option<String>,
     pub metadata: Option<Value>,
+    /// What backs the completion (`complete --evidence`): kept on the run.
+    pub evidence: Option<Value>,
+}
+
+/// The verdict of a verify run's verifiers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub run_id: RunId,
+    pub claim_lock: String,
+    pub passed: bool,
+    /// Each command, its exit code, duration and output tail: kept on the run.
+    pub evidence: Value,
+    /// What failed, as the next worker reads it (the failing command and its output).
+    pub failure: Option<String>,
+    /// Failed verifications at which the task is blocked.
+    pub failure_limit: i64,
 }
 
 /// How a supervisor ends a run it watched: the claim it observed before acting (any
@@ -224,8 +290,29 @@ impl Request {
             Request::Complete(c) => {
                 some_text("the result", &c.result)?;
                 some_text("the summary", &c.summary)?;
+                c.evidence.as_ref().map_or(Ok(()), |e| json("the evidence", e))?;
                 c.metadata.as_ref().map_or(Ok(()), |m| json("the metadata", m))
             }
+            Request::Verified(v) => {
+                some_text("the verifier output", &v.failure)?;
+                json("the evidence", &v.evidence)
+            }
+            Request::RequestReview {
+                reviewer,
+                summary,
+                result,
+                ..
+            } => {
+                some_short("the reviewer", reviewer)?;
+                some_text("the summary", summary)?;
+                some_text("the result", result)
+            }
+            Request::RequestChanges { author, reason, .. } => {
+                some_short("the author", author)?;
+                crate::limits::text("the reason", reason)
+            }
+            Request::Approve { summary, .. } => some_text("the summary", summary),
+            Request::ReopenReview { reason } => some_text("the reason", reason),
             Request::Block { reason, .. }
             | Request::Unblock { reason }
             | Request::Reclaim { reason, .. }
@@ -262,6 +349,11 @@ impl Request {
             Request::EndRun { .. } => "end run",
             Request::ExtendClaim { .. } => "extend claim",
             Request::SetWorker { .. } => "set worker",
+            Request::Verified(_) => "record a verification",
+            Request::RequestReview { .. } => "request review",
+            Request::RequestChanges { .. } => "request changes",
+            Request::Approve { .. } => "approve",
+            Request::ReopenReview { .. } => "reopen review",
             Request::Archive => "archive",
             Request::Edit { .. } => "edit",
             Request::Assign { .. } => "assign",
@@ -269,6 +361,19 @@ impl Request {
             Request::DecomposeFailed { .. } => "record decomposition failure",
             Request::ClearDecomposeFailures => "clear decomposition failures",
             Request::SkipNonspawnable { .. } => "skip",
+        }
+    }
+}
+
+impl Request {
+    /// A claim of a ready task's work with no checks: what a person or a worker's own
+    /// `kanban claim` asks for.
+    pub fn claim(ttl: i64, host: Option<String>) -> Request {
+        Request::Claim {
+            ttl,
+            host,
+            kind: RunKind::Work,
+            checks: Checks::default(),
         }
     }
 }
@@ -283,7 +388,12 @@ pub fn decide(
     request.check_sizes()?;
     let mut next = Next::new(facts, now);
     match request {
-        Request::Claim { ttl, host } => next.claim(fresh.run_id, &fresh.claim_lock, *ttl, host.as_deref())?,
+        Request::Claim {
+            ttl,
+            host,
+            kind,
+            checks,
+        } => next.claim(fresh, *ttl, host.as_deref(), *kind, checks)?,
         Request::Heartbeat { run_id, ttl, note } => next.heartbeat(*run_id, *ttl, note)?,
         Request::Complete(c) => next.complete(c, fresh.run_id)?,
         Request::Block {
@@ -314,6 +424,11 @@ pub fn decide(
             pid,
             host,
         } => next.set_worker(*run_id, claim_lock, *pid, host)?,
+        Request::Verified(_)
+        | Request::RequestReview { .. }
+        | Request::RequestChanges { .. }
+        | Request::Approve { .. }
+        | Request::ReopenReview { .. } => next.check(request)?,
         Request::Archive => next.archive()?,
         Request::Edit {
             title,
@@ -395,7 +510,7 @@ mod tests {
             run_id: 7,
             claim_lock: "lock-7".into(),
         };
-        let change = decide(&facts, &Request::Claim { ttl: 50, host: None }, &fresh, T).unwrap();
+        let change = decide(&facts, &Request::claim(50, None), &fresh, T).unwrap();
         let t = &change.task;
         assert_eq!(t.status, Status::Running);
         assert_eq!(

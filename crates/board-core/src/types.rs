@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+pub use crate::aggregates::{DaySpend, Finished, StatusCount, Tally};
+pub use crate::checks::{Checks, RunKind};
+
 /// Unix seconds, UTC. The only notion of time in the board.
 pub type Timestamp = i64;
 
@@ -131,6 +134,10 @@ word_enum!(
         Todo = "todo",
         Ready = "ready",
         Running = "running",
+        /// A worker reported its work complete; the board's verifiers have yet to pass it.
+        Verifying = "verifying",
+        /// The work passed its checks and waits for a reviewer's approval.
+        Review = "review",
         Blocked = "blocked",
         Done = "done",
         Archived = "archived",
@@ -213,6 +220,10 @@ word_enum!(
         RateLimited = "rate_limited",
         ProtocolViolation = "protocol_violation",
         GaveUp = "gave_up",
+        /// A verification run whose verifiers did not all pass.
+        VerifyFailed = "verify_failed",
+        /// A review run whose reviewer sent the work back.
+        ChangesRequested = "changes_requested",
     }
 );
 
@@ -316,6 +327,19 @@ pub struct Task {
     pub decompose_next_attempt_at: Option<Timestamp>,
     pub decompose_parked: bool,
     pub decompose_last_error: Option<String>,
+    /// The profile that reviews the task's work (`request-review --reviewer`, or a
+    /// profile's `reviewer:`); once set, the task's completed work goes to review.
+    #[serde(default)]
+    pub reviewer: Option<String>,
+    /// Verification runs that failed since the task was last done.
+    #[serde(default)]
+    pub verify_failures: i64,
+    /// Times a reviewer sent the work back since the task was last done.
+    #[serde(default)]
+    pub review_rounds: i64,
+    /// The task's own verifiers, each an argv list, overriding its profile's `verify:`.
+    #[serde(default)]
+    pub verify: Option<Vec<Vec<String>>>,
 }
 
 impl Task {
@@ -439,6 +463,16 @@ pub struct Run {
     pub summary: Option<String>,
     pub error: Option<String>,
     pub metadata: Option<serde_json::Value>,
+    #[serde(default)]
+    pub kind: RunKind,
+    /// What the run's completion must pass (work runs; a verify or review run carries
+    /// the checks of the work it checks).
+    #[serde(default, skip_serializing_if = "Checks::is_none")]
+    pub checks: Checks,
+    /// What the run's completion was backed by: the worker's `--evidence`, or the
+    /// verifiers' commands, exit codes, durations and output tails.
+    #[serde(default)]
+    pub evidence: Option<serde_json::Value>,
 }
 
 impl Run {
@@ -498,73 +532,6 @@ pub struct LlmCall {
     /// Sent past a spend ceiling by a person (`kanban decompose --over-budget`).
     #[serde(default)]
     pub over_budget: bool,
-}
-
-/// The board counted, each count one aggregate in the store (never rows loaded): what a
-/// metrics scrape reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Tally {
-    /// Tasks per status (`Status::as_str`); a status without tasks is absent.
-    pub tasks: std::collections::BTreeMap<String, u64>,
-    /// Ended runs per outcome (`Outcome::as_str`).
-    pub runs: std::collections::BTreeMap<String, u64>,
-    /// Billed model requests per outcome (`LlmCall::outcome`).
-    pub llm_calls: std::collections::BTreeMap<String, u64>,
-    /// Tokens the billed requests reported.
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Decomposition events per kind, of [`DECOMPOSITION_EVENTS`] only.
-    pub decompositions: std::collections::BTreeMap<String, u64>,
-}
-
-/// Tasks of one assignee (`None`: unassigned) in one status, counted by the store.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StatusCount {
-    pub assignee: Option<String>,
-    pub status: Status,
-    pub tasks: u64,
-}
-
-impl StatusCount {
-    /// Counts `tasks` as `Store::status_counts` answers: one entry per assignee and
-    /// status with at least one task, unassigned first, then by assignee and status name.
-    pub fn of_tasks<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Vec<StatusCount> {
-        let mut counts: std::collections::BTreeMap<(Option<&str>, &str), (Status, u64)> =
-            std::collections::BTreeMap::new();
-        for t in tasks {
-            counts
-                .entry((t.assignee.as_deref(), t.status.as_str()))
-                .or_insert((t.status, 0))
-                .1 += 1;
-        }
-        counts
-            .into_iter()
-            .map(|((assignee, _), (status, tasks))| StatusCount {
-                assignee: assignee.map(str::to_owned),
-                status,
-                tasks,
-            })
-            .collect()
-    }
-}
-
-/// Finished tasks counted by the slot of their completion and the bucket of their
-/// ready-to-done time (see `Store::finished`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Finished {
-    pub slot: i64,
-    pub bucket: usize,
-    pub tasks: u64,
-}
-
-/// One UTC day of the ledger: requests, tokens, and requests that did not end `ok`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DaySpend {
-    /// Days since the epoch (`started_at / 86400`).
-    pub day: i64,
-    pub requests: u64,
-    pub tokens: u64,
-    pub failures: u64,
 }
 
 /// Everything on a board at one moment: what the invariants are checked against.

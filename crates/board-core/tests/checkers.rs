@@ -41,6 +41,9 @@ fn run(run_id: i64, task: u8, ended_as: Option<Outcome>) -> Run {
         summary: None,
         error: None,
         metadata: None,
+        kind: board_core::RunKind::Work,
+        checks: board_core::Checks::default(),
+        evidence: None,
     }
 }
 

@@ -278,7 +278,7 @@ fn claim_worker(f: &Flags) -> Result<Value, String> {
                 continue;
             }
         };
-        let ids: Vec<TaskId> = page.into_iter().map(|t| t.id).collect();
+        let ids: Vec<board_core::Offer> = page.into_iter().map(|t| board_core::Offer::work(t.id)).collect();
         // Tasks another copy holds or took meanwhile are skipped: the next page has others.
         match store.claim_ready(&ids, 900, None, now) {
             Ok(claims) => {

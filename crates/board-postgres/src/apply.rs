@@ -4,8 +4,9 @@
 //! `store.rs`.
 
 use board_core::graph;
+use board_core::store::Claim;
 use board_core::transition::{decide, Change, Fresh, TaskFacts};
-use board_core::{Link, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
+use board_core::{Link, Offer, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
 use postgres::Row;
 
 use crate::random_bytes;
@@ -155,8 +156,8 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
         ") = ROW(",
         task_placeholders!(),
         ")
-         WHERE id = $1 AND status = $30 AND current_run_id IS NOT DISTINCT FROM $31
-           AND claim_lock IS NOT DISTINCT FROM $32"
+         WHERE id = $1 AND status = $34 AND current_run_id IS NOT DISTINCT FROM $35
+           AND claim_lock IS NOT DISTINCT FROM $36"
     );
     let (run_id, claim_lock) = (
         old.current_run_id(),
@@ -179,13 +180,13 @@ pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
     let sql = concat!(
         "INSERT INTO task_runs (",
         run_columns!(),
-        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
                 claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
                 worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,
                 last_heartbeat_at = excluded.last_heartbeat_at,
                 ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
-                metadata = excluded.metadata
+                metadata = excluded.metadata, evidence = excluded.evidence
              WHERE task_runs.task_id = excluded.task_id"
     );
     with_params(r, &[], |params| tx.execute(sql, params))?;
@@ -199,6 +200,16 @@ pub(crate) fn apply(tx: &mut Tx<'_>, old: &Task, change: &Change, now: Timestamp
         upsert_run(tx, run)?;
     }
     tx.push_events(&change.task.id, &change.events, now);
+    if let Some(c) = &change.comment {
+        let row = tx.query_one(
+            "INSERT INTO task_comments (task_id, author, body, created_at) VALUES ($1, $2, $3, $4)
+             RETURNING id",
+            &[&change.task.id.as_str(), &c.author, &c.body, &now],
+        )?;
+        let comment_id: i64 = row.try_get(0).map_err(crate::backend)?;
+        let event = board_core::comment::event(comment_id, c.author.as_deref(), None);
+        tx.push_events(&change.task.id, &[event], now);
+    }
     if change.wake_children {
         // Locked before their facts are read: see the module doc.
         let waiting = tx.query(
@@ -320,4 +331,45 @@ impl board_core::plan::PlanWrites for PlanTx<'_, '_> {
             ))),
         }
     }
+}
+
+/// Claims the locked rows, each as `claim_offer` would with its offer, under fresh runs;
+/// a row whose status is not the one its offer's kind is claimed from is left alone.
+pub(crate) fn claim_rows(
+    tx: &mut Tx<'_>,
+    waiting: &[postgres::Row],
+    offers: &[Offer],
+    ttl: i64,
+    host: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<Vec<Claim>> {
+    let mut claims = Vec::with_capacity(waiting.len());
+    for row in waiting {
+        let task = rows::task(row)?;
+        let Some(offer) = offers.iter().find(|o| o.task == task.id) else {
+            continue;
+        };
+        if task.status != offer.kind.waiting_status() {
+            continue;
+        }
+        let claim = Request::Claim {
+            ttl,
+            host: host.map(str::to_owned),
+            kind: offer.kind,
+            checks: offer.checks.clone(),
+        };
+        let f = facts_of(tx, task)?;
+        let fresh = fresh_ids(tx)?;
+        let change = match decide(&f, &claim, &fresh, now) {
+            Err(refusal) if refusal.not_claimable_now() => continue,
+            decided => decided?,
+        };
+        apply(tx, &f.task, &change, now)?;
+        claims.push(Claim {
+            task: change.task,
+            run_id: fresh.run_id,
+            claim_lock: fresh.claim_lock,
+        });
+    }
+    Ok(claims)
 }

@@ -181,6 +181,20 @@ pub(crate) fn status_counts(tx: &mut Tx<'_>) -> StoreResult<Vec<StatusCount>> {
         .collect()
 }
 
+/// Verdict events per kind, read through the partial index task_events_verdicts, whose
+/// WHERE this repeats (board_core::VERDICT_EVENTS).
+pub(crate) fn verdicts(tx: &mut Tx<'_>) -> StoreResult<BTreeMap<String, u64>> {
+    let found = tx.query(
+        concat!(
+            "SELECT kind AS key, COUNT(*) AS n FROM task_events WHERE kind IN (",
+            board_core::verdict_events_sql!(),
+            ") GROUP BY kind"
+        ),
+        &[],
+    )?;
+    rows::counts(&found)
+}
+
 pub(crate) fn oldest(tx: &mut Tx<'_>, status: Status) -> StoreResult<Option<Task>> {
     let sql = concat!(
         "SELECT ",

@@ -172,6 +172,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX tasks_by_priority ON tasks (priority DESC, created_at, seq);
     "#,
+    // 6: checks before work counts (docs/board.md#checks): a task's reviewer, its own
+    // verifiers and the counts of failed verifications and review rounds; a run's kind
+    // (work, verify, review), the checks its completion must pass and its evidence.
+    r#"
+    ALTER TABLE tasks ADD COLUMN reviewer TEXT;
+    ALTER TABLE tasks ADD COLUMN verify_failures BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN review_rounds BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN verify TEXT;
+    ALTER TABLE task_runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'work';
+    ALTER TABLE task_runs ADD COLUMN checks TEXT;
+    ALTER TABLE task_runs ADD COLUMN evidence TEXT;
+    CREATE INDEX task_events_verdicts ON task_events (kind)
+        WHERE kind IN ('verify_failed', 'changes_requested');
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

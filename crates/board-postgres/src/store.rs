@@ -44,18 +44,19 @@ use board_core::{comment, graph};
 use board_core::{
     BoardImport, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Breaker, BreakerSettings, BreakerSignal,
     Comment, DaySpend, DecompositionLease, DispatchQueue, Event, Finished, ImportBatch, ImportOutcome,
-    LlmCall, LlmLedger, Request, Run, RunId, Spend, Status, StatusCount, StoreError, Tally, Task, TaskId,
-    Timestamp, TriageLease, TriageQueue,
+    LlmCall, LlmLedger, Offer, Request, Run, RunId, Spend, Status, StatusCount, StoreError, Tally, Task,
+    TaskId, Timestamp, TriageLease, TriageQueue,
 };
 
 use crate::apply::{
-    all, apply, facts_of, fresh_ids, insert_created, link, locked_facts, promote, require_task, task_by,
-    tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, PROMOTABLE, PROMOTION_CANDIDATES, SHARE_TASK,
+    all, apply, claim_rows, facts_of, fresh_ids, insert_created, link, locked_facts, promote, require_task,
+    task_by, tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, PROMOTABLE, PROMOTION_CANDIDATES,
+    SHARE_TASK,
 };
 use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
 };
-use crate::tx::{Params, Tx};
+use crate::tx::Params;
 use crate::{reads, LockClass, PgStore};
 use board_core::EventKind;
 use board_core::LlmOutcome;
@@ -68,6 +69,11 @@ const CLAIMABLE: &str = concat!(
     "SELECT ",
     task_columns!(),
     " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1"
+);
+const CHECKABLE: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status IN ('verifying', 'review') ORDER BY priority DESC, created_at, seq LIMIT $1"
 );
 const EXPIRED_LEASES: &str = concat!(
     "SELECT ",
@@ -292,6 +298,11 @@ impl DispatchQueue for PgStore {
         self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit]))
     }
 
+    fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        let limit = reads::sql_limit(Some(limit));
+        self.read_one(|tx| tasks(tx, CHECKABLE, &[&limit]))
+    }
+
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let limit = reads::sql_limit(Some(limit));
         self.read_one(|tx| tasks(tx, EXPIRED_LEASES, &[&now, &limit]))
@@ -301,11 +312,12 @@ impl DispatchQueue for PgStore {
         self.read_one(|tx| tasks(tx, RUNNING, &[]))
     }
 
-    /// One transaction: the named tasks still ready, in claim order, taken `FOR NO KEY
-    /// UPDATE SKIP LOCKED`, so gateways offering the same tasks never wait on each other.
+    /// One transaction: the offered tasks still waiting to be claimed, in claim order,
+    /// taken `FOR NO KEY UPDATE SKIP LOCKED`, so gateways offering the same tasks never
+    /// wait on each other.
     fn claim_ready(
         &self,
-        ids: &[TaskId],
+        offers: &[Offer],
         ttl: i64,
         host: Option<&str>,
         now: Timestamp,
@@ -313,13 +325,14 @@ impl DispatchQueue for PgStore {
         let sql = concat!(
             "SELECT ",
             task_columns!(),
-            " FROM tasks WHERE id = ANY($1) AND status = 'ready' ORDER BY priority DESC, created_at, seq
+            " FROM tasks WHERE id = ANY($1) AND status IN ('ready', 'verifying', 'review')
+             ORDER BY priority DESC, created_at, seq
              FOR NO KEY UPDATE SKIP LOCKED"
         );
-        let ids: Vec<&str> = ids.iter().map(TaskId::as_str).collect();
+        let ids: Vec<&str> = offers.iter().map(|o| o.task.as_str()).collect();
         self.write(|tx| {
-            let ready = tx.query(sql, &[&ids])?;
-            claim_rows(tx, &ready, ttl, host, now)
+            let waiting = tx.query(sql, &[&ids])?;
+            claim_rows(tx, &waiting, offers, ttl, host, now)
         })
     }
 }
@@ -432,6 +445,10 @@ impl LlmLedger for PgStore {
 }
 
 impl BoardStats for PgStore {
+    fn verdicts(&self) -> StoreResult<std::collections::BTreeMap<String, u64>> {
+        self.read_one(reads::verdicts)
+    }
+
     fn tally(&self) -> StoreResult<Tally> {
         self.read(|tx| {
             let tasks = tx.query("SELECT status AS key, COUNT(*) AS n FROM tasks GROUP BY status", &[])?;
@@ -533,7 +550,11 @@ impl PgStore {
         let limit = reads::sql_limit(Some(limit));
         self.write(|tx| {
             let ready = tx.query(sql, &[&limit])?;
-            claim_rows(tx, &ready, ttl, None, now)
+            let offers = ready
+                .iter()
+                .map(|row| rows::task_id(row).map(Offer::work))
+                .collect::<StoreResult<Vec<_>>>()?;
+            claim_rows(tx, &ready, &offers, ttl, None, now)
         })
     }
 
@@ -561,31 +582,4 @@ impl PgStore {
             Ok(plans)
         })
     }
-}
-
-/// Claims the locked ready rows, each as `claim` would, under fresh runs.
-fn claim_rows(
-    tx: &mut Tx<'_>,
-    ready: &[postgres::Row],
-    ttl: i64,
-    host: Option<&str>,
-    now: Timestamp,
-) -> StoreResult<Vec<Claim>> {
-    let mut claims = Vec::with_capacity(ready.len());
-    let claim = Request::Claim {
-        ttl,
-        host: host.map(str::to_owned),
-    };
-    for row in ready {
-        let f = facts_of(tx, rows::task(row)?)?;
-        let fresh = fresh_ids(tx)?;
-        let change = decide(&f, &claim, &fresh, now)?;
-        apply(tx, &f.task, &change, now)?;
-        claims.push(Claim {
-            task: change.task,
-            run_id: fresh.run_id,
-            claim_lock: fresh.claim_lock,
-        });
-    }
-    Ok(claims)
 }

@@ -339,6 +339,14 @@ impl DispatchQueue for SqliteStore {
         query_tasks(&self.conn(), &sql, [limit as i64])
     }
 
+    fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status IN ('verifying', 'review')
+             ORDER BY priority DESC, created_at, rowid LIMIT ?1"
+        );
+        query_tasks(&self.conn(), &sql, [limit as i64])
+    }
+
     fn expired_leases(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<Task>> {
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'running' AND claim_expires <= ?1
@@ -463,6 +471,10 @@ impl LlmLedger for SqliteStore {
 }
 
 impl BoardStats for SqliteStore {
+    fn verdicts(&self) -> StoreResult<BTreeMap<String, u64>> {
+        reads::verdicts(&self.conn())
+    }
+
     fn tally(&self) -> StoreResult<Tally> {
         self.read(|tx| {
             let counts = |sql: &str| -> StoreResult<BTreeMap<String, u64>> {

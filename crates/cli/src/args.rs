@@ -17,7 +17,10 @@ mod tasks;
 
 pub use config::ConfigCommand;
 pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
-pub use tasks::{orders, statuses, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs};
+pub use tasks::{
+    orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs,
+    RequestChangesArgs, RequestReviewArgs,
+};
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
 const GLOBAL: &str = "Global options";
@@ -136,6 +139,36 @@ pub enum Verb {
         after_help = "Examples:\n  kanban block t_1a2b3c4d waiting for the API key --kind needs_input\n  kanban block t_1a2b3c4d \"waiting for the API key\"\n  kanban block cannot reach the database --kind transient   # inside a worker"
     )]
     Block(BlockArgs),
+    /// The work is done and waits for a reviewer (a worker's own task, guarded by its run)
+    #[command(
+        name = "request-review",
+        after_help = "Examples:\n  kanban request-review --summary \"ready for a look\"   # inside a worker\n  kanban request-review t_1a2b3c4d --reviewer critic"
+    )]
+    RequestReview(RequestReviewArgs),
+    /// Send the work under review back to its worker, with the reason as a comment
+    #[command(
+        name = "request-changes",
+        after_help = "Examples:\n  kanban request-changes t_1a2b3c4d the error path has no test\n  kanban request-changes the error path has no test   # inside a reviewer's run"
+    )]
+    RequestChanges(RequestChangesArgs),
+    /// Approve the work under review: the task is done
+    #[command(
+        after_help = "Examples:\n  kanban approve t_1a2b3c4d\n  kanban approve --summary \"reads well\"   # inside a reviewer's run"
+    )]
+    Approve(ApproveArgs),
+    /// Run a verify run's verifiers and report the verdict (the gateway starts it as the
+    /// worker of a verify run, in the task's workspace)
+    Verify,
+    /// Send a task whose changes were requested, or a blocked review loop, back to review
+    #[command(name = "reopen-review")]
+    ReopenReview {
+        /// The task
+        #[arg(value_name = "ID")]
+        id: TaskId,
+        /// Why, recorded in the review_reopened event
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
     /// Return blocked tasks to ready (or todo while a parent is open)
     Unblock {
         /// The tasks

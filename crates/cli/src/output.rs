@@ -77,6 +77,8 @@ fn status_code(status: Status) -> &'static str {
         Status::Todo => "37",
         Status::Ready => "32",
         Status::Running => "36",
+        Status::Verifying => "34",
+        Status::Review => "33",
         Status::Blocked => "31",
         Status::Done | Status::Archived => "2",
     }
@@ -89,6 +91,8 @@ pub fn status_label(status: Status) -> String {
         Status::Todo => '·',
         Status::Ready => '○',
         Status::Running => '▶',
+        Status::Verifying => '⧗',
+        Status::Review => '◇',
         Status::Blocked => '■',
         Status::Done => '✓',
         Status::Archived => '×',

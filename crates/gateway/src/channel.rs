@@ -27,8 +27,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod answer;
+mod check;
 
 pub use answer::apply;
+pub use check::{CheckLimits, CheckReport, Verifiers};
 
 /// The variable naming the descriptor of a worker's channel.
 pub const CHANNEL_VARIABLE: &str = "KANBAN_CHANNEL";
@@ -61,6 +63,9 @@ pub enum Report {
         result: Option<String>,
         summary: Option<String>,
         metadata: Option<Value>,
+        /// What backs the completion (`complete --evidence`).
+        #[serde(default)]
+        evidence: Option<Value>,
     },
     Block {
         task: TaskId,
@@ -73,8 +78,19 @@ pub enum Report {
         author: Option<String>,
         text: String,
     },
+    /// A check on the worker's own run: a request for review (a worker's), a review's
+    /// verdict (a reviewer's), or the verifiers' verdict (a verify run's).
+    Check {
+        task: TaskId,
+        run: Option<RunId>,
+        check: CheckReport,
+    },
     /// The worker's task, or one of its parents.
     Task {
+        task: TaskId,
+    },
+    /// A verify run's verifiers.
+    Verifiers {
         task: TaskId,
     },
     Parents {
@@ -104,6 +120,9 @@ pub enum Answer {
     Task {
         task: Box<Task>,
     },
+    Verifiers {
+        verifiers: Verifiers,
+    },
     Tasks {
         tasks: Vec<Task>,
     },
@@ -129,12 +148,16 @@ pub struct Bound {
 }
 
 /// The config values a report is applied with, as they were when the worker started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Terms {
     /// `kanban.claim_ttl_seconds`: what a heartbeat extends the lease by.
     pub claim_ttl_seconds: i64,
     /// `kanban.max_text_bytes`: the largest result or comment.
     pub max_text_bytes: usize,
+    /// The limits the worker's checks are decided under.
+    pub checks: CheckLimits,
+    /// A verify run's verifiers, which its worker asks for; `None` for other runs.
+    pub verify: Option<Verifiers>,
 }
 
 /// Called when a worker that ended its run through its channel (a completion or a block
@@ -252,7 +275,10 @@ fn converse(
                 ),
             },
             Ok(report) => {
-                let ends = matches!(report, Report::Complete { .. } | Report::Block { .. });
+                let ends = matches!(
+                    report,
+                    Report::Complete { .. } | Report::Block { .. } | Report::Check { .. }
+                );
                 let answer = apply(store, bound, terms, report, board_home::now());
                 *ended |= ends && matches!(answer, Answer::Won { ok: true });
                 answer

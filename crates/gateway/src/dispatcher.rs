@@ -90,6 +90,9 @@ pub struct HeldWorker {
     /// How its run ended, once the board says it has while the worker lives (a run
     /// never reopens, so it is read once).
     pub run_ended: Option<Outcome>,
+    /// The profile it runs for (a reviewer's, for a review run); an adopted worker's is
+    /// its task's assignee.
+    pub profile: Option<String>,
 }
 
 /// The dispatcher: the store, the workers it holds, and its decompositions.
@@ -272,6 +275,7 @@ impl Dispatcher {
             adopted: true,
             stopping: None,
             run_ended: None,
+            profile: task.assignee.clone(),
         };
         self.workers.insert(task.id.clone(), held);
         true

@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use board_core::plan::automatic_guard;
 use board_core::{
-    AttemptFloor, Breaker, Outcome, RunId, Spend, Task, TaskFacts, TaskId, Timestamp, TriageLease,
+    AttemptFloor, Breaker, Offer, Outcome, RunId, RunKind, Spend, Task, TaskFacts, TaskId, Timestamp,
+    TriageLease,
 };
 use serde_json::json;
 
@@ -18,11 +19,12 @@ mod budget;
 mod exit;
 mod report;
 mod settings;
+mod spawns;
 
 pub use budget::{allowance, decomposition_room, spawn_room, Allowance};
 pub use exit::{classify, with_log_tail, Ending, Exit, Observed, EXIT_RATE_LIMITED};
 pub use report::{preview, TickReport};
-pub use settings::{Boundary, DispatchSettings};
+pub use settings::{Boundary, DispatchSettings, Gates};
 
 /// How long a task whose worker exited 75 (rate limited) waits before a new worker.
 pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;
@@ -131,6 +133,8 @@ pub struct WorkerView {
     pub stopping: Option<Stopping>,
     /// How its run ended, when the board says it has while the worker lives.
     pub run_ended: Option<Outcome>,
+    /// The profile it runs for (a reviewer's, for a review run), when known.
+    pub profile: Option<String>,
 }
 
 /// Everything one tick decides from, read once.
@@ -170,6 +174,8 @@ pub struct View {
     pub promotable: Vec<TaskId>,
     /// Ready tasks in claim order (a window of them).
     pub claimable: Vec<Task>,
+    /// Tasks whose reported work waits for a verification or a review, in claim order.
+    pub checkable: Vec<Task>,
     /// Rate-limited tasks and when they may be spawned again.
     pub cooldown: BTreeMap<TaskId, Timestamp>,
     /// Tasks already noted as not spawnable by this process.
@@ -188,6 +194,9 @@ pub enum Action {
         ending: Ending,
         cooldown_until: Option<Timestamp>,
     },
+    /// A held own child of a profile whose contract is `auto` exited 0 with output
+    /// without reporting: let it go and complete its run, the output its result.
+    AutoComplete { task: TaskId, run: RunRef },
     /// A held adopted worker is gone: let it go and release its run without counting a
     /// failure, since how it ended is unknowable.
     ReleaseAdopted { task: TaskId, run: RunRef },
@@ -238,17 +247,22 @@ pub enum Action {
     NoteCeiling { card: TaskId, reached: Option<String> },
     /// Promote the `todo` tasks whose parents are all finished.
     Promote { tasks: Vec<TaskId> },
-    /// A ready task whose profile has no command: noted once, left ready.
+    /// A ready task whose profile has no command (or a task in review whose reviewer
+    /// has none): noted once, left waiting.
     SkipNonspawnable { task: TaskId, profile: String },
-    /// Claim these ready tasks, in one call (among gateways sharing the board, a task
-    /// another is claiming is skipped, not waited for); the spawns that follow start
-    /// the workers of those claimed.
-    Claim { tasks: Vec<TaskId> },
-    /// Start the worker of a task claimed by the plan's `Claim`.
+    /// Claim these tasks, each for its kind of run (work, verification, review), in one
+    /// call (among gateways sharing the board, a task another is claiming is skipped,
+    /// not waited for); the spawns that follow start the workers of those claimed.
+    Claim { offers: Vec<Offer> },
+    /// Start the worker of a task claimed by the plan's `Claim`: the profile's command
+    /// for work, the reviewer's for a review, the verifier for a verification (which
+    /// runs `verifiers` in the task's workspace as the profile's user).
     Spawn {
         task: Task,
         profile: String,
         command: Vec<String>,
+        kind: RunKind,
+        verifiers: Vec<Vec<String>>,
     },
 }
 
@@ -257,6 +271,7 @@ impl Action {
     pub fn tasks(&self) -> Vec<&TaskId> {
         match self {
             Action::Reap { task, .. }
+            | Action::AutoComplete { task, .. }
             | Action::ReleaseAdopted { task, .. }
             | Action::Kill { task }
             | Action::Disown { task, .. }
@@ -270,14 +285,19 @@ impl Action {
             | Action::RememberFailure { card, .. } => vec![card],
             Action::Stop { task, .. } | Action::Spawn { task, .. } => vec![&task.id],
             Action::StartDecomposition { card, .. } => vec![card],
-            Action::Promote { tasks } | Action::Claim { tasks } => tasks.iter().collect(),
+            Action::Promote { tasks } => tasks.iter().collect(),
+            Action::Claim { offers } => offers.iter().map(|o| &o.task).collect(),
         }
     }
 }
 
-/// Whether a run's worker ended it by its own report (and so exits by itself).
+/// Whether a run's worker ended it by its own report (and so exits by itself): a
+/// completion, a block, or a check's verdict.
 fn reported(outcome: Outcome) -> bool {
-    matches!(outcome, Outcome::Completed | Outcome::Blocked)
+    matches!(
+        outcome,
+        Outcome::Completed | Outcome::Blocked | Outcome::VerifyFailed | Outcome::ChangesRequested
+    )
 }
 
 /// Whether a ready task is one a tick would try to spawn now: not cooling down after a
@@ -379,6 +399,12 @@ impl Planner<'_> {
                     task,
                     run: w.run.clone(),
                 },
+                (None, Observed::Exited { exit, log_tail }) if self.auto_completes(w, *exit, log_tail) => {
+                    Action::AutoComplete {
+                        task,
+                        run: w.run.clone(),
+                    }
+                }
                 (None, Observed::Exited { exit, log_tail }) => {
                     let ending = classify(*exit, log_tail);
                     let rate_limited = ending.outcome == Outcome::RateLimited;
@@ -396,6 +422,17 @@ impl Planner<'_> {
             }
             self.actions.push(action);
         }
+    }
+
+    /// Whether a worker's exit completes its task by its profile's `auto` contract: it
+    /// exited 0 and wrote something.
+    fn auto_completes(&self, w: &WorkerView, exit: Exit, log_tail: &str) -> bool {
+        let auto = w
+            .profile
+            .as_deref()
+            .and_then(|p| self.settings.gates_for(p))
+            .is_some_and(|g| g.auto);
+        auto && exit == Exit::Code(0) && !log_tail.trim().is_empty()
     }
 
     /// Step 2: runtimes over `max_runtime_seconds` are stopped (this host's workers
@@ -543,45 +580,6 @@ impl Planner<'_> {
             });
         }
         taken
-    }
-
-    /// Step 5: ready tasks in claim order, up to `max_spawn` workers held, claimed in one
-    /// call and then started; a task whose profile cannot be spawned is noted once.
-    fn spawns(&mut self) {
-        let mut room = spawn_room(self.settings, self.held);
-        if room == 0 {
-            return;
-        }
-        let mut spawns = Vec::new();
-        for task in &self.view.claimable {
-            if cooling(&self.view.cooldown, &task.id, self.now) || self.worker(&task.id).is_some() {
-                continue;
-            }
-            match self.settings.worker_for(task) {
-                (profile, Some(command)) if room > 0 => {
-                    room -= 1;
-                    spawns.push(Action::Spawn {
-                        task: task.clone(),
-                        profile,
-                        command,
-                    });
-                }
-                (_, Some(_)) => {}
-                (profile, None) => {
-                    if !self.view.skipped.contains(&task.id) {
-                        self.actions.push(Action::SkipNonspawnable {
-                            task: task.id.clone(),
-                            profile,
-                        });
-                    }
-                }
-            }
-        }
-        if !spawns.is_empty() {
-            let tasks = spawns.iter().flat_map(|s| s.tasks()).cloned().collect();
-            self.actions.push(Action::Claim { tasks });
-            self.actions.extend(spawns);
-        }
     }
 }
 

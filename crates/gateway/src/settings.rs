@@ -1,9 +1,10 @@
 //! The tick's settings built from the configuration: the one place a `DispatchSettings`
 //! is made, so its defaults are the config's.
 
+use board_home::config::{Contract, Review};
 use board_home::Config;
 
-use crate::planner::{Boundary, DispatchSettings};
+use crate::planner::{Boundary, DispatchSettings, Gates};
 
 impl DispatchSettings {
     /// The tick's settings from the configuration.
@@ -15,6 +16,8 @@ impl DispatchSettings {
             auto_decompose_per_tick: k.auto_decompose_per_tick,
             auto_decompose_concurrency: k.auto_decompose_concurrency,
             failure_limit: k.failure_limit,
+            verify_failure_limit: k.verify_failure_limit,
+            review_round_limit: k.review_round_limit,
             claim_ttl_seconds: k.claim_ttl_seconds,
             max_text_bytes: k.max_text_bytes,
             default_assignee: k.default_assignee.clone(),
@@ -39,6 +42,23 @@ impl DispatchSettings {
                     (name.clone(), boundary)
                 })
                 .collect(),
+            gates: config
+                .profiles
+                .iter()
+                .map(|(name, p)| {
+                    let gates = Gates {
+                        verify: p.verify.clone(),
+                        review: p.review == Review::Required,
+                        reviewer: p.reviewer.clone(),
+                        evidence: p.contract == Some(Contract::Evidence),
+                        auto: p.contract == Some(Contract::Auto),
+                        max_concurrent: p.max_concurrent,
+                    };
+                    (name.clone(), gates)
+                })
+                .collect(),
+            verifier: Some(verifier_argv()),
+            verify_timeout_seconds: k.verify_timeout_seconds,
             decompose_retry: config.decompose_retry(),
             decomposition_lease_seconds: decompose::lease_seconds(
                 config.decomposer_timeout(),
@@ -49,6 +69,19 @@ impl DispatchSettings {
             config_stamp: Some(config.stamp()),
         }
     }
+}
+
+/// The argv of a verify run's worker: `kanban verify`, from the `kanban` this process is
+/// (`kanban gateway run`) or sits beside (`kanban-gateway`), else the one on `PATH`.
+pub fn verifier_argv() -> Vec<String> {
+    let kanban = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let beside = exe.with_file_name("kanban");
+            (exe.file_name()? == "kanban" || beside.is_file()).then_some(beside)
+        })
+        .map_or_else(|| "kanban".to_owned(), |path| path.display().to_string());
+    vec![kanban, "verify".to_owned()]
 }
 
 /// The settings of a config with every default.

@@ -341,6 +341,11 @@ pub trait Processes: Send {
     /// Lets go of the exited worker of `task`: kills what is left of its group
     /// (background processes must not outlive their worker), then reaps it.
     fn release(&mut self, task: &TaskId);
+    /// The last `max_bytes` of the held worker's output in this attempt (an `auto`
+    /// contract's result); `None` when none is held or its log cannot be read.
+    fn output(&self, _task: &TaskId, _max_bytes: usize) -> Option<String> {
+        None
+    }
 }
 
 /// The real process control: own children and adopted workers, each behind a pidfd,
@@ -394,7 +399,12 @@ impl Processes for OsProcesses {
                     run: assignment.run_id,
                 };
                 let finished = self.finished.clone();
-                Some(channel::open(store.clone(), bound, assignment.terms, finished)?)
+                Some(channel::open(
+                    store.clone(),
+                    bound,
+                    assignment.terms.clone(),
+                    finished,
+                )?)
             }
             None => None,
         };
@@ -429,5 +439,11 @@ impl Processes for OsProcesses {
         if let Some(mut worker) = self.workers.remove(task) {
             let _ = worker.leader.finish();
         }
+    }
+
+    fn output(&self, task: &TaskId, max_bytes: usize) -> Option<String> {
+        let worker = self.workers.get(task)?;
+        let tail = read_tail(&worker.log, worker.log_offset, u64::try_from(max_bytes).ok()?).ok()?;
+        Some(tail.trim().to_owned())
     }
 }

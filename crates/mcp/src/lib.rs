@@ -29,8 +29,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 pub use tools::{
-    BadCall, BlockTask, Call, Comment, CompleteTask, CreateTask, Heartbeat, LinkTasks, ListTasks, OwnTask,
-    TaskRef, LIST_LIMIT, MAX_LIST_LIMIT,
+    Approve, BadCall, BlockTask, Call, Comment, CompleteTask, CreateTask, Heartbeat, LinkTasks, ListTasks,
+    OwnTask, RequestChanges, RequestReview, TaskRef, LIST_LIMIT, MAX_LIST_LIMIT,
 };
 
 /// What the tools do: the board's verbs, each answering with its `--json` value or the
@@ -66,9 +66,9 @@ impl Server {
 
 const INSTRUCTIONS: &str = "A kanban board for work done by AI agents. Read a task with \
 show_task or task_context, report progress with heartbeat and comment, and finish with \
-complete_task (done) or block_task (cannot go on). Inside a worker started by the board's \
-gateway, task_context, comment, heartbeat, complete_task and block_task act on the worker's \
-own task when no task_id is given.";
+complete_task (done), request_review (done, for a reviewer to check) or block_task (cannot \
+go on). A reviewer answers with approve or request_changes. Inside a worker started by the \
+board's gateway, these act on the worker's own task when no task_id is given.";
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {

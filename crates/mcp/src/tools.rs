@@ -71,6 +71,8 @@ pub struct CreateTask {
     pub idempotency_key: Option<String>,
     /// A worker running longer is stopped: 90, 90s, 15m, 2h.
     pub max_runtime: Option<String>,
+    /// The profile that reviews the work before it counts.
+    pub reviewer: Option<String>,
 }
 
 /// `comment`.
@@ -113,6 +115,9 @@ pub struct CompleteTask {
     pub summary: Option<String>,
     /// Any JSON value, stored with the run.
     pub metadata: Option<Value>,
+    /// What backs the completion (test output, a link, a checksum), as any JSON value;
+    /// a profile whose contract is `evidence` refuses a completion without it.
+    pub evidence: Option<Value>,
 }
 
 /// `block_task`.
@@ -128,6 +133,49 @@ pub struct BlockTask {
     /// Only if this run is still the task's current run. Inside a worker it defaults to
     /// the worker's run.
     pub run_id: Option<i64>,
+}
+
+/// `request_review`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestReview {
+    /// The task's id. Inside a worker it defaults to the worker's own task.
+    pub task_id: Option<String>,
+    /// Only if this run is still the task's current run. Inside a worker it defaults to
+    /// the worker's run.
+    pub run_id: Option<i64>,
+    /// The profile that reviews the work (not the task's own profile).
+    pub reviewer: Option<String>,
+    /// What the reviewer should know about the work.
+    pub summary: Option<String>,
+    /// The result the tasks waiting for this one read once it is approved.
+    pub result: Option<String>,
+}
+
+/// `approve`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Approve {
+    /// The task's id. Inside a reviewer's run it defaults to the task under review.
+    pub task_id: Option<String>,
+    /// Only if this run is still the task's current run. Inside a reviewer's run it
+    /// defaults to that run.
+    pub run_id: Option<i64>,
+    /// What the review found.
+    pub summary: Option<String>,
+}
+
+/// `request_changes`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestChanges {
+    /// The task's id. Inside a reviewer's run it defaults to the task under review.
+    pub task_id: Option<String>,
+    /// Only if this run is still the task's current run. Inside a reviewer's run it
+    /// defaults to that run.
+    pub run_id: Option<i64>,
+    /// What must change: the worker reads it as `CHANGES REQUESTED: REASON`.
+    pub reason: String,
 }
 
 /// `link_tasks`.
@@ -151,6 +199,9 @@ pub enum Call {
     Heartbeat(Heartbeat),
     CompleteTask(CompleteTask),
     BlockTask(BlockTask),
+    RequestReview(RequestReview),
+    Approve(Approve),
+    RequestChanges(RequestChanges),
     DecomposeTask(TaskRef),
     LinkTasks(LinkTasks),
 }
@@ -216,6 +267,24 @@ const SPECS: &[Spec] = &[
         description: "Block a task that cannot go on: say why (reason) and what kind of need it is (kind: dependency, needs_input, capability or transient). Inside a worker, the worker's own task guarded by its run. Returns {\"task_id\", \"ok\"}.",
         schema: schema_for_input::<BlockTask>,
         parse: |a| parse(a, Call::BlockTask),
+    },
+    Spec {
+        name: "request_review",
+        description: "The work is done and waits for a reviewer: inside a worker, its own task, ending its run (its verifiers run first when it has some). The reviewer is the one named, else the task's, else its profile's; with none, a person reviews. Returns {\"task_id\", \"ok\"}.",
+        schema: schema_for_input::<RequestReview>,
+        parse: |a| parse(a, Call::RequestReview),
+    },
+    Spec {
+        name: "approve",
+        description: "Approve the work under review: the task is done and the tasks waiting for it start. Inside a reviewer's run, the task it reviews; nobody approves their own work. Returns {\"task_id\", \"ok\"}.",
+        schema: schema_for_input::<Approve>,
+        parse: |a| parse(a, Call::Approve),
+    },
+    Spec {
+        name: "request_changes",
+        description: "Send the work under review back to its worker with what must change (reason), which the next worker reads as a comment. Too many rounds block the task as a review loop. Inside a reviewer's run, the task it reviews. Returns {\"task_id\", \"ok\"}.",
+        schema: schema_for_input::<RequestChanges>,
+        parse: |a| parse(a, Call::RequestChanges),
     },
     Spec {
         name: "decompose_task",

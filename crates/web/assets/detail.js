@@ -14,6 +14,7 @@ document.addEventListener("DOMContentLoaded", () => {
       if (action === "comment") body.body = form.body.value;
       if (action === "assign") body.assignee = form.assignee.value.trim() || null;
       if (action === "edit") body.title = form.title.value;
+      if (action === "request-changes") body.reason = form.reason.value;
       if (action === "decompose") {
         message.textContent = "asking the model…";
         message.className = "message";

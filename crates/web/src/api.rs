@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use board_core::shapes::{comment_json, list_filter, list_json, task_json, Shown};
-use board_core::{clean_title, Mode, NewTask, ReclaimOutcome, Status, Store, Task, TaskId};
+use board_core::{clean_title, Mode, NewTask, ReclaimOutcome, Request, Status, Store, Task, TaskId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -26,6 +26,8 @@ pub fn routes() -> Router<App> {
         .route("/api/tasks/{id}/unblock", post(unblock))
         .route("/api/tasks/{id}/reclaim", post(reclaim))
         .route("/api/tasks/{id}/archive", post(archive))
+        .route("/api/tasks/{id}/approve", post(approve))
+        .route("/api/tasks/{id}/request-changes", post(request_changes))
         .route("/api/tasks/{id}/decompose", post(decompose_card))
         .route("/api/tasks/{id}/move", post(move_to))
 }
@@ -94,6 +96,7 @@ async fn create(
         parents,
         idempotency_key: b.idempotency_key,
         max_runtime_seconds: b.max_runtime_seconds,
+        ..NewTask::default()
     };
     let request = match &app.settings.default_assignee {
         Some(default) => request.or_assignee(default),
@@ -181,6 +184,44 @@ async fn unblock(State(app): State<App>, Path(id): Path<String>, body: Body<Reas
     task_reply(&app, move |s| s.unblock(&id, b.reason, (app.clock)())).await
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    summary: Option<String>,
+}
+
+/// A person approves the work of a task in review, as `kanban approve ID` does.
+async fn approve(State(app): State<App>, Path(id): Path<String>, body: Body<ApproveBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    let request = Request::Approve {
+        expected_run_id: None,
+        summary: b.summary,
+    };
+    task_reply(&app, move |s| s.transition(&id, &request, (app.clock)())).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangesBody {
+    reason: String,
+}
+
+/// A person sends the work of a task in review back, as `kanban request-changes ID
+/// REASON` does.
+async fn request_changes(State(app): State<App>, Path(id): Path<String>, body: Body<ChangesBody>) -> Reply {
+    let id = task_id(&id)?;
+    let Json(b) = body?;
+    within_cap(&app, "the reason", &b.reason)?;
+    let request = Request::RequestChanges {
+        expected_run_id: None,
+        author: None,
+        reason: b.reason,
+        round_limit: app.settings.review_round_limit,
+    };
+    task_reply(&app, move |s| s.transition(&id, &request, (app.clock)())).await
+}
+
 async fn archive(State(app): State<App>, Path(id): Path<String>) -> Reply {
     let id = task_id(&id)?;
     task_reply(&app, move |s| s.archive(&id, (app.clock)())).await
@@ -263,9 +304,17 @@ async fn move_to(State(app): State<App>, Path(id): Path<String>, body: Body<Move
             task_reply(&app, move |s| s.unblock(&id, None, (app.clock)())).await
         }
         (Status::Running, Status::Ready) => do_reclaim(&app, id, Some("moved on the board".to_owned())).await,
+        (Status::Review, Status::Done) => {
+            let approve = Request::Approve {
+                expected_run_id: None,
+                summary: Some("approved on the board".to_owned()),
+            };
+            task_reply(&app, move |s| s.transition(&id, &approve, (app.clock)())).await
+        }
         _ => Err(ApiError::conflict(format!(
             "no action moves a card from {from} to {to}: the board moves it there itself, \
-             or a worker does (archive, unblock and reclaim are the moves a person makes)"
+             or a worker does (archive, unblock, reclaim and approving a review are the moves a \
+             person makes)"
         ))),
     }
 }

@@ -75,6 +75,8 @@ pub struct Settings {
     pub default_assignee: Option<String>,
     /// What the server holds at once, and how long it waits for a request's headers.
     pub limits: Limits,
+    /// Rounds of requested changes at which a task is blocked (`kanban.review_round_limit`).
+    pub review_round_limit: i64,
 }
 
 /// The refusal of the decompose action on a server given no model.
@@ -108,6 +110,7 @@ impl Default for Settings {
             secrets: Vec::new(),
             mcp: None,
             default_assignee: None,
+            review_round_limit: 3,
             limits: Limits::default(),
         }
     }

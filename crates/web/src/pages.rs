@@ -92,19 +92,31 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
             (Some(read), Status::Running) => read(&id).map(|tail| shown_log(&tail, &secrets)),
             _ => None,
         };
-        Ok(page(render_detail(&shown, &bill, log.as_deref(), (app.clock)())))
+        Ok(page(render_detail(
+            &shown,
+            &bill,
+            log.as_deref(),
+            &secrets,
+            (app.clock)(),
+        )))
     })
     .await
 }
 
-fn render_detail(s: &Shown, bill: &[LlmCall], log: Option<&str>, now: Timestamp) -> String {
+fn render_detail(
+    s: &Shown,
+    bill: &[LlmCall],
+    log: Option<&str>,
+    secrets: &[String],
+    now: Timestamp,
+) -> String {
     let t = &s.task;
     let mut out = shell(&format!("{} {}", t.id, t.title), Some("detail.js"));
     let _ = write!(
         out,
         "<article class=\"detail\" data-id=\"{id}\" data-status=\"{status}\"><h1><span class=\"id\">{id}</span> {title}</h1>\
          <p class=\"facts\"><span class=\"status s-{status}\">{status}</span> · priority {pri} · assignee {who} · \
-         created {age} ago · revision {rev}</p><p id=\"message\" class=\"message\" role=\"status\"></p>",
+         created {age} ago · revision {rev}{reviewer}</p><p id=\"message\" class=\"message\" role=\"status\"></p>",
         id = escape(t.id.as_str()),
         status = t.status,
         title = escape(&t.title),
@@ -112,7 +124,14 @@ fn render_detail(s: &Shown, bill: &[LlmCall], log: Option<&str>, now: Timestamp)
         who = escape(t.assignee.as_deref().unwrap_or("nobody")),
         age = age(now, t.created_at),
         rev = t.revision,
+        reviewer = t
+            .reviewer
+            .as_deref()
+            .map_or_else(String::new, |r| format!(" · reviewer {}", escape(r))),
     );
+    if t.status == Status::Review {
+        out.push_str(REVIEW_ACTIONS);
+    }
     out.push_str(ACTIONS);
     out.push_str("<section><h2>Body</h2><div class=\"markdown\">");
     out.push_str(&markdown(&t.body));
@@ -129,6 +148,7 @@ fn render_detail(s: &Shown, bill: &[LlmCall], log: Option<&str>, now: Timestamp)
     task_links(&mut out, "Parents", &s.parents);
     task_links(&mut out, "Children", &s.children);
     runs_section(&mut out, s, now);
+    evidence_section(&mut out, s, secrets);
     bill_section(&mut out, bill);
     if let Some(log) = log {
         let _ = write!(
@@ -164,6 +184,12 @@ fn render_detail(s: &Shown, bill: &[LlmCall], log: Option<&str>, now: Timestamp)
     out
 }
 
+/// The verdict forms of a task waiting in review: a person reviews it here.
+const REVIEW_ACTIONS: &str = "<section class=\"actions review\"><h2>Review</h2>\
+    <form data-action=\"approve\"><button>Approve</button></form>\
+    <form data-action=\"request-changes\"><textarea name=\"reason\" placeholder=\"What must change\" required></textarea>\
+    <button>Request changes</button></form></section>";
+
 /// The forms the detail script sends to the API.
 const ACTIONS: &str = "<section class=\"actions\"><h2>Actions</h2>\
     <form data-action=\"comment\"><textarea name=\"body\" placeholder=\"Comment\" required></textarea><button>Comment</button></form>\
@@ -192,7 +218,7 @@ fn task_links(out: &mut String, title: &str, tasks: &[board_core::Task]) {
 }
 
 fn runs_section(out: &mut String, s: &Shown, now: Timestamp) {
-    out.push_str("<section><h2>Runs</h2><table class=\"runs\"><tr><th>Run</th><th>Outcome</th><th>Took</th><th>Host</th><th>Summary or error</th></tr>");
+    out.push_str("<section><h2>Runs</h2><table class=\"runs\"><tr><th>Run</th><th>Kind</th><th>Outcome</th><th>Took</th><th>Host</th><th>Summary or error</th></tr>");
     for r in &s.runs {
         let outcome = r.outcome.map_or("running", |o| o.as_str());
         let host = r
@@ -205,8 +231,9 @@ fn runs_section(out: &mut String, s: &Shown, now: Timestamp) {
         let note = r.summary.as_deref().or(r.error.as_deref()).unwrap_or("");
         let _ = write!(
             out,
-            "<tr><td>#{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>#{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             r.id,
+            r.kind,
             escape(outcome),
             age(r.ended_at.unwrap_or(now), r.started_at),
             escape(host),
@@ -214,6 +241,31 @@ fn runs_section(out: &mut String, s: &Shown, now: Timestamp) {
         );
     }
     out.push_str("</table></section>");
+}
+
+/// What backed each run's completion: a worker's evidence, the verifiers' commands with
+/// their exits and output tails. Output is untrusted: blanked and masked as a log is.
+fn evidence_section(out: &mut String, s: &Shown, secrets: &[String]) {
+    let backed: Vec<&board_core::Run> = s.runs.iter().filter(|r| r.evidence.is_some()).collect();
+    if backed.is_empty() {
+        return;
+    }
+    out.push_str("<section><h2>Evidence and verifier output</h2>");
+    for r in backed {
+        let evidence = r.evidence.as_ref().map(|e| match e {
+            serde_json::Value::String(text) => text.clone(),
+            other => serde_json::to_string_pretty(other).unwrap_or_default(),
+        });
+        let _ = write!(
+            out,
+            "<h3>Run #{} ({}, {})</h3><pre class=\"evidence\">{}</pre>",
+            r.id,
+            r.kind,
+            escape(r.outcome.map_or("running", |o| o.as_str())),
+            escape(&shown_log(&evidence.unwrap_or_default(), secrets))
+        );
+    }
+    out.push_str("</section>");
 }
 
 fn bill_section(out: &mut String, bill: &[LlmCall]) {

@@ -97,6 +97,14 @@ fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult
     let mut out = shell("kanban stats", None);
     out.push_str("<h1>Stats</h1>");
     out.push_str(&cost_safety(store, ceilings, now)?);
+    let verdicts = store.verdicts()?;
+    let count = |outcome: &str| verdicts.get(outcome).copied().unwrap_or(0);
+    let _ = write!(
+        out,
+        "<p class=\"checks\">Checks: {} failed verifications · {} rounds of changes requested</p>",
+        count("verify_failed"),
+        count("changes_requested")
+    );
     out.push_str("<div class=\"charts\">");
     out.push_str(&bar_chart(
         "Tasks finished per hour (last 24 h)",

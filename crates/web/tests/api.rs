@@ -562,3 +562,88 @@ async fn short_fields_over_their_cap_are_refused() {
         "a refused write changed the board"
     );
 }
+
+/// Work of `id` reported by its worker under checks that send it to review.
+fn into_review(s: &common::Served, id: &board_core::TaskId, evidence: serde_json::Value) {
+    let offer = board_core::Offer {
+        task: id.clone(),
+        kind: board_core::RunKind::Work,
+        checks: board_core::Checks {
+            review: true,
+            reviewer: Some("critic".into()),
+            ..board_core::Checks::default()
+        },
+    };
+    let claim = s.store.claim_offer(&offer, 60, None, NOW).unwrap();
+    let completion = board_core::Completion {
+        expected_run_id: Some(claim.run_id),
+        evidence: Some(evidence),
+        ..board_core::Completion::default()
+    };
+    assert!(s.store.complete(id, &completion, NOW).unwrap());
+    assert_eq!(s.store.get(id).unwrap().status, Status::Review);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_reviews_on_the_page_and_through_the_api() {
+    let s = serve().await;
+    let t = s
+        .store
+        .create(
+            &board_core::NewTask {
+                assignee: Some("coder".into()),
+                ..board_core::NewTask::titled("reviewed")
+            },
+            NOW,
+        )
+        .unwrap();
+    let ready = s.task("not in review");
+    into_review(&s, &t.id, json!({ "tests": "<b>42</b>" }));
+    let page = |id: &board_core::TaskId| {
+        let url = s.url(&format!("/tasks/{id}"));
+        let client = s.client.clone();
+        async move { client.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let html = page(&t.id).await;
+    assert!(html.contains("data-action=\"approve\"") && html.contains("data-action=\"request-changes\""));
+    assert!(html.contains("reviewer critic"), "{html}");
+    assert!(
+        html.contains("&lt;b&gt;42&lt;/b&gt;") && !html.contains("<b>42"),
+        "evidence is text: {html}"
+    );
+    let other = page(&ready.id).await;
+    assert!(
+        !other.contains("data-action=\"approve\""),
+        "review actions only where they apply"
+    );
+
+    let path = format!("/api/tasks/{}/request-changes", t.id);
+    let (status, body) = s.post(&path, json!({})).await;
+    assert_eq!(status, 422, "a reason is required: {body}");
+    let (status, body) = s.post(&path, json!({ "reason": "add a test" })).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("ready")), "{body}");
+    let comment = s.store.comments(&t.id).unwrap().pop().unwrap();
+    assert_eq!(comment.body, "CHANGES REQUESTED: add a test");
+
+    into_review(&s, &t.id, json!("second try"));
+    let (status, body) = s
+        .post(&format!("/api/tasks/{}/move", t.id), json!({ "to": "done" }))
+        .await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("done")), "{body}");
+    let (status, body) = s.post(&format!("/api/tasks/{}/approve", t.id), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(error(&body).contains("approve needs review"), "{body}");
+    let stats = s
+        .client
+        .get(s.url("/stats"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        stats.contains("Checks: 0 failed verifications · 1 rounds of changes requested"),
+        "{stats}"
+    );
+}

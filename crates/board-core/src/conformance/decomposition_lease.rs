@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use super::{Backend, T0};
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
-use crate::store::{DecompositionLease, Store, StoreError, TriageLease};
+use crate::store::{DecompositionLease, Offer, Store, StoreError, TriageLease};
 use crate::{NewTask, Refusal, TaskId};
 
 fn due(s: &dyn Store, at: i64, card: &TaskId) -> bool {
@@ -124,6 +124,7 @@ pub fn claim_ready_takes_what_is_still_ready(board: &dyn Backend) {
     let taken = s.claim(&ids[1], 60, T0 + 5).unwrap();
     let mut offered = ids.clone();
     offered.push(TaskId::from_random([9, 9, 9, 8]));
+    let offered: Vec<Offer> = offered.into_iter().map(Offer::work).collect();
     let claims = s.claim_ready(&offered, 60, Some("host-a"), T0 + 6).unwrap();
     let claimed: Vec<&TaskId> = claims.iter().map(|c| &c.task.id).collect();
     assert_eq!(claimed, [&ids[0], &ids[2]]);
@@ -146,7 +147,14 @@ pub fn claim_ready_takes_what_is_still_ready(board: &dyn Backend) {
     assert_eq!(other.current_run_id(), Some(taken.run_id));
     assert_eq!(other.worker_host(), None, "a claim naming no host records none");
     assert!(
-        s.claim_ready(&ids, 60, None, T0 + 7).unwrap().is_empty(),
+        s.claim_ready(
+            &ids.into_iter().map(Offer::work).collect::<Vec<_>>(),
+            60,
+            None,
+            T0 + 7
+        )
+        .unwrap()
+        .is_empty(),
         "nothing is ready any more"
     );
 }

@@ -40,6 +40,9 @@ fn run(task: &TaskId, source_id: i64, outcome: Outcome) -> Run {
         summary: Some(format!("attempt {source_id}")),
         error: None,
         metadata: None,
+        kind: crate::RunKind::Work,
+        checks: crate::Checks::default(),
+        evidence: None,
     }
 }
 

@@ -11,20 +11,20 @@ use std::time::{Duration, Instant};
 /// Both racers spin at a start line until every party has arrived, so both leave it
 /// together: a sleeping barrier wakes the early arrivals late, and the last one to
 /// arrive would nearly always win.
-struct StartLine {
+pub(super) struct StartLine {
     arrived: AtomicUsize,
     parties: usize,
 }
 
 impl StartLine {
-    fn new(parties: usize) -> StartLine {
+    pub(super) fn new(parties: usize) -> StartLine {
         StartLine {
             arrived: AtomicUsize::new(0),
             parties,
         }
     }
 
-    fn wait(&self) {
+    pub(super) fn wait(&self) {
         self.arrived.fetch_add(1, Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut spins = 0u32;

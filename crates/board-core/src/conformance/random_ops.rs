@@ -9,6 +9,7 @@ use std::fmt;
 
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
+mod checks;
 mod ops;
 mod step;
 

@@ -3,14 +3,16 @@
 //! compute them in one statement.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::ControlFlow;
 
 use super::{queue_order, Tables};
 use crate::kinds::READY_AGAIN_EVENTS;
 use crate::spend::Spend;
 use crate::store::{EventFilter, StoreResult, TaskFilter, TriageLease, Visit};
-use crate::types::{DaySpend, Event, Finished, Status, StatusCount, Tally, Task, TaskOrder, Timestamp};
+use crate::types::{
+    DaySpend, Event, Finished, Link, Status, StatusCount, Tally, Task, TaskId, TaskOrder, Timestamp,
+};
 use crate::LlmOutcome;
 
 const DAY: i64 = 86_400;
@@ -29,6 +31,35 @@ fn ordered(order: TaskOrder, a: &Task, b: &Task) -> Ordering {
 }
 
 impl Tables {
+    /// Whether a path of links leads from `from` down to `to`.
+    pub(super) fn reaches(&self, from: &TaskId, to: &TaskId) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut queue = VecDeque::from([from.clone()]);
+        while let Some(node) = queue.pop_front() {
+            if &node == to {
+                return true;
+            }
+            for l in self.links.iter().filter(|l| l.parent_id == node) {
+                if seen.insert(l.child_id.clone()) {
+                    queue.push_back(l.child_id.clone());
+                }
+            }
+        }
+        false
+    }
+
+    /// The tasks linked to `id`, in link order; `ends` gives a link's end at `id` and
+    /// the end it reads.
+    pub(super) fn linked(
+        &self,
+        id: &TaskId,
+        ends: impl Fn(&Link) -> (&TaskId, &TaskId),
+    ) -> StoreResult<Vec<Task>> {
+        self.task(id)?;
+        let far = self.links.iter().map(ends).filter(|(near, _)| *near == id);
+        Ok(far.map(|(_, far)| self.tasks[far].clone()).collect())
+    }
+
     /// The tasks of `filter` in claim order, after its cursor, at most its limit.
     pub(super) fn filtered_tasks(&self, filter: &TaskFilter) -> StoreResult<Vec<Task>> {
         let after = match &filter.after {
@@ -129,6 +160,16 @@ impl Tables {
             expires: *expires,
         });
         leases.take(limit).collect()
+    }
+
+    pub(super) fn verdicts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for event in &self.events {
+            if crate::kinds::VERDICT_EVENTS.iter().any(|k| event.kind == *k) {
+                *counts.entry(event.kind.clone()).or_default() += 1;
+            }
+        }
+        counts
     }
 
     pub(super) fn tally(&self) -> Tally {

@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::{Change, NewEvent, TaskFacts};
+use super::{Change, NewComment, NewEvent, TaskFacts};
 use crate::kinds::EventKind;
 use crate::refusal::Refusal;
-use crate::types::{Outcome, Run, RunId, RunStatus, Status, Task, Timestamp};
+use crate::types::{Outcome, Run, RunId, RunKind, RunStatus, Status, Task, Timestamp};
 
 /// The change being built for one task.
 pub(super) struct Next<'a> {
@@ -16,6 +16,7 @@ pub(super) struct Next<'a> {
     pub(super) runs: Vec<Run>,
     pub(super) events: Vec<NewEvent>,
     pub(super) wake_children: bool,
+    pub(super) comment: Option<NewComment>,
 }
 
 impl<'a> Next<'a> {
@@ -27,6 +28,7 @@ impl<'a> Next<'a> {
             runs: Vec::new(),
             events: Vec::new(),
             wake_children: false,
+            comment: None,
         }
     }
 
@@ -37,6 +39,7 @@ impl<'a> Next<'a> {
             runs: self.runs,
             events: self.events,
             wake_children: self.wake_children,
+            comment: self.comment,
         }
     }
 
@@ -90,6 +93,21 @@ impl<'a> Next<'a> {
                 id: self.task.id.clone(),
                 run_id,
             }),
+        }
+    }
+
+    /// The kind of the task's open run, while it runs.
+    pub(super) fn current_kind(&self) -> Option<RunKind> {
+        self.facts.current_run().map(|r| r.kind)
+    }
+
+    /// Where a task goes when its open run ends without a verdict (a crash, a timeout,
+    /// a reclaim): back to where that kind of run is claimed from, so finished work
+    /// waiting for a check is never lost to a checker's failure.
+    pub(super) fn waiting_status(&self) -> Status {
+        match self.current_kind() {
+            None | Some(RunKind::Work) => self.workable_status(),
+            Some(kind) => kind.waiting_status(),
         }
     }
 

@@ -3,39 +3,27 @@
 use serde_json::{json, Value};
 
 use super::next::Next;
-use super::{Completion, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
+use super::{Completion, Fresh, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
 use crate::kinds::EventKind;
 use crate::refusal::Refusal;
-use crate::types::{BlockKind, Lease, Outcome, Run, RunId, RunStatus, Status, Timestamp};
+use crate::types::{BlockKind, Checks, Lease, Outcome, Run, RunId, RunKind, RunStatus, Status, Timestamp};
 
 impl Next<'_> {
     pub(super) fn claim(
         &mut self,
-        run_id: RunId,
-        claim_lock: &str,
+        fresh: &Fresh,
         ttl: i64,
         host: Option<&str>,
+        kind: RunKind,
+        checks: &Checks,
     ) -> Result<(), Refusal> {
-        self.require(&[Status::Ready], "claim", "ready")?;
-        if self.task.lease.is_some() {
-            return Err(Refusal::AlreadyClaimed {
-                id: self.task.id.clone(),
-            });
-        }
-        if self.facts.open_parents > 0 {
-            return Err(Refusal::OpenParents {
-                id: self.task.id.clone(),
-                open: self.facts.open_parents,
-            });
-        }
-        if ttl <= 0 {
-            return Err(Refusal::Invalid(format!("claim ttl must be positive, got {ttl}")));
-        }
+        let (run_id, claim_lock) = (fresh.run_id, fresh.claim_lock.as_str());
+        let profile = self.claimable_as(kind, ttl)?;
         let expires = self.now.saturating_add(ttl);
         self.runs.push(Run {
             id: run_id,
             task_id: self.task.id.clone(),
-            profile: self.task.assignee.clone(),
+            profile,
             status: RunStatus::Running,
             outcome: None,
             claim_lock: Some(claim_lock.to_owned()),
@@ -48,6 +36,19 @@ impl Next<'_> {
             summary: None,
             error: None,
             metadata: None,
+            kind,
+            checks: match kind {
+                RunKind::Work => checks.clone(),
+                // A verification passes on what the work it checks must pass after it.
+                RunKind::Verify => self
+                    .facts
+                    .newest_run
+                    .as_ref()
+                    .map(|r| r.checks.clone())
+                    .unwrap_or_default(),
+                RunKind::Review => Checks::default(),
+            },
+            evidence: None,
         });
         self.task.status = Status::Running;
         self.task.lease = Some(Lease {
@@ -59,12 +60,44 @@ impl Next<'_> {
             last_heartbeat_at: None,
         });
         self.task.started_at = Some(self.now);
-        self.event(
-            EventKind::Claimed,
-            Some(run_id),
-            json!({ "claim_expires": expires }),
-        );
+        let mut payload = json!({ "claim_expires": expires });
+        if kind != RunKind::Work {
+            payload["kind"] = json!(kind.as_str());
+        }
+        self.event(EventKind::Claimed, Some(run_id), payload);
         Ok(())
+    }
+
+    /// Refuses a claim of a `kind` run the task is not waiting for; the profile the run
+    /// is for (a review's is the task's reviewer, never the profile that did the work).
+    fn claimable_as(&self, kind: RunKind, ttl: i64) -> Result<Option<String>, Refusal> {
+        let (op, allowed) = match kind {
+            RunKind::Work => ("claim", "ready"),
+            RunKind::Verify => ("a verification", "verifying"),
+            RunKind::Review => ("a review", "review"),
+        };
+        self.require(&[kind.waiting_status()], op, allowed)?;
+        if self.task.lease.is_some() {
+            return Err(Refusal::AlreadyClaimed {
+                id: self.task.id.clone(),
+            });
+        }
+        let profile = match kind {
+            RunKind::Work | RunKind::Verify => self.task.assignee.clone(),
+            RunKind::Review => Some(self.reviewer_for_claim()?),
+        };
+        // No run of any kind while a parent is open: a task sent to review by hand
+        // after a link gave it one waits there until the parent is done.
+        if self.facts.open_parents > 0 {
+            return Err(Refusal::OpenParents {
+                id: self.task.id.clone(),
+                open: self.facts.open_parents,
+            });
+        }
+        if ttl <= 0 {
+            return Err(Refusal::Invalid(format!("claim ttl must be positive, got {ttl}")));
+        }
+        Ok(profile)
     }
 
     pub(super) fn heartbeat(
@@ -117,10 +150,35 @@ impl Next<'_> {
             });
         }
         self.require(
-            &[Status::Running, Status::Ready, Status::Blocked],
+            &[
+                Status::Running,
+                Status::Ready,
+                Status::Blocked,
+                Status::Verifying,
+                Status::Review,
+            ],
             "complete",
-            "running, ready or blocked",
+            "running, ready, blocked, verifying or review",
         )?;
+        match self.facts.current_run().map(|r| (r.kind, r.checks.clone())) {
+            Some((RunKind::Review, _)) => return self.approve(c.expected_run_id, &c.summary),
+            Some((RunKind::Verify, _)) => {
+                return Err(self.wrong_kind(RunKind::Verify, "complete", "work or review"))
+            }
+            Some((RunKind::Work, checks)) => {
+                if checks.evidence && c.evidence.is_none() {
+                    return Err(Refusal::EvidenceRequired {
+                        id: self.task.id.clone(),
+                    });
+                }
+                let run_id =
+                    self.close_current_run(Outcome::Completed, c.summary.as_ref(), None, c.metadata.as_ref());
+                self.keep_evidence(c.evidence.as_ref());
+                return self.route_reported_work(&checks, c, run_id);
+            }
+            None if self.task.status == Status::Review => return self.approve(None, &c.summary),
+            None => {}
+        }
         let mut run_id =
             self.close_current_run(Outcome::Completed, c.summary.as_ref(), None, c.metadata.as_ref());
         if run_id.is_none() && c.summary.is_some() {
@@ -140,6 +198,9 @@ impl Next<'_> {
                 summary: c.summary.clone(),
                 error: None,
                 metadata: c.metadata.clone(),
+                kind: RunKind::Work,
+                checks: Checks::default(),
+                evidence: c.evidence.clone(),
             });
             run_id = Some(zero_run_id);
         }
@@ -173,7 +234,14 @@ impl Next<'_> {
         if c.metadata.is_some() {
             run.metadata = c.metadata.clone();
         }
+        if c.evidence.is_some() {
+            run.evidence = c.evidence.clone();
+        }
+        let checks = run.checks.clone();
         self.runs.push(run);
+        if !checks.is_none() || self.task.reviewer.is_some() {
+            return self.route_reported_work(&checks, c, Some(replayed));
+        }
         self.finish_done(c, Some(replayed), true);
         Ok(())
     }
@@ -189,6 +257,8 @@ impl Next<'_> {
         self.task.last_failure_error = None;
         self.task.block_kind = None;
         self.task.block_recurrences = 0;
+        self.task.verify_failures = 0;
+        self.task.review_rounds = 0;
         self.wake_children = true;
         let mut payload = json!({ "summary": c.summary });
         if replay {
@@ -254,8 +324,9 @@ impl Next<'_> {
         reason: &Option<String>,
     ) -> Result<(), Refusal> {
         self.require_claim(run_id, claim_lock)?;
+        let back = self.waiting_status();
         self.close_current_run(Outcome::Reclaimed, None, reason.as_ref(), None);
-        self.task.status = self.workable_status();
+        self.task.status = back;
         self.event(EventKind::Reclaimed, Some(run_id), json!({ "reason": reason }));
         Ok(())
     }
@@ -289,13 +360,19 @@ impl Next<'_> {
         let (run_id, outcome) = (*run_id, *outcome);
         if matches!(
             outcome,
-            Outcome::Completed | Outcome::Blocked | Outcome::Reclaimed | Outcome::GaveUp
+            Outcome::Completed
+                | Outcome::Blocked
+                | Outcome::Reclaimed
+                | Outcome::GaveUp
+                | Outcome::VerifyFailed
+                | Outcome::ChangesRequested
         ) {
             return Err(Refusal::Invalid(format!(
                 "a supervisor cannot end a run as {outcome}"
             )));
         }
         self.require_claim(run_id, claim_lock)?;
+        let back = self.waiting_status();
         self.close_current_run(outcome, None, error.as_ref(), None);
         let mut payload = match detail {
             Value::Object(map) => Value::Object(map.clone()),
@@ -318,7 +395,7 @@ impl Next<'_> {
                 json!({ "failures": self.task.consecutive_failures, "error": error }),
             );
         } else {
-            self.task.status = self.workable_status();
+            self.task.status = back;
         }
         Ok(())
     }

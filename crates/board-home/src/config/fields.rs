@@ -456,6 +456,11 @@ pub fn command<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D
     Ok(Some(argv))
 }
 
+/// An optional integer in `1..=MAX` (absent: no cap).
+pub fn optional_positive<'de, D: Deserializer<'de>, const MAX: i64>(d: D) -> Result<Option<usize>, D::Error> {
+    bounded(d, 1, MAX).map(Some)
+}
+
 /// Card text never becomes code. `{title}` may only be a whole argument: inside a larger
 /// string any program may read it as code (`python3 -c "print('{title}')"`, `sh -c`,
 /// `--eval={title}`), and it is never the program, nor the code a shell's `-c` (or any

@@ -28,6 +28,7 @@ mod edit;
 mod error;
 mod fields;
 pub mod hermes;
+mod profile;
 mod template;
 mod text;
 mod yaml;
@@ -35,6 +36,8 @@ mod yaml;
 pub use edit::{as_yaml, set_key};
 pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
+use profile::check_reviews;
+pub use profile::{Contract, ProfileConfig, Review};
 use text::{emit, read_file, yaml_root};
 
 /// The implied profile every config has.
@@ -236,6 +239,20 @@ pub struct KanbanConfig {
     #[default = 2]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
     pub failure_limit: i64,
+    /// Failed verifications of a task's reported work before it is blocked.
+    #[default = 3]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
+    pub verify_failure_limit: i64,
+    /// The longest one verifier runs, in seconds, before it is killed and counts as
+    /// failed.
+    #[default = 600]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
+    pub verify_timeout_seconds: i64,
+    /// Rounds of changes a reviewer may request before the task is blocked as a review
+    /// loop (`review_loop_detected`).
+    #[default = 3]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
+    pub review_round_limit: i64,
     /// A claim's lease in seconds.
     #[default = 900]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
@@ -317,32 +334,6 @@ impl fmt::Debug for DatabaseUrl {
 
 /// The variable that names a PostgreSQL board, winning over `database_url`.
 pub const DATABASE_URL_VARIABLE: &str = "KANBAN_DATABASE_URL";
-
-/// `profiles.<name>`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ProfileConfig {
-    /// What the profile is for, shown to the decomposer.
-    pub description: String,
-    /// The worker's argv; `None` makes the profile command-less (never spawned).
-    #[serde(deserialize_with = "fields::command")]
-    pub command: Option<Vec<String>>,
-    /// Variables passed to its workers although their names look secret (`*_KEY`,
-    /// `*_TOKEN`, ...); the model key's variable never is. Shown only when set.
-    #[serde(
-        deserialize_with = "fields::variable_names",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub env_allow: Vec<String>,
-    /// Card text may start an argument with `-` (default false: such a spawn is
-    /// refused). Shown only when set.
-    #[serde(deserialize_with = "fields::flag", skip_serializing_if = "std::ops::Not::not")]
-    pub allow_dash_arguments: bool,
-    /// The system user its workers run as (with that user's groups); `None` runs them as
-    /// the gateway's user. Needs a gateway running as root. Shown only when set.
-    #[serde(deserialize_with = "fields::user", skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-}
 
 /// The model API key: the decomposer's type, which never prints itself.
 pub use decompose::ApiKey;
@@ -442,6 +433,7 @@ impl Config {
                 },
             )?;
         check_endpoints(&config)?;
+        check_reviews(&config)?;
         if let Some(url) = env(DATABASE_URL_VARIABLE).filter(|v| !v.is_empty()) {
             fields::check_database_url(&url)
                 .map_err(|problem| ConfigError::invalid(DATABASE_URL_VARIABLE, problem.to_string()))?;

@@ -278,6 +278,9 @@ pub(super) fn run(row: &Row<'_>, now: Timestamp) -> Result<Run, Skipped> {
         summary,
         error,
         metadata,
+        kind: board_core::RunKind::Work,
+        checks: board_core::Checks::default(),
+        evidence: None,
     })
 }
 

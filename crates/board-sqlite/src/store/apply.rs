@@ -160,6 +160,16 @@ pub(super) fn apply(tx: &Connection, old: &Task, change: &Change, now: Timestamp
         upsert_run(tx, run)?;
     }
     insert_events(tx, &change.task.id, &change.events, now)?;
+    if let Some(c) = &change.comment {
+        let id = change.task.id.as_str();
+        tx.prepare_cached(
+            "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(rusqlite::params![id, c.author, c.body, now]))
+        .map_err(backend)?;
+        let event = board_core::comment::event(tx.last_insert_rowid(), c.author.as_deref(), None);
+        insert_events(tx, &change.task.id, &[event], now)?;
+    }
     if change.wake_children {
         let waiting = query_ids(
             tx,

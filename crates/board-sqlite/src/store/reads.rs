@@ -195,6 +195,24 @@ pub(super) fn status_counts(conn: &Connection) -> StoreResult<Vec<StatusCount>> 
     rows.collect::<Result<_, _>>().map_err(backend)
 }
 
+/// Verdict events per kind, read through the partial index task_events_verdicts, whose
+/// WHERE this repeats (board_core::VERDICT_EVENTS).
+pub(super) fn verdicts(conn: &Connection) -> StoreResult<BTreeMap<String, u64>> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT kind, COUNT(*) FROM task_events WHERE kind IN (",
+            board_core::verdict_events_sql!(),
+            ") GROUP BY kind"
+        ))
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+        })
+        .map_err(backend)?;
+    rows.collect::<Result<_, _>>().map_err(backend)
+}
+
 pub(super) fn oldest(conn: &Connection, status: Status) -> StoreResult<Option<Task>> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE status = ?1 ORDER BY created_at, id LIMIT 1");
     Ok(query_tasks(conn, &sql, [status.as_str()])?.pop())

@@ -65,6 +65,26 @@ pub struct CreateArgs {
     /// A worker running longer is stopped: 90, 90s, 15m, 2h
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub max_runtime: Option<i64>,
+    /// The profile that reviews the work before it counts
+    #[arg(long, value_name = "PROFILE")]
+    pub reviewer: Option<String>,
+    /// A verifier the gateway runs on the reported work, as a JSON argv list, e.g.
+    /// '["cargo", "test"]' (repeatable; replaces the profile's `verify:`)
+    #[arg(long = "verify", value_name = "JSON", value_parser = parse_argv)]
+    pub verify: Vec<Vec<String>>,
+    /// Run no verifiers on this task's work, whatever its profile names
+    #[arg(long, conflicts_with = "verify")]
+    pub no_verify: bool,
+}
+
+/// A verifier as a JSON argv list: `["cargo", "test", "--quiet"]`.
+pub fn parse_argv(text: &str) -> Result<Vec<String>, String> {
+    let argv: Vec<String> = serde_json::from_str(text)
+        .map_err(|e| format!("a verifier is a JSON list of strings, e.g. '[\"cargo\", \"test\"]' ({e})"))?;
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        return Err("a verifier's list starts with the program to run".into());
+    }
+    Ok(argv)
 }
 
 #[derive(Debug, Args)]
@@ -119,6 +139,54 @@ pub struct CompleteArgs {
     /// A JSON value stored with the run
     #[arg(long, value_name = "JSON", value_parser = parse_json)]
     pub metadata: Option<serde_json::Value>,
+    /// What backs the completion, as JSON (test output, a link, a checksum); a profile
+    /// whose contract is `evidence` refuses a completion without it
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    pub evidence: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Args)]
+pub struct RequestReviewArgs {
+    /// The task [default: $KANBAN_TASK]
+    #[arg(value_name = "ID")]
+    pub id: Option<TaskId>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+    /// The profile that reviews it [default: the task's, else its profile's reviewer]
+    #[arg(long, value_name = "PROFILE")]
+    pub reviewer: Option<String>,
+    /// What the reviewer should know about the work
+    #[arg(long, value_name = "TEXT")]
+    pub summary: Option<String>,
+    /// The result the children read once the work is approved
+    #[arg(long, value_name = "TEXT")]
+    pub result: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RequestChangesArgs {
+    /// `[ID] REASON...`: the first word is the task when it is a task id; the other
+    /// words, joined by spaces, are the reason. Inside a reviewer's run, when the first
+    /// word is not a task id, every word is the reason and the task is the one reviewed
+    #[arg(value_name = "ID|REASON", required = true)]
+    pub words: Vec<String>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a reviewer]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The task [default: $KANBAN_TASK]
+    #[arg(value_name = "ID")]
+    pub id: Option<TaskId>,
+    /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a reviewer]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+    /// What the reviewer found
+    #[arg(long, value_name = "TEXT")]
+    pub summary: Option<String>,
 }
 
 #[derive(Debug, Args)]

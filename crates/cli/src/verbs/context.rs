@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use board_core::{Comment, Outcome, Run, Task, TaskId, Timestamp};
+use board_core::{Comment, Outcome, Run, RunKind, Task, TaskId, Timestamp};
 use serde_json::{json, Value};
 
 use crate::failure::{one_line, Failure};
@@ -75,6 +75,8 @@ struct Material {
     comments: Vec<Comment>,
     /// Comments older than the recent ones, never shown.
     older_comments: usize,
+    /// The open run is a review: the reader reviews the work, not does it.
+    reviewing: bool,
 }
 
 /// What goes into the brief: which items, and how long each field may be.
@@ -98,6 +100,7 @@ struct Brief {
     left_out_comments: usize,
     left_out_parents: usize,
     cut_fields: usize,
+    reviewing: bool,
 }
 
 impl Brief {
@@ -152,11 +155,9 @@ fn gather(store: &(impl BriefReads + ?Sized), id: &TaskId) -> Result<Material, F
             .and_then(|r| r.summary);
         parents.push((parent, summary));
     }
-    let attempts = store
-        .runs(id)?
-        .into_iter()
-        .filter(|r| r.ended_at.is_some())
-        .collect();
+    let (attempts, open): (Vec<Run>, Vec<Run>) =
+        store.runs(id)?.into_iter().partition(|r| r.ended_at.is_some());
+    let reviewing = open.iter().any(|r| r.kind == RunKind::Review);
     let mut comments = store.comments(id)?;
     let older_comments = comments.len().saturating_sub(RECENT_COMMENTS);
     comments.drain(..older_comments);
@@ -166,6 +167,7 @@ fn gather(store: &(impl BriefReads + ?Sized), id: &TaskId) -> Result<Material, F
         attempts,
         comments,
         older_comments,
+        reviewing,
     })
 }
 
@@ -247,6 +249,19 @@ fn cut(m: &Material, s: &Selection) -> Brief {
             let mut run = run.clone();
             run.summary = run.summary.as_deref().map(|t| field(t, s.caps.note));
             run.error = run.error.as_deref().map(|t| field(t, s.caps.note));
+            // Evidence other than text is cut as its JSON text, then kept as that text.
+            run.evidence = run.evidence.map(|e| match e {
+                Value::String(text) => Value::String(field(&text, s.caps.note)),
+                other => {
+                    let text = other.to_string();
+                    let shorter = field(&text, s.caps.note);
+                    if shorter == text {
+                        other
+                    } else {
+                        Value::String(shorter)
+                    }
+                }
+            });
             run
         })
         .collect();
@@ -267,6 +282,7 @@ fn cut(m: &Material, s: &Selection) -> Brief {
         left_out_comments: m.older_comments + s.comments_from,
         left_out_parents: m.parents.len() - s.parents,
         cut_fields,
+        reviewing: m.reviewing,
     }
 }
 
@@ -294,6 +310,15 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
     if let Some(run) = t.current_run_id() {
         facts.push(format!("run {run}"));
     }
+    if let Some(reviewer) = &t.reviewer {
+        facts.push(format!("reviewer {reviewer}"));
+    }
+    if t.verify_failures > 0 {
+        facts.push(format!("failed verifications {}", t.verify_failures));
+    }
+    if t.review_rounds > 0 {
+        facts.push(format!("changes requested {} times", t.review_rounds));
+    }
     let _ = writeln!(md, "{}\n", facts.join(" · "));
     if t.body.trim().is_empty() {
         md.push_str("_No description._\n");
@@ -301,6 +326,7 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         let _ = writeln!(md, "{}", t.body.trim_end());
     }
 
+    push_review(&mut md, b);
     push_parents(&mut md, b);
     push_attempts(&mut md, b, now);
 
@@ -340,6 +366,24 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
     md
 }
 
+/// Inside a reviewer's run: what is asked of it, and the result under review.
+fn push_review(md: &mut String, b: &Brief) {
+    let t = &b.task;
+    if b.reviewing {
+        md.push_str(
+            "\n## You are reviewing this work\n\nAnother profile did this work. \
+             Approve it with `kanban approve`, or send it back with `kanban request-changes REASON`; \
+             the attempts below hold its summary, its evidence and any verifier output.\n",
+        );
+        match t.result.as_deref() {
+            Some(result) if !result.trim().is_empty() => {
+                let _ = writeln!(md, "\nResult reported:\n\n{}", result.trim_end());
+            }
+            _ => md.push_str("\nResult reported: _none_\n"),
+        }
+    }
+}
+
 /// The parents' results and summaries, for a worker that builds on them.
 fn push_parents(md: &mut String, b: &Brief) {
     if !b.parents.is_empty() {
@@ -365,8 +409,12 @@ fn push_attempts(md: &mut String, b: &Brief, now: Timestamp) {
         md.push_str("\n## Earlier attempts\n\n");
         for r in &b.attempts {
             let outcome = r.outcome.map_or("ended", |o| o.as_str());
+            let kind = match r.kind {
+                RunKind::Work => String::new(),
+                other => format!(" ({other})"),
+            };
             let mut line = format!(
-                "- Run {}: {outcome}, started {} ago",
+                "- Run {}{kind}: {outcome}, started {} ago",
                 r.id,
                 age(now, r.started_at)
             );
@@ -379,6 +427,13 @@ fn push_attempts(md: &mut String, b: &Brief, now: Timestamp) {
             }
             if let Some(error) = &r.error {
                 let _ = writeln!(md, "  - Error: {}", indented(error));
+            }
+            if let Some(evidence) = &r.evidence {
+                let text = match evidence {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                let _ = writeln!(md, "  - Evidence: {}", indented(&text));
             }
         }
     }
@@ -401,7 +456,13 @@ fn brief_json(b: &Brief) -> Value {
             "priority": t.priority,
             "revision": t.revision,
             "current_run_id": t.current_run_id(),
+            "reviewer": t.reviewer,
+            "verify_failures": t.verify_failures,
+            "review_rounds": t.review_rounds,
         },
+        // Inside a reviewer's run: the work under review (its result; the attempts hold
+        // its summary and evidence); otherwise null.
+        "review": if b.reviewing { json!({ "result": t.result }) } else { Value::Null },
         "parents": b.parents.iter().map(|(p, summary)| json!({
             "id": p.id,
             "title": p.title,
@@ -411,12 +472,14 @@ fn brief_json(b: &Brief) -> Value {
         })).collect::<Vec<_>>(),
         "attempts": b.attempts.iter().map(|r| json!({
             "run_id": r.id,
+            "kind": r.kind,
             "outcome": r.outcome,
             "profile": r.profile,
             "started_at": r.started_at,
             "ended_at": r.ended_at,
             "summary": r.summary,
             "error": r.error,
+            "evidence": r.evidence,
         })).collect::<Vec<_>>(),
         "comments": b.comments.iter().map(|c| json!({
             "id": c.id,

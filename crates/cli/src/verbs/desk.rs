@@ -14,7 +14,7 @@ use board_core::{BlockKind, BoardReads, Comment, Completion, Run, RunId, Store, 
 use board_home::config::text_within_cap;
 use board_home::{Config, Home};
 
-use gateway::channel::{Answer, CallError, Channel, Report};
+use gateway::channel::{Answer, CallError, Channel, CheckLimits, CheckReport, Report, Verifiers};
 
 use crate::failure::Failure;
 use crate::verbs::open_board;
@@ -151,6 +151,7 @@ impl Desk {
             result: c.result.clone(),
             summary: c.summary.clone(),
             metadata: c.metadata.clone(),
+            evidence: c.evidence.clone(),
         };
         let local = |b: &Board| {
             if let Some(result) = &c.result {
@@ -160,6 +161,67 @@ impl Desk {
             Ok(b.store.complete(id, c, self.now)?)
         };
         self.call(report, local, won)
+    }
+
+    /// A check (a request for review, a review's verdict, a verify run's verdict) on
+    /// `id`, guarded by `guard` (a worker's or reviewer's run; `None`: a person's).
+    pub fn check(&self, id: &TaskId, guard: Option<RunId>, check: &CheckReport) -> Result<bool, Failure> {
+        let report = || Report::Check {
+            task: id.clone(),
+            run: guard,
+            check: check.clone(),
+        };
+        let local = |b: &Board| {
+            let k = &b.config.kanban;
+            for (what, text) in check.texts() {
+                if let Some(text) = text {
+                    text_within_cap(what, text.len(), k.max_text_bytes)
+                        .map_err(|e| Failure::Usage(e.to_string()))?;
+                }
+            }
+            let limits = CheckLimits {
+                review_rounds: k.review_round_limit,
+                verify_failures: k.verify_failure_limit,
+            };
+            let claim_lock = b
+                .store
+                .get(id)?
+                .lease
+                .filter(|l| Some(l.run_id) == guard)
+                .map(|l| l.claim_lock);
+            let request = check.clone().request(guard, claim_lock, limits);
+            Ok(b.store.finalise(id, &request, self.now)?)
+        };
+        self.call(report, local, won)
+    }
+
+    /// The verifiers a verify run of `id` runs: what the gateway that started it says,
+    /// else (its channel closed) the task's own, or its profile's in the home's config.
+    pub fn verifiers(&self, id: &TaskId) -> Result<Verifiers, Failure> {
+        let report = || Report::Verifiers { task: id.clone() };
+        let local = |b: &Board| {
+            let task = b.store.get(id)?;
+            let profile = task
+                .assignee
+                .clone()
+                .unwrap_or_else(|| b.config.kanban.default_assignee.clone());
+            let steps = match task.verify {
+                Some(own) => own,
+                None => b
+                    .config
+                    .profile(&profile)
+                    .map(|p| p.verify.clone())
+                    .unwrap_or_default(),
+            };
+            Ok(Verifiers {
+                steps,
+                timeout_seconds: b.config.kanban.verify_timeout_seconds,
+            })
+        };
+        self.call(report, local, |a| match a {
+            Answer::Verifiers { verifiers } => Some(verifiers),
+            _ => None,
+        })
     }
 
     pub fn block(

@@ -16,8 +16,9 @@ use crate::failure::{one_line, Failure};
 use crate::output::Paint;
 use crate::verbs::work::Finished;
 use crate::verbs::{
-    comment, context, decompose, graph, parse_id, read, target, tasks, work, Ctx, Desk, Worker,
+    comment, context, decompose, graph, parse_id, read, review, target, tasks, work, Ctx, Desk, Worker,
 };
+use gateway::channel::CheckReport;
 
 /// Serves the tools on stdio until the client closes them. Inside a worker the worker's
 /// task and run are the default target and guard, as for the verbs themselves, and its
@@ -109,6 +110,7 @@ impl Tools {
                     result: a.result,
                     summary: a.summary,
                     metadata: a.metadata,
+                    evidence: a.evidence,
                 };
                 if let Some(result) = &args.result {
                     desk.within_cap("the result", result)?;
@@ -117,6 +119,26 @@ impl Tools {
                 // Holding no run, the caller may not finish another worker's.
                 let done = work::complete_one(desk, id, guard, guard.is_none(), &args)?;
                 answered(desk, "complete", done)
+            }
+            Call::RequestReview(a) => {
+                let check = CheckReport::RequestReview {
+                    reviewer: a.reviewer,
+                    summary: a.summary,
+                    result: a.result,
+                };
+                let id = optional_id(a.task_id)?;
+                answered(desk, "request-review", review::checked(desk, "request-review", (id, a.run_id), &check)?)
+            }
+            Call::Approve(a) => {
+                let check = CheckReport::Approve { summary: a.summary };
+                let id = optional_id(a.task_id)?;
+                answered(desk, "approve", review::checked(desk, "approve", (id, a.run_id), &check)?)
+            }
+            Call::RequestChanges(a) => {
+                let check = CheckReport::RequestChanges { reason: a.reason };
+                let id = optional_id(a.task_id)?;
+                let verb = "request-changes";
+                answered(desk, verb, review::checked(desk, verb, (id, a.run_id), &check)?)
             }
             Call::BlockTask(a) => {
                 let kind = a.kind.as_deref().map(parse_word::<BlockKind>).transpose()?;
@@ -165,6 +187,10 @@ fn create_task(ctx: &Ctx, a: mcp::CreateTask) -> Result<Value, Failure> {
             .map(parse_duration)
             .transpose()
             .map_err(|e| Failure::Usage(e.to_string()))?,
+        reviewer: a.reviewer,
+        // Verifiers are commands the gateway runs: set by people on the command line only.
+        verify: Vec::new(),
+        no_verify: false,
     };
     Ok(tasks::creation_json(&tasks::create_task(ctx, args)?))
 }

@@ -16,10 +16,12 @@ mod listing;
 mod mcp;
 mod migrate;
 mod read;
+mod review;
 mod serve;
 mod setup;
 mod stats;
 mod tasks;
+mod verify;
 mod work;
 
 use std::sync::Arc;
@@ -104,6 +106,10 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         | Verb::Heartbeat { .. }
         | Verb::Complete(_)
         | Verb::Block(_)
+        | Verb::RequestReview(_)
+        | Verb::RequestChanges(_)
+        | Verb::Approve(_)
+        | Verb::Verify
         | Verb::Comment(_)) => return at_desk(Desk::new(home, json, now()), verb),
         verb => verb,
     };
@@ -155,10 +161,15 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Mcp => mcp::serve(ctx, home),
         Verb::Migrate { to } => migrate::migrate(&ctx, &home, &to),
         Verb::Config(command) => config::run(&home, json, command),
+        Verb::ReopenReview { id, reason } => review::reopen_review(&ctx, &id, reason),
         verb @ (Verb::Context { .. }
         | Verb::Heartbeat { .. }
         | Verb::Complete(_)
         | Verb::Block(_)
+        | Verb::RequestReview(_)
+        | Verb::RequestChanges(_)
+        | Verb::Approve(_)
+        | Verb::Verify
         | Verb::Comment(_)) => at_desk(Desk::new(home, json, ctx.now), verb),
     }
 }
@@ -170,6 +181,10 @@ fn at_desk(desk: Desk, verb: Verb) -> Result<(), Failure> {
         Verb::Heartbeat { id, run, note } => work::heartbeat(&desk, id, run, note),
         Verb::Complete(a) => work::complete(&desk, a),
         Verb::Block(a) => work::block(&desk, a),
+        Verb::RequestReview(a) => review::request_review(&desk, a),
+        Verb::RequestChanges(a) => review::request_changes(&desk, a),
+        Verb::Approve(a) => review::approve(&desk, a),
+        Verb::Verify => verify::verify(&desk),
         Verb::Comment(a) => comment::comment(&desk, a),
         other => Err(Failure::Usage(format!("{other:?} is not a worker verb"))),
     }

@@ -1,7 +1,7 @@
 //! Verbs that read one task: `show`, `runs` (and the gathered list of the MCP tool).
 
 use board_core::shapes::{Shown, SHOW_EVENTS};
-use board_core::{Comment, Run, Task, TaskId, Timestamp};
+use board_core::{Comment, Run, RunKind, Task, TaskId, Timestamp};
 use serde_json::Value;
 
 use crate::args::ListArgs;
@@ -103,6 +103,18 @@ fn facts(task: &Task, now: Timestamp) -> Vec<String> {
     if task.decompose_parked {
         facts.push("decomposition parked".to_owned());
     }
+    if let Some(reviewer) = &task.reviewer {
+        facts.push(format!("reviewer {}", plain(reviewer, false)));
+    }
+    if let Some(steps) = &task.verify {
+        facts.push(format!("own verifiers {}", steps.len()));
+    }
+    if task.verify_failures > 0 {
+        facts.push(format!("failed verifications {}", task.verify_failures));
+    }
+    if task.review_rounds > 0 {
+        facts.push(format!("changes requested {}", task.review_rounds));
+    }
     facts
 }
 
@@ -114,7 +126,15 @@ fn run_lines(ctx: &Ctx, runs: &[Run]) {
     }
     for r in runs {
         let outcome = r.outcome.map_or("running", |o| o.as_str());
-        let mut line = format!("  #{} {outcome}  started {} ago", r.id, age(now, r.started_at));
+        let kind = match r.kind {
+            RunKind::Work => String::new(),
+            other => format!("{other} "),
+        };
+        let mut line = format!(
+            "  #{} {kind}{outcome}  started {} ago",
+            r.id,
+            age(now, r.started_at)
+        );
         if let Some(ended) = r.ended_at {
             line.push_str(&format!(", took {}", age(ended, r.started_at)));
         }
@@ -122,6 +142,12 @@ fn run_lines(ctx: &Ctx, runs: &[Run]) {
             line.push_str(&format!("  {}", crate::output::cut(note, 80)));
         }
         println!("{line}");
+        if let Some(evidence) = &r.evidence {
+            println!(
+                "     evidence: {}",
+                crate::output::cut(&evidence.to_string(), 100)
+            );
+        }
     }
 }
 

@@ -59,6 +59,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         log_tail: Some(log_tail(home)),
         ceilings: ctx.config.spend_ceilings(),
         default_assignee: Some(ctx.config.kanban.default_assignee.clone()),
+        review_round_limit: ctx.config.kanban.review_round_limit,
         decomposer: web::Decomposer::new(model)
             .map(Arc::new)
             .map_err(|e| e.to_string()),

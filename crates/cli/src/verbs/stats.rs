@@ -139,6 +139,10 @@ fn stats_json(
             "breaker": bill.breaker.json(),
             "ceilings": bill.ceilings.json(&bill.day),
         },
+        "checks": {
+            "verify_failed": bill.verdicts.get("verify_failed").copied().unwrap_or(0),
+            "changes_requested": bill.verdicts.get("changes_requested").copied().unwrap_or(0),
+        },
     })
 }
 
@@ -164,12 +168,14 @@ fn print_assignees(p: Paint, assignees: &[(Option<String>, Counts)]) {
     }
 }
 
-/// The model bill: all time and the last 24 hours, the breaker and the ceilings.
+/// The model bill: all time and the last 24 hours, the breaker and the ceilings; and
+/// the checks' verdicts against the work.
 struct Bill {
     all_time: Spend,
     day: Spend,
     breaker: Breaker,
     ceilings: Ceilings,
+    verdicts: BTreeMap<String, u64>,
 }
 
 /// The bill's lines.
@@ -179,6 +185,7 @@ fn print_llm(bill: &Bill, now: i64) {
         day,
         breaker,
         ceilings,
+        verdicts,
     } = bill;
     println!("llm requests  {}", requests_line(all_time));
     println!("llm tokens    {}", tokens_line(all_time));
@@ -192,6 +199,12 @@ fn print_llm(bill: &Bill, now: i64) {
     }
     println!("breaker       {state}");
     println!("ceilings      {}", ceilings_line(ceilings, day));
+    let count = |outcome: &str| verdicts.get(outcome).copied().unwrap_or(0);
+    println!(
+        "checks        {} failed verifications, {} rounds of changes requested",
+        count("verify_failed"),
+        count("changes_requested")
+    );
 }
 
 pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
@@ -201,6 +214,7 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         day: ctx.store.spend(window_start(ctx.now))?,
         breaker: ctx.store.breaker()?,
         ceilings: ctx.config.spend_ceilings(),
+        verdicts: ctx.store.verdicts()?,
     };
 
     let mut by_status = Counts::new();

@@ -57,6 +57,12 @@ pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Creation, Failure> {
         parents: a.parents,
         idempotency_key: a.idempotency_key,
         max_runtime_seconds: a.max_runtime,
+        reviewer: a.reviewer,
+        verify: if a.no_verify {
+            Some(Vec::new())
+        } else {
+            (!a.verify.is_empty()).then_some(a.verify)
+        },
     };
     // `--assignee none` means nobody, even where a default assignee is set.
     let request = match assignee {

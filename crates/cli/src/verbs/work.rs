@@ -89,6 +89,7 @@ pub fn complete_one(
         result: a.result.clone(),
         summary: a.summary.clone(),
         metadata: a.metadata.clone(),
+        evidence: a.evidence.clone(),
     };
     let ok = desk.complete(&id, &completion)?;
     Ok(Finished {

@@ -11,6 +11,7 @@ mod gateway_board;
 
 mod bad_input;
 mod bad_rows;
+mod checks;
 mod config;
 mod cost_safety;
 mod decompose;

@@ -139,6 +139,9 @@ fn the_rust_sdk_lists_the_tools_and_calls_them() {
                 "heartbeat",
                 "complete_task",
                 "block_task",
+                "request_review",
+                "approve",
+                "request_changes",
                 "decompose_task",
                 "link_tasks"
             ]
@@ -443,4 +446,34 @@ fn serve_offers_the_tools_at_mcp_behind_its_token() {
         std::panic::resume_unwind(panic);
     }
     assert_eq!(board.json(&["list", "--status", "done"])[0]["result"], "served");
+}
+
+#[test]
+fn a_person_reviews_through_the_review_tools() {
+    let board = Board::init();
+    let id = board.create(&["reviewed by a person"]);
+    board.ok(&["request-review", &id, "--summary", "please look"]);
+    runtime().block_on(async {
+        let client = connect(&board, None).await;
+        let sent_back = call(
+            &client,
+            "request_changes",
+            json!({"task_id": id, "reason": "name the error path"}),
+        )
+        .await;
+        assert_eq!(answer(&sent_back), json!({"task_id": id, "ok": true}));
+        let task = board.json(&["show", &id]);
+        assert_eq!(task["task"]["status"], "ready");
+        assert_eq!(
+            task["comments"][0]["body"],
+            "CHANGES REQUESTED: name the error path"
+        );
+        let (error, message) = text(&call(&client, "approve", json!({"task_id": id})).await);
+        assert!(error && message.contains("approve needs review"), "{message}");
+        board.ok(&["request-review", &id]);
+        let approved = call(&client, "approve", json!({"task_id": id, "summary": "good"})).await;
+        assert_eq!(answer(&approved), json!({"task_id": id, "ok": true}));
+        assert_eq!(board.json(&["show", &id])["task"]["status"], "done");
+        client.cancel().await.expect("close");
+    });
 }

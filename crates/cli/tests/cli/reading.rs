@@ -86,7 +86,15 @@ fn a_childs_worker_reads_its_parents_result_through_context() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys, ["task", "parents", "attempts", "comments", "truncated"]);
+    assert_eq!(
+        keys,
+        ["task", "review", "parents", "attempts", "comments", "truncated"]
+    );
+    assert_eq!(
+        brief["review"],
+        serde_json::Value::Null,
+        "a worker's brief, not a reviewer's"
+    );
 }
 
 #[test]
@@ -200,7 +208,7 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
     assert_eq!(stats["tasks"]["total"], 4);
     assert_eq!(
         stats["tasks"]["by_status"],
-        json!({"triage": 1, "todo": 0, "ready": 1, "running": 1, "blocked": 0, "done": 1, "archived": 0})
+        json!({"triage": 1, "todo": 0, "ready": 1, "running": 1, "verifying": 0, "review": 0, "blocked": 0, "done": 1, "archived": 0})
     );
     let assignees: Vec<(Value, Value)> = stats["tasks"]["by_assignee"]
         .as_array()
@@ -231,7 +239,11 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys, ["tasks", "oldest_ready", "llm"]);
+    assert_eq!(keys, ["tasks", "oldest_ready", "llm", "checks"]);
+    assert_eq!(
+        stats["checks"],
+        json!({"verify_failed": 0, "changes_requested": 0})
+    );
 
     let text = board.ok(&["stats"]);
     assert!(text.contains("llm requests  3 (1 http_error, 2 ok)"), "{text}");

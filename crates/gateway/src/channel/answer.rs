@@ -4,7 +4,7 @@
 use board_core::{BoardWrites, Completion, RunId, StoreError, TaskId};
 use board_home::config::text_within_cap;
 
-use super::{Answer, Bound, Report, Terms};
+use super::{Answer, Bound, CheckReport, Report, Terms};
 
 /// Applies one report of the worker bound to `bound`: the same store calls as the CLI's,
 /// with the bound run as the guard; a report naming another task or run, or a replay, is
@@ -55,6 +55,7 @@ fn answer(
             result,
             summary,
             metadata,
+            evidence,
         } => {
             own(bound, &task, run)?;
             if replay_run.is_some() {
@@ -65,9 +66,11 @@ fn answer(
             }
             capped("the result", result.as_deref(), terms)?;
             capped("the summary", summary.as_deref(), terms)?;
-            let metadata_bytes = metadata.as_ref().map_or(0, |m| m.to_string().len());
-            text_within_cap("the metadata", metadata_bytes, terms.max_text_bytes)
-                .map_err(|e| Declined::Usage(e.to_string()))?;
+            for (what, json) in [("the metadata", &metadata), ("the evidence", &evidence)] {
+                let bytes = json.as_ref().map_or(0, |m| m.to_string().len());
+                text_within_cap(what, bytes, terms.max_text_bytes)
+                    .map_err(|e| Declined::Usage(e.to_string()))?;
+            }
             let completion = Completion {
                 expected_run_id: guard,
                 // The guard is always the worker's own run here.
@@ -76,6 +79,7 @@ fn answer(
                 result,
                 summary,
                 metadata,
+                evidence,
             };
             won(store.complete(&task, &completion, now).map_err(store_error)?)
         }
@@ -92,12 +96,18 @@ fn answer(
                 .map_err(store_error)?)
         }
         Report::Comment { task, author, text } => comment(store, bound, terms, &task, author, &text, now),
-        read => look_up(store, bound, read),
+        Report::Check { task, run, check } => checked(store, bound, terms, &task, run, check, now),
+        read => look_up(store, bound, terms, read),
     }
 }
 
 /// The reports that read the board.
-fn look_up(store: &dyn BoardWrites, bound: &Bound, report: Report) -> Result<Answer, Declined> {
+fn look_up(
+    store: &dyn BoardWrites,
+    bound: &Bound,
+    terms: &Terms,
+    report: Report,
+) -> Result<Answer, Declined> {
     Ok(match report {
         Report::Task { task } => {
             readable(store, bound, &task)?;
@@ -116,6 +126,14 @@ fn look_up(store: &dyn BoardWrites, bound: &Bound, report: Report) -> Result<Ans
             Answer::Runs {
                 runs: store.runs(&task).map_err(store_error)?,
             }
+        }
+        Report::Verifiers { task } => {
+            own(bound, &task, None)?;
+            let verifiers = terms
+                .verify
+                .clone()
+                .ok_or_else(|| refused("only a verify run's worker runs verifiers".to_owned()))?;
+            Answer::Verifiers { verifiers }
         }
         Report::Comments { task } => {
             own(bound, &task, None)?;
@@ -185,4 +203,34 @@ fn readable(store: &dyn BoardWrites, bound: &Bound, task: &TaskId) -> Result<(),
         "this worker's report channel reads task {} and its parents only; {task} was refused",
         bound.task
     )))
+}
+
+/// A check on the bound run (a request for review, a review's or a verification's
+/// verdict), guarded by it: a verdict names the run's claim as the board holds it.
+fn checked(
+    store: &dyn BoardWrites,
+    bound: &Bound,
+    terms: &Terms,
+    task: &TaskId,
+    run: Option<RunId>,
+    check: CheckReport,
+    now: i64,
+) -> Result<Answer, Declined> {
+    own(bound, task, run)?;
+    for (what, text) in check.texts() {
+        capped(what, text, terms)?;
+    }
+    if let CheckReport::Verified { evidence, .. } = &check {
+        text_within_cap("the evidence", evidence.to_string().len(), terms.max_text_bytes)
+            .map_err(|e| Declined::Usage(e.to_string()))?;
+    }
+    let claim_lock = store
+        .get(task)
+        .map_err(store_error)?
+        .lease
+        .filter(|l| l.run_id == bound.run)
+        .map(|l| l.claim_lock);
+    let request = check.request(Some(bound.run), claim_lock, terms.checks);
+    let ok = store.finalise(task, &request, now).map_err(store_error)?;
+    Ok(Answer::Won { ok })
 }

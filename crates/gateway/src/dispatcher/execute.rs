@@ -4,9 +4,9 @@
 //! nothing and is not an error.
 
 use super::*;
-use board_core::{lease_expiry, Claim, DecompositionLease, RunEnd};
+use board_core::{lease_expiry, Claim, Completion, DecompositionLease, Offer, RunEnd, RunKind};
 
-use crate::channel::Terms;
+use crate::channel::{CheckLimits, Terms, Verifiers};
 
 /// One tick being performed: its settings, its time, and what it has done so far.
 pub(super) struct Pass<'a> {
@@ -34,6 +34,7 @@ impl Dispatcher {
                     }
                 }
             }
+            Action::AutoComplete { task, run } => self.auto_complete(task, run, pass),
             Action::ReleaseAdopted { task, run } => {
                 self.let_go(task);
                 pass.report.reaped.push(task.clone());
@@ -77,36 +78,43 @@ impl Dispatcher {
                 Ok(promoted) => pass.report.promoted = promoted,
                 Err(e) => pass.report.errors.push(format!("promoting: {e}")),
             },
-            Action::SkipNonspawnable { task, profile } => {
-                self.skipped.insert(task.clone());
-                let request = Request::SkipNonspawnable {
-                    profile: profile.clone(),
-                };
-                if let Err(e) = self.store.transition(task, &request, pass.now) {
-                    pass.report
-                        .errors
-                        .push(format!("noting {task} as not spawnable: {e}"));
-                }
-            }
-            Action::Claim { tasks } => self.claim(tasks, pass),
+            Action::SkipNonspawnable { task, profile } => self.skip(task, profile, pass),
+            Action::Claim { offers } => self.claim(offers, pass),
             Action::Spawn {
                 task,
                 profile,
                 command,
-            } => self.spawn(task, profile, command, pass),
+                kind,
+                verifiers,
+            } => self.spawn(task, profile, command, (*kind, verifiers), pass),
+        }
+    }
+
+    /// Notes once that a task waits for a profile without a command.
+    fn skip(&mut self, task: &TaskId, profile: &str, pass: &mut Pass<'_>) {
+        self.skipped.insert(task.clone());
+        let request = Request::SkipNonspawnable {
+            profile: profile.to_owned(),
+        };
+        if let Err(e) = self.store.transition(task, &request, pass.now) {
+            pass.report
+                .errors
+                .push(format!("noting {task} as not spawnable: {e}"));
         }
     }
 
     /// Claims the tasks of the plan's spawns in one call: among gateways sharing the
     /// board, a task another one is claiming is skipped, not waited for; a spawn whose
     /// task was not claimed does nothing.
-    fn claim(&mut self, tasks: &[TaskId], pass: &mut Pass<'_>) {
-        match self
-            .store
-            .claim_ready(tasks, pass.settings.claim_ttl_seconds, Some(&self.host), pass.now)
-        {
+    fn claim(&mut self, offers: &[Offer], pass: &mut Pass<'_>) {
+        match self.store.claim_ready(
+            offers,
+            pass.settings.claim_ttl_seconds,
+            Some(&self.host),
+            pass.now,
+        ) {
             Ok(claims) => pass.claims = claims.into_iter().map(|c| (c.task.id.clone(), c)).collect(),
-            Err(e) => pass.report.errors.push(format!("claiming ready tasks: {e}")),
+            Err(e) => pass.report.errors.push(format!("claiming tasks: {e}")),
         }
     }
 
@@ -266,6 +274,32 @@ impl Dispatcher {
         }
     }
 
+    /// Completes the run of a worker that exited 0 with output under its profile's `auto`
+    /// contract, the output its result; a completion the board refuses ends the run as
+    /// the protocol violation an exit without a report is.
+    fn auto_complete(&mut self, id: &TaskId, run: &RunRef, pass: &mut Pass<'_>) {
+        let output = self
+            .processes
+            .output(id, pass.settings.max_text_bytes)
+            .unwrap_or_default();
+        self.let_go(id);
+        pass.report.reaped.push(id.clone());
+        let completion = Completion {
+            expected_run_id: Some(run.run_id),
+            summary: Some("exited 0 with output: completed by the profile's auto contract".to_owned()),
+            result: Some(output.clone()),
+            ..Completion::default()
+        };
+        match self.store.complete(id, &completion, pass.now) {
+            Ok(true) => tracing::info!(task = %id, run = run.run_id, "completed by the auto contract"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "the auto contract's completion was refused");
+                self.reap(id, run, &crate::planner::classify(Exit::Code(0), &output), pass);
+            }
+        }
+    }
+
     /// The run of a stopped worker (or of one that was never there) ends: timed out, or
     /// stale.
     fn end_stopped(&self, id: &TaskId, run: &RunRef, ending: &Ending, pass: &mut Pass<'_>) {
@@ -376,7 +410,14 @@ impl Dispatcher {
 
     /// Claims a ready task and starts its worker; a worker that cannot be started ends
     /// its run as `spawn_failed`.
-    fn spawn(&mut self, task: &Task, profile: &str, command: &[String], pass: &mut Pass<'_>) {
+    fn spawn(
+        &mut self,
+        task: &Task,
+        profile: &str,
+        command: &[String],
+        (kind, verifiers): (RunKind, &[Vec<String>]),
+        pass: &mut Pass<'_>,
+    ) {
         let Some(claim) = pass.claims.remove(&task.id) else {
             return;
         };
@@ -390,10 +431,7 @@ impl Dispatcher {
             secret_vars: &pass.settings.secret_vars,
             boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
             home_board: pass.settings.home_board,
-            terms: Terms {
-                claim_ttl_seconds: pass.settings.claim_ttl_seconds,
-                max_text_bytes: pass.settings.max_text_bytes,
-            },
+            terms: terms(pass.settings, kind, verifiers),
         };
         let run = RunRef {
             run_id: claim.run_id,
@@ -423,6 +461,7 @@ impl Dispatcher {
                     adopted: false,
                     stopping: None,
                     run_ended: None,
+                    profile: Some(profile.to_owned()),
                 };
                 self.workers.insert(task.id.clone(), held);
                 pass.report.spawned.push(task.id.clone());
@@ -441,6 +480,23 @@ impl Dispatcher {
                 }
             }
         }
+    }
+}
+
+/// What a worker's reports are applied with; a verify run's worker is also told the
+/// verifiers it runs, when it asks its channel.
+fn terms(settings: &DispatchSettings, kind: RunKind, verifiers: &[Vec<String>]) -> Terms {
+    Terms {
+        claim_ttl_seconds: settings.claim_ttl_seconds,
+        max_text_bytes: settings.max_text_bytes,
+        checks: CheckLimits {
+            review_rounds: settings.review_round_limit,
+            verify_failures: settings.verify_failure_limit,
+        },
+        verify: (kind == RunKind::Verify).then(|| Verifiers {
+            steps: verifiers.to_vec(),
+            timeout_seconds: settings.verify_timeout_seconds,
+        }),
     }
 }
 

@@ -103,6 +103,7 @@ impl Dispatcher {
                 observed: self.processes.probe(&w.task_id).unwrap_or_else(|| gone.clone()),
                 stopping: w.stopping.clone(),
                 run_ended: w.run_ended,
+                profile: w.profile.clone(),
             })
             .collect()
     }
@@ -190,8 +191,9 @@ impl Dispatcher {
         }
     }
 
-    /// Ready tasks in claim order. Tasks that cannot be spawned stay ready: the window
-    /// widens past them, so the read stays proportional to what the tick can start.
+    /// Work waiting for a check, then ready tasks, each in claim order. Tasks that cannot
+    /// be spawned stay ready: the window widens past them, so the read stays proportional
+    /// to what the tick can start.
     fn read_claimable(
         &self,
         settings: &DispatchSettings,
@@ -209,6 +211,10 @@ impl Dispatcher {
             return;
         }
         let mut window = room + self.skipped.len() + view.cooldown.len();
+        match self.store.checkable(window) {
+            Ok(waiting) => view.checkable = waiting,
+            Err(e) => failed.push(("listing work waiting for a check".to_owned(), e)),
+        }
         loop {
             let batch = match self.store.claimable(window) {
                 Ok(b) => b,

@@ -50,7 +50,7 @@ pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
     for action in actions {
         let id = || action.tasks().into_iter().cloned();
         match action {
-            Action::Reap { .. } => report.reaped.extend(id()),
+            Action::Reap { .. } | Action::AutoComplete { .. } => report.reaped.extend(id()),
             Action::ReleaseAdopted { .. } => {
                 report.reaped.extend(id());
                 report.reclaimed.extend(id());

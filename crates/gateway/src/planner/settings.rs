@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use board_core::{Ceilings, RetryPolicy, Task};
+use board_core::{Ceilings, Checks, RetryPolicy, Task};
 
 /// What a profile lets its workers have beyond the defaults (`profiles.<p>.*`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,6 +15,25 @@ pub struct Boundary {
     pub user: Option<String>,
 }
 
+/// What a profile's work must pass before it counts, and how many of its workers may
+/// run at once (`profiles.<p>.verify`, `review`, `reviewer`, `contract`,
+/// `max_concurrent`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// The verifiers run on the profile's reported work.
+    pub verify: Vec<Vec<String>>,
+    /// Its verified work waits for a reviewer (`review: required`).
+    pub review: bool,
+    /// The profile that reviews its work (`reviewer:`), required or asked for.
+    pub reviewer: Option<String>,
+    /// A completion without evidence is refused (`contract: evidence`).
+    pub evidence: bool,
+    /// A worker's exit 0 with output completes its task (`contract: auto`).
+    pub auto: bool,
+    /// Its workers (work and reviews) held at once; `None`: only `max_spawn` bounds them.
+    pub max_concurrent: Option<usize>,
+}
+
 /// What the tick needs from the configuration, re-read every tick.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DispatchSettings {
@@ -23,6 +42,10 @@ pub struct DispatchSettings {
     pub auto_decompose_per_tick: usize,
     pub auto_decompose_concurrency: usize,
     pub failure_limit: i64,
+    /// `kanban.verify_failure_limit`: failed verifications before a task is blocked.
+    pub verify_failure_limit: i64,
+    /// `kanban.review_round_limit`: rounds of requested changes before a review loop.
+    pub review_round_limit: i64,
     pub claim_ttl_seconds: i64,
     /// `kanban.max_text_bytes`: the largest result or comment a worker may report.
     pub max_text_bytes: usize,
@@ -33,6 +56,14 @@ pub struct DispatchSettings {
     pub secret_vars: Vec<String>,
     /// Profile name -> what its workers may have beyond the defaults.
     pub boundaries: BTreeMap<String, Boundary>,
+    /// Profile name -> what its work must pass and how many of its workers may run.
+    pub gates: BTreeMap<String, Gates>,
+    /// The argv of a verify run's worker, which runs the verifiers and reports their
+    /// verdict (`kanban verify`); `None`: this process cannot verify, and leaves
+    /// verifications to a gateway that can.
+    pub verifier: Option<Vec<String>>,
+    /// `kanban.verify_timeout_seconds`: the longest one verifier runs.
+    pub verify_timeout_seconds: i64,
     /// `kanban.decompose_retry_base_seconds` and `decompose_failure_limit`.
     pub decompose_retry: RetryPolicy,
     /// How long a card is leased to this gateway for its automatic decomposition.
@@ -55,13 +86,44 @@ impl DispatchSettings {
         self.claim_ttl_seconds / 2
     }
 
+    /// The gates of a task's profile.
+    pub fn gates_for(&self, profile: &str) -> Option<&Gates> {
+        self.gates.get(profile)
+    }
+
+    /// The verifiers of a task's reported work: its own, else its profile's.
+    pub fn verifiers_for(&self, task: &Task) -> Vec<Vec<String>> {
+        if let Some(own) = &task.verify {
+            return own.clone();
+        }
+        let profile = self.profile_of(task);
+        self.gates_for(&profile)
+            .map(|g| g.verify.clone())
+            .unwrap_or_default()
+    }
+
+    /// What a work run of `task` must pass, fixed at its claim.
+    pub fn checks_for(&self, task: &Task) -> Checks {
+        let profile = self.profile_of(task);
+        let gates = self.gates_for(&profile).cloned().unwrap_or_default();
+        Checks {
+            verify: !self.verifiers_for(task).is_empty(),
+            review: gates.review,
+            reviewer: gates.reviewer,
+            evidence: gates.evidence,
+        }
+    }
+
+    fn profile_of(&self, task: &Task) -> String {
+        task.assignee
+            .clone()
+            .unwrap_or_else(|| self.default_assignee.clone())
+    }
+
     /// The profile a task's worker runs as, and its command; `None` for a profile that
     /// cannot be spawned.
     pub fn worker_for(&self, task: &Task) -> (String, Option<Vec<String>>) {
-        let profile = task
-            .assignee
-            .clone()
-            .unwrap_or_else(|| self.default_assignee.clone());
+        let profile = self.profile_of(task);
         let command = self.commands.get(&profile).cloned().flatten();
         (profile, command)
     }

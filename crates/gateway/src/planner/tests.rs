@@ -1,10 +1,11 @@
 //! The planner with plain values: one table row per action kind and per budget.
 
 use board_core::graph::blank_task;
-use board_core::{Ceilings, Lease, RetryPolicy, Spend, Status, TriageLease};
+use board_core::{Ceilings, Lease, Offer, RetryPolicy, Spend, Status, TriageLease};
 
 use super::*;
 
+mod checks;
 mod edges;
 mod fencing;
 
@@ -60,6 +61,7 @@ fn held(n: u8, observed: Observed) -> WorkerView {
         observed,
         stopping: None,
         run_ended: None,
+        profile: Some("default".into()),
     }
 }
 
@@ -126,6 +128,7 @@ fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
         .map(|a| {
             let kind = match a {
                 Action::Reap { .. } => "reap",
+                Action::AutoComplete { .. } => "auto complete",
                 Action::ReleaseAdopted { .. } => "release",
                 Action::Stop { .. } => "stop",
                 Action::Kill { .. } => "kill",
@@ -424,10 +427,14 @@ fn spawns_stop_at_max_spawn_counting_live_and_stopping_workers() {
         planned(&view),
         [("claim", id(1)), ("spawn", id(1)), ("spawn", id(2))]
     );
-    let Action::Claim { tasks } = &plan(&view, T, &settings())[0] else {
+    let Action::Claim { offers } = &plan(&view, T, &settings())[0] else {
         panic!("the spawns are claimed first");
     };
-    assert_eq!(tasks, &[id(1), id(2)], "in one call, in claim order");
+    assert_eq!(
+        offers,
+        &[Offer::work(id(1)), Offer::work(id(2))],
+        "in one call, in claim order"
+    );
     let busy = View {
         workers: vec![held(7, Observed::Alive), stopping(held(8, Observed::Alive), T)],
         claimable: claimable.clone(),

@@ -43,6 +43,11 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
         terms: Terms {
             claim_ttl_seconds: 900,
             max_text_bytes: 1024,
+            checks: gateway::channel::CheckLimits {
+                review_rounds: 3,
+                verify_failures: 3,
+            },
+            verify: None,
         },
     };
     let inherited = inherited.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));

@@ -1,6 +1,7 @@
 //! The operations of the property test and their generators: every write the `Store` trait
 //! offers, with how its target is picked.
 
+pub use super::checks::CheckVerdict;
 use crate::plan::Mode;
 use crate::types::{BlockKind, Outcome};
 use proptest::prelude::*;
@@ -43,6 +44,15 @@ pub enum Op {
         key: Option<u8>,
     },
     Claim(Pick),
+    /// A ready task's work claimed with checks: verifiers, a required review.
+    ClaimChecked(Pick, bool, bool),
+    /// A verification or a review claimed, as the task's status asks.
+    ClaimCheck(Pick),
+    /// A verify run's verdict: passed or not; with `true`, naming a stale claim lock.
+    Verdict(Pick, bool, bool),
+    ReviewVerdict(Pick, CheckVerdict, Guard),
+    RequestReview(Pick, Guard),
+    ReopenReview(Pick),
     /// With `true`, the heartbeat names a run that is not current.
     Heartbeat(Pick, bool),
     /// With `true`, the completion carries a summary.
@@ -91,6 +101,12 @@ pub enum Op {
 pub(super) const KINDS: &[&str] = &[
     "create",
     "claim",
+    "claim checked",
+    "claim check",
+    "verdict",
+    "review verdict",
+    "request review",
+    "reopen review",
     "heartbeat",
     "complete",
     "replay",
@@ -121,6 +137,12 @@ impl Op {
         match self {
             Op::Create { .. } => "create",
             Op::Claim(_) => "claim",
+            Op::ClaimChecked(..) => "claim checked",
+            Op::ClaimCheck(_) => "claim check",
+            Op::Verdict(..) => "verdict",
+            Op::ReviewVerdict(..) => "review verdict",
+            Op::RequestReview(..) => "request review",
+            Op::ReopenReview(_) => "reopen review",
             Op::Heartbeat(..) => "heartbeat",
             Op::Complete(..) => "complete",
             Op::Replay(_) => "replay",
@@ -243,7 +265,7 @@ fn supervisor_op() -> impl Strategy<Value = Op> {
 
 /// A seed of 3 to 9 created tasks, then up to `max_len` random operations.
 pub(super) fn ops_strategy(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
-    let op = prop_oneof![3 => task_op(), 2 => supervisor_op()];
+    let op = prop_oneof![3 => task_op(), 2 => supervisor_op(), 2 => super::checks::check_op()];
     (
         proptest::collection::vec(create(), 3..10),
         proptest::collection::vec(op, 1..max_len),

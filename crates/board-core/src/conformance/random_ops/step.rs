@@ -38,7 +38,7 @@ impl From<StoreError> for Stop {
 }
 
 /// `Ok(false)` for a refusal or a lost guard; storage failures stay errors.
-fn accepted<T>(result: Result<T, StoreError>, won: impl FnOnce(T) -> bool) -> Result<bool, Stop> {
+pub(super) fn accepted<T>(result: Result<T, StoreError>, won: impl FnOnce(T) -> bool) -> Result<bool, Stop> {
     match result {
         Ok(value) => Ok(won(value)),
         Err(StoreError::Refused(_)) => Ok(false),
@@ -46,15 +46,15 @@ fn accepted<T>(result: Result<T, StoreError>, won: impl FnOnce(T) -> bool) -> Re
     }
 }
 
-fn ok<T>(_: T) -> bool {
+pub(super) fn ok<T>(_: T) -> bool {
     true
 }
 
-fn is_running(t: &Task) -> bool {
+pub(super) fn is_running(t: &Task) -> bool {
     t.status == Status::Running
 }
 
-fn in_status(statuses: &'static [Status]) -> impl Fn(&Task) -> bool {
+pub(super) fn in_status(statuses: &'static [Status]) -> impl Fn(&Task) -> bool {
     move |t| statuses.contains(&t.status)
 }
 
@@ -69,13 +69,13 @@ pub(super) struct Step<'a> {
 }
 
 impl Step<'_> {
-    fn task(&self, id: &TaskId) -> &Task {
+    pub(super) fn task(&self, id: &TaskId) -> &Task {
         self.before[id]
     }
 
     /// The task `pick` names: among those `fits` accepts when the pick is fitting (none
     /// is `NoTarget`), else among all.
-    fn target(&self, pick: Pick, fits: impl Fn(&Task) -> bool) -> Result<TaskId, Stop> {
+    pub(super) fn target(&self, pick: Pick, fits: impl Fn(&Task) -> bool) -> Result<TaskId, Stop> {
         let pool: Vec<&TaskId> = match pick.fitting {
             true => self.ids.iter().filter(|id| fits(self.task(id))).collect(),
             false => self.ids.iter().collect(),
@@ -86,7 +86,7 @@ impl Step<'_> {
         }
     }
 
-    fn run_guard(&self, id: &TaskId, guard: Guard) -> Option<i64> {
+    pub(super) fn run_guard(&self, id: &TaskId, guard: Guard) -> Option<i64> {
         let current = self.task(id).current_run_id();
         match guard {
             Guard::None => None,
@@ -114,7 +114,7 @@ impl Step<'_> {
     }
 
     /// The claim a supervisor observed: the current one, or a lock that is not it.
-    fn claim(&self, id: &TaskId, stale: bool) -> (i64, String) {
+    pub(super) fn claim(&self, id: &TaskId, stale: bool) -> (i64, String) {
         let t = self.task(id);
         match (stale, &t.lease) {
             (false, Some(lease)) => (lease.run_id, lease.claim_lock.clone()),
@@ -136,6 +136,12 @@ impl Step<'_> {
                 key,
             } => self.create(parents, *triage, *priority, *key),
             Op::Claim(p) => self.claim_task(*p),
+            Op::ClaimChecked(p, verify, review) => self.claim_checked(*p, *verify, *review),
+            Op::ClaimCheck(p) => self.claim_check(*p),
+            Op::Verdict(p, passed, stale) => self.verdict(*p, *passed, *stale),
+            Op::ReviewVerdict(p, verdict, g) => self.review_verdict(*p, *verdict, *g),
+            Op::RequestReview(p, g) => self.request_review(*p, *g),
+            Op::ReopenReview(p) => self.reopen_review(*p),
             Op::Heartbeat(p, stale) => self.heartbeat(*p, *stale),
             Op::Complete(p, g, summary) => self.complete(*p, *g, *summary),
             Op::Replay(p) => self.replay(*p),

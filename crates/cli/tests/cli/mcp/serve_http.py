@@ -41,7 +41,7 @@ async def main():
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = (await session.list_tools()).tools
-                check(len(tools) == 10, f"ten tools: {[t.name for t in tools]}")
+                check(len(tools) == 13, f"thirteen tools: {[t.name for t in tools]}")
                 made = await session.call_tool("create_task", {"title": "over http"})
                 check(not made.is_error, f"create_task: {made}")
                 task = json.loads(made.content[0].text)

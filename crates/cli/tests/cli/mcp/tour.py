@@ -27,6 +27,9 @@ TOOLS = {
     "heartbeat": set(),
     "complete_task": set(),
     "block_task": set(),
+    "request_review": set(),
+    "approve": set(),
+    "request_changes": {"reason"},
     "decompose_task": {"task_id"},
     "link_tasks": {"parent_id", "child_id"},
 }
