@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use board_core::{
-    BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, LlmOutcome, Outcome, Run, Status, TaskId,
+    BoardReads, DispatchQueue, EventFilter, EventKind, LlmLedger, LlmOutcome, Outcome, Run, RunKind, Status,
+    TaskId,
 };
 use fake_llm::Reply;
 
@@ -25,6 +26,7 @@ const APART: Shape = Shape {
     worker: QUICK,
     apart: true,
     extra: "",
+    worker_extra: "",
 };
 
 /// Three hosts whose workers take a moment, on leases short enough for a test to outlive.
@@ -139,6 +141,79 @@ fn a_host_that_dies_mid_run_loses_nothing_and_its_tasks_are_done_once_elsewhere(
     // lapsed, and their tasks done again elsewhere.
     let left = ended_stale(&b, 300, Some("host-0"));
     assert!(!left.is_empty(), "host-0 died with no run open");
+    for n in 1..3 {
+        assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
+    }
+}
+
+/// Three hosts on short leases whose work is verified for a moment before it counts.
+const APART_VERIFIED: Shape = Shape {
+    worker: QUICK,
+    worker_extra: "    verify:\n      - [\"sh\", \"-c\", \"sleep 1\"]\n",
+    ..APART_SHORT_LEASES
+};
+
+/// Tasks of `host` whose verifiers run now.
+fn verifying_on(b: &SharedBoard, host: &str) -> usize {
+    let running = b.store.running().unwrap();
+    let on_host = running.iter().filter(|t| t.worker_host() == Some(host));
+    let verifying = on_host.filter(|t| {
+        let runs = b.store.runs(&t.id).unwrap();
+        runs.last()
+            .is_some_and(|r| r.kind == RunKind::Verify && r.ended_at.is_none())
+    });
+    verifying.count()
+}
+
+#[test]
+fn a_host_that_dies_mid_verification_loses_no_work_and_each_task_is_verified_once_elsewhere() {
+    let mut b = SharedBoard::on(&APART_VERIFIED, None);
+    seed(&b, 60, 0);
+    for n in 0..3 {
+        b.start(n);
+    }
+    b.wait_for("host-0 to run verifiers", || verifying_on(&b, "host-0") > 0);
+    b.hosts[0].kill();
+    let gateway = b.gateways[0].take().expect("started").wait().unwrap();
+    assert!(!gateway.success(), "host-0's gateway ended well: {gateway:?}");
+    b.wait_for("60 tasks done", || b.all_done(60));
+    let snapshot = b.snapshot();
+    board_core::check_invariants(&snapshot).unwrap();
+    let mut verified: BTreeMap<&TaskId, (usize, usize, usize)> = BTreeMap::new();
+    for e in &snapshot.events {
+        let counts = verified.entry(&e.task_id).or_default();
+        match e.kind.as_str() {
+            "verified" => counts.0 += 1,
+            "completed" => counts.1 += 1,
+            "verify_failed" => counts.2 += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(verified.len(), 60);
+    for (task, counts) in &verified {
+        assert_eq!(*counts, (1, 1, 0), "{task}: verified, completed, failed");
+    }
+    // The verifications host-0 died in ended stale and were done again elsewhere; the
+    // work they checked was not redone.
+    let cut: Vec<&Run> = snapshot
+        .runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Verify && r.outcome != Some(Outcome::Completed))
+        .collect();
+    assert!(!cut.is_empty(), "host-0 died with no verification open");
+    for run in cut {
+        assert_eq!(
+            (run.outcome, run.worker_host.as_deref()),
+            (Some(Outcome::Stale), Some("host-0"))
+        );
+        let work_done = snapshot
+            .runs
+            .iter()
+            .filter(|r| r.task_id == run.task_id && r.kind == RunKind::Work)
+            .filter(|r| r.outcome == Some(Outcome::Completed))
+            .count();
+        assert_eq!(work_done, 1, "{}: the verified work was redone", run.task_id);
+    }
     for n in 1..3 {
         assert!(b.alive(n), "host-{n}'s gateway died:\n{}", b.gateway_log(n));
     }

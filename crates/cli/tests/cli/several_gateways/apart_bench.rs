@@ -26,6 +26,7 @@ fn shape(hosts: usize) -> Shape {
         worker: QUICK,
         apart: true,
         extra: "",
+        worker_extra: "",
     }
 }
 

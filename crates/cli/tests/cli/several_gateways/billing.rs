@@ -40,6 +40,7 @@ fn every_card_is_billed_once_though_every_gateway_tries_it_at_once() {
         worker: "true",
         apart: false,
         extra: "",
+        worker_extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     b.fake

@@ -153,6 +153,7 @@ fn another_hosts_workers_are_never_signalled_adopted_or_ended_early_by_pid() {
         worker: "true",
         apart: false,
         extra: "",
+        worker_extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     let dir = b.dir.path().to_path_buf();

@@ -65,6 +65,8 @@ struct Shape {
     apart: bool,
     /// Config lines under `kanban:` beyond the shared ones.
     extra: &'static str,
+    /// Config lines of the worker profile beyond its command (four spaces in).
+    worker_extra: &'static str,
 }
 
 impl SharedBoard {
@@ -146,7 +148,8 @@ impl SharedBoard {
              kanban:\n  dispatch_interval_seconds: 0.2\n  max_spawn: {max_spawn}\n  auto_decompose: true\n  \
              auto_decompose_per_tick: 10\n  auto_decompose_concurrency: 4\n  default_assignee: worker\n  \
              claim_ttl_seconds: {ttl}\n  failure_limit: 5\n{extra}\
-             profiles:\n  worker:\n    description: test worker\n    command: [\"sh\", \"-c\", {worker:?}]\n",
+             profiles:\n  worker:\n    description: test worker\n    command: [\"sh\", \"-c\", {worker:?}]\n{worker_extra}",
+            worker_extra = shape.worker_extra,
             max_spawn = shape.max_spawn,
             ttl = shape.claim_ttl_seconds,
             extra = shape.extra,
@@ -370,6 +373,7 @@ fn three_gateways_do_every_task_once_and_bill_every_card_once() {
         worker: QUICK,
         apart: false,
         extra: "",
+        worker_extra: "",
     };
     steady_state(&shape);
 }
@@ -412,6 +416,7 @@ fn a_dead_hosts_runs_are_reclaimed_after_their_lease_and_nothing_is_done_twice()
         worker: "sleep 1; kanban complete --result done",
         apart: false,
         extra: "",
+        worker_extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     seed(&b, 40, 0);
@@ -476,6 +481,7 @@ fn a_gateway_whose_sessions_are_terminated_reconnects_and_keeps_its_workers() {
         worker: "sleep 1; kanban complete --result done",
         apart: false,
         extra: "",
+        worker_extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     seed(&b, 12, 0);
@@ -529,6 +535,7 @@ fn the_database_password_never_leaves_the_config() {
         worker: "env > \"$KANBAN_WORKSPACE/env.txt\"; kanban complete --result dumped",
         apart: false,
         extra: "",
+        worker_extra: "",
     };
     let mut b = SharedBoard::new(&shape);
     let tasks: Vec<TaskId> = (0..2)
