@@ -26,9 +26,9 @@ mod streaming;
 
 pub use checks::{
     a_review_loop_blocks_and_a_person_reopens_it, no_one_reviews_their_own_work,
-    review_verdicts_race_to_one_winner, the_evidence_contract_refuses_a_bare_completion,
-    the_review_lane_goes_round_and_closes, verification_failures_block_at_the_limit,
-    verification_gates_reported_work,
+    reported_work_goes_where_its_checks_say, review_verdicts_race_to_one_winner,
+    the_evidence_contract_refuses_a_bare_completion, the_review_lane_goes_round_and_closes,
+    verification_failures_block_at_the_limit, verification_gates_reported_work,
 };
 pub use cost_safety::{
     an_open_request_is_billed_then_finished_once, breaker_opens_and_closes_durably,
@@ -192,6 +192,7 @@ macro_rules! store_conformance_tests {
             the_review_lane_goes_round_and_closes,
             no_one_reviews_their_own_work,
             a_review_loop_blocks_and_a_person_reopens_it,
+            reported_work_goes_where_its_checks_say,
         );
 
         #[test]

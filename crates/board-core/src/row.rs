@@ -553,6 +553,50 @@ mod tests {
     }
 
     #[test]
+    fn a_run_keeps_its_kind_checks_and_evidence_and_no_checks_is_null() {
+        let mut run = Run {
+            id: 4,
+            task_id: "t_0000000a".parse().unwrap(),
+            profile: Some("coder".into()),
+            status: RunStatus::Ended,
+            outcome: Some(Outcome::Completed),
+            claim_lock: None,
+            claim_expires: None,
+            worker_pid: None,
+            worker_host: None,
+            last_heartbeat_at: None,
+            started_at: 1,
+            ended_at: Some(2),
+            summary: None,
+            error: None,
+            metadata: None,
+            kind: RunKind::Verify,
+            checks: Checks {
+                verify: true,
+                review: true,
+                reviewer: Some("critic".into()),
+                evidence: false,
+            },
+            evidence: Some(serde_json::json!([{ "exit_code": 0 }])),
+        };
+        let at = |run: &Run, name: &str| {
+            let column = Run::COLUMNS.iter().position(|(c, _)| *c == name).unwrap();
+            run.cells()[column].clone().into_owned()
+        };
+        assert_eq!(at(&run, "kind"), Cell::Text("verify".into()));
+        assert_eq!(
+            at(&run, "checks"),
+            Cell::Text(r#"{"verify":true,"review":true,"reviewer":"critic"}"#.into())
+        );
+        let cells: Vec<Cell<'static>> = run.cells().into_iter().map(Cell::into_owned).collect();
+        assert_eq!(Run::from_cells(cells).unwrap(), run);
+        run.checks = Checks::default();
+        assert_eq!(at(&run, "checks"), Cell::Null, "a run without checks stores none");
+        let cells: Vec<Cell<'static>> = run.cells().into_iter().map(Cell::into_owned).collect();
+        assert_eq!(Run::from_cells(cells).unwrap().checks, Checks::default());
+    }
+
+    #[test]
     fn sqlite_integers_read_as_booleans_and_reals() {
         assert_eq!(bool::read(Cell::Int(1)), Ok(true));
         assert!(bool::read(Cell::Int(2)).is_err());

@@ -186,7 +186,7 @@ pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
                 worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,
                 last_heartbeat_at = excluded.last_heartbeat_at,
                 ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
-                metadata = excluded.metadata, evidence = excluded.evidence
+                metadata = excluded.metadata, checks = excluded.checks, evidence = excluded.evidence
              WHERE task_runs.task_id = excluded.task_id"
     );
     with_params(r, &[], |params| tx.execute(sql, params))?;

@@ -469,3 +469,92 @@ pub fn review_verdicts_race_to_one_winner(board: &dyn Backend, rounds: usize) {
     assert_eq!(approved + sent_back, rounds);
     assert_board_ok(s.as_ref());
 }
+
+fn event_payload(store: &dyn Store, id: &TaskId, kind: &str) -> serde_json::Value {
+    let filter = crate::EventFilter {
+        task_id: Some(id.clone()),
+        kind: Some(kind.to_owned()),
+        ..Default::default()
+    };
+    store.events(&filter).unwrap().pop().expect(kind).payload
+}
+
+/// Where reported work goes follows its checks and the task's reviewer: a reviewer named
+/// without a required review leaves it done; the task's own reviewer reviews it once
+/// verified; a worker's request for review waits for its verifiers first, then for a
+/// person when nobody is named; a person sends a ready task to review, and cannot pass a
+/// review a reviewer is running.
+pub fn reported_work_goes_where_its_checks_say(board: &dyn Backend) {
+    let s = board.connect();
+    let s = s.as_ref();
+    // A reviewer named, review not required: done.
+    let optional = task_for(s, "optional review", None);
+    let checks = Checks {
+        reviewer: Some(REVIEWER.into()),
+        ..Checks::default()
+    };
+    let work = claim(s, &optional.id, RunKind::Work, checks, T0 + 1).unwrap();
+    assert!(worker_completes(s, &optional.id, work.run_id, T0 + 2));
+    assert_eq!(s.get(&optional.id).unwrap().status, Status::Done);
+
+    // The task's own reviewer reviews its verified work.
+    let own = task_for(s, "own reviewer", Some(REVIEWER));
+    let work = claim(s, &own.id, RunKind::Work, verify(), T0 + 3).unwrap();
+    assert!(worker_completes(s, &own.id, work.run_id, T0 + 4));
+    let check = claim(s, &own.id, RunKind::Verify, Checks::default(), T0 + 5).unwrap();
+    assert!(s.finalise(&own.id, &verdict(&check, true, 3), T0 + 6).unwrap());
+    assert_eq!(s.get(&own.id).unwrap().status, Status::Review);
+
+    // A worker asks for review under verifiers, naming nobody.
+    let asked = task_for(s, "asked", None);
+    let work = claim(s, &asked.id, RunKind::Work, verify(), T0 + 7).unwrap();
+    let ask = Request::RequestReview {
+        expected_run_id: Some(work.run_id),
+        reviewer: None,
+        summary: Some("please look".into()),
+        result: Some("the work".into()),
+    };
+    assert!(s.finalise(&asked.id, &ask, T0 + 8).unwrap());
+    let t = s.get(&asked.id).unwrap();
+    assert_eq!(
+        (t.status, t.result.as_deref()),
+        (Status::Verifying, Some("the work"))
+    );
+    assert_eq!(event_payload(s, &asked.id, "verifying")["summary"], "please look");
+    let check = claim(s, &asked.id, RunKind::Verify, Checks::default(), T0 + 9).unwrap();
+    assert!(s.finalise(&asked.id, &verdict(&check, true, 3), T0 + 10).unwrap());
+    let t = s.get(&asked.id).unwrap();
+    assert_eq!(
+        (t.status, t.reviewer.as_deref()),
+        (Status::Review, None),
+        "a person reviews it"
+    );
+
+    // A person sends a ready task to review; a running review is the reviewer's.
+    let by_hand = task_for(s, "by hand", Some(REVIEWER));
+    let ask = Request::RequestReview {
+        expected_run_id: None,
+        reviewer: None,
+        summary: None,
+        result: None,
+    };
+    assert!(s.finalise(&by_hand.id, &ask, T0 + 11).unwrap());
+    assert_eq!(s.get(&by_hand.id).unwrap().status, Status::Review);
+    let review = claim(s, &by_hand.id, RunKind::Review, Checks::default(), T0 + 12).unwrap();
+    let person = Request::Approve {
+        expected_run_id: None,
+        summary: None,
+    };
+    let refused = refusal(s.transition(&by_hand.id, &person, T0 + 13));
+    assert!(matches!(refused, Refusal::Running { .. }), "{refused}");
+    let reviewer = Request::Approve {
+        expected_run_id: Some(review.run_id),
+        summary: Some("looks right".into()),
+    };
+    assert!(s.finalise(&by_hand.id, &reviewer, T0 + 14).unwrap());
+    assert_eq!(
+        event_payload(s, &by_hand.id, "completed")["summary"],
+        "looks right"
+    );
+    assert_board_ok(s);
+}

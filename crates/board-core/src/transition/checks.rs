@@ -208,11 +208,11 @@ impl Next<'_> {
             if self.task.reviewer.is_some() {
                 self.refuse_self_review(self.task.reviewer.as_deref().unwrap_or_default())?;
             }
-            if result.is_some() {
-                self.task.result = result.clone();
-            }
             if checks.verify {
                 return self.route_reported_work(&checks, &completion, run_id);
+            }
+            if result.is_some() {
+                self.task.result = result.clone();
             }
             self.send_to_review(run_id, summary);
             return Ok(());
