@@ -16,7 +16,8 @@ use crate::failure::{one_line, Failure};
 use crate::output::Paint;
 use crate::verbs::work::Finished;
 use crate::verbs::{
-    comment, context, decompose, graph, parse_id, read, review, target, tasks, work, Ctx, Desk, Worker,
+    comment, context, decompose, graph, identity, parse_id, read, review, target, tasks, work, Ctx, Desk,
+    Worker,
 };
 use gateway::channel::CheckReport;
 
@@ -135,7 +136,10 @@ impl Tools {
                 answered(desk, "approve", review::checked(desk, "approve", (id, a.run_id), &check)?)
             }
             Call::RequestChanges(a) => {
-                let check = CheckReport::RequestChanges { reason: a.reason };
+                let check = CheckReport::RequestChanges {
+                    reason: a.reason,
+                    author: Some(identity::caller()),
+                };
                 let id = optional_id(a.task_id)?;
                 let verb = "request-changes";
                 answered(desk, verb, review::checked(desk, verb, (id, a.run_id), &check)?)

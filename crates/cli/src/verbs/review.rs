@@ -9,7 +9,7 @@ use crate::args::{ApproveArgs, RequestChangesArgs, RequestReviewArgs};
 use crate::failure::Failure;
 use crate::output::{print_json_line, status_label};
 use crate::verbs::work::Finished;
-use crate::verbs::{id_and_words, target, Ctx, Desk, Worker};
+use crate::verbs::{id_and_words, identity, target, Ctx, Desk, Worker};
 
 pub fn request_review(desk: &Desk, a: RequestReviewArgs) -> Result<(), Failure> {
     let check = CheckReport::RequestReview {
@@ -36,6 +36,7 @@ pub fn request_changes(desk: &Desk, a: RequestChangesArgs) -> Result<(), Failure
     }
     let check = CheckReport::RequestChanges {
         reason: words.join(" "),
+        author: Some(identity::caller()),
     };
     report(
         desk,

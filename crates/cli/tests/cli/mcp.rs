@@ -468,6 +468,10 @@ fn a_person_reviews_through_the_review_tools() {
             task["comments"][0]["body"],
             "CHANGES REQUESTED: name the error path"
         );
+        assert!(
+            task["comments"][0]["author"].is_string(),
+            "a person's requested changes are signed by the caller: {task}"
+        );
         let (error, message) = text(&call(&client, "approve", json!({"task_id": id})).await);
         assert!(error && message.contains("approve needs review"), "{message}");
         board.ok(&["request-review", &id]);

@@ -15,8 +15,13 @@ pub enum CheckReport {
         summary: Option<String>,
         result: Option<String>,
     },
-    /// The reviewer sends the work back (`kanban request-changes REASON`).
-    RequestChanges { reason: String },
+    /// The reviewer sends the work back (`kanban request-changes REASON`); `author` signs
+    /// the comment (a person's name; a reviewer's run signs with its profile).
+    RequestChanges {
+        reason: String,
+        #[serde(default)]
+        author: Option<String>,
+    },
     /// The reviewer passes the work (`kanban approve`).
     Approve { summary: Option<String> },
     /// The verifiers of a verify run finished (`kanban verify`).
@@ -52,9 +57,9 @@ impl CheckReport {
                 summary,
                 result,
             },
-            CheckReport::RequestChanges { reason } => Request::RequestChanges {
+            CheckReport::RequestChanges { reason, author } => Request::RequestChanges {
                 expected_run_id: run,
-                author: None,
+                author,
                 reason,
                 round_limit: limits.review_rounds,
             },
@@ -86,7 +91,7 @@ impl CheckReport {
                     ("the result", result.as_deref()),
                 ]
             }
-            CheckReport::RequestChanges { reason } => vec![("the reason", Some(reason))],
+            CheckReport::RequestChanges { reason, .. } => vec![("the reason", Some(reason))],
             CheckReport::Approve { summary } => vec![("the summary", summary.as_deref())],
             CheckReport::Verified { failure, .. } => vec![("the verifier output", failure.as_deref())],
         }
