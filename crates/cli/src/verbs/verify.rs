@@ -10,7 +10,7 @@
 
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gateway::channel::{CheckReport, Verifiers};
@@ -22,6 +22,10 @@ use crate::verbs::{Desk, Worker};
 
 /// The tail of each verifier's output kept in the evidence.
 pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
+
+/// How long the output of an ended verifier is still read: what a process that left its
+/// group writes later is not its output.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
 /// The tail of the failing verifier's output in the comment the next worker reads.
 const FAILURE_TAIL_BYTES: usize = 4 * 1024;
@@ -167,7 +171,7 @@ fn run_one(argv: &[String], timeout: Duration) -> Ran {
     let Some((program, args)) = argv.split_first() else {
         return failed_to_start("an empty command".to_owned());
     };
-    let (mut reader, writer) = match std::io::pipe() {
+    let (reader, writer) = match std::io::pipe() {
         Ok(pipe) => pipe,
         Err(e) => return failed_to_start(format!("no pipe for its output: {e}")),
     };
@@ -194,20 +198,7 @@ fn run_one(argv: &[String], timeout: Duration) -> Ran {
     // it; the reader sees the end once the group's last writer is gone.
     drop(command);
     let group = child.id();
-    let collector = std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        let mut chunk = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            kept.extend_from_slice(&chunk[..n]);
-            if kept.len() > 2 * OUTPUT_TAIL_BYTES {
-                kept.drain(..kept.len() - OUTPUT_TAIL_BYTES);
-            }
-        }
-        kept
-    });
+    let (kept, ended) = collect(reader);
     let (done, waited) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = done.send(child.wait());
@@ -219,9 +210,14 @@ fn run_one(argv: &[String], timeout: Duration) -> Ran {
             (waited.recv().ok().and_then(Result::ok), true)
         }
     };
-    // Whatever the leader left running holds the pipe open: it goes with the group.
+    // Whatever the leader left running holds the pipe open: it goes with the group, and
+    // what left the group is waited for no longer than OUTPUT_GRACE.
     kill_group(group);
-    let output = collector.join().unwrap_or_default();
+    let _ = ended.recv_timeout(OUTPUT_GRACE);
+    let output = kept
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     Ran {
         status,
         error: None,
@@ -229,6 +225,31 @@ fn run_one(argv: &[String], timeout: Duration) -> Ran {
         duration: started.elapsed(),
         output: tail(&output, OUTPUT_TAIL_BYTES).into_bytes(),
     }
+}
+
+/// Reads a verifier's output on a thread of its own, keeping its tail where the reading
+/// can be left behind (a process that left the group, `setsid`, may hold the pipe open
+/// long after the verifier ended); the receiver hears when the output ended.
+fn collect(mut reader: std::io::PipeReader) -> (Arc<Mutex<Vec<u8>>>, mpsc::Receiver<()>) {
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let (read_all, ended) = mpsc::channel::<()>();
+    let into = kept.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            let mut kept = into.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            kept.extend_from_slice(&chunk[..n]);
+            if kept.len() > 2 * OUTPUT_TAIL_BYTES {
+                let excess = kept.len() - OUTPUT_TAIL_BYTES;
+                kept.drain(..excess);
+            }
+        }
+        let _ = read_all.send(());
+    });
+    (kept, ended)
 }
 
 fn kill_group(group: u32) {

@@ -292,3 +292,32 @@ fn completion_contracts_take_evidence_and_complete_from_output() {
         "an auto contract's exit 0 without output is a protocol violation"
     );
 }
+
+#[test]
+fn a_verifier_that_leaves_a_process_holding_its_output_is_not_waited_for() {
+    let verify =
+        "    verify:\n      - [\"sh\", \"-c\", \"setsid sh -c 'echo $$ > daemon.pid; exec sleep 600' & \
+                  while [ ! -s daemon.pid ]; do sleep 0.01; done; echo started\"]\n";
+    let mut b = board("", &profile("coder", "kanban complete --result done", verify));
+    let task = b.create(&["verified, leaving a daemon", "--assignee", "coder"]);
+    b.start_gateway();
+    b.wait_for("the verified work", || b.task(&task).status == Status::Done);
+    let pid_file = workspace(&b, &task).join("daemon.pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signal 0 asks only whether the pid exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    // SAFETY: the daemon this test's verifier left; it left its group on purpose.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(alive, "the daemon held the output while the verdict landed");
+    let run = runs(&b, &task).pop().unwrap();
+    let evidence = run.evidence.unwrap();
+    assert_eq!(evidence[0]["exit_code"], 0, "{evidence:#}");
+    assert!(
+        evidence[0]["output_tail"].as_str().unwrap().contains("started"),
+        "{evidence:#}"
+    );
+}
