@@ -149,13 +149,7 @@ pub trait BoardWrites: BoardReads + Send + Sync {
     /// under a fresh run recorded on `host`.
     fn claim_offer(&self, offer: &Offer, ttl: i64, host: Option<&str>, now: Timestamp) -> StoreResult<Claim> {
         let id = &offer.task;
-        let request = Request::Claim {
-            ttl,
-            host: host.map(str::to_owned),
-            kind: offer.kind,
-            checks: offer.checks.clone(),
-        };
-        let task = self.transition(id, &request, now)?;
+        let task = self.transition(id, &offer.request(ttl, host), now)?;
         match task.lease.clone() {
             Some(lease) => Ok(Claim {
                 task,
@@ -358,6 +352,16 @@ pub struct Offer {
 }
 
 impl Offer {
+    /// The claim this offer asks for, recorded on `host`.
+    pub fn request(&self, ttl: i64, host: Option<&str>) -> Request {
+        Request::Claim {
+            ttl,
+            host: host.map(str::to_owned),
+            kind: self.kind,
+            checks: self.checks.clone(),
+        }
+    }
+
     /// Work on a ready task, with no checks.
     pub fn work(task: TaskId) -> Offer {
         Offer {

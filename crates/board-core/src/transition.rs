@@ -165,7 +165,7 @@ pub enum Request {
         claim_lock: String,
         ttl: i64,
     },
-    /// The verifiers of a verify run finished: the verdict, under the claim observed.
+    /// The verifiers of a verify run finished: the verdict, guarded by that run.
     Verified(Verdict),
     /// The work waits for a reviewer: a worker's request in its run (which ends it), or
     /// a person's on a task nobody works on.
@@ -247,8 +247,8 @@ pub struct Completion {
 /// The verdict of a verify run's verifiers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
+    /// The verify run the verdict is on: its worker's own, the guard of its report.
     pub run_id: RunId,
-    pub claim_lock: String,
     pub passed: bool,
     /// Each command, its exit code, duration and output tail: kept on the run.
     pub evidence: Value,

@@ -334,7 +334,8 @@ impl board_core::plan::PlanWrites for PlanTx<'_, '_> {
 }
 
 /// Claims the locked rows, each as `claim_offer` would with its offer, under fresh runs;
-/// a row whose status is not the one its offer's kind is claimed from is left alone.
+/// a row the core finds not claimable now (its status is not the one its offer's kind is
+/// claimed from, a parent is open, ...) is left alone.
 pub(crate) fn claim_rows(
     tx: &mut Tx<'_>,
     waiting: &[postgres::Row],
@@ -349,18 +350,9 @@ pub(crate) fn claim_rows(
         let Some(offer) = offers.iter().find(|o| o.task == task.id) else {
             continue;
         };
-        if task.status != offer.kind.waiting_status() {
-            continue;
-        }
-        let claim = Request::Claim {
-            ttl,
-            host: host.map(str::to_owned),
-            kind: offer.kind,
-            checks: offer.checks.clone(),
-        };
         let f = facts_of(tx, task)?;
         let fresh = fresh_ids(tx)?;
-        let change = match decide(&f, &claim, &fresh, now) {
+        let change = match decide(&f, &offer.request(ttl, host), &fresh, now) {
             Err(refusal) if refusal.not_claimable_now() => continue,
             decided => decided?,
         };

@@ -194,11 +194,17 @@ struct ApproveBody {
 async fn approve(State(app): State<App>, Path(id): Path<String>, body: Body<ApproveBody>) -> Reply {
     let id = task_id(&id)?;
     let Json(b) = body?;
+    approved(&app, id, b.summary).await
+}
+
+/// A person's approval of the task in review `id`.
+async fn approved(app: &App, id: TaskId, summary: Option<String>) -> Reply {
     let request = Request::Approve {
         expected_run_id: None,
-        summary: b.summary,
+        summary,
     };
-    task_reply(&app, move |s| s.transition(&id, &request, (app.clock)())).await
+    let clock = app.clock;
+    task_reply(app, move |s| s.transition(&id, &request, clock())).await
 }
 
 #[derive(Deserialize)]
@@ -304,13 +310,7 @@ async fn move_to(State(app): State<App>, Path(id): Path<String>, body: Body<Move
             task_reply(&app, move |s| s.unblock(&id, None, (app.clock)())).await
         }
         (Status::Running, Status::Ready) => do_reclaim(&app, id, Some("moved on the board".to_owned())).await,
-        (Status::Review, Status::Done) => {
-            let approve = Request::Approve {
-                expected_run_id: None,
-                summary: Some("approved on the board".to_owned()),
-            };
-            task_reply(&app, move |s| s.transition(&id, &approve, (app.clock)())).await
-        }
+        (Status::Review, Status::Done) => approved(&app, id, Some("approved on the board".to_owned())).await,
         _ => Err(ApiError::conflict(format!(
             "no action moves a card from {from} to {to}: the board moves it there itself, \
              or a worker does (archive, unblock, reclaim and approving a review are the moves a \

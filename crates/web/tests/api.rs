@@ -330,15 +330,7 @@ async fn pages_escape_card_text() {
         let r = s.client.get(s.url(path)).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 200, "{path}");
     }
-    let stats = s
-        .client
-        .get(s.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let stats = s.text("/stats").await;
     assert!(
         stats.contains("Breaker: closed"),
         "the stats page shows the breaker"
@@ -599,19 +591,14 @@ async fn a_person_reviews_on_the_page_and_through_the_api() {
         .unwrap();
     let ready = s.task("not in review");
     into_review(&s, &t.id, json!({ "tests": "<b>42</b>" }));
-    let page = |id: &board_core::TaskId| {
-        let url = s.url(&format!("/tasks/{id}"));
-        let client = s.client.clone();
-        async move { client.get(url).send().await.unwrap().text().await.unwrap() }
-    };
-    let html = page(&t.id).await;
+    let html = s.text(&format!("/tasks/{}", t.id)).await;
     assert!(html.contains("data-action=\"approve\"") && html.contains("data-action=\"request-changes\""));
     assert!(html.contains("reviewer critic"), "{html}");
     assert!(
         html.contains("&lt;b&gt;42&lt;/b&gt;") && !html.contains("<b>42"),
         "evidence is text: {html}"
     );
-    let other = page(&ready.id).await;
+    let other = s.text(&format!("/tasks/{}", ready.id)).await;
     assert!(
         !other.contains("data-action=\"approve\""),
         "review actions only where they apply"
@@ -633,15 +620,7 @@ async fn a_person_reviews_on_the_page_and_through_the_api() {
     let (status, body) = s.post(&format!("/api/tasks/{}/approve", t.id), json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert!(error(&body).contains("approve needs review"), "{body}");
-    let stats = s
-        .client
-        .get(s.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let stats = s.text("/stats").await;
     assert!(
         stats.contains("Checks: 0 failed verifications · 1 rounds of changes requested"),
         "{stats}"

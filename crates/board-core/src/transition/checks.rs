@@ -113,11 +113,14 @@ impl Next<'_> {
     }
 
     pub(super) fn verified(&mut self, v: &Verdict) -> Result<(), Refusal> {
-        let run = self.require_claim(v.run_id, &v.claim_lock)?;
-        if run.kind != RunKind::Verify {
-            return Err(self.wrong_kind(run.kind, "a verdict", "verify"));
-        }
-        let review = run.checks.review;
+        self.require_current(v.run_id)?;
+        let review = match self.facts.current_run() {
+            Some(run) if run.kind == RunKind::Verify => run.checks.review,
+            run => {
+                let kind = run.map(|r| r.kind).unwrap_or_default();
+                return Err(self.wrong_kind(kind, "a verdict", "verify"));
+            }
+        };
         let outcome = if v.passed {
             Outcome::Completed
         } else {

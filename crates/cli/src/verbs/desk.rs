@@ -183,13 +183,7 @@ impl Desk {
                 review_rounds: k.review_round_limit,
                 verify_failures: k.verify_failure_limit,
             };
-            let claim_lock = b
-                .store
-                .get(id)?
-                .lease
-                .filter(|l| Some(l.run_id) == guard)
-                .map(|l| l.claim_lock);
-            let request = check.clone().request(guard, claim_lock, limits);
+            let request = check.clone().request(guard, limits);
             Ok(b.store.finalise(id, &request, self.now)?)
         };
         self.call(report, local, won)

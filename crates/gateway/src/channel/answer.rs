@@ -206,7 +206,7 @@ fn readable(store: &dyn BoardWrites, bound: &Bound, task: &TaskId) -> Result<(),
 }
 
 /// A check on the bound run (a request for review, a review's or a verification's
-/// verdict), guarded by it: a verdict names the run's claim as the board holds it.
+/// verdict), guarded by it.
 fn checked(
     store: &dyn BoardWrites,
     bound: &Bound,
@@ -224,13 +224,7 @@ fn checked(
         text_within_cap("the evidence", evidence.to_string().len(), terms.max_text_bytes)
             .map_err(|e| Declined::Usage(e.to_string()))?;
     }
-    let claim_lock = store
-        .get(task)
-        .map_err(store_error)?
-        .lease
-        .filter(|l| l.run_id == bound.run)
-        .map(|l| l.claim_lock);
-    let request = check.request(Some(bound.run), claim_lock, terms.checks);
+    let request = check.request(Some(bound.run), terms.checks);
     let ok = store.finalise(task, &request, now).map_err(store_error)?;
     Ok(Answer::Won { ok })
 }

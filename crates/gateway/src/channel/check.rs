@@ -43,9 +43,8 @@ pub struct CheckLimits {
 
 impl CheckReport {
     /// The board's request for this check, guarded by `run` (`None`: a person's, on a
-    /// task nobody works on). A verdict names the claim of its run: `claim_lock`, as
-    /// read from the task; without one it cannot land.
-    pub fn request(self, run: Option<RunId>, claim_lock: Option<String>, limits: CheckLimits) -> Request {
+    /// task nobody works on; a verdict without its run cannot land).
+    pub fn request(self, run: Option<RunId>, limits: CheckLimits) -> Request {
         match self {
             CheckReport::RequestReview {
                 reviewer,
@@ -73,7 +72,6 @@ impl CheckReport {
                 failure,
             } => Request::Verified(Verdict {
                 run_id: run.unwrap_or_default(),
-                claim_lock: claim_lock.unwrap_or_default(),
                 passed,
                 evidence,
                 failure,

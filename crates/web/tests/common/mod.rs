@@ -98,6 +98,12 @@ impl Served {
         self.store.create(&NewTask::titled(title), NOW).expect("create")
     }
 
+    /// A page's text.
+    pub async fn text(&self, path: &str) -> String {
+        let r = self.client.get(self.url(path)).send().await.expect("send");
+        r.text().await.expect("a text body")
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let r = self.client.get(self.url(path)).send().await.expect("send");
         let status = r.status().as_u16();
