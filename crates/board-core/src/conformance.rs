@@ -15,6 +15,7 @@ mod decomposition_lease;
 mod fanout_cap;
 mod graph;
 mod import;
+mod lanes;
 mod limits;
 mod races;
 mod random_ops;
@@ -46,6 +47,10 @@ pub use graph::{
     dependencies_hold_and_release, edit_assign_and_archive, idempotent_create, links_refuse_cycles,
 };
 pub use import::import_keeps_ids_and_history;
+pub use lanes::{
+    a_lane_claims_its_profiles_work_in_order_up_to_its_cap, a_lapsed_lane_run_goes_to_the_next_claimer,
+    lanes_and_gateways_claim_each_task_once, lanes_are_kept_by_digest_and_revoked,
+};
 pub use limits::fields_over_the_limits_are_refused_and_change_nothing;
 pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
@@ -193,7 +198,15 @@ macro_rules! store_conformance_tests {
             no_one_reviews_their_own_work,
             a_review_loop_blocks_and_a_person_reopens_it,
             reported_work_goes_where_its_checks_say,
+            lanes_are_kept_by_digest_and_revoked,
+            a_lane_claims_its_profiles_work_in_order_up_to_its_cap,
+            a_lapsed_lane_run_goes_to_the_next_claimer,
         );
+
+        #[test]
+        fn lanes_and_gateways_claim_each_task_once() {
+            $crate::conformance::lanes_and_gateways_claim_each_task_once(&$board, 200);
+        }
 
         #[test]
         fn review_verdicts_race_to_one_winner() {

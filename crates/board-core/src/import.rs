@@ -291,6 +291,7 @@ mod tests {
             kind: crate::RunKind::Work,
             checks: crate::Checks::default(),
             evidence: None,
+            lane: None,
         }
     }
 

@@ -26,6 +26,7 @@ pub mod graph;
 pub mod import;
 pub mod invariants;
 pub mod kinds;
+pub mod lanes;
 pub mod limits;
 pub mod memory;
 pub mod plan;
@@ -48,15 +49,16 @@ pub use graph::{clean_title, NewTask};
 pub use import::{ImportBatch, ImportOutcome, ImportedTask, Landed, LinkLanded};
 pub use invariants::{check_invariants, check_step, Violation};
 pub use kinds::{EventKind, DECOMPOSITION_EVENTS, READY_AGAIN_EVENTS, VERDICT_EVENTS};
+pub use lanes::{Lane, LaneClaim, LaneStats};
 pub use plan::{BadFanout, Mode, Plan, PlanBasis, PlanSettings, PlannedTask};
 pub use refusal::Refusal;
 pub use retention::{rest_after, sweep, Compacted, Freed, GcBatch, Pacer, Sweep, Swept, ROUTINE_EVENTS};
 pub use spend::{Ceilings, Prices, Spend};
 pub use store::{
     after_cursor, BoardImport, BoardReads, BoardStats, BoardWrites, Claim, Committed, Completion, Creation,
-    CursorRange, DecompositionLease, DispatchQueue, EventFilter, LlmLedger, NoWorkers, Offer, ReclaimOutcome,
-    Retention, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination, Terminator,
-    TriageLease, TriageQueue, Verdict, Visit,
+    CursorRange, DecompositionLease, DispatchQueue, EventFilter, LaneDesk, LlmLedger, NoWorkers, Offer,
+    ReclaimOutcome, Retention, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination,
+    Terminator, TriageLease, TriageQueue, Verdict, Visit,
 };
 pub use transition::{wakes_dispatcher, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{

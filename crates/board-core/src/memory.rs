@@ -4,6 +4,7 @@
 //! counters, so it is deterministic.
 
 mod import;
+mod lanes;
 mod reads;
 mod retention;
 
@@ -47,6 +48,7 @@ struct Tables {
     /// Decomposition leases: card -> (holder, expiry).
     decomposition_leases: BTreeMap<TaskId, (String, Timestamp)>,
     breaker: Breaker,
+    lanes: BTreeMap<String, crate::lanes::Lane>,
     next_task: u32,
     /// The last event and comment ids handed out: ids are never handed out twice, even
     /// after the newest rows were removed (`archive --rm`, gc).
@@ -213,6 +215,18 @@ impl Tables {
         }
     }
 
+    fn transition(&mut self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
+        let facts = self.facts(id)?;
+        let fresh = Fresh {
+            run_id: self.runs.keys().next_back().map_or(1, |r| r + 1),
+            claim_lock: format!("lock-{}", self.last_event_id + 1),
+        };
+        let change = decide(&facts, request, &fresh, now)?;
+        let task = change.task.clone();
+        self.apply(change, now);
+        Ok(self.tasks.get(id).cloned().unwrap_or(task))
+    }
+
     fn sorted(&self, keep: impl Fn(&Task) -> bool, limit: usize) -> Vec<Task> {
         let mut out: Vec<Task> = self.tasks.values().filter(|t| keep(t)).cloned().collect();
         out.sort_by(queue_order);
@@ -303,16 +317,7 @@ impl BoardWrites for MemStore {
     }
 
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
-        let mut b = self.board();
-        let facts = b.facts(id)?;
-        let fresh = Fresh {
-            run_id: b.runs.keys().next_back().map_or(1, |r| r + 1),
-            claim_lock: format!("lock-{}", b.last_event_id + 1),
-        };
-        let change = decide(&facts, request, &fresh, now)?;
-        let task = change.task.clone();
-        b.apply(change, now);
-        Ok(b.tasks.get(id).cloned().unwrap_or(task))
+        self.board().transition(id, request, now)
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
@@ -387,8 +392,11 @@ impl DispatchQueue for MemStore {
             .collect())
     }
 
-    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
-        Ok(self.board().sorted(|t| t.status == Status::Ready, limit))
+    fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
+        let external = |t: &Task| t.assignee.as_ref().is_some_and(|a| external.contains(a));
+        Ok(self
+            .board()
+            .sorted(|t| t.status == Status::Ready && !external(t), limit))
     }
 
     fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>> {

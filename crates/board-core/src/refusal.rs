@@ -82,6 +82,16 @@ pub enum Refusal {
     NoReviewer { id: TaskId },
     #[error("task {id} is linked (directly or through others) to {other}, which is not archived; archive it too first")]
     LinkedToLive { id: TaskId, other: TaskId },
+    #[error("no such lane: {0} (kanban lane list shows the lanes)")]
+    NoSuchLane(String),
+    #[error("lane {0} exists already; pick another name")]
+    LaneExists(String),
+    #[error("lane {0} is revoked")]
+    LaneRevoked(String),
+    #[error("lane {lane} holds {held} task(s), its cap (lanes.max_held); finish one first")]
+    LaneFull { lane: String, held: u64 },
+    #[error("lane {lane} does not hold run {run_id} of {id}")]
+    NotLanesRun { lane: String, id: TaskId, run_id: RunId },
 }
 
 fn show_run(run: Option<RunId>) -> String {

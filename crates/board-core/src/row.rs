@@ -310,6 +310,7 @@ stored!(Run {
     kind: RunKind,
     checks: Checks,
     evidence: Option<serde_json::Value>,
+    lane: Option<String>,
 });
 
 stored!(Event {
@@ -345,7 +346,7 @@ stored!(LlmCall {
 });
 
 stored!(
-    /// `tasks` holds a `Task` with its lease as the six columns of `LeaseColumns`.
+    /// `tasks` holds a `Task` with its lease as the seven columns of `LeaseColumns`.
     struct TaskRow {
         id: TaskId,
         title: String,
@@ -380,6 +381,7 @@ stored!(
         verify_failures: i64,
         review_rounds: i64,
         verify: Option<Steps>,
+        lane: Option<String>,
     }
 );
 
@@ -423,6 +425,7 @@ impl Stored for Task {
             verify_failures: t.verify_failures,
             review_rounds: t.review_rounds,
             verify: t.verify.map(Steps),
+            lane: lease.lane,
         };
         row.cells().into_iter().map(Cell::into_owned).collect()
     }
@@ -436,6 +439,7 @@ impl Stored for Task {
             worker_pid: r.worker_pid,
             worker_host: r.worker_host,
             last_heartbeat_at: r.last_heartbeat_at,
+            lane: r.lane,
         }
         .into_lease()
         .map_err(|e| BadRow {
@@ -501,6 +505,7 @@ mod tests {
                 worker_pid: Some(14),
                 worker_host: Some("host".into()),
                 last_heartbeat_at: Some(15),
+                lane: None,
             }),
             block_kind: Some(BlockKind::Dependency),
             block_recurrences: 16,
@@ -578,6 +583,7 @@ mod tests {
                 evidence: false,
             },
             evidence: Some(serde_json::json!([{ "exit_code": 0 }])),
+            lane: None,
         };
         let at = |run: &Run, name: &str| {
             let column = Run::COLUMNS.iter().position(|(c, _)| *c == name).unwrap();

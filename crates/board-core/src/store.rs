@@ -12,7 +12,7 @@ use std::ops::ControlFlow;
 mod vocabulary;
 
 pub use vocabulary::{
-    after_cursor, Claim, Committed, Creation, CursorRange, EventFilter, NoWorkers, ReclaimOutcome,
+    after_cursor, Claim, Committed, Creation, CursorRange, EventFilter, NoWorkers, Offer, ReclaimOutcome,
     RetryPolicy, TaskFilter, Termination, Terminator, Visit,
 };
 
@@ -21,6 +21,7 @@ pub use crate::decomposition_lease::{DecompositionLease, TriageLease};
 use crate::graph::NewTask;
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::kinds::EventKind;
+pub use crate::lanes::LaneDesk;
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed, GcBatch};
@@ -28,8 +29,8 @@ use crate::spend::Spend;
 pub use crate::transition::{Completion, RunEnd, Verdict};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
-    BlockKind, BoardSnapshot, Checks, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId,
-    RunKind, Status, StatusCount, Tally, Task, TaskId, Timestamp,
+    BlockKind, BoardSnapshot, Comment, DaySpend, Event, Finished, Lease, LlmCall, Run, RunId, Status,
+    StatusCount, Tally, Task, TaskId, Timestamp,
 };
 
 /// Why a store call failed.
@@ -148,16 +149,7 @@ pub trait BoardWrites: BoardReads + Send + Sync {
     /// Claims the run `offer` names (work on a ready task, a verification, a review)
     /// under a fresh run recorded on `host`.
     fn claim_offer(&self, offer: &Offer, ttl: i64, host: Option<&str>, now: Timestamp) -> StoreResult<Claim> {
-        let id = &offer.task;
-        let task = self.transition(id, &offer.request(ttl, host), now)?;
-        match task.lease.clone() {
-            Some(lease) => Ok(Claim {
-                task,
-                run_id: lease.run_id,
-                claim_lock: lease.claim_lock,
-            }),
-            None => Err(StoreError::Backend(format!("claim of {id} left no run"))),
-        }
+        Claim::of(self.transition(&offer.task, &offer.request(ttl, host), now)?)
     }
 
     /// Extends the lease of the worker's run. `false` when `run_id` is not current.
@@ -305,7 +297,13 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
     fn promotable(&self) -> StoreResult<Vec<TaskId>>;
 
     /// Ready tasks in claim order: priority desc, then age.
-    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>>;
+    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+        self.claimable_except(limit, &[])
+    }
+
+    /// Ready tasks in claim order but those assigned to one of `external` (profiles that
+    /// lanes serve and no gateway spawns, docs/lanes.md).
+    fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>>;
 
     /// Tasks whose reported work waits for a check (`verifying`, `review`), in claim
     /// order.
@@ -339,36 +337,6 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
             }
         }
         Ok(claims)
-    }
-}
-
-/// A task a dispatcher offers to claim: the kind of run it would open, and the checks
-/// a work run's completion must pass.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Offer {
-    pub task: TaskId,
-    pub kind: RunKind,
-    pub checks: Checks,
-}
-
-impl Offer {
-    /// The claim this offer asks for, recorded on `host`.
-    pub fn request(&self, ttl: i64, host: Option<&str>) -> Request {
-        Request::Claim {
-            ttl,
-            host: host.map(str::to_owned),
-            kind: self.kind,
-            checks: self.checks.clone(),
-        }
-    }
-
-    /// Work on a ready task, with no checks.
-    pub fn work(task: TaskId) -> Offer {
-        Offer {
-            task,
-            kind: RunKind::Work,
-            checks: Checks::default(),
-        }
     }
 }
 
@@ -567,7 +535,15 @@ pub trait BoardImport: Send + Sync {
 /// A caller that needs one role takes that role (`&dyn LlmLedger`, `&dyn BoardStats`, ...);
 /// a `&dyn Store` turns into any of them.
 pub trait Store:
-    BoardReads + BoardWrites + DispatchQueue + TriageQueue + LlmLedger + BoardStats + Retention + BoardImport
+    BoardReads
+    + BoardWrites
+    + DispatchQueue
+    + TriageQueue
+    + LlmLedger
+    + BoardStats
+    + Retention
+    + BoardImport
+    + LaneDesk
 {
 }
 
@@ -580,6 +556,7 @@ impl<S> Store for S where
         + BoardStats
         + Retention
         + BoardImport
+        + LaneDesk
         + ?Sized
 {
 }

@@ -76,8 +76,16 @@ impl NewEvent {
 /// the board when a write that appends one of these commits (docs/gateway.md#wake-ups).
 /// A run that ended frees a slot on one gateway only, once its worker has exited: that
 /// gateway learns it from the worker's report channel, and no other is woken for it.
+/// But a run that ended without a report (`crashed`, `timed_out`, `stale`,
+/// `spawn_failed`, `protocol_violation`) puts its task back in `ready`, which a lane
+/// waiting for work (docs/lanes.md) must hear of.
 pub const WAKING_EVENTS: &[EventKind] = &[
     EventKind::Created,
+    EventKind::Crashed,
+    EventKind::TimedOut,
+    EventKind::Stale,
+    EventKind::SpawnFailed,
+    EventKind::ProtocolViolation,
     EventKind::Promoted,
     EventKind::Unblocked,
     EventKind::Reclaimed,
@@ -121,13 +129,14 @@ pub struct NewComment {
 pub enum Request {
     /// Open a run of `kind` on a task waiting in that kind's status (`ready` for work,
     /// `verifying`, `review`), under the fresh run id and claim lock; a gateway names its
-    /// host, recorded on the run from the claim on. `checks` are what a work run's
-    /// completion must pass.
+    /// host, recorded on the run from the claim on; a lane (docs/lanes.md) names
+    /// itself, and holds the run. `checks` are what a work run's completion must pass.
     Claim {
         ttl: i64,
         host: Option<String>,
         kind: RunKind,
         checks: Checks,
+        lane: Option<String>,
     },
     /// A live worker extends its lease.
     Heartbeat {
@@ -321,8 +330,8 @@ impl Request {
             Request::Edit { body, .. } => some_text("the body", body),
             Request::Assign { assignee } => some_short("the assignee", assignee),
             Request::SkipNonspawnable { profile } => short("the profile", profile),
-            Request::Claim { .. }
-            | Request::EndRun(_)
+            Request::Claim { lane, .. } => some_short("the lane", lane),
+            Request::EndRun(_)
             | Request::ExtendClaim { .. }
             | Request::Archive
             | Request::Promote
@@ -374,6 +383,7 @@ impl Request {
             host,
             kind: RunKind::Work,
             checks: Checks::default(),
+            lane: None,
         }
     }
 }
@@ -393,7 +403,8 @@ pub fn decide(
             host,
             kind,
             checks,
-        } => next.claim(fresh, *ttl, host.as_deref(), *kind, checks)?,
+            lane,
+        } => next.claim(fresh, *ttl, (host.as_deref(), lane.as_deref()), *kind, checks)?,
         Request::Heartbeat { run_id, ttl, note } => next.heartbeat(*run_id, *ttl, note)?,
         Request::Complete(c) => next.complete(c, fresh.run_id)?,
         Request::Block {
@@ -522,6 +533,7 @@ mod tests {
                 worker_pid: None,
                 worker_host: None,
                 last_heartbeat_at: None,
+                lane: None,
             })
         );
         assert_eq!(t.started_at, Some(T));

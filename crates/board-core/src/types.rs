@@ -357,6 +357,11 @@ impl Task {
     pub fn worker_host(&self) -> Option<&str> {
         self.lease.as_ref().and_then(|l| l.worker_host.as_deref())
     }
+
+    /// The lane that holds its run, while it runs.
+    pub fn lane(&self) -> Option<&str> {
+        self.lease.as_ref().and_then(|l| l.lane.as_deref())
+    }
 }
 
 /// The lease of a running task: the run holding it, the token the supervisor's guards
@@ -371,9 +376,12 @@ pub struct Lease {
     /// gateway signals, adopts or classifies it.
     pub worker_host: Option<String>,
     pub last_heartbeat_at: Option<Timestamp>,
+    /// The lane (docs/lanes.md) that holds the run: an agent outside the gateway, which
+    /// no gateway signals, adopts or classifies; its lease alone ends it.
+    pub lane: Option<String>,
 }
 
-/// The six `tasks` columns a lease is stored in, all null for a task that holds none.
+/// The seven `tasks` columns a lease is stored in, all null for a task that holds none.
 /// The one place stored columns become a lease, for every store and for serde.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseColumns {
@@ -384,6 +392,8 @@ pub struct LeaseColumns {
     #[serde(default)]
     pub worker_host: Option<String>,
     pub last_heartbeat_at: Option<Timestamp>,
+    #[serde(default)]
+    pub lane: Option<String>,
 }
 
 /// Lease columns the board could never have written.
@@ -402,6 +412,7 @@ impl LeaseColumns {
                 worker_pid: l.worker_pid,
                 worker_host: l.worker_host.clone(),
                 last_heartbeat_at: l.last_heartbeat_at,
+                lane: l.lane.clone(),
             },
         }
     }
@@ -418,6 +429,7 @@ impl LeaseColumns {
                 worker_pid: self.worker_pid,
                 worker_host: self.worker_host,
                 last_heartbeat_at: self.last_heartbeat_at,
+                lane: self.lane,
             })),
             (Some(_), Some(_), None) => Err(BadLease("a current run without claim_expires")),
             (Some(_), None, _) | (None, Some(_), _) => Err(BadLease(
@@ -473,6 +485,9 @@ pub struct Run {
     /// verifiers' commands, exit codes, durations and output tails.
     #[serde(default)]
     pub evidence: Option<serde_json::Value>,
+    /// The lane that held the run, when an agent outside the gateway claimed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 impl Run {
@@ -582,6 +597,7 @@ mod tests {
             worker_pid: Some(41),
             worker_host: Some("build-01".into()),
             last_heartbeat_at: None,
+            lane: None,
         });
         let flat = serde_json::to_value(&task).unwrap();
         assert_eq!(flat["current_run_id"], 3);

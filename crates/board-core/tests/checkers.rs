@@ -44,6 +44,7 @@ fn run(run_id: i64, task: u8, ended_as: Option<Outcome>) -> Run {
         kind: board_core::RunKind::Work,
         checks: board_core::Checks::default(),
         evidence: None,
+        lane: None,
     }
 }
 
@@ -56,6 +57,7 @@ fn lease(run_id: i64) -> Option<Lease> {
         worker_pid: None,
         worker_host: None,
         last_heartbeat_at: None,
+        lane: None,
     })
 }
 

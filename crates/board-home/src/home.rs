@@ -19,8 +19,8 @@ use board_sqlite::{Options, SqliteStore};
 use crate::config::{Config, ConfigError, Loaded};
 use crate::safety::{check_home, UnsafeHome};
 use crate::{
-    CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, SERVE_TOKEN_FILE, STATUS_FILE, WAKE_SOCKET,
-    WORKSPACES_DIR,
+    CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, SERVE_TOKEN_FILE, STATUS_FILE, WAITERS_DIR,
+    WAKE_SOCKET, WORKSPACES_DIR,
 };
 
 /// The variable that names the home when `--home` does not.
@@ -172,6 +172,11 @@ impl Home {
     /// The socket a running gateway on a SQLite board hears wake-ups on.
     pub fn wake_socket(&self) -> PathBuf {
         self.dir.join(WAKE_SOCKET)
+    }
+
+    /// Where processes that wait for work (lanes' claims) bind their wake-up sockets.
+    pub fn waiters(&self) -> PathBuf {
+        self.dir.join(WAITERS_DIR)
     }
 
     pub fn logs(&self) -> PathBuf {

@@ -13,7 +13,7 @@ mod wake;
 pub use account::Account;
 pub use config::{
     ApiKey, AuxiliaryConfig, Config, ConfigError, DatabaseUrl, DecomposerConfig, GatewayConfig, KanbanConfig,
-    Loaded, ModelConfig, ProfileConfig, Warning, DATABASE_URL_VARIABLE,
+    LanesConfig, Loaded, ModelConfig, ProfileConfig, Warning, DATABASE_URL_VARIABLE,
 };
 pub use copy::CopyTarget;
 pub use home::{worker_variables, Home, HomeError, Opened, HOME_VARIABLE};
@@ -36,6 +36,8 @@ pub const PID_FILE: &str = "gateway.pid";
 pub const STATUS_FILE: &str = "gateway.json";
 /// The running gateway's wake-up socket on a SQLite board (docs/gateway.md#wake-ups).
 pub const WAKE_SOCKET: &str = "gateway.wake";
+/// The wake-up sockets of processes waiting for work (lanes' claims).
+pub const WAITERS_DIR: &str = "waiters";
 /// The token `kanban serve` requires when none is given: made once, owner-only.
 pub const SERVE_TOKEN_FILE: &str = "serve-token";
 /// Workers' logs, one per task.

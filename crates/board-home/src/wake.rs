@@ -7,6 +7,11 @@
 //! empty datagram to `gateway.wake`, a socket the running gateway binds in the home:
 //! nobody listening (no gateway) costs one failed `sendto`, and a full queue means a
 //! wake-up is already pending. The datagram carries nothing; the gateway reads the board.
+//!
+//! A process that waits for work without being the gateway (a lane's `kanban claim
+//! --wait`, `kanban serve` answering waiting lanes) binds a socket of its own under
+//! `waiters/`, and the writers nudge each socket there too; a socket nobody listens on
+//! any more (its process died) is removed by the first writer that finds it so.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
@@ -28,12 +33,29 @@ const POLL: Duration = Duration::from_millis(200);
 /// gateway's socket in `home`, never waiting.
 pub(crate) fn nudger(home: &Home) -> OnWake {
     let path = home.wake_socket();
+    let waiters = home.waiters();
     let socket = UnixDatagram::unbound().and_then(|s| s.set_nonblocking(true).map(|()| s));
     Arc::new(move || {
         if let Ok(socket) = &socket {
             let _ = socket.send_to(&[], &path);
+            nudge_waiters(socket, &waiters);
         }
     })
+}
+
+/// One datagram to each waiter's socket; a socket no process listens on is removed.
+fn nudge_waiters(socket: &UnixDatagram, waiters: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(waiters) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if let Err(e) = socket.send_to(&[], &path) {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
 }
 
 /// A running wake-up listener; stopped when dropped.
@@ -48,6 +70,25 @@ impl Home {
     /// socket. Only the holder of the gateway lock may listen: a socket left by an
     /// earlier gateway is replaced.
     pub fn listen(&self, config: &Config, on_wake: OnWake) -> Result<Listening, HomeError> {
+        self.hear(config, on_wake, None)
+    }
+
+    /// Listens for the board's wake-ups as a waiter, not the gateway: the board's
+    /// channel on PostgreSQL, else a socket of this process's own under `waiters/`.
+    pub fn watch(&self, config: &Config, on_wake: OnWake) -> Result<Listening, HomeError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = self.waiters().join(format!("{}-{n}.sock", std::process::id()));
+        self.hear(config, on_wake, Some(path))
+    }
+
+    /// The listener: on SQLite the gateway's socket, or a waiter's at `waiter`.
+    fn hear(
+        &self,
+        config: &Config,
+        on_wake: OnWake,
+        waiter: Option<PathBuf>,
+    ) -> Result<Listening, HomeError> {
         let listening = match &config.database_url {
             Some(url) => {
                 let options = board_postgres::Options {
@@ -64,10 +105,20 @@ impl Home {
                     _socket: None,
                 }
             }
-            None => Listening {
-                _postgres: None,
-                _socket: Some(SocketListener::bind(self, on_wake)?),
-            },
+            None => {
+                let path = match waiter {
+                    Some(path) => {
+                        crate::safety::private_dir(&self.waiters())
+                            .map_err(|e| self.io("cannot make the waiters' directory", e))?;
+                        path
+                    }
+                    None => self.wake_socket(),
+                };
+                Listening {
+                    _postgres: None,
+                    _socket: Some(SocketListener::bind(self, path, on_wake)?),
+                }
+            }
         };
         Ok(listening)
     }
@@ -88,8 +139,7 @@ struct SocketListener {
 }
 
 impl SocketListener {
-    fn bind(home: &Home, on_wake: OnWake) -> Result<SocketListener, HomeError> {
-        let path = home.wake_socket();
+    fn bind(home: &Home, path: PathBuf, on_wake: OnWake) -> Result<SocketListener, HomeError> {
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

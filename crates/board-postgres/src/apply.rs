@@ -156,8 +156,8 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
         ") = ROW(",
         task_placeholders!(),
         ")
-         WHERE id = $1 AND status = $34 AND current_run_id IS NOT DISTINCT FROM $35
-           AND claim_lock IS NOT DISTINCT FROM $36"
+         WHERE id = $1 AND status = $35 AND current_run_id IS NOT DISTINCT FROM $36
+           AND claim_lock IS NOT DISTINCT FROM $37"
     );
     let (run_id, claim_lock) = (
         old.current_run_id(),
@@ -180,7 +180,7 @@ pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
     let sql = concat!(
         "INSERT INTO task_runs (",
         run_columns!(),
-        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
                 claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
                 worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,

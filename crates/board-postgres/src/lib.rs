@@ -22,6 +22,7 @@ mod apply;
 mod copy;
 mod cost;
 mod import;
+mod lanes;
 mod leases;
 mod pool;
 mod reads;

@@ -186,6 +186,24 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_events_verdicts ON task_events (kind)
         WHERE kind IN ('verify_failed', 'changes_requested');
     "#,
+    // 7: lanes (docs/lanes.md): agents outside the gateway, each a name, its profiles and
+    // its token's digest; the lane that holds a task's run, and that held each run. The
+    // partial indexes serve a lane's cap (tasks it holds) and its counts (its runs).
+    r#"
+    CREATE TABLE lanes (
+        name TEXT PRIMARY KEY,
+        profiles TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at BIGINT NOT NULL,
+        revoked_at BIGINT,
+        last_seen_at BIGINT,
+        waiting_until BIGINT
+    );
+    ALTER TABLE tasks ADD COLUMN lane TEXT;
+    ALTER TABLE task_runs ADD COLUMN lane TEXT;
+    CREATE INDEX tasks_by_lane ON tasks (lane) WHERE lane IS NOT NULL;
+    CREATE INDEX task_runs_by_lane ON task_runs (lane, outcome) WHERE lane IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

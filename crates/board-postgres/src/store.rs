@@ -70,6 +70,12 @@ const CLAIMABLE: &str = concat!(
     task_columns!(),
     " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1"
 );
+const CLAIMABLE_EXCEPT: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE status = 'ready' AND NOT (coalesce(assignee, '') = ANY($2))
+     ORDER BY priority DESC, created_at, seq LIMIT $1"
+);
 const CHECKABLE: &str = concat!(
     "SELECT ",
     task_columns!(),
@@ -293,9 +299,12 @@ impl DispatchQueue for PgStore {
         })
     }
 
-    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+    fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         let limit = reads::sql_limit(Some(limit));
-        self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit]))
+        match external {
+            [] => self.read_one(|tx| tasks(tx, CLAIMABLE, &[&limit])),
+            _ => self.read_one(|tx| tasks(tx, CLAIMABLE_EXCEPT, &[&limit, &external])),
+        }
     }
 
     fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>> {

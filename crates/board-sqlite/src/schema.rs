@@ -245,6 +245,24 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_events_verdicts ON task_events(kind)
         WHERE kind IN ('verify_failed', 'changes_requested');
     "#,
+    // 11: lanes (docs/lanes.md): agents outside the gateway, each a name, its profiles and
+    // its token's digest; the lane that holds a task's run, and that held each run. The
+    // partial indexes serve a lane's cap (tasks it holds) and its counts (its runs).
+    r#"
+    CREATE TABLE lanes (
+        name TEXT PRIMARY KEY,
+        profiles TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER,
+        last_seen_at INTEGER,
+        waiting_until INTEGER
+    ) WITHOUT ROWID;
+    ALTER TABLE tasks ADD COLUMN lane TEXT;
+    ALTER TABLE task_runs ADD COLUMN lane TEXT;
+    CREATE INDEX tasks_by_lane ON tasks(lane) WHERE lane IS NOT NULL;
+    CREATE INDEX task_runs_by_lane ON task_runs(lane, outcome) WHERE lane IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -25,6 +25,7 @@ use crate::SqliteStore;
 mod apply;
 mod cost;
 mod import;
+mod lanes;
 mod leases;
 mod reads;
 mod retention;
@@ -39,6 +40,22 @@ use tasks::{get_task, query_tasks};
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
+}
+
+/// One request decided and applied inside the caller's write transaction.
+fn transition_in(tx: &Transaction<'_>, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
+    let f = facts(tx, id)?;
+    let fresh = if request.opens_run() {
+        Fresh {
+            run_id: next_run_id(tx)?,
+            claim_lock: new_claim_lock()?,
+        }
+    } else {
+        Fresh::default()
+    };
+    let change = decide(&f, request, &fresh, now)?;
+    apply(tx, &f.task, &change, now)?;
+    Ok(change.task)
 }
 
 fn no_such(id: &TaskId) -> StoreError {
@@ -250,20 +267,7 @@ impl BoardWrites for SqliteStore {
     }
 
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
-        self.write(|tx| {
-            let f = facts(tx, id)?;
-            let fresh = if request.opens_run() {
-                Fresh {
-                    run_id: next_run_id(tx)?,
-                    claim_lock: new_claim_lock()?,
-                }
-            } else {
-                Fresh::default()
-            };
-            let change = decide(&f, request, &fresh, now)?;
-            apply(tx, &f.task, &change, now)?;
-            Ok(change.task)
-        })
+        self.write(|tx| transition_in(tx, id, request, now))
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {
@@ -332,11 +336,20 @@ impl DispatchQueue for SqliteStore {
         query_ids(&self.conn(), PROMOTABLE, [])
     }
 
-    fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
+    fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
+        if external.is_empty() {
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, rowid LIMIT ?1"
+            );
+            return query_tasks(&self.conn(), &sql, [limit as i64]);
+        }
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, rowid LIMIT ?1"
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'ready'
+             AND coalesce(assignee, '') NOT IN (SELECT value FROM json_each(?2))
+             ORDER BY priority DESC, created_at, rowid LIMIT ?1"
         );
-        query_tasks(&self.conn(), &sql, [limit as i64])
+        let external = serde_json::to_string(external).map_err(|e| StoreError::Backend(e.to_string()))?;
+        query_tasks(&self.conn(), &sql, params![limit as i64, external])
     }
 
     fn checkable(&self, limit: usize) -> StoreResult<Vec<Task>> {

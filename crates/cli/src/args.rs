@@ -12,10 +12,12 @@ use clap_complete::Shell;
 use gateway::logging::{LogArgs, Verbosity};
 
 mod config;
+mod lanes;
 mod reads;
 mod tasks;
 
 pub use config::ConfigCommand;
+pub use lanes::LaneCommand;
 pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
 pub use tasks::{
     orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs,
@@ -105,15 +107,22 @@ pub enum Verb {
         #[arg(value_name = "CHILD")]
         child: TaskId,
     },
-    /// Claim a ready task by hand; prints the run id
+    /// Claim a ready task by hand, or a lane's next one (--lane); prints the run id
     #[command(
-        after_help = "Examples:\n  kanban claim t_1a2b3c4d\n  kanban claim t_1a2b3c4d --ttl 3600 --json"
+        after_help = "Examples:\n  kanban claim t_1a2b3c4d\n  kanban claim t_1a2b3c4d --ttl 3600 --json\n  kanban claim --lane laptop --wait 60s --json   # the task, its brief and the run\n\nWith --lane, exit 0 is a claim and exit 3 is nothing to claim (the wait ended)."
     )]
     Claim {
         /// The task
-        #[arg(value_name = "ID")]
-        id: TaskId,
-        /// Lease length in seconds [default: kanban.claim_ttl_seconds in config.yaml, 900]
+        #[arg(value_name = "ID", required_unless_present = "lane", conflicts_with = "lane")]
+        id: Option<TaskId>,
+        /// Claim the next ready task of this lane's profiles (priority first), for it
+        #[arg(long, value_name = "NAME")]
+        lane: Option<String>,
+        /// With --lane: wait this long for a task to become ready: 30, 60s, 5m
+        #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "lane")]
+        wait: Option<i64>,
+        /// Lease length in seconds [default: kanban.claim_ttl_seconds, or lanes.lease_seconds
+        /// for a lane]
         #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(i64).range(1..))]
         ttl: Option<i64>,
     },
@@ -270,6 +279,9 @@ pub enum Verb {
     /// Run the gateway until SIGINT or SIGTERM
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Lanes: agents outside the gateway that claim, hold and report work
+    #[command(subcommand)]
+    Lane(LaneCommand),
     /// Serve the board as a live web page and a JSON API until stopped
     #[command(
         after_help = "Examples:\n  kanban serve\n  KANBAN_SERVE_TOKEN=\"$(openssl rand -hex 16)\" kanban serve --bind 0.0.0.0:8420\n\nBound to a loopback address no token is needed; bound anywhere else a token is\nrequired (KANBAN_SERVE_TOKEN, or --token, which shows in `ps`; at least 16 characters)

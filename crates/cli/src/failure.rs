@@ -20,6 +20,8 @@ pub enum Failure {
     Usage(String),
     /// Refused, with every reason already printed (a verb acting on several tasks): exit 1.
     Reported,
+    /// Nothing to do: a lane's claim found no ready task (its wait ended): exit 3.
+    Nothing(String),
 }
 
 impl Failure {
@@ -27,13 +29,14 @@ impl Failure {
         match self {
             Failure::Refused(_) | Failure::Reported => 1,
             Failure::Usage(_) => 2,
+            Failure::Nothing(_) => 3,
         }
     }
 
     /// The line to print, unless it was printed already.
     pub fn message(&self) -> Option<&str> {
         match self {
-            Failure::Refused(m) | Failure::Usage(m) => Some(m),
+            Failure::Refused(m) | Failure::Usage(m) | Failure::Nothing(m) => Some(m),
             Failure::Reported => None,
         }
     }

@@ -178,9 +178,10 @@ impl Dispatcher {
 
     /// Whether the worker of a running task is this host's to signal, adopt or
     /// classify. A run with no host recorded is taken as this host's: it was started by
-    /// a gateway that recorded none, which only ever ran alone on its board.
+    /// a gateway that recorded none, which only ever ran alone on its board. A lane's run
+    /// is no gateway's: its lease alone ends it.
     fn ours(&self, task: &Task) -> bool {
-        task.worker_host().is_none_or(|h| h == self.host)
+        task.lane().is_none() && task.worker_host().is_none_or(|h| h == self.host)
     }
 
     /// Workers this dispatcher holds, by task.

@@ -26,6 +26,12 @@ impl DispatchSettings {
                 .iter()
                 .map(|(name, p)| (name.clone(), p.command.clone()))
                 .collect(),
+            external: config
+                .profiles
+                .iter()
+                .filter(|(_, p)| p.external)
+                .map(|(name, _)| name.clone())
+                .collect(),
             secret_vars: vec![
                 config.model.api_key_env.clone(),
                 config.decomposer_api_key_env().to_owned(),

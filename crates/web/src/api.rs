@@ -329,7 +329,7 @@ where
 }
 
 /// Refuses text over `kanban.max_text_bytes` before the board is touched.
-fn within_cap(app: &App, what: &str, text: &str) -> Result<(), ApiError> {
+pub(crate) fn within_cap(app: &App, what: &str, text: &str) -> Result<(), ApiError> {
     let cap = app.settings.max_text_bytes;
     if text.len() <= cap {
         return Ok(());

@@ -16,6 +16,7 @@ mod cards;
 mod error;
 mod events;
 mod html;
+mod lanes;
 mod pages;
 mod stats;
 
@@ -31,6 +32,7 @@ use tokio::net::TcpListener;
 
 pub use error::ApiError;
 pub use http_guard::{check_bind, Limits, ServeError, MIN_TOKEN_CHARS};
+pub use lanes::{claim_json as lane_claim_json, LaneSettings};
 
 /// How a card's worker log is read: its end, or `None` when there is none.
 pub type LogTail = Arc<dyn Fn(&TaskId) -> Option<String> + Send + Sync>;
@@ -77,6 +79,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Rounds of requested changes at which a task is blocked (`kanban.review_round_limit`).
     pub review_round_limit: i64,
+    /// How lanes are answered at `/api/lanes/` (docs/lanes.md); none: those routes are 404.
+    pub lanes: Option<LaneSettings>,
 }
 
 /// The refusal of the decompose action on a server given no model.
@@ -112,6 +116,7 @@ impl Default for Settings {
             default_assignee: None,
             review_round_limit: 3,
             limits: Limits::default(),
+            lanes: None,
         }
     }
 }
@@ -182,7 +187,12 @@ fn router(
         Some(verbs) => Router::new().nest_service("/mcp", mcp::http_service(verbs)),
         None => Router::new(),
     };
-    routes
+    // Lanes present their own token, not the board's: their routes are outside the
+    // board's guard, each checking the lane's (`lanes::Caller`).
+    let lanes = lanes::routes()
+        .with_state(app.clone())
+        .layer(DefaultBodyLimit::max(limit));
+    let board = routes
         .merge(api::routes())
         .merge(cards::routes())
         .merge(pages::routes())
@@ -194,7 +204,8 @@ fn router(
         .layer(axum::middleware::from_fn_with_state(
             access,
             http_guard::check_access,
-        ))
+        ));
+    lanes.merge(board)
 }
 
 /// The clock the server stamps its writes and reads "now" with, in Unix seconds: the

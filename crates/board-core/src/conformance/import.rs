@@ -43,6 +43,7 @@ fn run(task: &TaskId, source_id: i64, outcome: Outcome) -> Run {
         kind: crate::RunKind::Work,
         checks: crate::Checks::default(),
         evidence: None,
+        lane: None,
     }
 }
 

@@ -4,7 +4,8 @@
 use std::ops::ControlFlow;
 
 use super::StoreResult;
-use crate::types::{RunId, Status, Task, TaskId, TaskOrder, Timestamp};
+use crate::transition::Request;
+use crate::types::{Checks, RunId, RunKind, Status, Task, TaskId, TaskOrder, Timestamp};
 
 /// Which tasks `list` returns, in `order` (claim order by default: priority desc, then
 /// age). Archived tasks only when asked for.
@@ -110,6 +111,23 @@ pub struct Claim {
     pub claim_lock: String,
 }
 
+impl Claim {
+    /// The claim a task just claimed holds: its lease's run and lock.
+    pub fn of(task: Task) -> StoreResult<Claim> {
+        match task.lease.clone() {
+            Some(lease) => Ok(Claim {
+                task,
+                run_id: lease.run_id,
+                claim_lock: lease.claim_lock,
+            }),
+            None => Err(super::StoreError::Backend(format!(
+                "claim of {} left no run",
+                task.id
+            ))),
+        }
+    }
+}
+
 /// What became of a reclaim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReclaimOutcome {
@@ -166,4 +184,35 @@ pub struct Committed {
     pub root: Task,
     /// Children in reply order (empty for a single-task plan).
     pub child_ids: Vec<TaskId>,
+}
+
+/// A task a dispatcher offers to claim: the kind of run it would open, and the checks
+/// a work run's completion must pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Offer {
+    pub task: TaskId,
+    pub kind: RunKind,
+    pub checks: Checks,
+}
+
+impl Offer {
+    /// The claim this offer asks for, recorded on `host`.
+    pub fn request(&self, ttl: i64, host: Option<&str>) -> Request {
+        Request::Claim {
+            ttl,
+            host: host.map(str::to_owned),
+            kind: self.kind,
+            checks: self.checks.clone(),
+            lane: None,
+        }
+    }
+
+    /// Work on a ready task, with no checks.
+    pub fn work(task: TaskId) -> Offer {
+        Offer {
+            task,
+            kind: RunKind::Work,
+            checks: Checks::default(),
+        }
+    }
 }

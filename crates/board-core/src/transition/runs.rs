@@ -13,7 +13,7 @@ impl Next<'_> {
         &mut self,
         fresh: &Fresh,
         ttl: i64,
-        host: Option<&str>,
+        (host, lane): (Option<&str>, Option<&str>),
         kind: RunKind,
         checks: &Checks,
     ) -> Result<(), Refusal> {
@@ -49,6 +49,7 @@ impl Next<'_> {
                 RunKind::Review => Checks::default(),
             },
             evidence: None,
+            lane: lane.map(str::to_owned),
         });
         self.task.status = Status::Running;
         self.task.lease = Some(Lease {
@@ -58,11 +59,15 @@ impl Next<'_> {
             worker_pid: None,
             worker_host: host.map(str::to_owned),
             last_heartbeat_at: None,
+            lane: lane.map(str::to_owned),
         });
         self.task.started_at = Some(self.now);
         let mut payload = json!({ "claim_expires": expires });
         if kind != RunKind::Work {
             payload["kind"] = json!(kind.as_str());
+        }
+        if let Some(lane) = lane {
+            payload["lane"] = json!(lane);
         }
         self.event(EventKind::Claimed, Some(run_id), payload);
         Ok(())
@@ -201,6 +206,7 @@ impl Next<'_> {
                 kind: RunKind::Work,
                 checks: Checks::default(),
                 evidence: c.evidence.clone(),
+                lane: None,
             });
             run_id = Some(zero_run_id);
         }

@@ -36,7 +36,7 @@ mod yaml;
 pub use edit::{as_yaml, set_key};
 pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
-use profile::check_reviews;
+use profile::{check_external, check_reviews};
 pub use profile::{Contract, ProfileConfig, Review};
 use text::{emit, read_file, yaml_root};
 
@@ -87,6 +87,8 @@ pub struct Config {
     /// `gateway.*`: how the gateway process is run and watched, and its name among
     /// several gateways on one board.
     pub gateway: GatewayConfig,
+    /// `lanes.*`: agents outside the gateway that claim work (docs/lanes.md).
+    pub lanes: LanesConfig,
     /// `profiles.*`: the kinds of worker; always holds [`DEFAULT_PROFILE`].
     #[default(fields::implied_profiles())]
     #[serde(deserialize_with = "fields::profiles")]
@@ -278,6 +280,24 @@ pub struct KanbanConfig {
     pub gc_events_older_than: Option<i64>,
 }
 
+/// `lanes.*`: what a lane (docs/lanes.md) may hold and how long it waits.
+#[derive(Clone, Debug, PartialEq, Eq, SmartDefault, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LanesConfig {
+    /// `lanes.max_held`: tasks one lane may hold at once, so no lane starves the others.
+    #[default = 4]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
+    pub max_held: u64,
+    /// `lanes.lease_seconds`: a lane's claim lasts this long unless it heartbeats.
+    #[default = 600]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
+    pub lease_seconds: i64,
+    /// `lanes.max_wait_seconds`: the longest a claim waits for work (`--wait`, `?wait=`).
+    #[default = 300]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
+    pub max_wait_seconds: i64,
+}
+
 /// `gateway.*`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -434,6 +454,7 @@ impl Config {
             )?;
         check_endpoints(&config)?;
         check_reviews(&config)?;
+        check_external(&config)?;
         if let Some(url) = env(DATABASE_URL_VARIABLE).filter(|v| !v.is_empty()) {
             fields::check_database_url(&url)
                 .map_err(|problem| ConfigError::invalid(DATABASE_URL_VARIABLE, problem.to_string()))?;

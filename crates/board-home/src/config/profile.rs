@@ -53,6 +53,10 @@ pub struct ProfileConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_concurrent: Option<usize>,
+    /// Its work is done by lanes (docs/lanes.md), agents outside the gateway: no gateway
+    /// spawns it, and its ready tasks wait for a lane's claim. Shown only when set.
+    #[serde(deserialize_with = "fields::flag", skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 /// `profiles.<name>.review`.
@@ -111,6 +115,21 @@ pub(super) fn check_reviews(config: &Config) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// An external profile is served by lanes: it has no command for a gateway to run.
+pub(super) fn check_external(config: &Config) -> Result<(), ConfigError> {
+    match config
+        .profiles
+        .iter()
+        .find(|(_, p)| p.external && p.command.is_some())
+    {
+        Some((name, _)) => Err(ConfigError::invalid(
+            &format!("profiles.{name}.command"),
+            "an external profile is served by lanes and has no command; remove one of them".to_owned(),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `profiles.<name>.verify`: a list of argv lists, each as `command` wants it, and no

@@ -19,6 +19,8 @@ const FOOTER: &str = "
 #     description: Writes code
 #     command: [\"my-agent\", \"--task\", \"{task_id}\"]
 #     user: kanban-worker   # optional: its workers run as this user (a root gateway)
+#   reviewer-bot:
+#     external: true        # served by lanes (kanban lane create), never spawned
 #
 # A board on PostgreSQL, shared by the gateways of several machines (each names itself
 # with gateway.host_id, by default its hostname); KANBAN_DATABASE_URL works too:
@@ -83,6 +85,11 @@ pub const NOTES: &[(&str, &str)] = &[
     (
         "gateway.metrics_bind",
         "/healthz and /metrics, e.g. 127.0.0.1:9464; empty: off",
+    ),
+    ("lanes.max_held", "tasks one lane holds at once"),
+    (
+        "lanes.lease_seconds",
+        "a lane's claim lapses unless it heartbeats",
     ),
 ];
 

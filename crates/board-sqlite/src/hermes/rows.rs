@@ -281,6 +281,7 @@ pub(super) fn run(row: &Row<'_>, now: Timestamp) -> Result<Run, Skipped> {
         kind: board_core::RunKind::Work,
         checks: board_core::Checks::default(),
         evidence: None,
+        lane: None,
     })
 }
 

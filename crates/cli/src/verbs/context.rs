@@ -125,6 +125,11 @@ pub fn context_json(desk: &Desk, id: Option<TaskId>, worker: Option<&Worker>) ->
     Ok(brief_json(&brief(desk, id, worker)?))
 }
 
+/// The `--json` brief of a task, read from the store: what a lane's claim hands over.
+pub fn brief_of(store: &dyn board_core::Store, id: &TaskId, now: Timestamp) -> Result<Value, Failure> {
+    Ok(brief_json(&fit(&gather(store, id)?, now)))
+}
+
 fn brief(desk: &Desk, id: Option<TaskId>, worker: Option<&Worker>) -> Result<Brief, Failure> {
     let (id, _) = target(id, None, worker, "context")?;
     let material = gather(desk, &id)?;

@@ -132,6 +132,8 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         )),
         _ => None,
     };
+    // The lanes are the board's, seen by any gateway (or none) on it.
+    let lanes = ctx.store.lane_stats()?;
     if ctx.json {
         let service = unit.as_ref().map(|unit| {
             let (active, enabled) = states.clone().unzip();
@@ -141,6 +143,10 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         value["systemd"] = json!(systemd);
         value["service"] = json!(service);
         value["foreign_unit"] = json!(foreign);
+        value["lanes"] = json!(lanes
+            .iter()
+            .map(|l| super::lanes::stats_json(l, ctx.now))
+            .collect::<Vec<_>>());
         print_json(&value);
         return Ok(());
     }
@@ -167,5 +173,9 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         },
     };
     println!("service        {service}");
+    if !lanes.is_empty() {
+        println!();
+        super::lanes::print_lanes(ctx, &lanes);
+    }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod gc;
 mod graph;
 mod identity;
 mod import_hermes;
+mod lanes;
 mod listing;
 mod mcp;
 mod migrate;
@@ -150,7 +151,8 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::ImportHermes { path } => import_hermes::import_hermes(&ctx, &path),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
         Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),
-        Verb::Claim { id, ttl } => work::claim(&ctx, &id, ttl),
+        Verb::Claim { id, lane, wait, ttl } => lanes::claim_verb(&ctx, &home, id, lane, (wait, ttl)),
+        Verb::Lane(command) => lanes::run(&ctx, command),
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),

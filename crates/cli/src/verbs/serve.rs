@@ -14,15 +14,7 @@ use super::Ctx;
 /// sees in `ps`, so it is warned about), else from `KANBAN_SERVE_TOKEN`; `web::serve`
 /// refuses a non-loopback bind without one, and a token easy to guess.
 pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> Result<(), Failure> {
-    // The server holds the model key and the token: no process of this user may read
-    // them from its environment or memory.
-    // SAFETY: prctl(PR_SET_DUMPABLE) changes a flag of this process and touches no memory.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(Failure::Refused(format!(
-            "cannot make the server undumpable: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
+    undumpable()?;
     if flag.is_some() {
         eprintln!(
             "kanban: warning: --token shows in `ps` to every user of this machine; set {} instead",
@@ -51,6 +43,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         .chain(token.clone())
         .collect();
     let defaults = web::Settings::default();
+    let (lanes, _listening) = lane_settings(&ctx.config, home)?;
     let settings = web::Settings {
         max_text_bytes,
         // A body at the text cap, JSON-escaped, must still reach the cap's own message.
@@ -69,6 +62,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
             ctx.config.clone(),
             home.clone(),
         ))),
+        lanes: Some(lanes),
         ..defaults
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -92,6 +86,48 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
             .await
             .map_err(|e| Failure::Refused(one_line(&e.to_string())))
     })
+}
+
+/// The server holds the model key and the token: no process of this user may read
+/// them from its environment or memory.
+fn undumpable() -> Result<(), Failure> {
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes a flag of this process and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(Failure::Refused(format!(
+            "cannot make the server undumpable: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+/// How the server answers lanes (docs/lanes.md): the config's caps, the checks a
+/// gateway would fix, and the brief `kanban context` gives.
+/// Lanes waiting for work sleep on the board's wake-ups, heard here once for all while
+/// the returned listener lives.
+fn lane_settings(
+    config: &board_home::Config,
+    home: &Home,
+) -> Result<(web::LaneSettings, board_home::Listening), Failure> {
+    let (wake, wakes) = tokio::sync::watch::channel(0u64);
+    let listening = home.watch(
+        config,
+        Arc::new(move || {
+            wake.send_modify(|n| *n = n.wrapping_add(1));
+        }),
+    )?;
+    let checks = super::lanes::checks_for(config);
+    let lanes = web::LaneSettings {
+        max_held: config.lanes.max_held,
+        lease_seconds: config.lanes.lease_seconds,
+        max_wait_seconds: config.lanes.max_wait_seconds,
+        checks: Arc::new(checks),
+        brief: Arc::new(|store, id, now| {
+            super::context::brief_of(store, id, now).map_err(|e| e.message().unwrap_or("refused").to_owned())
+        }),
+        wakes,
+    };
+    Ok((lanes, listening))
 }
 
 /// How to sign in with the home's token: the whole address on a terminal (the person

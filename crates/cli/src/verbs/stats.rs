@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use board_core::lanes::LaneStats;
 use board_core::spend::window_start;
 use board_core::{Breaker, Ceilings, Spend, Status, Task};
 use serde_json::{json, Map, Value};
@@ -117,6 +118,7 @@ fn stats_json(
     assignees: &[(Option<String>, Counts)],
     oldest_ready: Option<&Task>,
     bill: &Bill,
+    lanes: &[LaneStats],
 ) -> Value {
     json!({
         "tasks": {
@@ -143,6 +145,7 @@ fn stats_json(
             "verify_failed": bill.verdicts.get("verify_failed").copied().unwrap_or(0),
             "changes_requested": bill.verdicts.get("changes_requested").copied().unwrap_or(0),
         },
+        "lanes": lanes.iter().map(|l| super::lanes::stats_json(l, ctx.now)).collect::<Vec<_>>(),
     })
 }
 
@@ -234,9 +237,17 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
     }
     let oldest_ready = ctx.store.oldest(Status::Ready)?;
     let oldest_ready = oldest_ready.as_ref();
+    let lanes = ctx.store.lane_stats()?;
 
     if ctx.json {
-        print_json(&stats_json(ctx, &by_status, &assignees, oldest_ready, &bill));
+        print_json(&stats_json(
+            ctx,
+            &by_status,
+            &assignees,
+            oldest_ready,
+            &bill,
+            &lanes,
+        ));
         return Ok(());
     }
 
@@ -265,6 +276,10 @@ pub fn stats(ctx: &Ctx) -> Result<(), Failure> {
         None => println!("oldest ready  {}", p.dim("none")),
     }
     print_llm(&bill, ctx.now);
+    if !lanes.is_empty() {
+        println!();
+        super::lanes::print_lanes(ctx, &lanes);
+    }
     Ok(())
 }
 

@@ -25,6 +25,7 @@ mod home_safety;
 mod host_rig;
 mod http_endpoint;
 mod import_hermes;
+mod lanes;
 mod large_reads;
 mod mcp;
 mod migrate;

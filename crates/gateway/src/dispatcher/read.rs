@@ -216,7 +216,7 @@ impl Dispatcher {
             Err(e) => failed.push(("listing work waiting for a check".to_owned(), e)),
         }
         loop {
-            let batch = match self.store.claimable(window) {
+            let batch = match self.store.claimable_except(window, &settings.external) {
                 Ok(b) => b,
                 Err(e) => return failed.push(("listing ready tasks".to_owned(), e)),
             };

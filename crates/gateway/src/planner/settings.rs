@@ -52,6 +52,9 @@ pub struct DispatchSettings {
     pub default_assignee: String,
     /// Profile name -> its worker command (`None`: the profile cannot be spawned).
     pub commands: BTreeMap<String, Option<Vec<String>>>,
+    /// The profiles lanes serve (`profiles.<p>.external`): never spawned, their ready
+    /// tasks left to lanes without a `skipped_nonspawnable` note.
+    pub external: Vec<String>,
     /// Variables kept from workers whatever their names (the model key's variable).
     pub secret_vars: Vec<String>,
     /// Profile name -> what its workers may have beyond the defaults.

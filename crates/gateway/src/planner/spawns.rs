@@ -91,6 +91,7 @@ impl Planner<'_> {
     fn start_for(&self, task: &Task) -> Option<Start> {
         let (profile, command) = self.settings.worker_for(task);
         let start = match task.status {
+            Status::Ready if self.settings.external.contains(&profile) => return None,
             Status::Ready => match command {
                 Some(command) => Start::Run {
                     checks: self.settings.checks_for(task),

@@ -36,6 +36,7 @@ fn running(n: u8) -> Task {
         worker_pid: None,
         worker_host: None,
         last_heartbeat_at: None,
+        lane: None,
     });
     t.started_at = Some(T - 10);
     t
