@@ -102,21 +102,18 @@ fn processes_starting_together_on_a_home_with_no_board_all_succeed() {
 }
 
 /// A board of the schema before this one: a current board less what the last migration
-/// added (the columns of the checks before work counts), at the version before it.
+/// added (the lanes' table, columns and indexes), at the version before it.
 fn older_board(dir: &Path) -> PathBuf {
     let home = dir.join("home");
     let out = command(&home, &["init"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let conn = rusqlite::Connection::open(home.join("kanban.db")).unwrap();
     conn.execute_batch(
-        "DROP INDEX task_events_verdicts;
-         ALTER TABLE tasks DROP COLUMN reviewer;
-         ALTER TABLE tasks DROP COLUMN verify_failures;
-         ALTER TABLE tasks DROP COLUMN review_rounds;
-         ALTER TABLE tasks DROP COLUMN verify;
-         ALTER TABLE task_runs DROP COLUMN kind;
-         ALTER TABLE task_runs DROP COLUMN checks;
-         ALTER TABLE task_runs DROP COLUMN evidence;",
+        "DROP INDEX tasks_by_lane;
+         DROP INDEX task_runs_by_lane;
+         DROP TABLE lanes;
+         ALTER TABLE tasks DROP COLUMN lane;
+         ALTER TABLE task_runs DROP COLUMN lane;",
     )
     .unwrap();
     conn.pragma_update(None, "user_version", board_sqlite::SCHEMA_VERSION - 1)

@@ -239,7 +239,7 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys, ["tasks", "oldest_ready", "llm", "checks"]);
+    assert_eq!(keys, ["tasks", "oldest_ready", "llm", "checks", "lanes"]);
     assert_eq!(
         stats["checks"],
         json!({"verify_failed": 0, "changes_requested": 0})
