@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::refusal::Refusal;
 use crate::store::{BoardWrites, StoreResult};
 use crate::transition::Request;
-use crate::types::{Checks, Outcome, RunKind, Task, Timestamp};
+use crate::types::{Checks, RunKind, Task, Timestamp};
 
 /// The prefix of every lane token, so a token pasted in the wrong place is recognisable.
 pub const TOKEN_PREFIX: &str = "kl_";
@@ -92,21 +92,21 @@ pub fn check_name(name: &str) -> Result<(), Refusal> {
 /// The digest the board keeps of a lane's token: SHA-256, hex. A token is 32 random
 /// bytes, so a plain digest is as strong as a slow one and costs a microsecond per call.
 pub fn token_hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A token from 32 random bytes: `kl_` and 64 hex digits.
 pub fn token_from(random: [u8; 32]) -> String {
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{TOKEN_PREFIX}{hex}")
+    format!("{TOKEN_PREFIX}{}", hex(&random))
 }
 
 /// Whether `lane` may claim one more task while it holds `held`, under the board's cap.
 pub fn admit(lane: &Lane, held: u64, max_held: u64) -> Result<(), Refusal> {
-    if lane.revoked_at.is_some() {
-        return Err(Refusal::LaneRevoked(lane.name.clone()));
-    }
+    usable(lane)?;
     if held >= max_held {
         return Err(Refusal::LaneFull {
             lane: lane.name.clone(),
@@ -114,6 +114,15 @@ pub fn admit(lane: &Lane, held: u64, max_held: u64) -> Result<(), Refusal> {
         });
     }
     Ok(())
+}
+
+/// Whether `lane` may claim at all: it is not revoked. (A claim that finds nothing
+/// ready asks only this: its cap matters only when there is something to take.)
+pub fn usable(lane: &Lane) -> Result<(), Refusal> {
+    match lane.revoked_at {
+        Some(_) => Err(Refusal::LaneRevoked(lane.name.clone())),
+        None => Ok(()),
+    }
 }
 
 /// The claim of a ready task's work for `lane`, with the checks its completion must pass.
@@ -183,12 +192,8 @@ impl LaneStats {
     }
 }
 
-/// The outcomes a lane's `failed` counts.
-pub fn failed(outcome: Outcome) -> bool {
-    outcome.counts_as_failure()
-}
-
-/// The SQL list of those outcomes' words, for the stores' aggregates.
+/// The SQL list of the outcomes a lane's `failed` counts (`Outcome::counts_as_failure`),
+/// for the stores' aggregates.
 pub const FAILED_OUTCOMES_SQL: &str =
     "('crashed', 'timed_out', 'stale', 'protocol_violation', 'spawn_failed')";
 
@@ -235,6 +240,7 @@ pub trait LaneDesk: BoardWrites + Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Outcome;
 
     #[test]
     fn names_tokens_and_admission() {
@@ -268,7 +274,7 @@ mod tests {
             let quoted = format!("'{}'", outcome.as_str());
             assert_eq!(
                 FAILED_OUTCOMES_SQL.contains(&quoted),
-                failed(*outcome),
+                outcome.counts_as_failure(),
                 "{outcome:?}"
             );
         }

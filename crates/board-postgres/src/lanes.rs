@@ -159,7 +159,7 @@ impl LaneDesk for PgStore {
         let lane = self.lane(name)?.ok_or_else(|| no_lane(name))?;
         // Nothing ready: answered by a read, without locking the lane.
         if self.read_one(|tx| Ok(tx.query_opt(ANY_READY, &[&lane.profiles])?.is_none()))? {
-            lanes::admit(&lane, self.read_one(|tx| held(tx, name))?, max_held)?;
+            lanes::usable(&lane)?;
             return Ok(LaneClaim::Nothing);
         }
         self.write(|tx| {

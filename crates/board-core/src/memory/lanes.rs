@@ -59,7 +59,10 @@ impl LaneDesk for MemStore {
                         .filter(|r| r.outcome == Some(crate::Outcome::Completed))
                         .count() as u64,
                     failed: runs()
-                        .filter(|r| r.status == RunStatus::Ended && r.outcome.is_some_and(lanes::failed))
+                        .filter(|r| {
+                            r.status == RunStatus::Ended
+                                && r.outcome.is_some_and(crate::Outcome::counts_as_failure)
+                        })
                         .count() as u64,
                     last_heartbeat_at: runs().filter_map(|r| r.last_heartbeat_at).max(),
                 }
@@ -93,11 +96,6 @@ impl LaneDesk for MemStore {
             .get(name)
             .cloned()
             .ok_or_else(|| Refusal::NoSuchLane(name.to_owned()))?;
-        let held = b.tasks.values().filter(|t| t.lane() == Some(name)).count() as u64;
-        lanes::admit(&lane, held, max_held)?;
-        if let Some(seen) = b.lanes.get_mut(name) {
-            seen.last_seen_at = Some(now);
-        }
         let mut ready: Vec<&Task> = b
             .tasks
             .values()
@@ -105,8 +103,14 @@ impl LaneDesk for MemStore {
             .collect();
         ready.sort_by(|x, y| queue_order(x, y));
         let Some(task) = ready.first().map(|t| (*t).clone()) else {
+            lanes::usable(&lane)?;
             return Ok(LaneClaim::Nothing);
         };
+        let held = b.tasks.values().filter(|t| t.lane() == Some(name)).count() as u64;
+        lanes::admit(&lane, held, max_held)?;
+        if let Some(seen) = b.lanes.get_mut(name) {
+            seen.last_seen_at = Some(now);
+        }
         let claimed = b.transition(&task.id, &lanes::claim_request(&lane, ttl, checks(&task)), now)?;
         Ok(LaneClaim::Claimed(Box::new(Claim::of(claimed)?)))
     }

@@ -47,6 +47,15 @@ fn held(conn: &Connection, name: &str) -> StoreResult<u64> {
         .map_err(backend)
 }
 
+fn any_ready(conn: &Connection, profiles: &str) -> StoreResult<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'ready'
+         AND assignee IN (SELECT value FROM json_each(?1)))",
+    )
+    .and_then(|mut s| s.query_row([profiles], |r| r.get(0)))
+    .map_err(backend)
+}
+
 fn json(profiles: &[String]) -> StoreResult<String> {
     serde_json::to_string(profiles).map_err(|e| StoreError::Backend(e.to_string()))
 }
@@ -140,8 +149,8 @@ impl LaneDesk for SqliteStore {
              ORDER BY priority DESC, created_at, rowid LIMIT 1"
         );
         // Nothing ready: answered by a read, without taking the write lock.
-        if query_tasks(&self.conn(), &first, [&profiles])?.is_empty() {
-            lanes::admit(&lane, held(&self.conn(), name)?, max_held)?;
+        if !any_ready(&self.conn(), &profiles)? {
+            lanes::usable(&lane)?;
             return Ok(LaneClaim::Nothing);
         }
         self.write(|tx| {
