@@ -136,10 +136,13 @@ pub fn claim_request(lane: &Lane, ttl: i64, checks: Checks) -> Request {
     }
 }
 
-/// Whether `lane` holds `run_id` of `task` now: the run is current and the lane's.
-pub fn holds(lane: &Lane, task: &Task, run_id: i64) -> Result<(), Refusal> {
+/// The run of `task` that `lane` holds now, if it is `run_id` (or any, when `None`): the
+/// run is current and the lane's.
+pub fn holds(lane: &Lane, task: &Task, run_id: Option<i64>) -> Result<i64, Refusal> {
     match &task.lease {
-        Some(l) if l.run_id == run_id && l.lane.as_deref() == Some(lane.name.as_str()) => Ok(()),
+        Some(l) if run_id.is_none_or(|r| r == l.run_id) && l.lane.as_deref() == Some(lane.name.as_str()) => {
+            Ok(l.run_id)
+        }
         _ => Err(Refusal::NotLanesRun {
             lane: lane.name.clone(),
             id: task.id.clone(),

@@ -90,8 +90,12 @@ pub enum Refusal {
     LaneRevoked(String),
     #[error("lane {lane} holds {held} task(s), its cap (lanes.max_held); finish one first")]
     LaneFull { lane: String, held: u64 },
-    #[error("lane {lane} does not hold run {run_id} of {id}")]
-    NotLanesRun { lane: String, id: TaskId, run_id: RunId },
+    #[error("lane {lane} does not hold {} of {id}", run_id.map_or_else(|| "a run".to_owned(), |r| format!("run {r}")))]
+    NotLanesRun {
+        lane: String,
+        id: TaskId,
+        run_id: Option<RunId>,
+    },
 }
 
 fn show_run(run: Option<RunId>) -> String {

@@ -75,6 +75,7 @@ pub fn run_json(r: &Run) -> Value {
         "claim_expires": r.claim_expires,
         "worker_pid": r.worker_pid,
         "worker_host": r.worker_host,
+        "lane": r.lane,
         "last_heartbeat_at": r.last_heartbeat_at,
         "started_at": r.started_at,
         "ended_at": r.ended_at,

@@ -188,9 +188,32 @@ pub struct LinkTasks {
     pub child_id: String,
 }
 
+/// `claim_next` (a lane's tools only).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimNext {
+    /// Seconds to wait for a task to become ready; 0 (the default) answers at once.
+    /// The board caps it (`lanes.max_wait_seconds`).
+    #[serde(default)]
+    pub wait_seconds: u32,
+}
+
+/// A lane's tool that names a task it holds.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeldTask {
+    /// The task's id, as claim_next gave it.
+    pub task_id: String,
+    /// The run the lane holds, as claim_next gave it; by default the task's current run
+    /// when it is the lane's.
+    pub run_id: Option<i64>,
+}
+
 /// One call of a tool, its arguments parsed.
 #[derive(Debug)]
 pub enum Call {
+    ClaimNext(ClaimNext),
+    HeldContext(HeldTask),
     ListTasks(ListTasks),
     ShowTask(TaskRef),
     TaskContext(OwnTask),
@@ -218,8 +241,27 @@ fn parse<T: DeserializeOwned>(args: Value, call: fn(T) -> Call) -> Result<Call, 
     serde_json::from_value(args).map(call)
 }
 
-/// Every tool, in the order they are listed.
-const SPECS: &[Spec] = &[
+/// Which tools a server offers: the board's, or a lane's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSet {
+    /// Every verb, for a worker of the gateway or a person (`kanban mcp`, `/mcp`).
+    Board,
+    /// A lane's: claim the next task of its profiles and report on the runs it holds
+    /// (`/api/lanes/mcp`).
+    Lane,
+}
+
+impl ToolSet {
+    fn specs(self) -> &'static [Spec] {
+        match self {
+            ToolSet::Board => BOARD,
+            ToolSet::Lane => LANE,
+        }
+    }
+}
+
+/// Every tool of the board, in the order they are listed.
+const BOARD: &[Spec] = &[
     Spec {
         name: "list_tasks",
         description: "List the board's tasks (priority first, then age), optionally only those of one status or assignee. Returns a JSON array of task objects, the shape of `kanban list --json`.",
@@ -300,9 +342,55 @@ const SPECS: &[Spec] = &[
     },
 ];
 
+/// A lane's tools: it claims, reads and reports on the runs it holds, and nothing else.
+const LANE: &[Spec] = &[
+    Spec {
+        name: "claim_next",
+        description: "Claim the next ready task of this lane's profiles (highest priority first), waiting up to wait_seconds for one. Returns {\"task_id\", \"run_id\", \"lease_expires\", \"task\", \"context\"} with the brief to work from, or null when nothing was ready before the wait ended. Keep the run_id: every report names it. The lease ends unless heartbeat extends it.",
+        schema: schema_for_input::<ClaimNext>,
+        parse: |a| parse(a, Call::ClaimNext),
+    },
+    Spec {
+        name: "task_context",
+        description: "The brief of a task this lane holds (the shape of `kanban context --json`): its title and body, the results of the tasks it waited for, earlier attempts and recent comments.",
+        schema: schema_for_input::<HeldTask>,
+        parse: |a| parse(a, Call::HeldContext),
+    },
+    Spec {
+        name: "heartbeat",
+        description: "Extend the lease of a task this lane holds; call it every few minutes during long work, or the task goes to another claimer when the lease ends. Returns {\"task_id\", \"run_id\", \"ok\"}; a run that is no longer current is refused.",
+        schema: schema_for_input::<Heartbeat>,
+        parse: |a| parse(a, Call::Heartbeat),
+    },
+    Spec {
+        name: "comment",
+        description: "Add a comment, signed with the lane's name, to a task this lane holds. Returns the comment object.",
+        schema: schema_for_input::<Comment>,
+        parse: |a| parse(a, Call::Comment),
+    },
+    Spec {
+        name: "complete_task",
+        description: "Finish a task this lane holds, with the result the tasks waiting for it will read. Returns {\"task_id\", \"run_id\", \"ok\", \"status\"}: status is done, or verifying or review while checks stand between the work and done. A run that is no longer current is refused and nothing changes.",
+        schema: schema_for_input::<CompleteTask>,
+        parse: |a| parse(a, Call::CompleteTask),
+    },
+    Spec {
+        name: "block_task",
+        description: "Block a task this lane holds that cannot go on: say why (reason) and what kind of need it is (kind: dependency, needs_input, capability or transient). Returns {\"task_id\", \"run_id\", \"ok\"}.",
+        schema: schema_for_input::<BlockTask>,
+        parse: |a| parse(a, Call::BlockTask),
+    },
+    Spec {
+        name: "request_review",
+        description: "The work on a task this lane holds is done and waits for a reviewer (the one named, else the task's, else its profile's; with none, a person). Returns {\"task_id\", \"run_id\", \"ok\", \"status\"}.",
+        schema: schema_for_input::<RequestReview>,
+        parse: |a| parse(a, Call::RequestReview),
+    },
+];
+
 /// The tools as `tools/list` shows them.
-pub fn list() -> Vec<Tool> {
-    SPECS
+pub fn list(set: ToolSet) -> Vec<Tool> {
+    set.specs()
         .iter()
         .map(|spec| {
             // A schema that fails its own check is a bug in the types above, caught by
@@ -322,9 +410,10 @@ pub enum BadCall {
     Arguments { tool: &'static str, error: String },
 }
 
-/// Parses a call of the tool `name` with its arguments (absent arguments are `{}`).
-pub fn parse_call(name: &str, arguments: Option<JsonObject>) -> Result<Call, BadCall> {
-    let spec = SPECS
+/// Parses a call of the tool `name` of `set` with its arguments (absent arguments are `{}`).
+pub fn parse_call(set: ToolSet, name: &str, arguments: Option<JsonObject>) -> Result<Call, BadCall> {
+    let spec = set
+        .specs()
         .iter()
         .find(|s| s.name == name)
         .ok_or_else(|| BadCall::UnknownTool(name.to_owned()))?;
@@ -341,7 +430,7 @@ mod tests {
 
     #[test]
     fn every_schema_is_an_object_schema() {
-        for spec in SPECS {
+        for spec in BOARD.iter().chain(LANE) {
             let schema = (spec.schema)().unwrap_or_else(|e| panic!("{}: {e}", spec.name));
             assert_eq!(schema.get("type"), Some(&Value::from("object")), "{}", spec.name);
         }
@@ -350,14 +439,19 @@ mod tests {
     #[test]
     fn unknown_fields_and_wrong_types_are_bad_arguments() {
         let object = |v: Value| v.as_object().cloned();
-        let err =
-            parse_call("show_task", object(serde_json::json!({"id": "t_1"}))).expect_err("unknown field");
+        let err = parse_call(
+            ToolSet::Board,
+            "show_task",
+            object(serde_json::json!({"id": "t_1"})),
+        )
+        .expect_err("unknown field");
         assert!(
             err.to_string()
                 .starts_with("bad arguments for show_task: unknown field `id`"),
             "{err}"
         );
         let err = parse_call(
+            ToolSet::Board,
             "create_task",
             object(serde_json::json!({"title": "x", "priority": "high"})),
         )
@@ -367,20 +461,50 @@ mod tests {
                 .starts_with("bad arguments for create_task: invalid type"),
             "{err}"
         );
-        let err = parse_call("show_task", None).expect_err("missing field");
+        let err = parse_call(ToolSet::Board, "show_task", None).expect_err("missing field");
         assert!(err.to_string().contains("missing field `task_id`"), "{err}");
         assert!(matches!(
-            parse_call("drop_table", None),
+            parse_call(ToolSet::Board, "drop_table", None),
             Err(BadCall::UnknownTool(_))
         ));
     }
 
     #[test]
     fn absent_arguments_are_an_empty_object() {
-        assert!(matches!(parse_call("list_tasks", None), Ok(Call::ListTasks(_))));
         assert!(matches!(
-            parse_call("complete_task", None),
+            parse_call(ToolSet::Board, "list_tasks", None),
+            Ok(Call::ListTasks(_))
+        ));
+        assert!(matches!(
+            parse_call(ToolSet::Board, "complete_task", None),
             Ok(Call::CompleteTask(_))
+        ));
+    }
+
+    #[test]
+    fn a_lane_has_only_its_tools() {
+        assert!(matches!(
+            parse_call(ToolSet::Lane, "claim_next", None),
+            Ok(Call::ClaimNext(ClaimNext { wait_seconds: 0 }))
+        ));
+        for other in [
+            "list_tasks",
+            "show_task",
+            "create_task",
+            "approve",
+            "decompose_task",
+        ] {
+            assert!(
+                matches!(
+                    parse_call(ToolSet::Lane, other, None),
+                    Err(BadCall::UnknownTool(_))
+                ),
+                "{other}"
+            );
+        }
+        assert!(matches!(
+            parse_call(ToolSet::Board, "claim_next", None),
+            Err(BadCall::UnknownTool(_))
         ));
     }
 }

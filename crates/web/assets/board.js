@@ -108,6 +108,7 @@ function cardNode(c) {
   if (t.consecutive_failures > 0) meta.append(el("span", "mark failures", t.consecutive_failures + " failed"));
   if (c.parked) meta.append(el("span", "mark parked", "parked"));
   if (c.cooling) meta.append(el("span", "mark cooling", "cooling"));
+  if (c.lane) meta.append(el("span", "mark lane", "lane " + c.lane));
   if (c.stale_lease) meta.append(el("span", "mark stale", "stale lease"));
   node.append(title, meta);
   return node;

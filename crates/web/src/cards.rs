@@ -117,6 +117,7 @@ pub fn card_json(store: &dyn BoardReads, t: &Task, now: Timestamp) -> StoreResul
     Ok(json!({
         "task": task_json(t),
         "runs": runs.len(),
+        "lane": t.lane(),
         "stale_lease": stale_lease,
         "parked": t.status == Status::Triage && t.decompose_parked,
         "cooling": cooling,

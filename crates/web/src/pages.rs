@@ -218,16 +218,20 @@ fn task_links(out: &mut String, title: &str, tasks: &[board_core::Task]) {
 }
 
 fn runs_section(out: &mut String, s: &Shown, now: Timestamp) {
-    out.push_str("<section><h2>Runs</h2><table class=\"runs\"><tr><th>Run</th><th>Kind</th><th>Outcome</th><th>Took</th><th>Host</th><th>Summary or error</th></tr>");
+    out.push_str("<section><h2>Runs</h2><table class=\"runs\"><tr><th>Run</th><th>Kind</th><th>Outcome</th><th>Took</th><th>Held by</th><th>Summary or error</th></tr>");
     for r in &s.runs {
         let outcome = r.outcome.map_or("running", |o| o.as_str());
-        let host = r
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get("host"))
-            .and_then(|h| h.as_str())
-            .or(r.profile.as_deref())
-            .unwrap_or("-");
+        let host = match &r.lane {
+            Some(lane) => format!("lane {lane}"),
+            None => r
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("host"))
+                .and_then(|h| h.as_str())
+                .or(r.profile.as_deref())
+                .unwrap_or("-")
+                .to_owned(),
+        };
         let note = r.summary.as_deref().or(r.error.as_deref()).unwrap_or("");
         let _ = write!(
             out,
@@ -236,7 +240,7 @@ fn runs_section(out: &mut String, s: &Shown, now: Timestamp) {
             r.kind,
             escape(outcome),
             age(r.ended_at.unwrap_or(now), r.started_at),
-            escape(host),
+            escape(&host),
             escape(note)
         );
     }

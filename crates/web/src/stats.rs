@@ -1,6 +1,6 @@
 //! `GET /stats`: the board over time as server-rendered SVG bar charts: tasks finished
 //! per hour, time from ready to done, and the LLM bill per day (requests, tokens,
-//! failures). Nothing is drawn by a script, so the page works with scripts off. Every
+//! failures); and the lanes, each with its state, what it holds and did. Nothing is drawn by a script, so the page works with scripts off. Every
 //! figure is an aggregate the store computes; no task, event or ledger row is loaded.
 
 use std::fmt::Write;
@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use board_core::shapes::age;
 use board_core::spend::window_start;
 use board_core::{Ceilings, LlmLedger, Store, StoreResult, Timestamp};
 
@@ -73,6 +74,36 @@ fn cost_safety(store: &dyn LlmLedger, ceilings: &Ceilings, now: Timestamp) -> St
     Ok(out)
 }
 
+/// The lanes (docs/lanes.md): each one's state, what it holds and did, when it was last
+/// heard from, and its profiles.
+fn lanes(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
+    let lanes = store.lane_stats()?;
+    let mut out = String::from("<section class=\"lanes\"><h2>Lanes</h2>");
+    if lanes.is_empty() {
+        out.push_str("<p>No lanes: agents outside the gateway claim work through one (<code>kanban lane create NAME --profile PROFILE</code>).</p></section>");
+        return Ok(out);
+    }
+    out.push_str("<table><tr><th>Lane</th><th>State</th><th>Held</th><th>Done</th><th>Failed</th><th>Last seen</th><th>Profiles</th></tr>");
+    for l in &lanes {
+        let seen = l
+            .last_seen()
+            .map_or_else(|| "never".to_owned(), |at| format!("{} ago", age(now, at)));
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&l.lane.name),
+            l.state(now),
+            l.held,
+            l.done,
+            l.failed,
+            escape(&seen),
+            escape(&l.lane.profiles.join(", "))
+        );
+    }
+    out.push_str("</table></section>");
+    Ok(out)
+}
+
 fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
     // The last 24 hours up to now, slot 0 the oldest hour: a task done at `now` is in
     // the last slot.
@@ -97,6 +128,7 @@ fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult
     let mut out = shell("kanban stats", None);
     out.push_str("<h1>Stats</h1>");
     out.push_str(&cost_safety(store, ceilings, now)?);
+    out.push_str(&lanes(store, now)?);
     let verdicts = store.verdicts()?;
     let count = |outcome: &str| verdicts.get(outcome).copied().unwrap_or(0);
     let _ = write!(

@@ -154,6 +154,10 @@ impl Tools {
             )),
             Call::DecomposeTask(a) => decompose::decompose_json(&ctx, &parse_id(&a.task_id)?),
             Call::LinkTasks(a) => graph::linked(&ctx, &parse_id(&a.parent_id)?, &parse_id(&a.child_id)?),
+            // The board's tool set lists neither: they are a lane's, at /api/lanes/mcp.
+            Call::ClaimNext(_) | Call::HeldContext(_) => Err(Failure::Usage(
+                "a lane's tool: lanes claim at /api/lanes/mcp with their own token".to_owned(),
+            )),
         }
     }
 }

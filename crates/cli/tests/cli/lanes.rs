@@ -1,6 +1,6 @@
 //! Lanes end to end (docs/lanes.md): agents outside the gateway claim, hold and report
-//! work on the same board as the gateway's own workers, over the command line and over
-//! HTTP (the stdlib Python example worker); a lane that goes quiet loses its task after
+//! work on the same board as the gateway's own workers, over the command line, over
+//! HTTP (the stdlib Python example worker) and over MCP (the MCP Python SDK); a lane that goes quiet loses its task after
 //! the lease; every lane endpoint refuses a wrong token and another lane's run; a
 //! waiting claim wakes as soon as a task is ready.
 
@@ -22,6 +22,7 @@ fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -
     let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
@@ -66,8 +67,12 @@ fn every_lane_endpoint_refuses_a_wrong_token_and_another_lanes_run_and_changes_n
     let run = claimed["run_id"].as_i64().unwrap();
     let before = board.snapshot();
     let run_body = format!("{{\"run_id\": {run}}}");
+    let mcp_complete = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"complete_task","arguments":{{"task_id":"{task}","run_id":{run}}}}}}}"#
+    );
     let endpoints: Vec<(&str, String, String)> = vec![
         ("POST", "/api/lanes/claim?wait=1".into(), String::new()),
+        ("POST", "/api/lanes/mcp".into(), mcp_complete.clone()),
         (
             "GET",
             format!("/api/lanes/tasks/{task}?run_id={run}"),
@@ -107,11 +112,18 @@ fn every_lane_endpoint_refuses_a_wrong_token_and_another_lanes_run_and_changes_n
             assert_eq!(status, 401, "{method} {path} with {token:?}: {answer}");
             assert!(answer.contains("\"error\""), "{answer}");
         }
-        if !path.contains("/claim") {
+        if path.starts_with("/api/lanes/tasks/") {
             let (status, answer) = http(&addr, method, path, Some(&other), body);
             assert_eq!(status, 403, "{method} {path} by another lane: {answer}");
         }
     }
+    // Over MCP, another lane's report is the tool's error, and changes nothing.
+    let (status, answer) = http(&addr, "POST", "/api/lanes/mcp", Some(&other), &mcp_complete);
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let message = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(message, format!("lane other does not hold run {run} of {task}"));
     assert_eq!(board.snapshot(), before, "no refused call changed the board");
     let (status, done) = http(
         &addr,
@@ -188,12 +200,14 @@ fn shared_board(lanes: &str) -> GatewayBoard {
     })
 }
 
-/// A lane on the command line: claim (waiting), then complete with the run it was given,
-/// until a wait ends empty. Returns how many it did.
-fn cli_lane(b: &GatewayBoard, lane: &str) -> usize {
+/// A lane on the command line: claim (waiting up to `first_wait` seconds for the first
+/// task, then 2), then complete with the run it was given, until a wait ends empty.
+/// Returns how many it did.
+fn cli_lane(b: &GatewayBoard, lane: &str, first_wait: &str) -> usize {
     let mut done = 0;
     loop {
-        let out = b.kanban(&["--json", "claim", "--lane", lane, "--wait", "2"]);
+        let wait = if done == 0 { first_wait } else { "2" };
+        let out = b.kanban(&["--json", "claim", "--lane", lane, "--wait", wait]);
         if out.status.code() == Some(3) {
             return done;
         }
@@ -206,50 +220,67 @@ fn cli_lane(b: &GatewayBoard, lane: &str) -> usize {
 }
 
 #[test]
-fn lanes_on_the_cli_and_http_share_200_tasks_with_the_gateways_workers() {
+fn lanes_on_the_cli_http_and_mcp_share_200_tasks_with_the_gateways_workers() {
     let mut b = shared_board("  max_held: 2\n");
     let cli_token = token_of(&b.kanban_ok(&["--json", "lane", "create", "cli", "--profile", "ext"]));
     assert!(cli_token.starts_with("kl_"));
     let http_token = token_of(&b.kanban_ok(&["--json", "lane", "create", "py", "--profile", "ext"]));
+    let mcp_token = token_of(&b.kanban_ok(&["--json", "lane", "create", "mcp", "--profile", "ext"]));
     let mut ids: Vec<(TaskId, bool)> = Vec::new();
-    for i in 0..200 {
-        let external = i % 3 != 0;
-        let profile = if external { "ext" } else { "coder" };
-        ids.push((b.create(&[&format!("task {i}"), "--assignee", profile]), external));
+    for i in 0..67 {
+        ids.push((
+            b.create(&[&format!("coder task {i}"), "--assignee", "coder"]),
+            false,
+        ));
     }
     b.start_gateway();
     let mut serve = b.command(&["serve", "--bind", "127.0.0.1:0"]);
     serve.env("KANBAN_SERVE_TOKEN", common::SERVE_TOKEN);
     let (mut server, addr) = common::serving(serve);
-    let worker = Command::new(python())
+    // The Python lanes wait long and are stopped once the board is done; each must
+    // still be running then (a failed check ends it early).
+    let mut worker = Command::new(python())
         .arg(example())
-        .args([
-            "--url",
-            &format!("http://{addr}"),
-            "--wait",
-            "2",
-            "--exit-when-idle",
-        ])
+        .args(["--url", &format!("http://{addr}"), "--wait", "30"])
         .env("KANBAN_LANE_TOKEN", &http_token)
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .spawn()
         .expect("the example worker");
-    let by_cli = cli_lane(&b, "cli");
-    let out = worker.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let by_http = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.ends_with(": done"))
-        .count();
+    let mut agent = Command::new(python())
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cli/mcp/lane.py"))
+        .args([&format!("http://{addr}/api/lanes/mcp"), &mcp_token, "30"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the MCP lane");
+    let by_cli = std::thread::scope(|scope| {
+        let cli = scope.spawn(|| cli_lane(&b, "cli", "30"));
+        // Every lane waits before the work appears, so each is there to take its share.
+        b.wait_for("the three lanes waiting", || {
+            let stats = b.db().lane_stats().unwrap();
+            stats.iter().all(|l| l.state(board_home::now()) == "waiting")
+        });
+        for i in 0..133 {
+            ids.push((b.create(&[&format!("lane task {i}"), "--assignee", "ext"]), true));
+        }
+        cli.join().unwrap()
+    });
     b.wait_for("every task done", || {
         ids.iter().all(|(id, _)| b.task(id).status == Status::Done)
     });
+    for lane in [&mut worker, &mut agent] {
+        assert!(lane.try_wait().unwrap().is_none(), "a lane ended early: {lane:?}");
+        lane.kill().unwrap();
+        lane.wait().unwrap();
+    }
     let db = b.db();
     for (id, external) in &ids {
         let runs = db.runs(id).unwrap();
         assert_eq!(runs.len(), 1, "{id} ran once: {runs:?}");
         match external {
-            true => assert!(matches!(runs[0].lane.as_deref(), Some("cli" | "py")), "{runs:?}"),
+            true => assert!(
+                matches!(runs[0].lane.as_deref(), Some("cli" | "py" | "mcp")),
+                "{runs:?}"
+            ),
             false => assert!(
                 runs[0].lane.is_none() && runs[0].worker_host.is_some(),
                 "{runs:?}"
@@ -257,20 +288,18 @@ fn lanes_on_the_cli_and_http_share_200_tasks_with_the_gateways_workers() {
         }
     }
     let stats = db.lane_stats().unwrap();
-    let done: Vec<(String, u64)> = stats.iter().map(|l| (l.lane.name.clone(), l.done)).collect();
+    let done: Vec<(&str, u64)> = stats.iter().map(|l| (l.lane.name.as_str(), l.done)).collect();
+    assert_eq!(done[0], ("cli", by_cli as u64), "{done:?}");
     assert_eq!(
-        done,
-        [
-            ("cli".to_owned(), by_cli as u64),
-            ("py".to_owned(), by_http as u64)
-        ]
+        done.iter().map(|(_, n)| n).sum::<u64>(),
+        133,
+        "every external task by a lane: {done:?}"
     );
-    assert_eq!(by_cli + by_http, 133, "every external task by a lane");
-    assert!(by_cli > 0 && by_http > 0, "both lanes worked: {done:?}");
+    assert!(done.iter().all(|(_, n)| *n > 0), "every lane worked: {done:?}");
     check_board(&b.snapshot()).unwrap();
     let status = b.kanban_ok(&["--json", "stats"]);
     let status: Value = serde_json::from_str(&status).unwrap();
-    assert_eq!(status["lanes"].as_array().unwrap().len(), 2, "{status:#}");
+    assert_eq!(status["lanes"].as_array().unwrap().len(), 3, "{status:#}");
     server.kill().unwrap();
     server.wait().unwrap();
 }

@@ -47,8 +47,14 @@ pub struct LaneSettings {
     pub wakes: tokio::sync::watch::Receiver<u64>,
 }
 
+mod tools;
+
 pub fn routes() -> Router<App> {
     Router::new()
+        .route(
+            "/api/lanes/mcp",
+            post(tools::mcp).get(tools::mcp).delete(tools::mcp),
+        )
         .route("/api/lanes/claim", post(claim))
         .route("/api/lanes/tasks/{id}", get(context))
         .route("/api/lanes/tasks/{id}/heartbeat", post(heartbeat))
@@ -142,21 +148,30 @@ async fn claim(
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = query?;
-    let s = settings(&app)?.clone();
-    let wait = i64::from(q.wait).min(s.max_wait_seconds);
+    match claim_waiting(&app, &lane.name, q.wait).await? {
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+        Some(claim) => Ok(Json(claim).into_response()),
+    }
+}
+
+/// The lane's claim of the next ready task of its profiles, waiting up to `wait`
+/// seconds (at most `lanes.max_wait_seconds`) on the board's wake-ups; the lane is
+/// shown as waiting meanwhile. `None`: nothing was ready before the wait ended.
+pub(crate) async fn claim_waiting(app: &App, name: &str, wait: u32) -> Result<Option<Value>, ApiError> {
+    let s = settings(app)?.clone();
+    let wait = i64::from(wait).min(s.max_wait_seconds);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait as u64);
     let mut wakes = s.wakes.clone();
-    let name = lane.name.clone();
     if wait > 0 {
-        let (clock, name) = (app.clock, name.clone());
-        blocking(&app, move |st| {
+        let (clock, name) = (app.clock, name.to_owned());
+        blocking(app, move |st| {
             Ok(st.see_lane(&name, Some(clock() + wait), clock())?)
         })
         .await?;
     }
     let found = loop {
         wakes.borrow_and_update();
-        if let Some(claim) = try_claim(&app, &s, &name).await? {
+        if let Some(claim) = try_claim(app, &s, name).await? {
             break Some(claim);
         }
         tokio::select! {
@@ -165,13 +180,10 @@ async fn claim(
         }
     };
     if wait > 0 {
-        let (clock, name) = (app.clock, name.clone());
-        blocking(&app, move |st| Ok(st.see_lane(&name, None, clock())?)).await?;
+        let (clock, name) = (app.clock, name.to_owned());
+        blocking(app, move |st| Ok(st.see_lane(&name, None, clock())?)).await?;
     }
-    match found {
-        None => Ok(StatusCode::NO_CONTENT.into_response()),
-        Some(claim) => Ok(Json(claim).into_response()),
-    }
+    Ok(found)
 }
 
 /// One claim for the lane, with its brief; `None` when nothing of its profiles is ready.
@@ -201,14 +213,14 @@ pub fn claim_json(claim: &Claim, brief: Value) -> Value {
     })
 }
 
-/// Runs `act` on the task if the lane holds its run `run_id` now (else 403), in one
-/// blocking call.
+/// Runs `act` with the run the lane holds of the task now (`run_id`, or its run when
+/// `None`; else 403), in one blocking call.
 async fn holding<T: Send + 'static>(
     app: &App,
     lane: Lane,
     id: &str,
-    run_id: i64,
-    act: impl FnOnce(&dyn Store, &TaskId, Timestamp) -> Result<T, ApiError> + Send + 'static,
+    run_id: Option<i64>,
+    act: impl FnOnce(&dyn Store, &TaskId, i64, Timestamp) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let id = task_id(id)?;
     let clock = app.clock;
@@ -217,13 +229,13 @@ async fn holding<T: Send + 'static>(
             StoreError::Refused(Refusal::NoSuchTask(_)) => refused(not_held(&lane, &id, run_id)),
             e => e.into(),
         })?;
-        lanes::holds(&lane, &task, run_id).map_err(|r| refused(r.into()))?;
-        act(s, &id, clock())
+        let run_id = lanes::holds(&lane, &task, run_id).map_err(|r| refused(r.into()))?;
+        act(s, &id, run_id, clock())
     })
     .await
 }
 
-fn not_held(lane: &Lane, id: &TaskId, run_id: i64) -> StoreError {
+fn not_held(lane: &Lane, id: &TaskId, run_id: Option<i64>) -> StoreError {
     Refusal::NotLanesRun {
         lane: lane.name.clone(),
         id: id.clone(),
@@ -233,13 +245,127 @@ fn not_held(lane: &Lane, id: &TaskId, run_id: i64) -> StoreError {
 }
 
 /// A guarded write that lost (the run ended meanwhile) is the lane's loss: 409.
-fn won(won: bool, id: &TaskId, run_id: i64) -> Result<Json<Value>, ApiError> {
+fn won(won: bool, id: &TaskId, run_id: i64) -> Result<Value, ApiError> {
     match won {
-        true => Ok(Json(json!({ "task_id": id, "run_id": run_id, "ok": true }))),
+        true => Ok(json!({ "task_id": id, "run_id": run_id, "ok": true })),
         false => Err(ApiError::conflict(format!(
             "run {run_id} of {id} is no longer current"
         ))),
     }
+}
+
+/// The brief of a task the lane holds.
+pub(crate) async fn held_context(
+    app: &App,
+    lane: Lane,
+    id: &str,
+    run_id: Option<i64>,
+) -> Result<Value, ApiError> {
+    let brief = settings(app)?.brief.clone();
+    holding(app, lane, id, run_id, move |s, id, _, now| {
+        brief(s, id, now).map_err(ApiError::internal)
+    })
+    .await
+}
+
+/// Extends the lease of a run the lane holds.
+pub(crate) async fn beat(
+    app: &App,
+    lane: Lane,
+    id: &str,
+    run_id: Option<i64>,
+    note: Option<String>,
+) -> Result<Value, ApiError> {
+    within_cap(app, "the note", note.as_deref().unwrap_or(""))?;
+    let ttl = settings(app)?.lease_seconds;
+    holding(app, lane, id, run_id, move |s, id, run_id, now| {
+        won(s.heartbeat(id, run_id, ttl, note, now)?, id, run_id)
+    })
+    .await
+}
+
+/// A comment on a task the lane holds, signed with the lane's name.
+pub(crate) async fn remark(
+    app: &App,
+    lane: Lane,
+    id: &str,
+    run_id: Option<i64>,
+    body: String,
+) -> Result<Value, ApiError> {
+    within_cap(app, "the comment", &body)?;
+    let author = lane.name.clone();
+    let c = holding(app, lane, id, run_id, move |s, id, run_id, now| {
+        Ok(s.comment(id, Some(&author), &body, Some(run_id), now)?)
+    })
+    .await?;
+    Ok(board_core::shapes::comment_json(&c))
+}
+
+/// How a lane ends its run of a task.
+pub(crate) enum Report {
+    Complete(Completion),
+    Block {
+        kind: Option<BlockKind>,
+        reason: Option<String>,
+    },
+    RequestReview {
+        reviewer: Option<String>,
+        summary: Option<String>,
+        result: Option<String>,
+    },
+}
+
+/// Ends a run the lane holds; the answer carries the task's status after it (`done`, or
+/// `verifying` or `review` while checks stand between the work and done).
+pub(crate) async fn report(
+    app: &App,
+    lane: Lane,
+    id: &str,
+    run_id: Option<i64>,
+    report: Report,
+) -> Result<Value, ApiError> {
+    let texts = match &report {
+        Report::Complete(c) => vec![("the result", &c.result), ("the summary", &c.summary)],
+        Report::Block { reason, .. } => vec![("the reason", reason)],
+        Report::RequestReview { summary, result, .. } => {
+            vec![("the result", result), ("the summary", summary)]
+        }
+    };
+    for (what, text) in texts {
+        within_cap(app, what, text.as_deref().unwrap_or(""))?;
+    }
+    holding(app, lane, id, run_id, move |s, id, run_id, now| {
+        let ended = match report {
+            Report::Complete(c) => s.complete(
+                id,
+                &Completion {
+                    expected_run_id: Some(run_id),
+                    ..c
+                },
+                now,
+            )?,
+            Report::Block { kind, reason } => s.block(id, kind, reason, Some(run_id), now)?,
+            Report::RequestReview {
+                reviewer,
+                summary,
+                result,
+            } => {
+                let request = Request::RequestReview {
+                    expected_run_id: Some(run_id),
+                    reviewer,
+                    summary,
+                    result,
+                };
+                s.finalise(id, &request, now)?
+            }
+        };
+        let mut reply = won(ended, id, run_id)?;
+        if let Ok(task) = s.get(id) {
+            reply["status"] = json!(task.status.as_str());
+        }
+        Ok(reply)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -256,11 +382,7 @@ async fn context(
     query: Result<Query<RunQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query?;
-    let brief = settings(&app)?.brief.clone();
-    holding(&app, lane, &id, q.run_id, move |s, id, now| {
-        brief(s, id, now).map(Json).map_err(ApiError::internal)
-    })
-    .await
+    held_context(&app, lane, &id, Some(q.run_id)).await.map(Json)
 }
 
 type Body<T> = Result<Json<T>, JsonRejection>;
@@ -279,12 +401,7 @@ async fn heartbeat(
     body: Body<HeartbeatBody>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
-    within_cap(&app, "the note", b.note.as_deref().unwrap_or(""))?;
-    let ttl = settings(&app)?.lease_seconds;
-    holding(&app, lane, &id, b.run_id, move |s, id, now| {
-        won(s.heartbeat(id, b.run_id, ttl, b.note, now)?, id, b.run_id)
-    })
-    .await
+    beat(&app, lane, &id, Some(b.run_id), b.note).await.map(Json)
 }
 
 #[derive(Deserialize)]
@@ -301,13 +418,8 @@ async fn comment(
     body: Body<CommentBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let Json(b) = body?;
-    within_cap(&app, "the comment", &b.body)?;
-    let author = lane.name.clone();
-    let c = holding(&app, lane, &id, b.run_id, move |s, id, now| {
-        Ok(s.comment(id, Some(&author), &b.body, Some(b.run_id), now)?)
-    })
-    .await?;
-    Ok((StatusCode::CREATED, Json(board_core::shapes::comment_json(&c))))
+    let c = remark(&app, lane, &id, Some(b.run_id), b.body).await?;
+    Ok((StatusCode::CREATED, Json(c)))
 }
 
 #[derive(Deserialize)]
@@ -327,29 +439,16 @@ async fn complete(
     body: Body<CompleteBody>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
-    within_cap(&app, "the result", b.result.as_deref().unwrap_or(""))?;
-    within_cap(&app, "the summary", b.summary.as_deref().unwrap_or(""))?;
-    holding(&app, lane, &id, b.run_id, move |s, id, now| {
-        let c = Completion {
-            expected_run_id: Some(b.run_id),
-            result: b.result,
-            summary: b.summary,
-            metadata: b.metadata,
-            evidence: b.evidence,
-            ..Completion::default()
-        };
-        won(s.complete(id, &c, now)?, id, b.run_id).map(|reply| with_status(s, id, reply))
-    })
-    .await
-}
-
-/// A report's answer with the task's status after it (`done`, or `verifying` or
-/// `review` when its checks still stand between the work and done).
-fn with_status(s: &dyn Store, id: &TaskId, mut reply: Json<Value>) -> Json<Value> {
-    if let Ok(task) = s.get(id) {
-        reply.0["status"] = json!(task.status.as_str());
-    }
-    reply
+    let c = Completion {
+        result: b.result,
+        summary: b.summary,
+        metadata: b.metadata,
+        evidence: b.evidence,
+        ..Completion::default()
+    };
+    report(&app, lane, &id, Some(b.run_id), Report::Complete(c))
+        .await
+        .map(Json)
 }
 
 #[derive(Deserialize)]
@@ -367,11 +466,11 @@ async fn block(
     body: Body<BlockBody>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
-    within_cap(&app, "the reason", b.reason.as_deref().unwrap_or(""))?;
-    holding(&app, lane, &id, b.run_id, move |s, id, now| {
-        won(s.block(id, b.kind, b.reason, Some(b.run_id), now)?, id, b.run_id)
-    })
-    .await
+    let ended = Report::Block {
+        kind: b.kind,
+        reason: b.reason,
+    };
+    report(&app, lane, &id, Some(b.run_id), ended).await.map(Json)
 }
 
 #[derive(Deserialize)]
@@ -390,16 +489,10 @@ async fn request_review(
     body: Body<ReviewBody>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(b) = body?;
-    within_cap(&app, "the result", b.result.as_deref().unwrap_or(""))?;
-    within_cap(&app, "the summary", b.summary.as_deref().unwrap_or(""))?;
-    holding(&app, lane, &id, b.run_id, move |s, id, now| {
-        let request = Request::RequestReview {
-            expected_run_id: Some(b.run_id),
-            reviewer: b.reviewer,
-            summary: b.summary,
-            result: b.result,
-        };
-        won(s.finalise(id, &request, now)?, id, b.run_id).map(|reply| with_status(s, id, reply))
-    })
-    .await
+    let ended = Report::RequestReview {
+        reviewer: b.reviewer,
+        summary: b.summary,
+        result: b.result,
+    };
+    report(&app, lane, &id, Some(b.run_id), ended).await.map(Json)
 }
