@@ -24,6 +24,7 @@
 mod board;
 mod gateway;
 mod hosts;
+mod lanes;
 mod million;
 mod outage;
 mod peer;
@@ -221,7 +222,7 @@ type Workload = fn(&Paths, &mut Results) -> Result<(), String>;
 type Invocation = Box<dyn FnMut() -> Vec<String>>;
 
 /// The workloads, by the name `--only` selects them with.
-const WORKLOADS: [(&str, &str, Workload); 11] = [
+const WORKLOADS: [(&str, &str, Workload); 12] = [
     ("store", "store cycle", store_cycle),
     ("contention", "contention", contention),
     ("tick", "dispatcher tick", tick),
@@ -231,6 +232,7 @@ const WORKLOADS: [(&str, &str, Workload); 11] = [
     ("outage", "outage cost", outage::ours),
     ("postgres", "PostgreSQL store", postgres::run),
     ("web", "web board (headless Chromium)", web::web),
+    ("lanes", "lanes: agents pulling work over HTTP", lanes::run),
     ("hosts", "hosts apart: throughput, death to elsewhere", hosts::run),
     (
         "scale",
@@ -334,7 +336,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             "fake-llm",
         ]);
     }
-    if selected.iter().any(|(key, _, _)| *key == "web") {
+    if selected.iter().any(|(key, _, _)| matches!(*key, "web" | "lanes")) {
         build.extend(["-p", "web"]);
     }
     if selected.iter().any(|(key, _, _)| *key == "postgres") {
@@ -442,6 +444,22 @@ pub(crate) fn json_line(out: &Output) -> Result<Value, String> {
 /// Runs a workload example and returns its figures.
 fn example(paths: &Paths, name: &str, args: &[&str]) -> Result<Value, String> {
     json_line(&output(Command::new(paths.examples.join(name)).args(args))?)
+}
+
+/// A web benchmark (`bench_web`, `bench_lanes`) on the release `kanban` and `home`,
+/// `runs` runs.
+fn served_example(paths: &Paths, name: &str, home: &Path, runs: usize) -> Result<Value, String> {
+    let runs = runs.to_string();
+    let kanban = paths.kanban();
+    let args = [
+        "--kanban",
+        path_str(&kanban)?,
+        "--home",
+        path_str(home)?,
+        "--runs",
+        &runs,
+    ];
+    example(paths, name, &args)
 }
 
 fn number(v: &Value, key: &str) -> Result<f64, String> {

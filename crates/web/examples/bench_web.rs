@@ -13,95 +13,19 @@
 //!
 //! `bench_web --kanban PATH --home DIR --runs N`
 
+#[path = "served/mod.rs"]
+mod served;
 #[path = "../tests/webdriver/mod.rs"]
 mod webdriver;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
+use served::{args, Args, Server, TOKEN};
 use webdriver::Driver;
 
 const STREAMS: usize = 100;
-
-/// `kanban serve` on a port of its own, stopped when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(kanban: &Path, home: &Path) -> Result<Server, String> {
-        let mut child = Command::new(kanban)
-            .arg("--home")
-            .arg(home)
-            .args(["serve", "--bind", "127.0.0.1:0"])
-            .env("KANBAN_SERVE_TOKEN", TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start kanban serve: {e}"))?;
-        let stdout = child.stdout.take().ok_or("kanban serve has no stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .map_err(|e| format!("reading kanban serve's address: {e}"))?;
-        let base = line
-            .trim()
-            .strip_prefix("serving the board at ")
-            .map(|b| b.trim_end_matches('/').to_owned())
-            .ok_or_else(|| format!("kanban serve printed {line:?}"))?;
-        Ok(Server { child, base })
-    }
-
-    fn rss_mib(&self) -> Result<f64, String> {
-        let path = format!("/proc/{}/status", self.child.id());
-        let status = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map(|kib| kib / 1024.0)
-            .ok_or_else(|| format!("{path} has no VmRSS"))
-    }
-}
-
-struct Args {
-    kanban: PathBuf,
-    home: PathBuf,
-    runs: usize,
-}
-
-fn args() -> Result<Args, String> {
-    let mut kanban = None;
-    let mut home = None;
-    let mut runs = 5;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--kanban" => kanban = Some(PathBuf::from(value)),
-            "--home" => home = Some(PathBuf::from(value)),
-            "--runs" => runs = value.parse().map_err(|_| format!("--runs {value:?}"))?,
-            _ => return Err(format!("unknown flag {flag}")),
-        }
-    }
-    Ok(Args {
-        kanban: kanban.ok_or("--kanban is required")?,
-        home: home.ok_or("--home is required")?,
-        runs,
-    })
-}
 
 fn epoch_ms() -> f64 {
     SystemTime::now()
@@ -129,9 +53,6 @@ impl Column {
         }
     }
 }
-
-/// The token the benchmark's server requires.
-const TOKEN: &str = "bench-token-5b1e0c9d7a3f42e8";
 
 /// A client that presents [`TOKEN`] with every request.
 fn client(timeout: Duration) -> Result<reqwest::Client, String> {
@@ -429,11 +350,5 @@ async fn main() {
         Ok(a) => measure(&a).await,
         Err(e) => Err(e),
     };
-    match result {
-        Ok(figures) => println!("{figures}"),
-        Err(e) => {
-            eprintln!("bench_web: {e}");
-            std::process::exit(1);
-        }
-    }
+    served::report("bench_web", result);
 }

@@ -131,6 +131,8 @@ pub(crate) struct App {
     pub newest_event: tokio::sync::watch::Receiver<i64>,
     /// One permit per event stream open, [`Limits::streams`] in all.
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// One permit per lane's claim waiting, [`LaneSettings::max_waiting`] in all.
+    pub waiting: Arc<tokio::sync::Semaphore>,
 }
 
 /// Listens on `bind` and serves the board until the process ends.
@@ -176,6 +178,9 @@ fn router(
     let limit = settings.max_request_bytes;
     let app = App {
         streams: Arc::new(tokio::sync::Semaphore::new(settings.limits.streams)),
+        waiting: Arc::new(tokio::sync::Semaphore::new(
+            settings.lanes.as_ref().map_or(0, |l| l.max_waiting),
+        )),
         store,
         settings,
         clock,

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::board::{boards, home_with_board};
-use super::{example, median, path_str, Paths, Results, Row, RUNS};
+use super::{median, served_example, Paths, Results, Row, RUNS};
 
 fn samples(figures: &Value, key: &str) -> Result<Vec<f64>, String> {
     figures[key]
@@ -18,19 +18,7 @@ fn samples(figures: &Value, key: &str) -> Result<Vec<f64>, String> {
 pub(super) fn web(paths: &Paths, results: &mut Results) -> Result<(), String> {
     boards(paths)?;
     let home = home_with_board(paths, 10_000, "web")?;
-    let runs = RUNS.to_string();
-    let figures = example(
-        paths,
-        "bench_web",
-        &[
-            "--kanban",
-            path_str(&paths.kanban())?,
-            "--home",
-            path_str(&home)?,
-            "--runs",
-            &runs,
-        ],
-    )?;
+    let figures = served_example(paths, "bench_web", &home, RUNS)?;
     first_render(&figures, results)?;
     let cli = Row::new(
         "web.cli_write",

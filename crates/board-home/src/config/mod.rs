@@ -61,6 +61,8 @@ const MAX_PER_TICK: i64 = 64;
 const MAX_FAILURE_LIMIT: i64 = 100;
 const MAX_RETRY_BASE_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_CLAIM_TTL_SECONDS: i64 = 7 * 24 * 3600;
+/// The most claims one server lets wait at once (each holds a connection).
+const MAX_WAITING_CLAIMS: i64 = 100_000;
 /// No store keeps a longer text field, whatever the config says.
 const MAX_TEXT_BYTES_CEILING: i64 = board_core::limits::TEXT_MAX_BYTES as i64;
 const MAX_CHILDREN: i64 = board_core::plan::MAX_CHILDREN_CEILING as i64;
@@ -296,6 +298,11 @@ pub struct LanesConfig {
     #[default = 300]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
     pub max_wait_seconds: i64,
+    /// `lanes.max_waiting`: claims `kanban serve` lets wait at once (each holds a
+    /// connection, beyond the server's own 512); one more is answered 503.
+    #[default = 1000]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_WAITING_CLAIMS>")]
+    pub max_waiting: u64,
 }
 
 /// `gateway.*`.

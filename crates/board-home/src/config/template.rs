@@ -91,6 +91,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "lanes.lease_seconds",
         "a lane's claim lapses unless it heartbeats",
     ),
+    (
+        "lanes.max_waiting",
+        "claims kanban serve lets wait at once (a connection each)",
+    ),
 ];
 
 /// Optional keys the template shows unset (`~`), so a reader finds them: the spend

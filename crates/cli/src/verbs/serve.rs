@@ -62,6 +62,11 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
             ctx.config.clone(),
             home.clone(),
         ))),
+        // A waiting lane's claim holds a connection: room for them beside the board's.
+        limits: web::Limits {
+            connections: defaults.limits.connections + lanes.max_waiting,
+            ..defaults.limits
+        },
         lanes: Some(lanes),
         ..defaults
     };
@@ -121,6 +126,7 @@ fn lane_settings(
         max_held: config.lanes.max_held,
         lease_seconds: config.lanes.lease_seconds,
         max_wait_seconds: config.lanes.max_wait_seconds,
+        max_waiting: usize::try_from(config.lanes.max_waiting).unwrap_or(usize::MAX),
         checks: Arc::new(checks),
         brief: Arc::new(|store, id, now| {
             super::context::brief_of(store, id, now).map_err(|e| e.message().unwrap_or("refused").to_owned())

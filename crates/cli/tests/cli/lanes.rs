@@ -146,6 +146,39 @@ fn every_lane_endpoint_refuses_a_wrong_token_and_another_lanes_run_and_changes_n
 }
 
 #[test]
+fn claims_beyond_lanes_max_waiting_are_answered_503_at_once() {
+    let board = Board::init();
+    board.ok(&["config", "set", "lanes.max_waiting", "1"]);
+    let token = token_of(&board.ok(&["--json", "lane", "create", "first", "--profile", "default"]));
+    let other = token_of(&board.ok(&["--json", "lane", "create", "second", "--profile", "default"]));
+    let (mut server, addr) = board.serve(&[]);
+    let (at, bearer) = (addr.clone(), token.clone());
+    let waiting =
+        std::thread::spawn(move || http(&at, "POST", "/api/lanes/claim?wait=30", Some(&bearer), ""));
+    let store = common::store(&board);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.lane("first").unwrap().unwrap().waiting_until.is_none() {
+        assert!(Instant::now() < deadline, "the claim never waited");
+        std::thread::yield_now();
+    }
+    let started = Instant::now();
+    let (status, body) = http(&addr, "POST", "/api/lanes/claim?wait=30", Some(&other), "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("lanes.max_waiting"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5), "answered at once");
+    let (status, body) = http(&addr, "POST", "/api/lanes/claim", Some(&other), "");
+    assert_eq!(
+        status, 204,
+        "a claim that does not wait is still answered: {body}"
+    );
+    board.create(&["ready", "--assignee", "default"]);
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!(status, 200, "the waiting claim got the task: {body}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+#[test]
 fn a_waiting_claim_wakes_within_50_ms_of_a_task_becoming_ready() {
     let board = Board::init();
     let token = token_of(&board.ok(&["--json", "lane", "create", "quick", "--profile", "default"]));

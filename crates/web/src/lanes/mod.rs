@@ -39,6 +39,8 @@ pub struct LaneSettings {
     pub lease_seconds: i64,
     /// `lanes.max_wait_seconds`: the longest a claim waits.
     pub max_wait_seconds: i64,
+    /// `lanes.max_waiting`: claims waiting at once; one more is answered 503.
+    pub max_waiting: usize,
     /// The checks a lane's work run must pass, as a gateway would fix them.
     pub checks: Arc<dyn Fn(&Task) -> Checks + Send + Sync>,
     /// What a claim hands over beside the task: its brief (`kanban context --json`).
@@ -161,28 +163,39 @@ pub(crate) async fn claim_waiting(app: &App, name: &str, wait: u32) -> Result<Op
     let s = settings(app)?.clone();
     let wait = i64::from(wait).min(s.max_wait_seconds);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait as u64);
+    // Subscribed before the first try: a wake-up after it is not missed.
     let mut wakes = s.wakes.clone();
-    if wait > 0 {
-        let (clock, name) = (app.clock, name.to_owned());
-        blocking(app, move |st| {
-            Ok(st.see_lane(&name, Some(clock() + wait), clock())?)
-        })
-        .await?;
+    wakes.borrow_and_update();
+    let first = try_claim(app, &s, name).await?;
+    if first.is_some() || wait == 0 {
+        return Ok(first);
     }
+    let Ok(_waiting) = app.waiting.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} claims wait already (lanes.max_waiting); try again shortly",
+                s.max_waiting
+            ),
+        ));
+    };
+    let (clock, lane) = (app.clock, name.to_owned());
+    blocking(app, move |st| {
+        Ok(st.see_lane(&lane, Some(clock() + wait), clock())?)
+    })
+    .await?;
     let found = loop {
-        wakes.borrow_and_update();
-        if let Some(claim) = try_claim(app, &s, name).await? {
-            break Some(claim);
-        }
         tokio::select! {
             changed = wakes.changed() => if changed.is_err() { break None },
             () = tokio::time::sleep_until(deadline) => break None,
         }
+        wakes.borrow_and_update();
+        if let Some(claim) = try_claim(app, &s, name).await? {
+            break Some(claim);
+        }
     };
-    if wait > 0 {
-        let (clock, name) = (app.clock, name.to_owned());
-        blocking(app, move |st| Ok(st.see_lane(&name, None, clock())?)).await?;
-    }
+    let (clock, lane) = (app.clock, name.to_owned());
+    blocking(app, move |st| Ok(st.see_lane(&lane, None, clock())?)).await?;
     Ok(found)
 }
 
