@@ -272,6 +272,80 @@ mod tests {
     }
 
     #[test]
+    fn a_lane_holds_only_its_own_current_run() {
+        use crate::memory::MemStore;
+        use crate::{BoardReads, BoardWrites, Checks, NewTask};
+        let store = MemStore::new();
+        let a = Lane::new("a", &["p".into()], &token_from([1; 32]), 0).unwrap();
+        let b = Lane::new("b", &["p".into()], &token_from([2; 32]), 0).unwrap();
+        store.create_lane(&a).unwrap();
+        store.create_lane(&b).unwrap();
+        let for_p = |title: &str, profile: &str| NewTask {
+            assignee: Some(profile.into()),
+            ..NewTask::titled(title)
+        };
+        let t = store.create(&for_p("held", "p"), 0).unwrap();
+        let other = store.create(&for_p("not ours", "q"), 0).unwrap();
+        let LaneClaim::Claimed(c) = store
+            .claim_for_lane("a", 60, 4, &|_| Checks::default(), 1)
+            .unwrap()
+        else {
+            panic!("a ready task of p");
+        };
+        let task = store.get(&t.id).unwrap();
+        assert!(a.serves(&task) && !a.serves(&other));
+        assert_eq!(holds(&a, &task, Some(c.run_id)), Ok(c.run_id));
+        assert_eq!(holds(&a, &task, None), Ok(c.run_id), "its run, unnamed");
+        let not_held = |r: Result<i64, Refusal>| match r {
+            Err(Refusal::NotLanesRun { run_id, .. }) => run_id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(not_held(holds(&a, &task, Some(c.run_id + 1))), Some(c.run_id + 1));
+        assert_eq!(not_held(holds(&b, &task, Some(c.run_id))), Some(c.run_id));
+        assert_eq!(not_held(holds(&b, &task, None)), None);
+        assert_eq!(not_held(holds(&a, &other, None)), None, "no run at all");
+    }
+
+    #[test]
+    fn a_lanes_state_and_when_it_was_last_seen() {
+        let lane = Lane {
+            last_seen_at: Some(4),
+            ..Lane::new("a", &["p".into()], &token_from([1; 32]), 0).unwrap()
+        };
+        let stats = |lane: &Lane, held| LaneStats {
+            lane: lane.clone(),
+            held,
+            done: 0,
+            failed: 0,
+            last_heartbeat_at: None,
+        };
+        assert_eq!(stats(&lane, 0).state(9), "idle");
+        assert_eq!(stats(&lane, 1).state(9), "holding");
+        let waiting = Lane {
+            waiting_until: Some(10),
+            ..lane.clone()
+        };
+        assert_eq!(stats(&waiting, 1).state(9), "waiting");
+        assert_eq!(stats(&waiting, 0).state(10), "idle", "a wait that ended");
+        let revoked = Lane {
+            revoked_at: Some(3),
+            ..waiting
+        };
+        assert_eq!(stats(&revoked, 1).state(9), "revoked");
+        assert_eq!(stats(&lane, 0).last_seen(), Some(4));
+        let beating = LaneStats {
+            last_heartbeat_at: Some(7),
+            ..stats(&lane, 1)
+        };
+        assert_eq!(beating.last_seen(), Some(7));
+        let quiet = LaneStats {
+            last_heartbeat_at: Some(2),
+            ..stats(&lane, 1)
+        };
+        assert_eq!(quiet.last_seen(), Some(4));
+    }
+
+    #[test]
     fn the_failed_outcomes_in_sql_are_the_failures() {
         for outcome in Outcome::ALL {
             let quoted = format!("'{}'", outcome.as_str());
