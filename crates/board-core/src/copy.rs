@@ -18,6 +18,7 @@ pub const TABLES: &[&str] = &[
     "llm_calls",
     "decomposition_leases",
     "provider_breaker",
+    "lanes",
 ];
 
 /// The one table every board holds a row of from the start (the provider breaker's,

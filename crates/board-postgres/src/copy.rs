@@ -21,6 +21,7 @@ fn order(table: &str) -> &'static str {
         "tasks" => "seq",
         "task_links" => "parent_id, child_id",
         "decomposition_leases" => "task_id",
+        "lanes" => "created_at, name",
         _ => "id",
     }
 }

@@ -7,7 +7,8 @@ use std::process::Output;
 
 use board_core::copy::{BoardCopy, Datum};
 use board_core::{
-    BoardStats, BoardWrites, BreakerSignal, Completion, Fault, LlmCall, LlmLedger, NewTask, TriageQueue,
+    BoardStats, BoardWrites, BreakerSignal, Completion, Fault, LaneDesk, LlmCall, LlmLedger, NewTask,
+    TriageQueue,
 };
 use board_postgres::{Options, PgStore};
 use board_sqlite::SqliteStore;
@@ -46,9 +47,22 @@ fn rows(board: &dyn BoardCopy) -> Vec<(String, Vec<String>, Vec<Vec<Datum>>)> {
 }
 
 /// A board with a row in every table: tasks in several states, a link, runs, events,
-/// comments, the ledger, a decomposition lease and a breaker that has seen a fault.
+/// comments, the ledger, a decomposition lease, a breaker that has seen a fault and a
+/// lane holding a run.
 fn fill(store: &SqliteStore) {
     let now = 1_700_000_000;
+    let token = board_core::lanes::token_from([9; 32]);
+    let lane = board_core::lanes::Lane::new("remote", &["ext".into()], &token, now).unwrap();
+    store.create_lane(&lane).unwrap();
+    let held = NewTask {
+        assignee: Some("ext".into()),
+        ..NewTask::titled("held by a lane")
+    };
+    store.create(&held, now).unwrap();
+    let claimed = store
+        .claim_for_lane("remote", 600, 4, &|_| board_core::Checks::default(), now)
+        .unwrap();
+    assert!(matches!(claimed, board_core::lanes::LaneClaim::Claimed(_)));
     let parent = store.create(&NewTask::titled("parent"), now).unwrap();
     let child = store.create(&NewTask::titled("child"), now).unwrap();
     store.link(&parent.id, &child.id, now).unwrap();
@@ -132,7 +146,7 @@ fn round_trip(url: &str) {
     let out = kanban(&sqlite_home, None, &["migrate", "--to", url]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(said.contains("tasks 3") && said.contains("task_events"), "{said}");
+    assert!(said.contains("tasks 4") && said.contains("lanes 1"), "{said}");
     printed.push(out);
 
     // Into a board that is no longer empty: refused, in one line, nothing written.
