@@ -778,14 +778,68 @@ fn the_decomposers_own_endpoint_key_and_provider() {
     assert!(!c.effective_yaml().contains(CANARY));
     assert_eq!(c.model.api_key, None);
 
-    // A provider the board cannot call is said, once.
-    let loaded = parse("auxiliary: {kanban_decomposer: {provider: anthropic}}");
-    let shown: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    // Hermes' aliases name the same provider.
+    let c = config("auxiliary: {kanban_decomposer: {provider: or}}");
+    assert_eq!(c.decomposer_base_url(), "https://openrouter.ai/api/v1");
+}
+
+#[test]
+fn a_named_model_provider_is_its_endpoint_and_key_never_a_local_server() {
+    let env = |name: &str| (name == "OPENROUTER_API_KEY").then(|| CANARY.to_owned());
+    let c = Config::parse("model: {provider: openrouter, default: m}", &env)
+        .unwrap()
+        .config;
+    assert_eq!(c.model.base_url, "https://openrouter.ai/api/v1");
+    assert_eq!(c.model.api_key_env, "OPENROUTER_API_KEY");
+    assert_eq!(c.model.api_key.as_ref().map(|k| k.expose()), Some(CANARY));
     assert_eq!(
-        shown,
-        ["config.yaml: auxiliary.kanban_decomposer.provider: kanban cannot call provider \"anthropic\" \
-          (it speaks the OpenAI chat-completions API: auto, custom, openai, openrouter); the endpoint is base_url"]
+        c.decomposer_base_url(),
+        "https://openrouter.ai/api/v1",
+        "auto is the model's"
     );
+    for (name, url, var) in [
+        ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        ("Anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY"),
+        ("glm", "https://api.z.ai/api/paas/v4", "GLM_API_KEY"),
+    ] {
+        let c = config(&format!("model: {{provider: {name}}}"));
+        assert_eq!(
+            (c.model.base_url.as_str(), c.model.api_key_env.as_str()),
+            (url, var),
+            "{name}"
+        );
+    }
+    // What the file sets beside the provider wins.
+    let c =
+        config("model: {provider: openrouter, base_url: \"https://proxy.example/v1\", api_key_env: MINE}");
+    assert_eq!(c.model.base_url, "https://proxy.example/v1");
+    assert_eq!(c.model.api_key_env, "MINE");
+    // A local server stays the default endpoint.
+    for name in ["custom", "ollama", "vllm", "auto"] {
+        let c = config(&format!("model: {{provider: {name}}}"));
+        assert_eq!(c.model.base_url, Config::default().model.base_url, "{name}");
+    }
+    // A name kanban cannot call without an endpoint is an error naming the key.
+    let refused = |text: &str| Config::parse(text, &|_| None).unwrap_err().to_string();
+    let unknown = refused("model: {provider: acme}");
+    assert!(
+        unknown.contains("model.provider: \"acme\" is not a provider kanban knows")
+            && unknown.contains("set base_url"),
+        "{unknown}"
+    );
+    let bedrock = refused("model: {provider: bedrock}");
+    assert!(
+        bedrock.contains("model.provider: \"bedrock\" does not speak the OpenAI chat-completions API"),
+        "{bedrock}"
+    );
+    let decomposer = refused("auxiliary: {kanban_decomposer: {provider: vertex}}");
+    assert!(
+        decomposer.contains("auxiliary.kanban_decomposer.provider: \"vertex\""),
+        "{decomposer}"
+    );
+    // With an endpoint, any name is only a label.
+    let c = config("model: {provider: bedrock, base_url: \"https://litellm.example/v1\"}");
+    assert_eq!(c.model.base_url, "https://litellm.example/v1");
 }
 
 /// Each `path: value` of a YAML text, the path by indentation (two spaces a level), with

@@ -79,7 +79,7 @@ impl Config {
     /// The variable the decomposer's key comes from (for messages): its provider's, else
     /// `model.api_key_env`.
     pub fn decomposer_api_key_env(&self) -> &str {
-        super::hermes::provider(&self.auxiliary.kanban_decomposer.provider)
+        super::providers::provider(&self.auxiliary.kanban_decomposer.provider)
             .and_then(|p| p.api_key_env)
             .unwrap_or(&self.model.api_key_env)
     }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::{hermes, MAX_FILE_BYTES};
+use super::MAX_FILE_BYTES;
 use crate::CONFIG_FILE;
 
 /// Something in the file that is ignored rather than refused.
@@ -17,13 +17,6 @@ pub enum Warning {
     KeyReadable(PathBuf),
     /// Keys a Hermes config holds that the board does not use, by their full paths.
     HermesKeys(Vec<String>),
-    /// A `provider` (by its key's path) that names one the board cannot call.
-    Provider {
-        /// `model.provider` or `auxiliary.kanban_decomposer.provider`.
-        key: &'static str,
-        /// The name given.
-        name: String,
-    },
 }
 
 impl fmt::Display for Warning {
@@ -40,12 +33,6 @@ impl fmt::Display for Warning {
                 f,
                 "{CONFIG_FILE}: Hermes settings not used by kanban (ignored): {}",
                 paths.join(", ")
-            ),
-            Warning::Provider { key, name } => write!(
-                f,
-                "{CONFIG_FILE}: {key}: kanban cannot call provider {name:?} (it speaks the \
-                 OpenAI chat-completions API: {}); the endpoint is base_url",
-                hermes::provider_names()
             ),
         }
     }

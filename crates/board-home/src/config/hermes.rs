@@ -1,7 +1,7 @@
 //! A Hermes `config.yaml` read as ours: Hermes' forms of a value that mean "the default"
 //! (`model: ""`, `model: some-name`, a blank `kanban.default_assignee`), the keys Hermes
 //! writes that the board has no use for (named in one warning instead of one warning
-//! each), and the providers the decomposer can call.
+//! each). The providers a Hermes user names are in `providers.rs`.
 
 use yaml_rust2::yaml::Hash;
 use yaml_rust2::Yaml;
@@ -142,50 +142,6 @@ const HERMES_AUXILIARY_TASKS: &[&str] = &[
     "moa_reference",
     "moa_aggregator",
 ];
-
-/// A provider the decomposer can call: each speaks the OpenAI chat-completions API.
-pub struct Provider {
-    /// Its name in `provider:`.
-    pub name: &'static str,
-    /// Its endpoint, when the name implies one.
-    pub base_url: Option<&'static str>,
-    /// The variable holding its key, when the name implies one.
-    pub api_key_env: Option<&'static str>,
-}
-
-/// `auto` and `custom` are the model's endpoint (or the `base_url` given beside them).
-pub const PROVIDERS: &[Provider] = &[
-    Provider {
-        name: "auto",
-        base_url: None,
-        api_key_env: None,
-    },
-    Provider {
-        name: "custom",
-        base_url: None,
-        api_key_env: None,
-    },
-    Provider {
-        name: "openai",
-        base_url: Some("https://api.openai.com/v1"),
-        api_key_env: Some("OPENAI_API_KEY"),
-    },
-    Provider {
-        name: "openrouter",
-        base_url: Some("https://openrouter.ai/api/v1"),
-        api_key_env: Some("OPENROUTER_API_KEY"),
-    },
-];
-
-/// The provider of that name, if the board can call it.
-pub fn provider(name: &str) -> Option<&'static Provider> {
-    PROVIDERS.iter().find(|p| p.name == name.trim())
-}
-
-/// The names the board can call, for a message.
-pub fn provider_names() -> String {
-    PROVIDERS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
-}
 
 /// Rewrites Hermes' forms into ours before the tree is read: `model: name` is
 /// `model: {default: name}`, `model: ""` is no `model`, and a blank value of a key in

@@ -29,6 +29,7 @@ mod error;
 mod fields;
 pub mod hermes;
 mod profile;
+pub mod providers;
 mod template;
 mod text;
 mod yaml;
@@ -144,7 +145,7 @@ pub struct AuxiliaryConfig {
 #[serde(default)]
 pub struct DecomposerConfig {
     /// Who serves the decomposer: `auto` (the model's endpoint), `custom`, or a hosted
-    /// provider whose endpoint and key variable the name implies (`hermes::PROVIDERS`).
+    /// provider whose endpoint and key variable the name implies (`providers::PROVIDERS`).
     #[default = "auto"]
     pub provider: String,
     /// The decomposer's model; empty means `model.default`.
@@ -459,6 +460,7 @@ impl Config {
                     }
                 },
             )?;
+        providers::apply(&root, &mut config)?;
         check_endpoints(&config)?;
         check_reviews(&config)?;
         check_external(&config)?;
@@ -474,26 +476,11 @@ impl Config {
         if !hermes_keys.is_empty() {
             warnings.push(Warning::HermesKeys(hermes_keys));
         }
-        let providers = [
-            ("model.provider", &config.model.provider),
-            (
-                "auxiliary.kanban_decomposer.provider",
-                &config.auxiliary.kanban_decomposer.provider,
-            ),
-        ];
-        for (key, name) in providers {
-            if hermes::provider(name).is_none() {
-                warnings.push(Warning::Provider {
-                    key,
-                    name: name.clone(),
-                });
-            }
-        }
         let key_in_file =
             config.model.api_key.is_some() || config.auxiliary.kanban_decomposer.api_key.is_some();
         let decomposer = &mut config.auxiliary.kanban_decomposer;
         if decomposer.api_key.is_none() {
-            let var = hermes::provider(&decomposer.provider).and_then(|p| p.api_key_env);
+            let var = providers::provider(&decomposer.provider).and_then(|p| p.api_key_env);
             decomposer.api_key = var.and_then(env).filter(|v| !v.is_empty()).map(ApiKey::new);
         }
         if config.model.api_key.is_none() {
@@ -516,7 +503,7 @@ impl Config {
     /// provider's, else `model.base_url`.
     pub fn decomposer_base_url(&self) -> &str {
         let decomposer = &self.auxiliary.kanban_decomposer;
-        let provider_url = hermes::provider(&decomposer.provider).and_then(|p| p.base_url);
+        let provider_url = providers::provider(&decomposer.provider).and_then(|p| p.base_url);
         or_fallback(&decomposer.base_url, provider_url.unwrap_or(&self.model.base_url))
     }
 

@@ -33,6 +33,10 @@ const FOOTER: &str = "
 /// A note for the key at a path; a test checks every path is a key of the config.
 pub const NOTES: &[(&str, &str)] = &[
     ("model", "the OpenAI-compatible endpoint"),
+    (
+        "model.provider",
+        "custom: base_url; a named one (openrouter...) implies both",
+    ),
     ("model.default", "model name"),
     (
         "model.api_key_env",
@@ -48,7 +52,7 @@ pub const NOTES: &[(&str, &str)] = &[
     ),
     (
         "auxiliary.kanban_decomposer.provider",
-        "auto (the model's), custom, openai or openrouter",
+        "auto (the model's), or a provider name as model.provider",
     ),
     (
         "auxiliary.kanban_decomposer.max_requests_per_day",
