@@ -117,10 +117,15 @@ fn for_each_sorted(
 /// filter is its own statement, an index range of task_events_by_task.
 fn event_clause(filter: &EventFilter) -> &'static str {
     if filter.task_id.is_some() {
-        "task_id = $1 AND id > $2 AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR created_at >= $4)"
+        "task_id = $1 AND id > $2 AND ($3::text[] IS NULL OR kind = ANY($3)) AND ($4::bigint IS NULL OR created_at >= $4)"
     } else {
-        "$1::text IS NULL AND id > $2 AND ($3::text IS NULL OR kind = $3) AND ($4::bigint IS NULL OR created_at >= $4)"
+        "$1::text IS NULL AND id > $2 AND ($3::text[] IS NULL OR kind = ANY($3)) AND ($4::bigint IS NULL OR created_at >= $4)"
     }
+}
+
+/// The kinds of an events read as PostgreSQL binds them: a text array, or NULL for any.
+fn kinds_param(filter: &EventFilter) -> Option<&[String]> {
+    (!filter.kinds.is_empty()).then_some(filter.kinds.as_slice())
 }
 
 pub(crate) fn for_each_event(
@@ -143,7 +148,8 @@ pub(crate) fn for_each_event(
     };
     let task = filter.task_id.as_ref().map(TaskId::as_str);
     let limit = sql_limit(filter.limit);
-    let params: Params<'_> = &[&task, &filter.after_id, &filter.kind, &filter.since, &limit];
+    let kinds = kinds_param(filter);
+    let params: Params<'_> = &[&task, &filter.after_id, &kinds, &filter.since, &limit];
     tx.each_row(&sql, params, |row| Ok(visit(rows::event(row)?)))
 }
 
@@ -156,7 +162,8 @@ pub(crate) fn count_events(tx: &mut Tx<'_>, filter: &EventFilter) -> StoreResult
         event_clause(filter)
     );
     let task = filter.task_id.as_ref().map(TaskId::as_str);
-    let found = tx.query_uncached(&sql, &[&task, &filter.after_id, &filter.kind, &filter.since])?;
+    let kinds = kinds_param(filter);
+    let found = tx.query_uncached(&sql, &[&task, &filter.after_id, &kinds, &filter.since])?;
     let row = found
         .first()
         .ok_or_else(|| StoreError::Backend("the event count returned no row".into()))?;

@@ -472,7 +472,7 @@ pub fn review_verdicts_race_to_one_winner(board: &dyn Backend, rounds: usize) {
 fn event_payload(store: &dyn Store, id: &TaskId, kind: &str) -> serde_json::Value {
     let filter = crate::EventFilter {
         task_id: Some(id.clone()),
-        kind: Some(kind.to_owned()),
+        kinds: vec![kind.to_owned()],
         ..Default::default()
     };
     store.events(&filter).unwrap().pop().expect(kind).payload

@@ -116,10 +116,25 @@ pub fn events_filter_by_kind_time_and_newest(board: &dyn Backend) {
     };
     assert_eq!(s.events(&oldest).unwrap(), all[..3].to_vec());
     let beats = EventFilter {
-        kind: Some("heartbeat".into()),
+        kinds: vec!["heartbeat".into()],
         ..EventFilter::default()
     };
     assert_eq!(s.count_events(&beats).unwrap(), 5);
+    let two = EventFilter {
+        kinds: vec!["heartbeat".into(), "created".into(), "no_such_kind".into()],
+        ..EventFilter::default()
+    };
+    let kinds: Vec<String> = s.events(&two).unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds.len(), s.count_events(&two).unwrap() as usize);
+    assert!(
+        kinds.iter().filter(|k| *k == "heartbeat").count() == 5,
+        "{kinds:?}"
+    );
+    assert!(kinds.iter().any(|k| k == "created"), "{kinds:?}");
+    assert!(
+        kinds.iter().all(|k| k == "heartbeat" || k == "created"),
+        "{kinds:?}"
+    );
     let since = EventFilter {
         since: Some(T0 + 22),
         ..EventFilter::default()
@@ -127,7 +142,7 @@ pub fn events_filter_by_kind_time_and_newest(board: &dyn Backend) {
     let late: Vec<i64> = s.events(&since).unwrap().iter().map(|e| e.created_at).collect();
     assert_eq!(late, [T0 + 22, T0 + 23, T0 + 24]);
     let none = EventFilter {
-        kind: Some("no_such_kind".into()),
+        kinds: vec!["no_such_kind".into()],
         newest: true,
         limit: Some(100),
         ..EventFilter::default()

@@ -87,7 +87,7 @@ impl Tables {
     fn event_matches(filter: &EventFilter, e: &Event) -> bool {
         e.id > filter.after_id
             && filter.task_id.as_ref().is_none_or(|t| &e.task_id == t)
-            && filter.kind.as_ref().is_none_or(|k| &e.kind == k)
+            && (filter.kinds.is_empty() || filter.kinds.contains(&e.kind))
             && filter.since.is_none_or(|at| e.created_at >= at)
     }
 

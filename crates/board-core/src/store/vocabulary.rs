@@ -26,14 +26,15 @@ pub struct TaskFilter {
 }
 
 /// Which events `events` returns, oldest first: those with an id above `after_id`, of
-/// `kind` and created at or after `since` when given, at most `limit`. With `newest`,
+/// one of `kinds` (any kind when empty) and created at or after `since` when given, at
+/// most `limit`. With `newest`,
 /// the limit keeps the newest matching events rather than the oldest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventFilter {
     pub task_id: Option<TaskId>,
     pub after_id: i64,
     pub limit: Option<usize>,
-    pub kind: Option<String>,
+    pub kinds: Vec<String>,
     pub since: Option<Timestamp>,
     pub newest: bool,
 }

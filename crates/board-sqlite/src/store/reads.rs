@@ -118,14 +118,19 @@ fn for_each_sorted(
     visit_tasks(conn, &sql, params![status, filter.assignee, limit, after], visit)
 }
 
-/// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 kind,
-/// ?4 since. A task filter is its own statement, an index range of task_events_by_task.
+/// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 the
+/// kinds (a JSON array, or NULL for any), ?4 since. A task filter is its own statement, an index range of task_events_by_task.
 fn event_clause(filter: &EventFilter) -> &'static str {
     if filter.task_id.is_some() {
-        "task_id = ?1 AND id > ?2 AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR created_at >= ?4)"
+        "task_id = ?1 AND id > ?2 AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3))) AND (?4 IS NULL OR created_at >= ?4)"
     } else {
-        "?1 IS NULL AND id > ?2 AND (?3 IS NULL OR kind = ?3) AND (?4 IS NULL OR created_at >= ?4)"
+        "?1 IS NULL AND id > ?2 AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3))) AND (?4 IS NULL OR created_at >= ?4)"
     }
+}
+
+/// The kinds of an events read as SQLite binds them: a JSON array, or NULL for any.
+fn kinds_param(filter: &EventFilter) -> Option<String> {
+    (!filter.kinds.is_empty()).then(|| serde_json::Value::from(filter.kinds.clone()).to_string())
 }
 
 pub(super) fn for_each_event(
@@ -149,7 +154,13 @@ pub(super) fn for_each_event(
     let task = filter.task_id.as_ref().map(TaskId::as_str);
     let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
     let mut rows = stmt
-        .query(params![task, filter.after_id, filter.kind, filter.since, limit])
+        .query(params![
+            task,
+            filter.after_id,
+            kinds_param(filter),
+            filter.since,
+            limit
+        ])
         .map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
         if visit(event_from_row(row).map_err(backend)?).is_break() {
@@ -168,9 +179,10 @@ pub(super) fn count_events(conn: &Connection, filter: &EventFilter) -> StoreResu
     let n: i64 = conn
         .prepare_cached(&sql)
         .and_then(|mut s| {
-            s.query_row(params![task, filter.after_id, filter.kind, filter.since], |r| {
-                r.get(0)
-            })
+            s.query_row(
+                params![task, filter.after_id, kinds_param(filter), filter.since],
+                |r| r.get(0),
+            )
         })
         .map_err(backend)?;
     Ok(n.max(0) as u64)

@@ -56,9 +56,10 @@ pub struct EventsArgs {
     /// "2026-12-01 08:00" local time, or an age such as 2h)
     #[arg(long, value_name = "TIME|EVENT_ID", value_parser = parse_since)]
     pub since: Option<Since>,
-    /// Only events of this kind (claimed, completed, heartbeat, ...)
-    #[arg(long, value_name = "KIND")]
-    pub kind: Option<String>,
+    /// Only events of these kinds (claimed, completed, heartbeat, ...): a list
+    /// (`--kind claimed,completed`) or the flag again
+    #[arg(long = "kind", value_name = "KIND[,KIND...]", value_delimiter = ',')]
+    pub kinds: Vec<String>,
 }
 
 /// Where `events --since` starts.

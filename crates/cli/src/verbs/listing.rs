@@ -196,9 +196,32 @@ fn events_filter(ctx: &Ctx, a: &EventsArgs) -> EventFilter {
         task_id: a.id.clone(),
         after_id,
         limit: limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
-        kind: a.kind.clone(),
+        kinds: a
+            .kinds
+            .iter()
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .collect(),
         since,
         newest: !a.all,
+    }
+}
+
+/// Says which of `kinds` the board never records (a typo shows nothing otherwise); they
+/// still filter, since events imported from Hermes keep Hermes' own kinds.
+fn warn_unknown_kinds(kinds: &[String]) {
+    let unknown: Vec<&str> = kinds
+        .iter()
+        .map(String::as_str)
+        .filter(|k| k.parse::<board_core::EventKind>().is_err())
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&str> = board_core::EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        eprintln!(
+            "kanban: warning: kanban records no event of kind {} (only imported events may have it); its kinds: {}",
+            crate::output::plain(&unknown.join(", "), false),
+            known.join(", ")
+        );
     }
 }
 
@@ -207,6 +230,7 @@ pub fn events(ctx: &Ctx, a: EventsArgs) -> Result<(), Failure> {
         ctx.store.get(id)?;
     }
     let filter = events_filter(ctx, &a);
+    warn_unknown_kinds(&filter.kinds);
     let with_task = a.id.is_none();
     if a.follow {
         // Installed before the first read: a Ctrl-C from then on ends the stream cleanly.

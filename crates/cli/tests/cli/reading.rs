@@ -398,3 +398,35 @@ fn a_read_on_a_missing_home_creates_no_board() {
         )
     );
 }
+
+#[test]
+fn events_kind_takes_a_list_and_names_a_kind_the_board_never_records() {
+    let board = Board::init();
+    let id = board.create(&["listed", "--assignee", "default"]);
+    board.ok(&["claim", &id]);
+    board.ok(&["complete", &id, "--result", "ok"]);
+    let kinds = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["events", "--all"];
+        all.extend_from_slice(args);
+        let shown = board.json(&all);
+        shown
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(kinds(&["--kind", "created,completed"]), ["created", "completed"]);
+    assert_eq!(
+        kinds(&["--kind", "created", "--kind", "completed"]),
+        ["created", "completed"]
+    );
+    assert_eq!(kinds(&["--kind", "claimed"]), ["claimed"]);
+    let out = board.kanban(&["events", "--kind", "complete"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("kanban records no event of kind complete") && stderr.contains("completed"),
+        "{stderr}"
+    );
+}

@@ -98,7 +98,7 @@ fn each_request_billed_once(b: &SharedBoard) {
         rows.len()
     );
     let filter = EventFilter {
-        kind: Some(EventKind::Specified.as_str().to_owned()),
+        kinds: vec![EventKind::Specified.as_str().to_owned()],
         ..EventFilter::default()
     };
     let mut committed: BTreeMap<TaskId, usize> = BTreeMap::new();
