@@ -100,7 +100,9 @@ pub fn status_label(status: Status) -> String {
     format!("{glyph} {status}")
 }
 
-/// The width to fit tables into: `$COLUMNS`, else the terminal's, else 100.
+/// The width to fit tables into: `$COLUMNS`, else the terminal's; output that is not a
+/// terminal (a pipe, a file) is never cut ([`UNLIMITED`]), so `grep` sees every title
+/// whole.
 pub fn width() -> usize {
     if let Some(cols) = std::env::var("COLUMNS")
         .ok()
@@ -108,8 +110,11 @@ pub fn width() -> usize {
     {
         return cols.max(40);
     }
-    terminal_width().unwrap_or(100).max(40)
+    terminal_width().map_or(UNLIMITED, |w| w.max(40))
 }
+
+/// The width of output that is not cut at all: no column is capped, no cell shortened.
+pub const UNLIMITED: usize = usize::MAX;
 
 fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
@@ -147,6 +152,11 @@ const GUTTER: usize = 2;
 /// profile) is cut, so it neither squeezes the last column to nothing nor pads every
 /// line of the table with its length.
 const MAX_COLUMN: usize = 32;
+
+/// The room the last column (a title) is given before it is cut, when columns before it
+/// can give way: the widest of them narrows, down to [`SQUEEZED_COLUMN`].
+const WANTED_LAST: usize = 24;
+const SQUEEZED_COLUMN: usize = 16;
 
 /// One cell of a [`Table`]: its text on one line, control characters blanked, and the
 /// SGR code it is painted in (none when not painted).
@@ -213,21 +223,23 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// The table as lines of at most `total_width` columns, without trailing blanks.
+    /// The table as lines of at most `total_width` columns, without trailing blanks;
+    /// [`UNLIMITED`] cuts nothing.
     pub fn render(self, total_width: usize) -> String {
         let columns = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|c| c.width.min(MAX_COLUMN)).collect();
+        let cap = if total_width == UNLIMITED {
+            UNLIMITED
+        } else {
+            MAX_COLUMN
+        };
+        let mut widths: Vec<usize> = self.header.iter().map(|c| c.width.min(cap)).collect();
         for row in &self.rows {
             for (width, cell) in widths.iter_mut().zip(row) {
-                *width = (*width).max(cell.width.min(MAX_COLUMN));
+                *width = (*width).max(cell.width.min(cap));
             }
         }
-        let leading: usize = widths
-            .iter()
-            .take(columns.saturating_sub(1))
-            .map(|w| w + GUTTER)
-            .sum();
-        let last = total_width.saturating_sub(leading).max(MIN_LAST_COLUMN);
+        squeeze(&mut widths, total_width);
+        let last = total_width.saturating_sub(leading(&widths)).max(MIN_LAST_COLUMN);
         let mut out = String::new();
         for row in std::iter::once(&self.header).chain(&self.rows) {
             let start = out.len();
@@ -236,7 +248,7 @@ impl Table {
             for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
                 let text = match i + 1 == columns {
                     true => fit(cell.text.trim_end(), last),
-                    false => fit(&cell.text, MAX_COLUMN),
+                    false => fit(&cell.text, *width),
                 };
                 if !text.is_empty() {
                     out.extend(std::iter::repeat_n(' ', blanks));
@@ -259,6 +271,33 @@ impl Table {
     /// Prints the table in one write (a thousand rows are one syscall, not a thousand).
     pub fn print(self, total_width: usize) {
         print!("{}", self.render(total_width));
+    }
+}
+
+/// The columns before the last, with their gutters.
+fn leading(widths: &[usize]) -> usize {
+    widths
+        .iter()
+        .take(widths.len().saturating_sub(1))
+        .map(|w| w.saturating_add(GUTTER))
+        .fold(0, usize::saturating_add)
+}
+
+/// Narrows the widest columns before the last (down to [`SQUEEZED_COLUMN`]) while the
+/// last would get less than [`WANTED_LAST`] of `total_width`.
+fn squeeze(widths: &mut [usize], total_width: usize) {
+    let before_last = widths.len().saturating_sub(1);
+    loop {
+        let room = total_width.saturating_sub(leading(widths));
+        if room >= WANTED_LAST {
+            return;
+        }
+        let widest = widths[..before_last]
+            .iter_mut()
+            .filter(|w| **w > SQUEEZED_COLUMN)
+            .max_by_key(|w| **w);
+        let Some(widest) = widest else { return };
+        *widest = (*widest - (WANTED_LAST - room)).max(SQUEEZED_COLUMN);
     }
 }
 
@@ -533,6 +572,34 @@ mod tests {
         assert_eq!(first, format!("t_00  {}…  the title", "a".repeat(MAX_COLUMN - 1)));
         assert!(text.lines().all(|l| l.width() <= 80), "{first}");
         assert!(text.len() < 101 * 80, "{} bytes for 100 rows", text.len());
+    }
+
+    #[test]
+    fn a_long_assignee_gives_way_to_the_title_and_nothing_is_cut_unlimited() {
+        let assignee = "a-very-long-profile-name-for-reviews";
+        let title = "the title that people grep for in a pipe";
+        let table = || {
+            let mut table = Table::new(
+                &["ID", "STATUS", "ASSIGNEE", "CREATED", "TITLE"],
+                Paint { on: false },
+            );
+            table.row(vec![
+                cell("t_1a2b3c4d"),
+                cell("▶ running"),
+                cell(assignee),
+                cell("2026-12-06 13:20"),
+                cell(title),
+            ]);
+            table
+        };
+        let text = table().render(80);
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.width() <= 80, "{row}");
+        assert!(row.contains("a-very-long-pro…"), "the assignee narrows: {row}");
+        // 21 columns are left where a 32-column assignee left the title its minimum, 10.
+        assert!(row.ends_with("  the title that…"), "the title keeps room: {row}");
+        let whole = table().render(UNLIMITED);
+        assert!(whole.contains(assignee) && whole.contains(title), "{whole}");
     }
 
     #[test]

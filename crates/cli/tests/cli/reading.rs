@@ -430,3 +430,21 @@ fn events_kind_takes_a_list_and_names_a_kind_the_board_never_records() {
         "{stderr}"
     );
 }
+
+#[test]
+fn list_into_a_pipe_never_cuts_a_title() {
+    let board = Board::init();
+    let title = format!("find me in a pipe {}", "with many words ".repeat(10));
+    let title = title.trim_end();
+    board.create(&[title, "--assignee", "a-profile-name-longer-than-thirty-two-columns"]);
+    let out = board
+        .kanban(&["list"])
+        .env_remove("COLUMNS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(title), "{text}");
+    assert!(text.contains("a-profile-name-longer-than-thirty-two-columns"), "{text}");
+    assert!(!text.contains('…'), "{text}");
+}
