@@ -295,6 +295,39 @@ impl Home {
         })
     }
 
+    /// Opens the board to read it, creating and writing nothing: as [`Home::open`] when
+    /// that can, else (a board file or directory this process cannot write) the SQLite
+    /// board read only, else as a snapshot without locks ([`SqliteStore::open_snapshot`];
+    /// `Opened::snapshot` says so).
+    pub fn open_for_reading(&self) -> Result<(Opened, bool), HomeError> {
+        let loaded = self.load_config()?;
+        if loaded.config.database_url.is_some() || !self.database().exists() {
+            return Ok((self.open()?, false));
+        }
+        let options = Options {
+            synchronous: loaded.config.kanban.sqlite_synchronous,
+            ..Options::default()
+        };
+        let (store, snapshot) = match SqliteStore::open(self.database(), &options) {
+            Ok(store) => (store.on_wake(crate::wake::nudger(self)), false),
+            Err(first) => {
+                match SqliteStore::open_read_only(self.database()).and_then(|s| s.ensure_readable()) {
+                    Ok(store) => (store, false),
+                    Err(_) => (
+                        SqliteStore::open_snapshot(self.database()).map_err(|_| first)?,
+                        true,
+                    ),
+                }
+            }
+        };
+        let opened = Opened {
+            store: Arc::new(store),
+            loaded,
+            created_home: false,
+        };
+        Ok((opened, snapshot))
+    }
+
     /// Opens (creating when new) the board with the configured settings; the one way
     /// every verb, the gateway and the web board open it: the PostgreSQL board of
     /// `database_url` when there is one, else the home's `kanban.db`.

@@ -146,26 +146,50 @@ impl SqliteStore {
     /// Opens an existing board for reading only: nothing is created or migrated.
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, OpenError> {
         let path = path.as_ref().to_path_buf();
-        if check_existing(&path)?.is_none() {
-            return Err(OpenError::Io {
-                path,
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no board here"),
-            });
-        }
-        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .and_then(|c| {
-                c.busy_timeout(Options::default().busy_timeout)?;
-                Ok(c)
-            })
+        let conn = open_existing(&path, &path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.busy_timeout(Options::default().busy_timeout)
             .map_err(|e| OpenError::Sqlite {
                 path: path.clone(),
                 message: e.to_string(),
             })?;
-        Ok(SqliteStore {
+        Ok(SqliteStore::reading(conn, path))
+    }
+
+    /// A store on a connection that only reads.
+    fn reading(conn: Connection, path: PathBuf) -> SqliteStore {
+        SqliteStore {
             conn: Mutex::new(conn),
             path,
             on_wake: None,
-        })
+        }
+    }
+
+    /// The store, once one read succeeded: a read-only open of a board in WAL mode fails
+    /// only at its first read when SQLite cannot make its shared-memory file.
+    pub fn ensure_readable(self) -> Result<SqliteStore, OpenError> {
+        let read = self
+            .lock_conn()
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0));
+        match read {
+            Ok(_) => Ok(self),
+            Err(e) => Err(OpenError::Sqlite {
+                path: self.path.clone(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Opens an existing board as an unchanging snapshot (SQLite's `immutable`): no lock,
+    /// no shared-memory file, nothing created. The one way to read a board in a directory
+    /// this process cannot write when SQLite's WAL files are absent; a write by another
+    /// process meanwhile is not seen, and one that moves pages may fail the read.
+    pub fn open_snapshot(path: impl AsRef<Path>) -> Result<SqliteStore, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let uri = PathBuf::from(format!("file:{}?immutable=1", uri_path(&path)));
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = open_existing(&path, &uri, flags)?;
+        Ok(SqliteStore::reading(conn, path))
     }
 
     /// Calls `on_wake` after every committed write that appended an event which may
@@ -252,6 +276,35 @@ impl SqliteStore {
 /// half of it. A refusal is therefore read again a few times, a little apart, before it
 /// stands: a board in the making settles in milliseconds, a file that is not ours reads
 /// the same every time.
+/// A connection to the existing board at `path`, opened as `target` (the path, or a
+/// URI naming it) with `flags`; a missing board is refused, nothing is created.
+fn open_existing(path: &Path, target: &Path, flags: OpenFlags) -> Result<Connection, OpenError> {
+    if check_existing(path)?.is_none() {
+        return Err(OpenError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no board here"),
+        });
+    }
+    Connection::open_with_flags(target, flags).map_err(|e| OpenError::Sqlite {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// A path as the path of a `file:` URI: every byte but unreserved ones and `/`
+/// percent-encoded (a `?`, `#` or `%` in a directory name stays a name).
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     let mut wait = Duration::from_millis(5);
     for _ in 0..IDENTITY_REREADS {

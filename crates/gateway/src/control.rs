@@ -14,6 +14,11 @@ pub fn running_pid(home: &Home) -> Result<libc::pid_t, GatewayError> {
     let not_running = || GatewayError::NotRunning {
         home: home.dir().to_path_buf(),
     };
+    // No lock file: no gateway ever ran here (and a home this user cannot write is read
+    // without making one).
+    if !home.lock_file().exists() {
+        return Err(not_running());
+    }
     let lock = safety::open_lock(&home.lock_file()).map_err(|source| GatewayError::Io {
         what: "cannot open the gateway lock".into(),
         source,

@@ -96,8 +96,43 @@ pub fn target(
     }
 }
 
+/// Verbs that only read (or only say what they would do): on a home with no board they
+/// are refused, never make one, so a mistyped home is not shown as an empty board.
+fn only_reads(verb: &Verb) -> bool {
+    use crate::args::{GatewayCommand, LaneCommand};
+    match verb {
+        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events(_) | Verb::Stats | Verb::Mcp => {
+            true
+        }
+        Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
+        Verb::Dispatch { dry_run, .. } => *dry_run,
+        Verb::Gc(a) => a.dry_run,
+        // Inside a worker the home may be unreadable on purpose: the report channel reads.
+        Verb::Context { .. } => std::env::var_os(board_home::worker_variables::TASK).is_none(),
+        _ => false,
+    }
+}
+
+/// Whether the home holds a board or names one: its SQLite file, or a config (which may
+/// name a PostgreSQL board), or `KANBAN_DATABASE_URL`. A home that is not a directory is
+/// left to the open to refuse, with its own reason.
+fn has_board(home: &Home) -> bool {
+    let dir = home.dir();
+    (dir.exists() && !dir.is_dir())
+        || dir.join(board_home::DATABASE_FILE).exists()
+        || board_home::Config::path(dir).exists()
+        || std::env::var_os(board_home::DATABASE_URL_VARIABLE).is_some_and(|v| !v.is_empty())
+}
+
 /// Opens (creating when new) the board and runs the verb.
 pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
+    let reads = only_reads(&verb);
+    if reads && !has_board(&home) {
+        return Err(Failure::Refused(format!(
+            "no board at {} (kanban init creates one; --home or KANBAN_HOME names another)",
+            crate::output::plain(&home.dir().display().to_string(), false)
+        )));
+    }
     let verb = match verb {
         // Checking the config opens no board: it must report a config that stops the others.
         Verb::Config(command) => return config::run(&home, json, command),
@@ -114,18 +149,12 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         | Verb::Comment(_)) => return at_desk(Desk::new(home, json, now()), verb),
         verb => verb,
     };
-    // A read never creates a board: a mistyped home would show an empty one.
-    let reads = matches!(
-        verb,
-        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events(_) | Verb::Stats
-    );
-    if reads && !home.dir().exists() {
-        return Err(Failure::Refused(format!(
-            "no board at {} (kanban init creates one)",
-            home.dir().display()
-        )));
-    }
-    let (store, Loaded { config, warnings }, created) = open_board(&home)?;
+    // A read opens a board it cannot write (a read-only file or directory) all the same;
+    // the MCP server writes.
+    let (store, Loaded { config, warnings }, created) = match reads && !matches!(verb, Verb::Mcp) {
+        true => open_board_for_reading(&home)?,
+        false => open_board(&home)?,
+    };
     let ctx = Ctx {
         store,
         config,
@@ -201,6 +230,24 @@ pub fn open_board(home: &Home) -> Result<(Arc<dyn Store>, Loaded, setup::Created
     let created = setup::Created {
         home: opened.created_home,
         config: home.write_template()?,
+    };
+    Ok((opened.store, opened.loaded, created))
+}
+
+/// Opens the home's board to read it, writing nothing (not even the config template):
+/// read only, or as a snapshot when its directory cannot be written, said once.
+fn open_board_for_reading(home: &Home) -> Result<(Arc<dyn Store>, Loaded, setup::Created), Failure> {
+    let (opened, snapshot) = home.open_for_reading()?;
+    if snapshot {
+        eprintln!(
+            "kanban: warning: {} is read as a snapshot without locks (this user cannot write its \
+             directory and no writer has it open): a write meanwhile is not seen",
+            crate::output::plain(&home.database().display().to_string(), false)
+        );
+    }
+    let created = setup::Created {
+        home: false,
+        config: false,
     };
     Ok((opened.store, opened.loaded, created))
 }

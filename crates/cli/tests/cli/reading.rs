@@ -375,7 +375,7 @@ fn a_read_on_a_missing_home_creates_no_board() {
         assert_eq!(
             String::from_utf8_lossy(&out.stderr),
             format!(
-                "kanban: no board at {} (kanban init creates one)\n",
+                "kanban: no board at {} (kanban init creates one; --home or KANBAN_HOME names another)\n",
                 home.display()
             ),
             "{args:?}"
@@ -393,7 +393,7 @@ fn a_read_on_a_missing_home_creates_no_board() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         format!(
-            "kanban: no board at {} (kanban init creates one)\n",
+            "kanban: no board at {} (kanban init creates one; --home or KANBAN_HOME names another)\n",
             absolute.display()
         )
     );
@@ -436,15 +436,89 @@ fn list_into_a_pipe_never_cuts_a_title() {
     let board = Board::init();
     let title = format!("find me in a pipe {}", "with many words ".repeat(10));
     let title = title.trim_end();
-    board.create(&[title, "--assignee", "a-profile-name-longer-than-thirty-two-columns"]);
-    let out = board
-        .kanban(&["list"])
-        .env_remove("COLUMNS")
-        .output()
-        .unwrap();
+    board.create(&[
+        title,
+        "--assignee",
+        "a-profile-name-longer-than-thirty-two-columns",
+    ]);
+    let out = board.kanban(&["list"]).env_remove("COLUMNS").output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains(title), "{text}");
-    assert!(text.contains("a-profile-name-longer-than-thirty-two-columns"), "{text}");
+    assert!(
+        text.contains("a-profile-name-longer-than-thirty-two-columns"),
+        "{text}"
+    );
     assert!(!text.contains('…'), "{text}");
+}
+
+#[test]
+fn reads_refuse_a_home_without_a_board_and_make_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("kanbn");
+    for verb in [
+        &["list"][..],
+        &["stats"],
+        &["events"],
+        &["gateway", "status"],
+        &["dispatch", "--dry-run"],
+        &["gc", "--dry-run"],
+        &["lane", "list"],
+        &["context", "t_1a2b3c4d"],
+        &["mcp"],
+    ] {
+        let out = common::bare()
+            .arg("--home")
+            .arg(&typo)
+            .args(verb)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{verb:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("no board at") && stderr.lines().count() == 1,
+            "{verb:?}: {stderr}"
+        );
+        assert!(!typo.exists(), "{verb:?} made a home");
+    }
+}
+
+#[test]
+fn a_board_in_a_read_only_directory_serves_every_read() {
+    use std::os::unix::fs::PermissionsExt;
+    if !common::root_for("read a board as a user who cannot write it") {
+        return;
+    }
+    let board = Board::init();
+    let id = board.create(&["read me where I cannot be written", "--assignee", "default"]);
+    let home = board.home();
+    let as_reader = |args: &[&str]| {
+        let mut cmd = common::unprivileged(&home);
+        // The reader's own HOME (systemd units are looked for there), not root's.
+        cmd.env("HOME", &home);
+        cmd.arg("--home").arg(&home).args(args).output().unwrap()
+    };
+    std::fs::set_permissions(home.join("kanban.db"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o555)).unwrap();
+    for verb in [
+        &["list"][..],
+        &["show", id.as_str()],
+        &["runs", id.as_str()],
+        &["events"],
+        &["stats"],
+        &["gateway", "status"],
+        &["lane", "list"],
+        &["dispatch", "--dry-run"],
+        &["gc", "--dry-run"],
+    ] {
+        let out = as_reader(verb);
+        assert!(out.status.success(), "{verb:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("read as a snapshot"), "{verb:?}: {stderr}");
+    }
+    let listed = as_reader(&["list"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("read me where I cannot be written"));
+    let write = as_reader(&["create", "not here"]);
+    assert_eq!(write.status.code(), Some(1), "a write is refused: {write:?}");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

@@ -532,10 +532,14 @@ fn a_read_only_home_is_refused() {
     let home = dir.path().join("home");
     std::fs::create_dir(&home).expect("mkdir");
     set_mode(&home, 0o500);
-    let out = kanban_unprivileged(dir.path(), &home, &["ls"]);
+    let out = kanban_unprivileged(dir.path(), &home, &["create", "x"]);
+    let read = kanban_unprivileged(dir.path(), &home, &["ls"]);
     set_mode(&home, 0o700);
     assert_eq!(out.status.code(), Some(1));
     assert_one_line_failure(&out.stderr, "read-only home", "kanban.db: Permission denied");
+    // A read finds no board there, and says so.
+    assert_eq!(read.status.code(), Some(1));
+    assert_one_line_failure(&read.stderr, "read-only home, read", "no board at");
     assert!(listing(&home).is_empty(), "something was written");
 }
 
