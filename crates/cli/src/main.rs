@@ -64,6 +64,41 @@ fn start_log(cli: &args::Cli) -> Result<(), gateway::logging::LogError> {
     }
 }
 
+/// Verbs of the Hermes kanban that kanban names otherwise.
+const HERMES_VERBS: &[(&str, &str)] = &[("tail", "events --follow"), ("watch", "events --follow")];
+
+/// An unknown verb, in one line: the verb kanban has for a Hermes one, else a verb
+/// within two edits of it (a swap of two letters is one: `lsit` -> `list`), else none; never a verb that merely
+/// shares letters with it.
+fn unknown_verb(e: &clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue};
+    let given = match e.get(ContextKind::InvalidSubcommand) {
+        Some(ContextValue::String(verb)) => verb.clone(),
+        _ => String::new(),
+    };
+    let command = <args::Cli as clap::CommandFactory>::command();
+    let verbs: Vec<String> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .flat_map(|c| std::iter::once(c.get_name().to_owned()).chain(c.get_all_aliases().map(str::to_owned)))
+        .collect();
+    let hint = HERMES_VERBS
+        .iter()
+        .find(|(hermes, _)| *hermes == given && !verbs.iter().any(|v| v == hermes))
+        .map(|(_, ours)| format!("; kanban's is `kanban {ours}`"))
+        .or_else(|| {
+            verbs
+                .iter()
+                .map(|v| (strsim::damerau_levenshtein(v, &given), v))
+                .filter(|(distance, _)| *distance <= 2 && *distance < given.len())
+                .min()
+                .map(|(_, v)| format!("; did you mean `{v}`?"))
+        })
+        .unwrap_or_default();
+    eprintln!("kanban: no verb {:?}{hint} (see --help)", one_line(&given));
+    ExitCode::from(2)
+}
+
 /// Help and version go out as clap writes them; a real usage error becomes one line.
 fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
@@ -74,6 +109,7 @@ fn usage_error(e: clap::Error) -> ExitCode {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
+        ErrorKind::InvalidSubcommand => return unknown_verb(&e),
         _ => {}
     }
     let rendered = e.render().to_string();

@@ -12,6 +12,12 @@ pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     // A lone word is the text, on the worker's own task (outside one, `target` asks for an id).
     let (id, text) = match a.words.as_slice() {
         [] => return Err(Failure::Usage("comment needs TEXT".to_owned())),
+        // A task id alone outside a worker is a comment with its text left out.
+        [text] if worker.is_none() && text.parse::<TaskId>().is_ok() => {
+            return Err(Failure::Usage(format!(
+                "comment {text} needs the comment's text after the id: kanban comment {text} \"TEXT\""
+            )))
+        }
         [text] => (None, text.clone()),
         // Two words or more: after an id there is text.
         words => {

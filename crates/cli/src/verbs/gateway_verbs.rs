@@ -89,17 +89,25 @@ pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool, max: Option<u16>) -> Resul
         let line = |what: &str, ids: &[board_core::TaskId]| {
             if !ids.is_empty() {
                 let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
-                println!("{what:<14} {}", ids.join(" "));
+                println!("{what:<16} {}", ids.join(" "));
             }
         };
-        line("reaped", &report.reaped);
-        line("reclaimed", &report.reclaimed);
-        line("extended", &report.extended);
-        line("timed out", &report.timed_out);
-        line("disowned", &report.disowned);
-        line("decomposed", &report.decompositions_started);
-        line("promoted", &report.promoted);
-        line("spawned", &report.spawned);
+        // A dry run changed nothing: it says what a pass would do, in those words.
+        let said = |done: &'static str, would: &'static str| if dry_run { would } else { done };
+        line(said("reaped", "would reap"), &report.reaped);
+        line(said("reclaimed", "would reclaim"), &report.reclaimed);
+        line(said("extended", "would extend"), &report.extended);
+        line(said("timed out", "would time out"), &report.timed_out);
+        line(said("disowned", "would disown"), &report.disowned);
+        line(
+            said("decomposed", "would decompose"),
+            &report.decompositions_started,
+        );
+        line(said("promoted", "would promote"), &report.promoted);
+        line(said("spawned", "would spawn"), &report.spawned);
+        if dry_run {
+            println!("(a dry run: nothing was changed)");
+        }
         if let Some(safety) = &report.cost_safety {
             print_cost_safety(safety);
         }

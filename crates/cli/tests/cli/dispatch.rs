@@ -40,6 +40,16 @@ fn a_dry_run_changes_nothing_and_a_pass_does_the_work() {
     assert_eq!(plan["decompositions_started"], serde_json::json!([card]));
     assert_eq!(board.snapshot(), before, "a dry run writes nothing");
     assert!(llm.requests().is_empty(), "a dry run calls no model");
+    let said = board.ok(&["dispatch", "--dry-run"]);
+    assert!(
+        said.contains(&format!("would spawn      {first} {second}"))
+            && said.contains("(a dry run: nothing was changed)"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("spawned"),
+        "a dry run says what it would do: {said}"
+    );
 
     let report = board.json(&["dispatch"]);
     assert_eq!(report["spawned"], serde_json::json!([first, second]));

@@ -93,6 +93,12 @@ fn comment_takes_its_text_unquoted_and_says_who_wrote_it() {
     assert_eq!(all[0]["author"], USER, "the login name by default");
     assert_eq!(all[1]["body"], "quoted text");
     assert_eq!(all[1]["author"], "alice");
+    // An id alone is a comment whose text was left out, and says so.
+    let bare = board.kanban(&["comment", &a]).output().unwrap();
+    assert_eq!(bare.status.code(), Some(2), "{bare:?}");
+    let said = String::from_utf8_lossy(&bare.stderr);
+    assert!(said.contains("needs the comment's text after the id"), "{said}");
+    assert_eq!(comments(&board, &a).len(), 2, "nothing written");
 
     // A worker comments on its own task, as its profile; an id first still names a task.
     let run = board.ok(&["claim", &a]).trim().to_owned();

@@ -401,7 +401,25 @@ fn bad_input_matrix() {
             "unknown verb",
             vec!["frobnicate"],
             2,
-            "unrecognized subcommand 'frobnicate'".into(),
+            "no verb \"frobnicate\" (see --help)".into(),
+        ),
+        (
+            "a Hermes verb shares letters with no suggestion",
+            vec!["promote"],
+            2,
+            "no verb \"promote\" (see --help)".into(),
+        ),
+        (
+            "a swapped pair of letters",
+            vec!["lsit"],
+            2,
+            "no verb \"lsit\"; did you mean `list`?".into(),
+        ),
+        (
+            "a Hermes verb kanban names otherwise",
+            vec!["watch"],
+            2,
+            "kanban's is `kanban events --follow`".into(),
         ),
         (
             "unknown flag",
