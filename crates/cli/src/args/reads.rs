@@ -13,8 +13,8 @@ pub struct ListArgs {
     /// Only tasks assigned to PROFILE, or with `none` the unassigned ones
     #[arg(long, value_name = "PROFILE|none", conflicts_with = "mine")]
     pub assignee: Option<String>,
-    /// Only tasks assigned to you: $KANBAN_PROFILE inside a worker, else $USER, $LOGNAME
-    /// or the uid
+    /// Only tasks assigned to you: $KANBAN_PROFILE, else $HERMES_PROFILE, else $USER,
+    /// $LOGNAME or the uid
     #[arg(long)]
     pub mine: bool,
     /// Include archived tasks

@@ -16,7 +16,7 @@ use crate::args::{EventsArgs, ListArgs, Since, EVENTS_SHOWN};
 use crate::failure::Failure;
 use crate::output::{event_json, event_line, TaskTable};
 use crate::stop;
-use crate::verbs::{caller, Ctx};
+use crate::verbs::Ctx;
 
 /// Writes one JSON array an element at a time, laid out exactly as
 /// `serde_json::to_string_pretty` lays out the whole array: each element is serialized
@@ -139,9 +139,13 @@ fn visiting<'a, T>(
     }
 }
 
-/// The store's filter of `list`'s flags; `--mine` is the caller's name as an assignee.
+/// The store's filter of `list`'s flags; `--mine` is [`super::identity::my_profile`] as an assignee.
 pub fn task_filter(a: ListArgs) -> TaskFilter {
-    let assignee = if a.mine { Some(caller()) } else { a.assignee };
+    let assignee = if a.mine {
+        Some(super::identity::my_profile())
+    } else {
+        a.assignee
+    };
     TaskFilter {
         limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         after: a.after,

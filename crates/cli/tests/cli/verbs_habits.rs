@@ -181,6 +181,16 @@ fn list_mine_and_the_unassigned() {
         ids(board.json(&["list", "--assignee", "coder"])),
         [coders.as_str()]
     );
+    // Outside a worker, the profile the environment names is mine (Hermes' variable too).
+    for var in ["KANBAN_PROFILE", "HERMES_PROFILE"] {
+        let out = board
+            .kanban(&["list", "--mine", "--json"])
+            .env(var, "coder")
+            .output()
+            .unwrap();
+        let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(ids(listed), [coders.as_str()], "{var}");
+    }
     let run = board.ok(&["claim", &coders]).trim().to_owned();
     let out = as_worker(&board, &coders, &run, &["list", "--mine", "--json"]);
     assert_eq!(ids(serde_json::from_str(&out).expect("json")), [coders]);

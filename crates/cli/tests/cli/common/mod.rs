@@ -123,6 +123,7 @@ fn isolated(mut cmd: std::process::Command) -> std::process::Command {
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID")
         .env_remove("KANBAN_PROFILE")
+        .env_remove("HERMES_PROFILE")
         .env_remove("RUST_LOG")
         .env_remove("LOGNAME")
         .env("USER", USER)
