@@ -134,6 +134,7 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
     };
     // The lanes are the board's, seen by any gateway (or none) on it.
     let lanes = ctx.store.lane_stats()?;
+    let waiting = super::profiles::unrunnable(ctx.store.as_ref(), &ctx.config)?;
     if ctx.json {
         let service = unit.as_ref().map(|unit| {
             let (active, enabled) = states.clone().unzip();
@@ -147,6 +148,7 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
             .iter()
             .map(|l| super::lanes::stats_json(l, ctx.now))
             .collect::<Vec<_>>());
+        value["unrunnable"] = super::profiles::to_json(&waiting);
         print_json(&value);
         return Ok(());
     }
@@ -173,6 +175,9 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         },
     };
     println!("service        {service}");
+    for line in super::profiles::lines(&waiting) {
+        println!("waiting        {line}");
+    }
     if !lanes.is_empty() {
         println!();
         super::lanes::print_lanes(ctx, &lanes);

@@ -75,10 +75,17 @@ pub fn import_hermes(ctx: &Ctx, path: &Path) -> Result<(), Failure> {
     }
     import_links(ctx, &hermes, &on_board, &mut report, &mut progress)?;
     progress.finish();
+    // Hermes' profiles do not come over: each assignee this home cannot run is named once.
+    let waiting = super::profiles::unrunnable(ctx.store.as_ref(), &ctx.config)?;
     if ctx.json {
-        print_json(&json!(report));
+        let mut shown = json!(report);
+        shown["profiles_without_command"] = super::profiles::to_json(&waiting);
+        print_json(&shown);
     } else {
         report.print();
+        for line in super::profiles::lines(&waiting) {
+            eprintln!("kanban: warning: {line}");
+        }
     }
     Ok(())
 }

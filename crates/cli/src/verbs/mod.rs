@@ -16,6 +16,7 @@ mod lanes;
 mod listing;
 mod mcp;
 mod migrate;
+mod profiles;
 mod read;
 mod review;
 mod serve;

@@ -88,6 +88,51 @@ fn a_hermes_board_comes_over_whole_and_once_and_is_never_written() {
 
     let snapshot = board.snapshot();
     check_invariants(&snapshot).expect("the board's invariants hold after the import");
+    // Hermes' profiles do not come over: every assignee of an open task is named, once,
+    // with what to add; gateway status names the same until one gets a command.
+    let mut open: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for t in &snapshot.tasks {
+        if let (Some(who), false) = (&t.assignee, matches!(t.status, Status::Done | Status::Archived)) {
+            let entry = open.entry(who.clone()).or_default();
+            entry.0 += 1;
+            entry.1 += u64::from(t.status == Status::Ready);
+        }
+    }
+    assert!(!open.is_empty(), "the Hermes board has assigned open tasks");
+    let named = |list: &serde_json::Value| -> std::collections::BTreeMap<String, (u64, u64)> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let profile = p["profile"].as_str().unwrap().to_owned();
+                assert!(
+                    p["fix"]
+                        .as_str()
+                        .unwrap()
+                        .contains(&format!("profiles.{profile}.command")),
+                    "{p}"
+                );
+                (
+                    profile,
+                    (p["open"].as_u64().unwrap(), p["ready"].as_u64().unwrap()),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(named(&report["profiles_without_command"]), open, "{report:#}");
+    let status = board.json(&["gateway", "status"]);
+    assert_eq!(named(&status["unrunnable"]), open);
+    let (first, _) = open.iter().next().unwrap();
+    board.ok(&[
+        "config",
+        "set",
+        &format!("profiles.{first}.command"),
+        "[\"true\"]",
+    ]);
+    let status = board.json(&["gateway", "status"]);
+    assert!(!named(&status["unrunnable"]).contains_key(first), "{status:#}");
+    let said = board.ok(&["gateway", "status"]);
+    assert!(said.contains("waiting") && said.contains("profiles."), "{said}");
     let status = |hermes: &str| {
         let id = made["ids"][hermes].as_str().unwrap();
         let task = snapshot

@@ -1,0 +1,82 @@
+//! Tasks assigned to a profile this home cannot run: no `command` in config.yaml and not
+//! served by lanes (`external: true`). The gateway leaves them ready forever, so
+//! `gateway status` and `import-hermes` name each such profile once, with what to add.
+
+use std::collections::BTreeMap;
+
+use board_core::{Status, Store, StoreResult};
+use board_home::Config;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::output::plain;
+
+/// One profile tasks wait for that this home cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unrunnable {
+    pub profile: String,
+    /// Its ready tasks: the ones that wait now.
+    pub ready: u64,
+    /// Its tasks that are not done nor archived.
+    pub open: u64,
+}
+
+/// Whether the config runs `profile`'s work: a command, or lanes.
+fn runnable(config: &Config, profile: &str) -> bool {
+    config
+        .profile(profile)
+        .is_some_and(|p| p.command.is_some() || p.external)
+}
+
+/// The profiles with open tasks this home cannot run, from one aggregate of the board.
+pub fn unrunnable(store: &dyn Store, config: &Config) -> StoreResult<Vec<Unrunnable>> {
+    let mut found: BTreeMap<String, Unrunnable> = BTreeMap::new();
+    for count in store.status_counts()? {
+        let Some(profile) = count.assignee else { continue };
+        if matches!(count.status, Status::Done | Status::Archived) || runnable(config, &profile) {
+            continue;
+        }
+        let entry = found.entry(profile.clone()).or_insert(Unrunnable {
+            profile,
+            ready: 0,
+            open: 0,
+        });
+        entry.open += count.tasks;
+        if count.status == Status::Ready {
+            entry.ready += count.tasks;
+        }
+    }
+    Ok(found.into_values().collect())
+}
+
+/// What to add for `profile`, in words.
+fn fix(profile: &str) -> String {
+    format!(
+        "add profiles.{profile}.command to config.yaml (kanban config set profiles.{profile}.command \
+         '[\"my-agent\", \"{{task_id}}\"]'), or profiles.{profile}.external: true for a lane to claim them"
+    )
+}
+
+/// Each profile's line for people, once per profile.
+pub fn lines(found: &[Unrunnable]) -> Vec<String> {
+    found
+        .iter()
+        .map(|u| {
+            let profile = plain(&u.profile, false);
+            format!(
+                "{} task(s) of profile {profile} ({} ready) wait for a command this home does not have: {}",
+                u.open,
+                u.ready,
+                fix(&profile)
+            )
+        })
+        .collect()
+}
+
+/// The same for `--json`.
+pub fn to_json(found: &[Unrunnable]) -> Value {
+    json!(found
+        .iter()
+        .map(|u| json!({"profile": u.profile, "ready": u.ready, "open": u.open, "fix": fix(&u.profile)}))
+        .collect::<Vec<_>>())
+}
