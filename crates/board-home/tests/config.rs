@@ -778,9 +778,11 @@ fn the_decomposers_own_endpoint_key_and_provider() {
     assert!(!c.effective_yaml().contains(CANARY));
     assert_eq!(c.model.api_key, None);
 
-    // Hermes' aliases name the same provider.
+    // Hermes' aliases name the same provider; `main` is the model's.
     let c = config("auxiliary: {kanban_decomposer: {provider: or}}");
     assert_eq!(c.decomposer_base_url(), "https://openrouter.ai/api/v1");
+    let c = config("model: {provider: openai}\nauxiliary: {kanban_decomposer: {provider: main}}");
+    assert_eq!(c.decomposer_base_url(), "https://api.openai.com/v1");
 }
 
 #[test]

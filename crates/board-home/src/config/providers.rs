@@ -49,7 +49,8 @@ const fn local(name: &'static str, aliases: &'static [&'static str]) -> Provider
 /// model's endpoint; the others are hosted (Hermes' endpoints; Anthropic and Gemini
 /// through their OpenAI-compatible endpoints).
 pub const PROVIDERS: &[Provider] = &[
-    local("auto", &[]),
+    // Hermes' side calls say `main` for "the main model's provider".
+    local("auto", &["main"]),
     local("custom", &["local", "vllm", "llamacpp", "llama.cpp", "llama-cpp"]),
     local("ollama", &[]),
     hosted("openai", &[], "https://api.openai.com/v1", "OPENAI_API_KEY"),

@@ -49,11 +49,21 @@ pub fn unrunnable(store: &dyn Store, config: &Config) -> StoreResult<Vec<Unrunna
     Ok(found.into_values().collect())
 }
 
-/// What to add for `profile`, in words.
+/// What to add for `profile`, in words. A command line to copy is offered only for a
+/// plain name: a profile name comes from the board (an imported one, say) and is no
+/// text to paste into a shell.
 fn fix(profile: &str) -> String {
+    let plain_name = !profile.is_empty()
+        && profile
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let example = match plain_name {
+        true => format!(" (kanban config set profiles.{profile}.command '[\"my-agent\", \"{{task_id}}\"]')"),
+        false => String::new(),
+    };
     format!(
-        "add profiles.{profile}.command to config.yaml (kanban config set profiles.{profile}.command \
-         '[\"my-agent\", \"{{task_id}}\"]'), or profiles.{profile}.external: true for a lane to claim them"
+        "add profiles.{profile}.command to config.yaml{example}, or profiles.{profile}.external: true \
+         for a lane to claim them"
     )
 }
 
@@ -79,4 +89,20 @@ pub fn to_json(found: &[Unrunnable]) -> Value {
         .iter()
         .map(|u| json!({"profile": u.profile, "ready": u.ready, "open": u.open, "fix": fix(&u.profile)}))
         .collect::<Vec<_>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fix;
+
+    #[test]
+    fn a_command_to_copy_only_for_a_plain_profile_name() {
+        assert!(fix("coder-2").contains("kanban config set profiles.coder-2.command"));
+        let hostile = fix("x; rm -rf ~");
+        assert!(!hostile.contains("kanban config set"), "{hostile}");
+        assert!(
+            hostile.starts_with("add profiles.x; rm -rf ~.command to config.yaml,"),
+            "{hostile}"
+        );
+    }
 }
