@@ -240,6 +240,10 @@ pub enum Verb {
     /// Counts by status and assignee, the oldest ready task, LLM calls and tokens
     #[command(after_help = "Examples:\n  kanban stats\n  kanban stats --json")]
     Stats,
+    /// The profiles of config.yaml and the assignees on the board, with their tasks by
+    /// status (archived left out), as Hermes' `kanban assignees`
+    #[command(after_help = "Examples:\n  kanban assignees\n  kanban assignees --json")]
+    Assignees,
     /// Remove old archived tasks and old routine events, in short batches
     #[command(
         after_help = "Examples:\n  kanban gc --archived-older-than 90d --events-older-than 30d --dry-run\n  kanban gc   # the ages of kanban.gc_archived_older_than and gc_events_older_than\n\nAn archived task goes with every task linked to it, and only when all of them are\narchived and old enough. Events of done tasks go only when routine (heartbeats, edits,\nlease extensions); the events that record a task's history stay."

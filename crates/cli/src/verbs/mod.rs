@@ -102,9 +102,13 @@ pub fn target(
 fn only_reads(verb: &Verb) -> bool {
     use crate::args::{GatewayCommand, LaneCommand};
     match verb {
-        Verb::List(_) | Verb::Show { .. } | Verb::Runs { .. } | Verb::Events(_) | Verb::Stats | Verb::Mcp => {
-            true
-        }
+        Verb::List(_)
+        | Verb::Show { .. }
+        | Verb::Runs { .. }
+        | Verb::Events(_)
+        | Verb::Stats
+        | Verb::Assignees
+        | Verb::Mcp => true,
         Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
         Verb::Dispatch { dry_run, .. } => *dry_run,
         Verb::Gc(a) => a.dry_run,
@@ -178,6 +182,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Events(a) => listing::events(&ctx, a),
         Verb::Gc(a) => gc::gc(&ctx, a),
         Verb::Stats => stats::stats(&ctx),
+        Verb::Assignees => profiles::assignees(&ctx),
         Verb::ImportHermes { path } => import_hermes::import_hermes(&ctx, &path),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
         Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),

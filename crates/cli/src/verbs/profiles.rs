@@ -1,6 +1,8 @@
-//! Tasks assigned to a profile this home cannot run: no `command` in config.yaml and not
-//! served by lanes (`external: true`). The gateway leaves them ready forever, so
-//! `gateway status` and `import-hermes` name each such profile once, with what to add.
+//! The profiles and the tasks assigned to them: `kanban assignees` (Hermes' verb, its
+//! JSON keys), and the tasks assigned to a profile this home cannot run (no `command` in
+//! config.yaml and not served by lanes, `external: true`), which the gateway leaves ready
+//! forever, so `gateway status` and `import-hermes` name each such profile once, with
+//! what to add.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +11,75 @@ use board_home::Config;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::output::plain;
+use crate::failure::Failure;
+use crate::output::{plain, print_json};
+
+use super::Ctx;
+
+/// One name of `kanban assignees`: a profile of config.yaml, an assignee of a task that
+/// is not archived, or both.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Assignee {
+    pub name: String,
+    /// A profile of config.yaml (Hermes' key: a profile on disk).
+    pub on_disk: bool,
+    /// Whether this home runs its work: a command, or lanes.
+    pub runnable: bool,
+    /// Its tasks by status, archived left out.
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// Every assignee, by name, from the config and one aggregate of the board.
+fn known(store: &dyn Store, config: &Config) -> StoreResult<Vec<Assignee>> {
+    let fresh = |name: &str| Assignee {
+        name: name.to_owned(),
+        on_disk: config.profile(name).is_some(),
+        runnable: runnable(config, name),
+        counts: BTreeMap::new(),
+    };
+    let mut found: BTreeMap<String, Assignee> = config
+        .profiles
+        .keys()
+        .map(|name| (name.clone(), fresh(name)))
+        .collect();
+    for count in store.status_counts()? {
+        let Some(name) = count.assignee else { continue };
+        if count.status == Status::Archived {
+            continue;
+        }
+        let entry = found.entry(name.clone()).or_insert_with(|| fresh(&name));
+        *entry.counts.entry(count.status.as_str().to_owned()).or_default() += count.tasks;
+    }
+    Ok(found.into_values().collect())
+}
+
+/// `kanban assignees [--json]`, in Hermes' layout: NAME, ON DISK (here: in config.yaml),
+/// COUNTS (`status=n`, or `(idle)`); a profile this home cannot run is marked.
+pub fn assignees(ctx: &Ctx) -> Result<(), Failure> {
+    let all = known(ctx.store.as_ref(), &ctx.config)?;
+    if ctx.json {
+        print_json(&json!(all));
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!(
+            "(no assignees — add a profile to config.yaml: kanban config set profiles.NAME.command ...)"
+        );
+        return Ok(());
+    }
+    println!("{:20}  {:8}  COUNTS", "NAME", "ON DISK");
+    for a in &all {
+        let counts: Vec<String> = a.counts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let counts = match counts.is_empty() {
+            true => "(idle)".to_owned(),
+            false => counts.join(", "),
+        };
+        let mark = if a.runnable { "" } else { "  (no command here)" };
+        let on_disk = if a.on_disk { "yes" } else { "no" };
+        println!("{:20}  {on_disk:8}  {counts}{mark}", plain(&a.name, false));
+    }
+    Ok(())
+}
 
 /// One profile tasks wait for that this home cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

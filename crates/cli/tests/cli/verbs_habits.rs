@@ -379,3 +379,32 @@ fn verbosity_and_rust_log_reach_every_verb() {
     let out = board.kanban(&["-v", "-q", "ls"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn assignees_lists_profiles_and_assignees_in_hermes_layout() {
+    let board = Board::init();
+    board.ok(&["config", "set", "profiles.coder.command", "[\"true\"]"]);
+    board.create(&["a", "--assignee", "coder"]);
+    board.create(&["b", "--assignee", "writer"]);
+    let gone = board.create(&["c", "--assignee", "writer"]);
+    board.ok(&["archive", &gone]);
+    let shown = board.ok(&["assignees"]);
+    // Hermes prints f"{name:20s}  {on_disk:8s}  {counts}", counts as status=n or (idle).
+    let hermes_row = |name: &str, on_disk: &str, counts: &str| format!("{name:20}  {on_disk:8}  {counts}");
+    let expected = [
+        hermes_row("NAME", "ON DISK", "COUNTS"),
+        hermes_row("coder", "yes", "ready=1"),
+        hermes_row("default", "yes", "(idle)  (no command here)"),
+        hermes_row("writer", "no", "ready=1  (no command here)"),
+    ];
+    assert_eq!(shown.lines().collect::<Vec<_>>(), expected, "{shown}");
+    let listed = board.json(&["assignees"]);
+    assert_eq!(listed[2]["name"], "writer");
+    assert_eq!(listed[2]["on_disk"], false);
+    assert_eq!(listed[2]["runnable"], false);
+    assert_eq!(
+        listed[2]["counts"],
+        serde_json::json!({"ready": 1}),
+        "archived left out"
+    );
+}
