@@ -310,15 +310,7 @@ impl Home {
         };
         let (store, snapshot) = match SqliteStore::open(self.database(), &options) {
             Ok(store) => (store.on_wake(crate::wake::nudger(self)), false),
-            Err(first) => {
-                match SqliteStore::open_read_only(self.database()).and_then(|s| s.ensure_readable()) {
-                    Ok(store) => (store, false),
-                    Err(_) => (
-                        SqliteStore::open_snapshot(self.database()).map_err(|_| first)?,
-                        true,
-                    ),
-                }
-            }
+            Err(first) => self.read_only_board().map_err(|_| first)?,
         };
         let opened = Opened {
             store: Arc::new(store),
@@ -326,6 +318,15 @@ impl Home {
             created_home: false,
         };
         Ok((opened, snapshot))
+    }
+
+    /// The home's SQLite board opened without writing anything, not even a migration: read
+    /// only, else as a snapshot without locks (then `true`).
+    pub fn read_only_board(&self) -> Result<(SqliteStore, bool), HomeError> {
+        match SqliteStore::open_read_only(self.database()).and_then(SqliteStore::ensure_readable) {
+            Ok(store) => Ok((store, false)),
+            Err(_) => Ok((SqliteStore::open_snapshot(self.database())?, true)),
+        }
     }
 
     /// Opens (creating when new) the board with the configured settings; the one way

@@ -33,6 +33,9 @@ fn check(home: &Home, json: bool) -> Result<(), Failure> {
     for warning in &loaded.warnings {
         eprintln!("kanban: warning: {warning}");
     }
+    for line in unrunnable_on_board(home, &loaded.config) {
+        eprintln!("kanban: warning: {line}");
+    }
     if json {
         print_json(&loaded.config.effective_json());
         return Ok(());
@@ -46,6 +49,21 @@ fn check(home: &Home, json: bool) -> Result<(), Failure> {
     println!("# effective configuration of {}{note}", path.display());
     print!("{}", loaded.config.effective_yaml());
     Ok(())
+}
+
+/// The profiles whose tasks the home's own SQLite board holds and this config cannot run,
+/// one line each; nothing when the home holds no such board or it cannot be read (the
+/// check is of the config: a shared PostgreSQL board is not reached for it).
+fn unrunnable_on_board(home: &Home, config: &board_home::Config) -> Vec<String> {
+    if config.database_url.is_some() || !home.database().exists() {
+        return Vec::new();
+    }
+    let Ok((store, _)) = home.read_only_board() else {
+        return Vec::new();
+    };
+    super::profiles::unrunnable(&store, config)
+        .map(|found| super::profiles::lines(&found))
+        .unwrap_or_default()
 }
 
 fn get(home: &Home, json: bool, key: &str) -> Result<(), Failure> {

@@ -259,6 +259,13 @@ fn a_hermes_config_is_used_as_it_is() {
     assert_eq!(json["kanban"]["orchestrator_profile"], "default");
 
     write_config(&board, b"model: qwen2.5\n");
-    let json = board.json(&["config", "check"]);
+    // The task waits for `default`, which has no command: said once, on stderr.
+    let out = board
+        .kanban(&["--json", "config", "check"])
+        .output()
+        .expect("run");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("1 task(s) of profile default (1 ready)"), "{said}");
+    let json = stdout_json(&out);
     assert_eq!(json["model"]["default"], "qwen2.5");
 }

@@ -407,4 +407,13 @@ fn assignees_lists_profiles_and_assignees_in_hermes_layout() {
         serde_json::json!({"ready": 1}),
         "archived left out"
     );
+    // config check names the profile the board's tasks wait for, once.
+    let checked = board.kanban(&["config", "check"]).output().unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(said.matches("profile writer (1 ready)").count(), 1, "{said}");
+    assert!(
+        said.contains("profiles.writer.command") && !said.contains("profile coder"),
+        "{said}"
+    );
 }
