@@ -223,6 +223,18 @@ pub enum Verb {
         #[arg(value_name = "ID")]
         id: TaskId,
     },
+    /// A task's worker log (Hermes' `log`), control characters blanked
+    #[command(
+        after_help = "Examples:\n  kanban log t_1a2b3c4d\n  kanban log t_1a2b3c4d --tail 4096   # the last 4 KiB"
+    )]
+    Log {
+        /// The task
+        #[arg(value_name = "ID")]
+        id: TaskId,
+        /// Only the last N bytes (from the first whole line in them)
+        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+        tail: Option<u64>,
+    },
     /// The newest events, of one task or the whole board
     #[command(
         after_help = "Examples:\n  kanban events                  # the newest 100\n  kanban events t_1a2b3c4d --limit 20\n  kanban events --since 2h --kind completed\n  kanban events --all --json     # every event, streamed\n  kanban events --follow --json  # one object per line until Ctrl-C"

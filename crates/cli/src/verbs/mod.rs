@@ -108,6 +108,7 @@ fn only_reads(verb: &Verb) -> bool {
         | Verb::Events(_)
         | Verb::Stats
         | Verb::Assignees
+        | Verb::Log { .. }
         | Verb::Mcp => true,
         Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
         Verb::Dispatch { dry_run, .. } => *dry_run,
@@ -129,14 +130,18 @@ fn has_board(home: &Home) -> bool {
         || std::env::var_os(board_home::DATABASE_URL_VARIABLE).is_some_and(|v| !v.is_empty())
 }
 
+fn no_board(home: &Home) -> Failure {
+    Failure::Refused(format!(
+        "no board at {} (kanban init creates one; --home or KANBAN_HOME names another)",
+        crate::output::plain(&home.dir().display().to_string(), false)
+    ))
+}
+
 /// Opens (creating when new) the board and runs the verb.
 pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
     let reads = only_reads(&verb);
     if reads && !has_board(&home) {
-        return Err(Failure::Refused(format!(
-            "no board at {} (kanban init creates one; --home or KANBAN_HOME names another)",
-            crate::output::plain(&home.dir().display().to_string(), false)
-        )));
+        return Err(no_board(&home));
     }
     let verb = match verb {
         // Checking the config opens no board: it must report a config that stops the others.
@@ -179,6 +184,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::List(a) => listing::list(&ctx, a),
         Verb::Show { id } => read::show(&ctx, &id),
         Verb::Runs { id } => read::runs(&ctx, &id),
+        Verb::Log { id, tail } => read::log(&ctx, &home, &id, tail),
         Verb::Events(a) => listing::events(&ctx, a),
         Verb::Gc(a) => gc::gc(&ctx, a),
         Verb::Stats => stats::stats(&ctx),

@@ -204,3 +204,50 @@ pub fn runs(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+/// `kanban log ID [--tail BYTES]`: the task's worker log as it is on disk, opened without
+/// following a link, streamed line by line (lossy UTF-8) with control characters blanked;
+/// exit 1 for a task with no log yet, as Hermes.
+pub fn log(
+    ctx: &Ctx,
+    home: &board_home::Home,
+    id: &board_core::TaskId,
+    tail: Option<u64>,
+) -> Result<(), Failure> {
+    use std::io::{BufRead, Write};
+    ctx.store.get(id)?;
+    let path = home.log(id);
+    let missing = || Failure::Refused(format!("(no log for {id} — task may not have spawned yet)"));
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut write = |line: &str| {
+        let shown = board_core::shapes::plain(line.trim_end_matches(['\n', '\r']), false);
+        writeln!(out, "{shown}")
+    };
+    let written = match tail {
+        Some(bytes) => {
+            let text = board_home::safety::read_tail(&path, 0, bytes).map_err(|_| missing())?;
+            text.lines().try_for_each(&mut write)
+        }
+        None => {
+            let file = board_home::safety::open_read(&path).map_err(|_| missing())?;
+            let mut reader = std::io::BufReader::new(file);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) => break Ok(()),
+                    Ok(_) => match write(&String::from_utf8_lossy(&line)) {
+                        Ok(()) => {}
+                        Err(e) => break Err(e),
+                    },
+                    Err(e) => break Err(e),
+                }
+            }
+        }
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Refused(format!("cannot print the log: {e}"))),
+    }
+}

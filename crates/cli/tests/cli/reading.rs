@@ -522,3 +522,24 @@ fn a_board_in_a_read_only_directory_serves_every_read() {
     assert_eq!(write.status.code(), Some(1), "a write is refused: {write:?}");
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+#[test]
+fn log_prints_a_workers_log_blanked_and_never_through_a_link() {
+    let board = Board::init();
+    let id = board.create(&["logged"]);
+    let missing = board.kanban(&["log", &id]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no log for"));
+    let logs = board.home().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log = logs.join(format!("{id}.log"));
+    std::fs::write(&log, b"first line\n\x1b]0;title\x07second \xff line\nlast").unwrap();
+    let shown = board.ok(&["log", &id]);
+    assert_eq!(shown, "first line\n ]0;title second \u{fffd} line\nlast\n");
+    assert_eq!(board.ok(&["log", &id, "--tail", "6"]), "last\n");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(board.home().join("config.yaml"), &log).unwrap();
+    let linked = board.kanban(&["log", &id]).output().unwrap();
+    assert_eq!(linked.status.code(), Some(1), "{linked:?}");
+    assert!(linked.stdout.is_empty(), "nothing of the link's target");
+}
