@@ -235,6 +235,18 @@ pub enum Verb {
         #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
         tail: Option<u64>,
     },
+    /// Follow a task's events until Ctrl-C (Hermes' `tail`: `events ID --follow`)
+    #[command(
+        after_help = "Examples:\n  kanban tail t_1a2b3c4d\n  kanban tail t_1a2b3c4d --interval 0.5 --json"
+    )]
+    Tail {
+        /// The task
+        #[arg(value_name = "ID")]
+        id: TaskId,
+        /// Seconds between two reads of the board (0.05 to 60) [default: 0.2]
+        #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
+        interval: Option<std::time::Duration>,
+    },
     /// The newest events, of one task or the whole board
     #[command(
         after_help = "Examples:\n  kanban events                  # the newest 100\n  kanban events t_1a2b3c4d --limit 20\n  kanban events --since 2h --kind completed\n  kanban events --all --json     # every event, streamed\n  kanban events --follow --json  # one object per line until Ctrl-C"
@@ -435,6 +447,14 @@ pub fn shell(name: &str) -> Option<Shell> {
 /// Parses the process's own arguments, keeping non-UTF-8 ones for clap to refuse cleanly.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(args)
+}
+
+/// `tail --interval`: seconds, 0.05 to 60.
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.05..=60.0).contains(&s) => Ok(std::time::Duration::from_secs_f64(s)),
+        _ => Err(format!("expected seconds from 0.05 to 60, got {text:?}")),
+    }
 }
 
 #[cfg(test)]

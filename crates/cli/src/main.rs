@@ -65,7 +65,7 @@ fn start_log(cli: &args::Cli) -> Result<(), gateway::logging::LogError> {
 }
 
 /// Verbs of the Hermes kanban that kanban names otherwise.
-const HERMES_VERBS: &[(&str, &str)] = &[("tail", "events --follow"), ("watch", "events --follow")];
+const HERMES_VERBS: &[(&str, &str)] = &[("watch", "events --follow")];
 
 /// An unknown verb, in one line: the verb kanban has for a Hermes one, else a verb
 /// within two edits of it (a swap of two letters is one: `lsit` -> `list`), else none; never a verb that merely

@@ -230,6 +230,24 @@ fn warn_unknown_kinds(kinds: &[String]) {
 }
 
 pub fn events(ctx: &Ctx, a: EventsArgs) -> Result<(), Failure> {
+    events_every(ctx, a, FOLLOW_POLL)
+}
+
+/// `kanban tail ID [--interval S]`: the task's events, followed.
+pub fn tail(ctx: &Ctx, id: board_core::TaskId, interval: Option<Duration>) -> Result<(), Failure> {
+    let args = EventsArgs {
+        id: Some(id),
+        follow: true,
+        all: false,
+        limit: None,
+        since: None,
+        kinds: Vec::new(),
+    };
+    events_every(ctx, args, interval.unwrap_or(FOLLOW_POLL))
+}
+
+/// `events`, following with a read of the board every `poll`.
+fn events_every(ctx: &Ctx, a: EventsArgs, poll: Duration) -> Result<(), Failure> {
     if let Some(id) = &a.id {
         ctx.store.get(id)?;
     }
@@ -239,7 +257,7 @@ pub fn events(ctx: &Ctx, a: EventsArgs) -> Result<(), Failure> {
     if a.follow {
         // Installed before the first read: a Ctrl-C from then on ends the stream cleanly.
         stop::install()?;
-        return follow_events(ctx, filter, with_task);
+        return follow_events(ctx, filter, with_task, poll);
     }
     let out = BufWriter::new(std::io::stdout().lock());
     let mut sink = match ctx.json {
@@ -271,14 +289,15 @@ pub fn events(ctx: &Ctx, a: EventsArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// How often `events --follow` asks the board for what was appended since.
+/// How often `events --follow` asks the board for what was appended since (`tail
+/// --interval` sets its own).
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// Prints the events of `filter` (the newest, as `events` does), then each new one as
 /// it is appended (one JSON object per line with `--json`), until SIGINT or SIGTERM,
 /// or until stdout's reader goes away; either ends the command successfully, after a
 /// whole line.
-fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool) -> Result<(), Failure> {
+fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool, poll: Duration) -> Result<(), Failure> {
     let head = EventFilter {
         limit: Some(1),
         newest: true,
@@ -313,7 +332,7 @@ fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool) -> Result<(), 
         if stop::requested() {
             return Ok(());
         }
-        std::thread::sleep(FOLLOW_POLL);
+        std::thread::sleep(poll);
         if stop::requested() {
             return Ok(());
         }

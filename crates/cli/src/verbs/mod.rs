@@ -109,6 +109,7 @@ fn only_reads(verb: &Verb) -> bool {
         | Verb::Stats
         | Verb::Assignees
         | Verb::Log { .. }
+        | Verb::Tail { .. }
         | Verb::Mcp => true,
         Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
         Verb::Dispatch { dry_run, .. } => *dry_run,
@@ -186,6 +187,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Runs { id } => read::runs(&ctx, &id),
         Verb::Log { id, tail } => read::log(&ctx, &home, &id, tail),
         Verb::Events(a) => listing::events(&ctx, a),
+        Verb::Tail { id, interval } => listing::tail(&ctx, id, interval),
         Verb::Gc(a) => gc::gc(&ctx, a),
         Verb::Stats => stats::stats(&ctx),
         Verb::Assignees => profiles::assignees(&ctx),

@@ -340,11 +340,14 @@ fn events_follow_streams_new_events_until_sigint() {
     );
 }
 
-#[test]
-fn events_follow_of_one_task_stops_on_sigterm() {
+/// A follower of one task (`args` after the task's id) shows its events and no other
+/// task's, and stops cleanly on `signal`.
+fn follows_one_task(args: &[&str], signal: i32) {
     let board = Board::init();
     let watched = board.create(&["watched"]);
-    let (child, rx) = spawn_lines(&board, &["events", &watched, "--follow"]);
+    let mut all = vec![args[0], watched.as_str()];
+    all.extend_from_slice(&args[1..]);
+    let (child, rx) = spawn_lines(&board, &all);
     let line = next_line(&rx, "created");
     assert!(line.contains("created") && !line.contains(&watched), "{line}");
     board.create(&["another task"]);
@@ -354,7 +357,21 @@ fn events_follow_of_one_task_stops_on_sigterm() {
         line.contains("commented"),
         "only the watched task's events: {line}"
     );
-    assert_eq!(stop(child, libc::SIGTERM), Some(0));
+    assert_eq!(stop(child, signal), Some(0));
+}
+
+#[test]
+fn events_follow_of_one_task_stops_on_sigterm() {
+    follows_one_task(&["events", "--follow"], libc::SIGTERM);
+}
+
+#[test]
+fn tail_follows_one_tasks_events_as_hermes_tail_does() {
+    follows_one_task(&["tail", "--interval", "0.05"], libc::SIGINT);
+    let board = Board::init();
+    let id = board.create(&["x"]);
+    let bad = board.kanban(&["tail", &id, "--interval", "0"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
 }
 
 /// A read verb on a home that does not exist says so and creates nothing.
