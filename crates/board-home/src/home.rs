@@ -295,25 +295,22 @@ impl Home {
         })
     }
 
-    /// Opens the board to read it, creating and writing nothing: as [`Home::open`] when
-    /// that can, else (a board file or directory this process cannot write) the SQLite
-    /// board read only, else as a snapshot without locks ([`SqliteStore::open_snapshot`];
-    /// `Opened::snapshot` says so).
+    /// Opens the board to read it: as [`Home::open_store`] opens it when that can, else
+    /// (a board file or directory this process cannot write) the SQLite board read only,
+    /// else as a snapshot without locks (then `true`, [`SqliteStore::open_snapshot`]).
+    /// Creates no home.
     pub fn open_for_reading(&self) -> Result<(Opened, bool), HomeError> {
         let loaded = self.load_config()?;
-        if loaded.config.database_url.is_some() || !self.database().exists() {
-            return Ok((self.open()?, false));
-        }
-        let options = Options {
-            synchronous: loaded.config.kanban.sqlite_synchronous,
-            ..Options::default()
-        };
-        let (store, snapshot) = match SqliteStore::open(self.database(), &options) {
-            Ok(store) => (store.on_wake(crate::wake::nudger(self)), false),
-            Err(first) => self.read_only_board().map_err(|_| first)?,
+        let (store, snapshot) = match self.open_store(&loaded.config) {
+            Ok(store) => (store, false),
+            Err(first) if loaded.config.database_url.is_none() && self.database().exists() => {
+                let (store, snapshot) = self.read_only_board().map_err(|_| first)?;
+                (Arc::new(store) as Arc<dyn Store>, snapshot)
+            }
+            Err(e) => return Err(e),
         };
         let opened = Opened {
-            store: Arc::new(store),
+            store,
             loaded,
             created_home: false,
         };

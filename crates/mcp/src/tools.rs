@@ -376,7 +376,7 @@ const LANE: &[Spec] = &[
     },
     Spec {
         name: "block_task",
-        description: "Block a task this lane holds that cannot go on: say why (reason) and what kind of need it is (kind: dependency, needs_input, capability or transient). Returns {\"task_id\", \"run_id\", \"ok\"}.",
+        description: "Block a task this lane holds that cannot go on: say why (reason) and what kind of need it is (kind: dependency, needs_input, capability or transient). Returns {\"task_id\", \"run_id\", \"ok\", \"status\"}.",
         schema: schema_for_input::<BlockTask>,
         parse: |a| parse(a, Call::BlockTask),
     },

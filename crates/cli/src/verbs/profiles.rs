@@ -98,25 +98,20 @@ fn runnable(config: &Config, profile: &str) -> bool {
         .is_some_and(|p| p.command.is_some() || p.external)
 }
 
-/// The profiles with open tasks this home cannot run, from one aggregate of the board.
+/// The profiles with open tasks this home cannot run: the assignees ([`known`]) that are
+/// not runnable and have a task that is not done.
 pub fn unrunnable(store: &dyn Store, config: &Config) -> StoreResult<Vec<Unrunnable>> {
-    let mut found: BTreeMap<String, Unrunnable> = BTreeMap::new();
-    for count in store.status_counts()? {
-        let Some(profile) = count.assignee else { continue };
-        if matches!(count.status, Status::Done | Status::Archived) || runnable(config, &profile) {
-            continue;
-        }
-        let entry = found.entry(profile.clone()).or_insert(Unrunnable {
-            profile,
-            ready: 0,
-            open: 0,
-        });
-        entry.open += count.tasks;
-        if count.status == Status::Ready {
-            entry.ready += count.tasks;
-        }
-    }
-    Ok(found.into_values().collect())
+    let count = |a: &Assignee, status: Status| a.counts.get(status.as_str()).copied().unwrap_or(0);
+    Ok(known(store, config)?
+        .into_iter()
+        .filter(|a| !a.runnable)
+        .map(|a| Unrunnable {
+            ready: count(&a, Status::Ready),
+            open: a.counts.values().sum::<u64>() - count(&a, Status::Done),
+            profile: a.name,
+        })
+        .filter(|u| u.open > 0)
+        .collect())
 }
 
 /// What to add for `profile`, in words. A command line to copy is offered only for a

@@ -230,19 +230,9 @@ pub fn log(
         }
         None => {
             let file = board_home::safety::open_read(&path).map_err(|_| missing())?;
-            let mut reader = std::io::BufReader::new(file);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line) {
-                    Ok(0) => break Ok(()),
-                    Ok(_) => match write(&String::from_utf8_lossy(&line)) {
-                        Ok(()) => {}
-                        Err(e) => break Err(e),
-                    },
-                    Err(e) => break Err(e),
-                }
-            }
+            std::io::BufReader::new(file)
+                .split(b'\n')
+                .try_for_each(|line| write(&String::from_utf8_lossy(&line?)))
         }
     };
     match written.and_then(|()| out.flush()) {

@@ -261,10 +261,12 @@ fn not_held(lane: &Lane, id: &TaskId, run_id: Option<i64>) -> StoreError {
 fn won(won: bool, id: &TaskId, run_id: i64) -> Result<Value, ApiError> {
     match won {
         true => Ok(json!({ "task_id": id, "run_id": run_id, "ok": true })),
-        false => Err(ApiError::conflict(format!(
-            "run {run_id} of {id} is no longer current"
-        ))),
+        false => Err(lost(id, run_id)),
     }
+}
+
+fn lost(id: &TaskId, run_id: i64) -> ApiError {
+    ApiError::conflict(format!("run {run_id} of {id} is no longer current"))
 }
 
 /// The brief of a task the lane holds.
@@ -328,8 +330,45 @@ pub(crate) enum Report {
     },
 }
 
+impl Report {
+    /// Its texts, each with what it is, for the text cap.
+    fn texts(&self) -> Vec<(&'static str, &Option<String>)> {
+        match self {
+            Report::Complete(c) => vec![("the result", &c.result), ("the summary", &c.summary)],
+            Report::Block { reason, .. } => vec![("the reason", reason)],
+            Report::RequestReview { summary, result, .. } => {
+                vec![("the result", result), ("the summary", summary)]
+            }
+        }
+    }
+
+    /// The board's request, guarded by the run the lane holds.
+    fn request(self, run_id: i64) -> Request {
+        let expected_run_id = Some(run_id);
+        match self {
+            Report::Complete(c) => Request::Complete(Completion { expected_run_id, ..c }),
+            Report::Block { kind, reason } => Request::Block {
+                kind,
+                reason,
+                expected_run_id,
+            },
+            Report::RequestReview {
+                reviewer,
+                summary,
+                result,
+            } => Request::RequestReview {
+                expected_run_id,
+                reviewer,
+                summary,
+                result,
+            },
+        }
+    }
+}
+
 /// Ends a run the lane holds; the answer carries the task's status after it (`done`, or
-/// `verifying` or `review` while checks stand between the work and done).
+/// `verifying` or `review` while checks stand between the work and done), as the
+/// transition left it.
 pub(crate) async fn report(
     app: &App,
     lane: Lane,
@@ -337,46 +376,20 @@ pub(crate) async fn report(
     run_id: Option<i64>,
     report: Report,
 ) -> Result<Value, ApiError> {
-    let texts = match &report {
-        Report::Complete(c) => vec![("the result", &c.result), ("the summary", &c.summary)],
-        Report::Block { reason, .. } => vec![("the reason", reason)],
-        Report::RequestReview { summary, result, .. } => {
-            vec![("the result", result), ("the summary", summary)]
-        }
-    };
-    for (what, text) in texts {
+    for (what, text) in report.texts() {
         within_cap(app, what, text.as_deref().unwrap_or(""))?;
     }
     holding(app, lane, id, run_id, move |s, id, run_id, now| {
-        let ended = match report {
-            Report::Complete(c) => s.complete(
-                id,
-                &Completion {
-                    expected_run_id: Some(run_id),
-                    ..c
-                },
-                now,
-            )?,
-            Report::Block { kind, reason } => s.block(id, kind, reason, Some(run_id), now)?,
-            Report::RequestReview {
-                reviewer,
-                summary,
-                result,
-            } => {
-                let request = Request::RequestReview {
-                    expected_run_id: Some(run_id),
-                    reviewer,
-                    summary,
-                    result,
-                };
-                s.finalise(id, &request, now)?
-            }
-        };
-        let mut reply = won(ended, id, run_id)?;
-        if let Ok(task) = s.get(id) {
-            reply["status"] = json!(task.status.as_str());
+        match s.transition(id, &report.request(run_id), now) {
+            Ok(task) => Ok(json!({
+                "task_id": id,
+                "run_id": run_id,
+                "ok": true,
+                "status": task.status.as_str(),
+            })),
+            Err(StoreError::Refused(r)) if r.is_lost_race() => Err(lost(id, run_id)),
+            Err(e) => Err(e.into()),
         }
-        Ok(reply)
     })
     .await
 }
