@@ -44,7 +44,8 @@ pub use decomposition_lease::{
 };
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use graph::{
-    dependencies_hold_and_release, edit_assign_and_archive, idempotent_create, links_refuse_cycles,
+    a_done_tasks_result_is_filled_in, dependencies_hold_and_release, edit_assign_and_archive,
+    idempotent_create, links_refuse_cycles, promote_and_reopen_by_hand,
 };
 pub use import::import_keeps_ids_and_history;
 pub use lanes::{
@@ -166,6 +167,8 @@ macro_rules! store_conformance_tests {
             failures_count_to_give_up,
             idempotent_create,
             edit_assign_and_archive,
+            promote_and_reopen_by_hand,
+            a_done_tasks_result_is_filled_in,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,
             fanout_cap_is_one_rule,

@@ -238,6 +238,7 @@ pub fn link(
         task,
         runs: Vec::new(),
         wake_children: false,
+        hold_children: false,
         comment: None,
     })
 }
@@ -273,6 +274,7 @@ pub fn unlink(
         runs: Vec::new(),
         events,
         wake_children: false,
+        hold_children: false,
         comment: None,
     })
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::kinds::EventKind;
 use crate::types::{BoardSnapshot, Status, TaskId};
 
 /// A broken invariant, naming the task and what is wrong.
@@ -133,13 +134,20 @@ fn find_cycle<'a>(parents_of: &BTreeMap<&'a TaskId, Vec<&'a TaskId>>) -> Option<
 }
 
 /// Checks invariants 5 and 8 across one step: no task leaves `done` except into
-/// `archived`, none leaves `archived`, and every task whose row changed has a new event.
+/// `archived`, none leaves `archived`, unless a person reopened it (a `reopened` event
+/// in the step), and every task whose row changed has a new event.
 pub fn check_step(before: &BoardSnapshot, after: &BoardSnapshot) -> Result<(), Violation> {
     let last_event = before.events.last().map_or(0, |e| e.id);
     let touched: BTreeSet<&TaskId> = after
         .events
         .iter()
         .filter(|e| e.id > last_event)
+        .map(|e| &e.task_id)
+        .collect();
+    let reopened: BTreeSet<&TaskId> = after
+        .events
+        .iter()
+        .filter(|e| e.id > last_event && e.kind == EventKind::Reopened)
         .map(|e| &e.task_id)
         .collect();
     let old: BTreeMap<&TaskId, _> = before.tasks.iter().map(|t| (&t.id, t)).collect();
@@ -151,7 +159,7 @@ pub fn check_step(before: &BoardSnapshot, after: &BoardSnapshot) -> Result<(), V
                     Status::Archived => task.status != Status::Archived,
                     _ => false,
                 };
-                if left_terminal {
+                if left_terminal && !reopened.contains(&task.id) {
                     return violation(5, format!("{} left {} for {}", task.id, prev.status, task.status));
                 }
                 let mut same = (*prev).clone();

@@ -62,6 +62,8 @@ word_enum!(
         Approved = "approved",
         /// A person sent a task back to review.
         ReviewReopened = "review_reopened",
+        /// A person took a done or archived task back into work (`kanban reopen`).
+        Reopened = "reopened",
         /// The work went back and forth between worker and reviewer too often: blocked.
         ReviewLoopDetected = "review_loop_detected",
     }

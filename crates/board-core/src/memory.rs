@@ -3,6 +3,7 @@
 //! check the pure core, and a real backend must behave the same. Ids are drawn from
 //! counters, so it is deterministic.
 
+mod children;
 mod import;
 mod lanes;
 mod reads;
@@ -181,17 +182,7 @@ impl Tables {
             self.comments.push(comment);
             self.push_events(&id, vec![event], now);
         }
-        if change.wake_children {
-            let children: Vec<TaskId> = self
-                .links
-                .iter()
-                .filter(|l| l.parent_id == id)
-                .map(|l| l.child_id.clone())
-                .collect();
-            for child in children {
-                self.promote(&child, now);
-            }
-        }
+        self.follow_children(&id, change.hold_children, change.wake_children, now);
     }
 
     fn insert_created(&mut self, created: Created, now: Timestamp) {
@@ -201,20 +192,6 @@ impl Tables {
         self.push_events(&id, created.events, now);
     }
 
-    /// Promotes one task when the core agrees; returns whether it did.
-    fn promote(&mut self, id: &TaskId, now: Timestamp) -> bool {
-        let Ok(facts) = self.facts(id) else {
-            return false;
-        };
-        match decide(&facts, &Request::Promote, &Fresh::default(), now) {
-            Ok(change) => {
-                self.apply(change, now);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
     fn transition(&mut self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
         let facts = self.facts(id)?;
         let fresh = Fresh {
@@ -222,6 +199,9 @@ impl Tables {
             claim_lock: format!("lock-{}", self.last_event_id + 1),
         };
         let change = decide(&facts, request, &fresh, now)?;
+        if change.hold_children {
+            self.may_hold_children(id)?;
+        }
         let task = change.task.clone();
         self.apply(change, now);
         Ok(self.tasks.get(id).cloned().unwrap_or(task))

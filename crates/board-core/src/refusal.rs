@@ -32,6 +32,10 @@ pub enum Refusal {
     AlreadyClaimed { id: TaskId },
     #[error("task {id} waits for {open} parent(s) that are not done")]
     OpenParents { id: TaskId, open: i64 },
+    #[error("task {0} has no completed run to hold a summary or metadata; give --result alone")]
+    NoCompletedRun(TaskId),
+    #[error("cannot reopen {parent}: its child {child} is running (reclaim it or let it finish first)")]
+    ChildStarted { parent: TaskId, child: TaskId },
     #[error("cannot link {0} to itself")]
     SelfLink(TaskId),
     #[error("linking {parent} -> {child} would make a cycle")]

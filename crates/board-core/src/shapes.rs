@@ -12,6 +12,7 @@
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::{json, Value};
 
+use crate::kinds::EventKind;
 use crate::store::{EventFilter, Store, StoreResult, TaskFilter};
 use crate::types::{Comment, Event, Run, Status, Task, TaskId, Timestamp};
 
@@ -182,6 +183,9 @@ pub struct Shown {
     pub events: Vec<Event>,
     /// How many older events were left out.
     pub skipped: usize,
+    /// Why a blocked task (or one a block loop sent to triage) waits, from the event
+    /// that put it there.
+    pub block_reason: Option<String>,
 }
 
 impl Shown {
@@ -201,7 +205,14 @@ impl Shown {
         let skipped = usize::try_from(total)
             .unwrap_or(usize::MAX)
             .saturating_sub(events.len());
+        let waits =
+            task.status == Status::Blocked || (task.status == Status::Triage && task.block_recurrences > 0);
+        let block_reason = match waits {
+            true => block_reason(store, id)?,
+            false => None,
+        };
         Ok(Shown {
+            block_reason,
             parents: store.parents(id)?,
             children: store.children(id)?,
             runs: store.runs(id)?,
@@ -222,6 +233,45 @@ impl Shown {
             "comments": self.comments.iter().map(comment_json).collect::<Vec<_>>(),
             "events": self.events.iter().map(event_json).collect::<Vec<_>>(),
             "events_omitted": self.skipped,
+            "block_reason": self.block_reason,
+            "latest_summary": self.latest_summary(),
         })
     }
+
+    /// The summary of the newest run that left one: what the last worker handed on.
+    pub fn latest_summary(&self) -> Option<&str> {
+        self.runs.iter().rev().find_map(|r| r.summary.as_deref())
+    }
+}
+
+/// The events that put a task in `blocked` (or, for a block loop, in `triage`).
+const BLOCKING_EVENTS: [EventKind; 4] = [
+    EventKind::Blocked,
+    EventKind::GaveUp,
+    EventKind::ReviewLoopDetected,
+    EventKind::BlockLoopDetected,
+];
+
+/// Why the task was last blocked: the reason (or error) of its newest blocking event,
+/// one indexed read.
+fn block_reason<S: Store + ?Sized>(store: &S, id: &TaskId) -> StoreResult<Option<String>> {
+    let newest = EventFilter {
+        task_id: Some(id.clone()),
+        kinds: BLOCKING_EVENTS.iter().map(|k| k.as_str().to_owned()).collect(),
+        limit: Some(1),
+        newest: true,
+        ..EventFilter::default()
+    };
+    let Some(event) = store.events(&newest)?.pop() else {
+        return Ok(None);
+    };
+    let said = |key: &str| event.payload.get(key).and_then(Value::as_str).map(str::to_owned);
+    Ok(match event.kind == EventKind::GaveUp {
+        true => Some(format!(
+            "gave up after {} failed runs in a row{}",
+            event.payload["failures"],
+            said("error").map_or_else(String::new, |e| format!("; the last: {e}"))
+        )),
+        false => said("reason").or_else(|| Some(format!("{} (no reason given)", event.kind))),
+    })
 }

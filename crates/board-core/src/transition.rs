@@ -4,10 +4,10 @@
 //! [`decide`] with a [`Request`], `now` and any new ids, and applies the returned
 //! [`Change`] atomically, or changes nothing when it gets a [`Refusal`].
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::refusal::Refusal;
-use crate::types::{BlockKind, Checks, Outcome, Run, RunId, RunKind, Status, Task, Timestamp};
+use crate::types::{BlockKind, Checks, Outcome, Run, RunId, RunKind, Task, TaskId, Timestamp};
 
 mod card;
 mod checks;
@@ -69,7 +69,7 @@ impl NewEvent {
 }
 
 /// The event kinds after which any dispatcher may have work at once: a task became
-/// ready (`created`, `promoted`, `unblocked`, `reclaimed`, and sent back by a check:
+/// ready (`created`, `promoted`, `unblocked`, `reclaimed`, `reopened`, and sent back by a check:
 /// `verify_failed`, `changes_requested`), reported work waits for a check
 /// (`verifying`, `review_requested`, `review_reopened`), or a card entered triage or
 /// became due again (`created`, `decompose_reset`). A store wakes the gateways sharing
@@ -95,6 +95,7 @@ pub const WAKING_EVENTS: &[EventKind] = &[
     EventKind::ReviewRequested,
     EventKind::ChangesRequested,
     EventKind::ReviewReopened,
+    EventKind::Reopened,
 ];
 
 /// Whether an event of `kind` may give a dispatcher work at once ([`WAKING_EVENTS`]).
@@ -112,6 +113,10 @@ pub struct Change {
     pub events: Vec<NewEvent>,
     /// The task left a status that held its children back: promote those now ready.
     pub wake_children: bool,
+    /// The task holds its children back again (a reopen): each child that is ready is
+    /// asked to [`Request::Hold`], in the same transaction; one that is running refuses,
+    /// and the whole change with it.
+    pub hold_children: bool,
     /// A comment the change adds to the card (a failed verification's output, a
     /// reviewer's requested changes), written in the same transaction.
     pub comment: Option<NewComment>,
@@ -220,6 +225,18 @@ pub enum Request {
     },
     /// `todo` -> `ready` once every parent is done.
     Promote,
+    /// A person moves a `todo` or `blocked` task whose parents are all done to `ready`.
+    PromoteByHand(ByHand),
+    /// A person takes a `done` or `archived` task back into work.
+    Reopen(ByHand),
+    /// A parent of this task was reopened: a ready task waits in `todo` again; a running
+    /// one refuses (its parent's reopen is refused with it).
+    Hold {
+        parent: TaskId,
+    },
+    /// A person fills in what a done task handed on (`edit --result`): its result, and
+    /// the summary (the result when not given) and metadata of its completed run.
+    Backfill(Backfill),
     /// An automatic decomposition failed.
     DecomposeFailed {
         error: String,
@@ -235,6 +252,23 @@ pub enum Request {
     SkipNonspawnable {
         profile: String,
     },
+}
+
+/// What `edit --result` fills in on a done task.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Backfill {
+    pub result: String,
+    /// Kept on the completed run; the result when not given.
+    pub summary: Option<String>,
+    /// Kept on the completed run.
+    pub metadata: Option<Value>,
+}
+
+/// Who asks for a change made by hand, and why: recorded in its event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ByHand {
+    pub by: Option<String>,
+    pub reason: Option<String>,
 }
 
 /// A completion, as a worker or a person asks for it. A task completed without a run but
@@ -330,8 +364,18 @@ impl Request {
             Request::Edit { body, .. } => some_text("the body", body),
             Request::Assign { assignee } => some_short("the assignee", assignee),
             Request::SkipNonspawnable { profile } => short("the profile", profile),
+            Request::Backfill(b) => {
+                crate::limits::text("the result", &b.result)?;
+                some_text("the summary", &b.summary)?;
+                b.metadata.as_ref().map_or(Ok(()), |m| json("the metadata", m))
+            }
+            Request::PromoteByHand(hand) | Request::Reopen(hand) => {
+                some_short("the author", &hand.by)?;
+                some_text("the reason", &hand.reason)
+            }
             Request::Claim { lane, .. } => some_short("the lane", lane),
             Request::EndRun(_)
+            | Request::Hold { .. }
             | Request::ExtendClaim { .. }
             | Request::Archive
             | Request::Promote
@@ -366,7 +410,10 @@ impl Request {
             Request::Archive => "archive",
             Request::Edit { .. } => "edit",
             Request::Assign { .. } => "assign",
-            Request::Promote => "promote",
+            Request::Promote | Request::PromoteByHand(_) => "promote",
+            Request::Reopen(_) => "reopen",
+            Request::Backfill(_) => "edit the result of",
+            Request::Hold { .. } => "hold",
             Request::DecomposeFailed { .. } => "record decomposition failure",
             Request::ClearDecomposeFailures => "clear decomposition failures",
             Request::SkipNonspawnable { .. } => "skip",
@@ -448,6 +495,10 @@ pub fn decide(
         } => next.edit(title, body, *priority)?,
         Request::Assign { assignee } => next.assign(assignee)?,
         Request::Promote => next.promote()?,
+        Request::PromoteByHand(hand) => next.promote_by_hand(hand)?,
+        Request::Reopen(hand) => next.reopen(hand)?,
+        Request::Hold { parent } => next.hold(parent)?,
+        Request::Backfill(filled) => next.backfill(filled)?,
         Request::DecomposeFailed {
             error,
             base_seconds,
@@ -455,14 +506,7 @@ pub fn decide(
             jitter,
         } => next.decompose_failed(error, *base_seconds, *limit, *jitter)?,
         Request::ClearDecomposeFailures => next.clear_decompose_failures()?,
-        Request::SkipNonspawnable { profile } => {
-            next.require(&[Status::Ready], "skip", "ready")?;
-            next.event(
-                EventKind::SkippedNonspawnable,
-                None,
-                json!({ "profile": profile }),
-            );
-        }
+        Request::SkipNonspawnable { profile } => next.skip_nonspawnable(profile)?,
     }
     Ok(next.into_change())
 }
@@ -487,7 +531,7 @@ pub fn capped_delay(base_seconds: i64, n: i64, cap: i64, jitter: f64) -> i64 {
 mod tests {
     use super::*;
     use crate::graph::blank_task;
-    use crate::types::{Lease, TaskId};
+    use crate::types::{Lease, Status, TaskId};
 
     const T: Timestamp = 1_750_000_000;
 

@@ -153,6 +153,12 @@ word_enum!(
         Priority = "priority",
         /// The oldest first.
         Created = "created",
+        /// The newest first.
+        CreatedDesc = "created-desc",
+        /// The lowest priority first, then the oldest.
+        PriorityDesc = "priority-desc",
+        /// By assignee in byte order, the unassigned first, then the oldest.
+        Assignee = "assignee",
         /// The most recently changed first.
         Updated = "updated",
         /// By title, in byte order.
@@ -171,6 +177,9 @@ impl TaskOrder {
         match self {
             TaskOrder::Priority => "-priority, created_at".to_owned(),
             TaskOrder::Created => "created_at".to_owned(),
+            TaskOrder::CreatedDesc => "-created_at".to_owned(),
+            TaskOrder::PriorityDesc => "priority, created_at".to_owned(),
+            TaskOrder::Assignee => format!("COALESCE(assignee, ''){byte_order}, created_at"),
             TaskOrder::Updated => "-updated_at, created_at".to_owned(),
             TaskOrder::Title => format!("title{byte_order}, created_at"),
             TaskOrder::Status => {

@@ -221,6 +221,22 @@ pub(crate) fn apply(tx: &mut Tx<'_>, old: &Task, change: &Change, now: Timestamp
             promote(tx, &child, now)?;
         }
     }
+    if change.hold_children {
+        let started = tx.query(
+            "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id
+             WHERE l.parent_id = $1 AND c.status IN ('ready', 'running') ORDER BY c.id FOR NO KEY UPDATE OF c",
+            &[&change.task.id.as_str()],
+        )?;
+        let hold = Request::Hold {
+            parent: change.task.id.clone(),
+        };
+        for child in all(started, rows::task_id)? {
+            // A refusal (a running child) rolls the whole change back.
+            let f = locked_facts(tx, &child)?;
+            let held = decide(&f, &hold, &Fresh::default(), now)?;
+            apply(tx, &f.task, &held, now)?;
+        }
+    }
     Ok(())
 }
 

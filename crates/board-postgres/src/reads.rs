@@ -113,14 +113,22 @@ fn for_each_sorted(
     tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
 }
 
-/// The `WHERE` of an events read: $1 task, $2 after id, $3 kind, $4 since. A task
-/// filter is its own statement, an index range of task_events_by_task.
-fn event_clause(filter: &EventFilter) -> &'static str {
-    if filter.task_id.is_some() {
-        "task_id = $1 AND id > $2 AND ($3::text[] IS NULL OR kind = ANY($3)) AND ($4::bigint IS NULL OR created_at >= $4)"
-    } else {
-        "$1::text IS NULL AND id > $2 AND ($3::text[] IS NULL OR kind = ANY($3)) AND ($4::bigint IS NULL OR created_at >= $4)"
-    }
+/// The `WHERE` of an events read: $1 task, $2 after id, $3 kind, $4 since, and the
+/// assignee at `assignee_at` (after a read's limit). A task filter is its own statement, an index range
+/// of task_events_by_task; an assignee is checked per
+/// event, by the task's primary key.
+fn event_clause(filter: &EventFilter, assignee_at: u8) -> String {
+    let rest =
+        "id > $2 AND ($3::text[] IS NULL OR kind = ANY($3)) AND ($4::bigint IS NULL OR created_at >= $4)";
+    let task = match filter.task_id.is_some() {
+        true => "task_id = $1",
+        false => "$1::text IS NULL",
+    };
+    let assignee = match filter.assignee.is_some() {
+        true => format!(" AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id AND t.assignee = ${assignee_at})"),
+        false => format!(" AND ${assignee_at}::text IS NULL"),
+    };
+    format!("{task} AND {rest}{assignee}")
 }
 
 /// The kinds of an events read as PostgreSQL binds them: a text array, or NULL for any.
@@ -136,7 +144,7 @@ pub(crate) fn for_each_event(
     if let Some(id) = &filter.task_id {
         require_task(tx, id)?;
     }
-    let clause = event_clause(filter);
+    let clause = event_clause(filter, 6);
     let columns = event_columns!();
     let sql = if filter.newest {
         format!(
@@ -149,7 +157,14 @@ pub(crate) fn for_each_event(
     let task = filter.task_id.as_ref().map(TaskId::as_str);
     let limit = sql_limit(filter.limit);
     let kinds = kinds_param(filter);
-    let params: Params<'_> = &[&task, &filter.after_id, &kinds, &filter.since, &limit];
+    let params: Params<'_> = &[
+        &task,
+        &filter.after_id,
+        &kinds,
+        &filter.since,
+        &limit,
+        &filter.assignee,
+    ];
     tx.each_row(&sql, params, |row| Ok(visit(rows::event(row)?)))
 }
 
@@ -159,11 +174,12 @@ pub(crate) fn count_events(tx: &mut Tx<'_>, filter: &EventFilter) -> StoreResult
     }
     let sql = format!(
         "SELECT count(*) AS n FROM task_events WHERE {}",
-        event_clause(filter)
+        event_clause(filter, 5)
     );
     let task = filter.task_id.as_ref().map(TaskId::as_str);
     let kinds = kinds_param(filter);
-    let found = tx.query_uncached(&sql, &[&task, &filter.after_id, &kinds, &filter.since])?;
+    let params: Params<'_> = &[&task, &filter.after_id, &kinds, &filter.since, &filter.assignee];
+    let found = tx.query_uncached(&sql, params)?;
     let row = found
         .first()
         .ok_or_else(|| StoreError::Backend("the event count returned no row".into()))?;

@@ -18,10 +18,10 @@ mod tasks;
 
 pub use config::ConfigCommand;
 pub use lanes::LaneCommand;
-pub use reads::{EventsArgs, GcArgs, ListArgs, Since, EVENTS_SHOWN};
+pub use reads::{EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 pub use tasks::{
-    orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, ReassignArgs,
-    RequestChangesArgs, RequestReviewArgs,
+    orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, PromoteArgs,
+    ReassignArgs, RequestChangesArgs, RequestReviewArgs,
 };
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
@@ -73,7 +73,10 @@ pub enum Verb {
         #[arg(value_name = "ID")]
         id: TaskId,
     },
-    /// Edit a task's title, body or priority (bumps its revision)
+    /// Edit a task's title, body or priority (bumps its revision), or a done task's result
+    #[command(
+        after_help = "Examples:\n  kanban edit t_1a2b3c4d --title \"Fix the login redirect\" --priority 5\n  kanban edit t_1a2b3c4d --result \"merged as #412\" --metadata '{\"pr\": 412}'   # a done task"
+    )]
     Edit(EditArgs),
     /// Set a task's assignee (refused while it runs)
     Assign {
@@ -187,6 +190,20 @@ pub enum Verb {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
+    /// Move todo or blocked tasks to ready by hand (past open parents with --force)
+    #[command(
+        after_help = "Examples:\n  kanban promote t_1a2b3c4d the fix landed upstream\n  kanban promote t_1a2b3c4d --ids t_5e6f7a8b t_9c0d1e2f --dry-run\n  kanban promote t_1a2b3c4d --force   # its parent is still open\n\nExit 1 when any task could not be promoted (each is said on stderr)."
+    )]
+    Promote(PromoteArgs),
+    /// Take done or archived tasks back into work: ready, or todo while a parent is open
+    Reopen {
+        /// The tasks
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<TaskId>,
+        /// Why, recorded in the reopened event
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
     /// Stop a task's worker and return the task to ready
     Reclaim {
         /// The task
@@ -235,6 +252,12 @@ pub enum Verb {
         #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
         tail: Option<u64>,
     },
+    /// Follow the board's new events until Ctrl-C (Hermes' `watch`: `events --follow`
+    /// from now on), of every task or of one assignee's, of some kinds
+    #[command(
+        after_help = "Examples:\n  kanban watch\n  kanban watch --assignee coder --kinds completed,blocked,gave_up\n  kanban watch --interval 2 --json"
+    )]
+    Watch(WatchArgs),
     /// Follow a task's events until Ctrl-C (Hermes' `tail`: `events ID --follow`)
     #[command(
         after_help = "Examples:\n  kanban tail t_1a2b3c4d\n  kanban tail t_1a2b3c4d --interval 0.5 --json"
@@ -293,7 +316,7 @@ pub enum Verb {
     Specify(ModelCallArgs),
     /// One dispatcher pass without the gateway: reclaim, decompose, promote, claim, spawn
     #[command(
-        after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --dry-run --json\n  kanban dispatch --max 1   # spawn at most one worker"
+        after_help = "Examples:\n  kanban dispatch\n  kanban dispatch --dry-run --json\n  kanban dispatch --max 1   # spawn at most one worker\n  kanban dispatch --failure-limit 1   # give up on a task at its first failure"
     )]
     Dispatch {
         /// Say what the pass would do, and change nothing
@@ -303,6 +326,11 @@ pub enum Verb {
         /// (kanban.max_spawn for this pass) [default: kanban.max_spawn]
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
         max: Option<u16>,
+        /// Give a task up (gave_up, blocked) after N failed runs in a row: crashes,
+        /// timeouts, stale leases, failed spawns (kanban.failure_limit for this pass)
+        /// [default: kanban.failure_limit]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+        failure_limit: Option<u16>,
     },
     /// Run the gateway until SIGINT or SIGTERM
     #[command(subcommand)]
@@ -343,6 +371,15 @@ and every request must carry it."
         /// The shell the script is for
         #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]
         shell: String,
+    },
+    /// Print the manual page (roff), or write one page per verb into a directory
+    #[command(
+        after_help = "Examples:\n  kanban man | man -l -\n  kanban man --out /usr/local/share/man/man1   # kanban.1, kanban-create.1, ..."
+    )]
+    Man {
+        /// Write kanban.1 and a kanban-VERB.1 page for every verb into DIR
+        #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -450,7 +487,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap::Erro
 }
 
 /// `tail --interval`: seconds, 0.05 to 60.
-fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     match text.parse::<f64>() {
         Ok(s) if (0.05..=60.0).contains(&s) => Ok(std::time::Duration::from_secs_f64(s)),
         _ => Err(format!("expected seconds from 0.05 to 60, got {text:?}")),

@@ -32,8 +32,9 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let outcome = match cli.verb {
-        // A completion script needs no board, so it creates no home.
+        // A completion script and the manual need no board, so they create no home.
         Verb::Completions { shell } => verbs::completions(&shell),
+        Verb::Man { out } => verbs::man(out.as_deref()),
         verb => Home::resolve(cli.home)
             .map_err(Failure::from)
             .and_then(|home| verbs::run(home, cli.json, verb)),
@@ -65,7 +66,7 @@ fn start_log(cli: &args::Cli) -> Result<(), gateway::logging::LogError> {
 }
 
 /// Verbs of the Hermes kanban that kanban names otherwise.
-const HERMES_VERBS: &[(&str, &str)] = &[("watch", "events --follow")];
+const HERMES_VERBS: &[(&str, &str)] = &[("daemon", "gateway run")];
 
 /// An unknown verb, in one line: the verb kanban has for a Hermes one, else a verb
 /// within two edits of it (a swap of two letters is one: `lsit` -> `list`), else none; never a verb that merely

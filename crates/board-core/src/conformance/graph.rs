@@ -1,10 +1,13 @@
 //! Scenarios of the task graph and task fields: dependencies, cycles, idempotent create,
-//! edit, assign and archive.
+//! edit, assign and archive, promote and reopen by hand.
 
 use super::{assert_board_ok, ready_task, Backend, T0};
+use serde_json::json;
+
 use crate::store::{Completion, StoreError};
+use crate::transition::Backfill;
 use crate::types::{Outcome, Status, TaskId};
-use crate::{NewTask, Refusal};
+use crate::{ByHand, EventFilter, NewTask, Refusal, Request};
 
 /// Children wait for their parents, and are promoted when the last parent completes.
 pub fn dependencies_hold_and_release(board: &dyn Backend) {
@@ -128,5 +131,163 @@ pub fn edit_assign_and_archive(board: &dyn Backend) {
     assert_eq!(s.runs(&r.id).unwrap()[0].outcome, Some(Outcome::Reclaimed));
     assert!(s.edit(&r.id, Some("x".into()), None, None, T0).is_err());
     assert!(s.archive(&r.id, T0).is_err());
+    assert_board_ok(&*s);
+}
+
+/// A person promotes a todo or blocked task whose parents are done (refused while one is open), and
+/// reopens a done or archived one; each change says who and why in its event.
+pub fn promote_and_reopen_by_hand(board: &dyn Backend) {
+    let s = board.connect();
+    let parent = ready_task(&*s, "parent");
+    let child = s
+        .create(
+            &NewTask {
+                parents: vec![parent.id.clone()],
+                ..NewTask::titled("child")
+            },
+            T0,
+        )
+        .unwrap();
+    let hand = ByHand {
+        by: Some("alice".into()),
+        reason: Some("the parent is good enough".into()),
+    };
+    let promote = Request::PromoteByHand(hand.clone());
+    let refused = s.transition(&child.id, &promote, T0).unwrap_err();
+    assert_eq!(
+        refused,
+        StoreError::Refused(Refusal::OpenParents {
+            id: child.id.clone(),
+            open: 1
+        })
+    );
+    assert_eq!(s.get(&child.id).unwrap().status, Status::Todo);
+    s.block(&parent.id, None, Some("waits".into()), None, T0).unwrap();
+    let blocked_child = s.create(&NewTask::titled("blocked by hand"), T0).unwrap();
+    s.block(&blocked_child.id, None, None, None, T0).unwrap();
+    let promoted = s.transition(&blocked_child.id, &promote, T0 + 1).unwrap();
+    assert_eq!(promoted.status, Status::Ready);
+    let event = s.events(&of(&blocked_child.id)).unwrap().pop().unwrap();
+    assert_eq!(event.kind, "promoted");
+    assert_eq!(
+        (
+            &event.payload["from"],
+            &event.payload["by"],
+            &event.payload["reason"]
+        ),
+        (
+            &json!("blocked"),
+            &json!("alice"),
+            &json!("the parent is good enough")
+        )
+    );
+    let wrong = s.transition(&blocked_child.id, &promote, T0 + 2).unwrap_err();
+    assert!(matches!(wrong, StoreError::Refused(Refusal::WrongStatus { .. })));
+    assert_eq!(
+        s.transition(&parent.id, &promote, T0 + 3).unwrap().status,
+        Status::Ready
+    );
+
+    let reopen = Request::Reopen(hand.clone());
+    s.claim(&parent.id, 900, T0).unwrap();
+    assert!(matches!(
+        s.transition(&parent.id, &reopen, T0 + 4),
+        Err(StoreError::Refused(Refusal::WrongStatus { .. }))
+    ));
+    s.complete(&parent.id, &Completion::default(), T0 + 5).unwrap();
+    assert_eq!(s.get(&child.id).unwrap().status, Status::Ready);
+    s.claim(&child.id, 900, T0 + 5).unwrap();
+    assert_eq!(
+        s.transition(&parent.id, &reopen, T0 + 6).unwrap_err(),
+        StoreError::Refused(Refusal::ChildStarted {
+            parent: parent.id.clone(),
+            child: child.id.clone()
+        }),
+        "a running child refuses its parent's reopen"
+    );
+    assert_eq!(s.get(&parent.id).unwrap().status, Status::Done);
+    s.block(&child.id, None, None, None, T0 + 6).unwrap();
+    s.unblock(&child.id, None, T0 + 6).unwrap();
+    let reopened = s.transition(&parent.id, &reopen, T0 + 7).unwrap();
+    assert_eq!((reopened.status, reopened.completed_at), (Status::Ready, None));
+    let event = s.events(&of(&parent.id)).unwrap().pop().unwrap();
+    assert_eq!(event.kind, "reopened");
+    assert_eq!(
+        (&event.payload["from"], &event.payload["to"]),
+        (&json!("done"), &json!("ready"))
+    );
+    assert_eq!(
+        s.get(&child.id).unwrap().status,
+        Status::Todo,
+        "it waits for its parent again"
+    );
+    s.archive(&child.id, T0 + 8).unwrap();
+    let back = s.transition(&child.id, &reopen, T0 + 9).unwrap();
+    assert_eq!(back.status, Status::Todo, "its parent is open");
+    s.archive(&parent.id, T0 + 10).unwrap();
+    assert_eq!(s.get(&child.id).unwrap().status, Status::Ready);
+    assert_eq!(
+        s.transition(&parent.id, &reopen, T0 + 11).unwrap().status,
+        Status::Ready
+    );
+    assert_eq!(s.get(&child.id).unwrap().status, Status::Todo);
+    assert_board_ok(&*s);
+}
+
+fn of(id: &TaskId) -> EventFilter {
+    EventFilter {
+        task_id: Some(id.clone()),
+        ..EventFilter::default()
+    }
+}
+
+/// `edit --result` fills in a done task's result and its completed run's summary (the
+/// result unless given) and metadata; a task not done, or metadata with no completed
+/// run, is refused and nothing changes.
+pub fn a_done_tasks_result_is_filled_in(board: &dyn Backend) {
+    let s = board.connect();
+    let backfill = |summary: Option<&str>, metadata| {
+        Request::Backfill(Backfill {
+            result: "merged as #412".into(),
+            summary: summary.map(str::to_owned),
+            metadata,
+        })
+    };
+    let t = ready_task(&*s, "ship it");
+    assert!(matches!(
+        s.transition(&t.id, &backfill(None, None), T0),
+        Err(StoreError::Refused(Refusal::WrongStatus { .. }))
+    ));
+    let run = s.claim(&t.id, 900, T0).unwrap().run_id;
+    s.complete(&t.id, &Completion::default(), T0 + 1).unwrap();
+    let done = s
+        .transition(&t.id, &backfill(None, Some(json!({ "pr": 412 }))), T0 + 2)
+        .unwrap();
+    assert_eq!(done.result.as_deref(), Some("merged as #412"));
+    let kept = s.runs(&t.id).unwrap().pop().unwrap();
+    assert_eq!((kept.id, kept.summary.as_deref()), (run, Some("merged as #412")));
+    assert_eq!(kept.metadata, Some(json!({ "pr": 412 })));
+    s.transition(&t.id, &backfill(Some("short"), None), T0 + 3)
+        .unwrap();
+    let kept = s.runs(&t.id).unwrap().pop().unwrap();
+    assert_eq!(
+        (kept.summary.as_deref(), kept.metadata),
+        (Some("short"), Some(json!({ "pr": 412 })))
+    );
+    let bare = ready_task(&*s, "done by hand");
+    s.complete(&bare.id, &Completion::default(), T0).unwrap();
+    assert_eq!(
+        s.transition(&bare.id, &backfill(None, Some(json!(1))), T0 + 1)
+            .unwrap_err(),
+        StoreError::Refused(Refusal::NoCompletedRun(bare.id.clone()))
+    );
+    assert_eq!(s.get(&bare.id).unwrap().result, None);
+    assert_eq!(
+        s.transition(&bare.id, &backfill(None, None), T0 + 1)
+            .unwrap()
+            .result
+            .as_deref(),
+        Some("merged as #412")
+    );
     assert_board_ok(&*s);
 }

@@ -155,6 +155,33 @@ pub fn events_filter_by_kind_time_and_newest(board: &dyn Backend) {
         ..EventFilter::default()
     };
     assert_eq!(s.count_events(&of_unknown).unwrap_err(), missing);
+    let other = s
+        .create(
+            &NewTask {
+                assignee: Some("coder".into()),
+                ..NewTask::titled("someone else's")
+            },
+            T0 + 30,
+        )
+        .unwrap();
+    let coders = EventFilter {
+        assignee: Some("coder".into()),
+        ..EventFilter::default()
+    };
+    let theirs = s.events(&coders).unwrap();
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
+    assert_eq!(
+        (&theirs[0].task_id, theirs[0].kind.as_str()),
+        (&other.id, "created")
+    );
+    assert_eq!(s.count_events(&coders).unwrap(), 1);
+    let nobodys = EventFilter {
+        assignee: Some("nobody".into()),
+        newest: true,
+        limit: Some(5),
+        ..EventFilter::default()
+    };
+    assert!(s.events(&nobodys).unwrap().is_empty());
 }
 
 /// Pages of `limit` tasks, each after the last of the one before, read every task that
@@ -324,9 +351,15 @@ pub fn aggregates_count_the_board(board: &dyn Backend) {
 pub fn sorted_lists_page_in_their_order(board: &dyn Backend) {
     let s = board.connect();
     let make = |title: &str, priority: i64, triage: bool, at: i64| {
+        let assignee = match title {
+            "apple" => Some("bob".to_owned()),
+            "Zulu" => Some("alice".to_owned()),
+            _ => None,
+        };
         let request = NewTask {
             priority,
             triage,
+            assignee,
             ..NewTask::titled(title)
         };
         s.create(&request, at).unwrap().id
@@ -341,6 +374,15 @@ pub fn sorted_lists_page_in_their_order(board: &dyn Backend) {
     let expected = [
         (TaskOrder::Priority, vec![&apple, &elder, &date, &banana, &zulu]),
         (TaskOrder::Created, vec![&banana, &apple, &zulu, &date, &elder]),
+        (
+            TaskOrder::CreatedDesc,
+            vec![&elder, &date, &zulu, &apple, &banana],
+        ),
+        (
+            TaskOrder::PriorityDesc,
+            vec![&zulu, &banana, &date, &elder, &apple],
+        ),
+        (TaskOrder::Assignee, vec![&banana, &date, &elder, &zulu, &apple]),
         (TaskOrder::Updated, vec![&apple, &elder, &date, &zulu, &banana]),
         (TaskOrder::Title, vec![&zulu, &apple, &banana, &date, &elder]),
         (TaskOrder::Status, vec![&date, &apple, &elder, &banana, &zulu]),

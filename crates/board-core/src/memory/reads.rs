@@ -24,6 +24,12 @@ fn ordered(order: TaskOrder, a: &Task, b: &Task) -> Ordering {
     match order {
         TaskOrder::Priority => queue_order(a, b),
         TaskOrder::Created => older,
+        TaskOrder::CreatedDesc => b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)),
+        TaskOrder::PriorityDesc => a.priority.cmp(&b.priority).then(older),
+        TaskOrder::Assignee => {
+            let name = |t: &Task| t.assignee.as_deref().unwrap_or("").as_bytes().to_vec();
+            name(a).cmp(&name(b)).then(older)
+        }
         TaskOrder::Updated => b.updated_at.cmp(&a.updated_at).then(older),
         TaskOrder::Title => a.title.as_bytes().cmp(b.title.as_bytes()).then(older),
         TaskOrder::Status => a.status.cmp(&b.status).then(queue_order(a, b)),
@@ -84,11 +90,17 @@ impl Tables {
         Ok(tasks)
     }
 
-    fn event_matches(filter: &EventFilter, e: &Event) -> bool {
+    fn event_matches(&self, filter: &EventFilter, e: &Event) -> bool {
+        let assigned = |a: &String| {
+            self.tasks
+                .get(&e.task_id)
+                .is_some_and(|t| t.assignee.as_ref() == Some(a))
+        };
         e.id > filter.after_id
             && filter.task_id.as_ref().is_none_or(|t| &e.task_id == t)
             && (filter.kinds.is_empty() || filter.kinds.contains(&e.kind))
             && filter.since.is_none_or(|at| e.created_at >= at)
+            && filter.assignee.as_ref().is_none_or(assigned)
     }
 
     pub(super) fn visit_events(
@@ -102,7 +114,7 @@ impl Tables {
         let matching: Vec<&Event> = self
             .events
             .iter()
-            .filter(|e| Self::event_matches(filter, e))
+            .filter(|e| self.event_matches(filter, e))
             .collect();
         let limit = filter.limit.unwrap_or(usize::MAX);
         let skip = if filter.newest {
@@ -125,7 +137,7 @@ impl Tables {
         Ok(self
             .events
             .iter()
-            .filter(|e| Self::event_matches(filter, e))
+            .filter(|e| self.event_matches(filter, e))
             .count() as u64)
     }
 

@@ -26,8 +26,8 @@ pub struct TaskFilter {
 }
 
 /// Which events `events` returns, oldest first: those with an id above `after_id`, of
-/// one of `kinds` (any kind when empty) and created at or after `since` when given, at
-/// most `limit`. With `newest`,
+/// one of `kinds` (any kind when empty), created at or after `since` and of a task now
+/// assigned to `assignee` when given, at most `limit`. With `newest`,
 /// the limit keeps the newest matching events rather than the oldest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventFilter {
@@ -37,6 +37,7 @@ pub struct EventFilter {
     pub kinds: Vec<String>,
     pub since: Option<Timestamp>,
     pub newest: bool,
+    pub assignee: Option<String>,
 }
 
 /// What a visitor of streamed rows says after each row: go on, or stop the read.

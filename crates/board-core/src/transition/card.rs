@@ -4,10 +4,10 @@
 use serde_json::json;
 
 use super::next::Next;
-use super::retry_delay;
+use super::{retry_delay, Backfill, ByHand};
 use crate::kinds::EventKind;
 use crate::refusal::Refusal;
-use crate::types::{Outcome, Status};
+use crate::types::{Outcome, Status, TaskId};
 
 impl Next<'_> {
     pub(super) fn archive(&mut self) -> Result<(), Refusal> {
@@ -118,6 +118,110 @@ impl Next<'_> {
         }
         self.task.status = Status::Ready;
         self.event(EventKind::Promoted, None, json!({}));
+        Ok(())
+    }
+
+    /// A person moves a `todo` or `blocked` task to `ready` (`kanban promote`), refused
+    /// while a parent is open. The assignee and the block's record stay.
+    pub(super) fn promote_by_hand(&mut self, hand: &ByHand) -> Result<(), Refusal> {
+        self.require(&[Status::Todo, Status::Blocked], "promote", "todo or blocked")?;
+        if self.facts.open_parents > 0 {
+            return Err(Refusal::OpenParents {
+                id: self.task.id.clone(),
+                open: self.facts.open_parents,
+            });
+        }
+        let from = self.task.status;
+        self.task.status = Status::Ready;
+        self.event(
+            EventKind::Promoted,
+            None,
+            json!({ "from": from, "by": hand.by, "reason": hand.reason }),
+        );
+        Ok(())
+    }
+
+    /// A person takes a `done` or `archived` task back into work (`kanban reopen`): it
+    /// waits for its open parents again, else is ready; its result is kept until the
+    /// next completion replaces it. Its children wait for it again: a ready child goes
+    /// back to `todo`, and a running one refuses the reopen.
+    pub(super) fn reopen(&mut self, hand: &ByHand) -> Result<(), Refusal> {
+        self.require(&[Status::Done, Status::Archived], "reopen", "done or archived")?;
+        let from = self.task.status;
+        self.task.status = self.workable_status();
+        self.task.completed_at = None;
+        self.task.block_kind = None;
+        self.task.block_recurrences = 0;
+        self.task.consecutive_failures = 0;
+        self.hold_children = true;
+        self.event(
+            EventKind::Reopened,
+            None,
+            json!({ "from": from, "to": self.task.status, "by": hand.by, "reason": hand.reason }),
+        );
+        Ok(())
+    }
+
+    /// `edit --result` on a done task: the result, and on its completed run the summary
+    /// (the result when none is given) and the metadata; without such a run, only the
+    /// result can be set.
+    pub(super) fn backfill(&mut self, filled: &Backfill) -> Result<(), Refusal> {
+        let Backfill {
+            result,
+            summary,
+            metadata,
+        } = filled;
+        self.require(&[Status::Done], "edit --result", "done")?;
+        let completed = (self.facts.newest_run.clone()).filter(|r| r.outcome == Some(Outcome::Completed));
+        let mut fields = vec!["result"];
+        let run_id = match completed {
+            Some(mut run) => {
+                run.summary = Some(summary.clone().unwrap_or_else(|| result.clone()));
+                fields.push("summary");
+                if let Some(metadata) = metadata {
+                    run.metadata = Some(metadata.clone());
+                    fields.push("metadata");
+                }
+                let id = run.id;
+                self.runs.push(run);
+                Some(id)
+            }
+            None if summary.is_some() || metadata.is_some() => {
+                return Err(Refusal::NoCompletedRun(self.task.id.clone()));
+            }
+            None => None,
+        };
+        self.task.result = Some(result.clone());
+        self.event(EventKind::Edited, run_id, json!({ "fields": fields }));
+        Ok(())
+    }
+
+    /// A parent was reopened: a ready task waits for it in `todo`; a running one refuses.
+    pub(super) fn hold(&mut self, parent: &TaskId) -> Result<(), Refusal> {
+        if self.task.status == Status::Running {
+            return Err(Refusal::ChildStarted {
+                parent: parent.clone(),
+                child: self.task.id.clone(),
+            });
+        }
+        self.require(&[Status::Ready], "hold", "ready")?;
+        self.task.status = Status::Todo;
+        self.event(
+            EventKind::DependencyWait,
+            None,
+            json!({ "reason": "a parent was reopened", "parent": parent, "open_parents": self.facts.open_parents }),
+        );
+        Ok(())
+    }
+
+    /// The dispatcher cannot start a worker for this ready task: recorded, unchanged.
+    pub(super) fn skip_nonspawnable(&mut self, profile: &str) -> Result<(), Refusal> {
+        self.require(&[Status::Ready], "skip", "ready")?;
+        self.event(
+            EventKind::SkippedNonspawnable,
+            None,
+            json!({ "profile": profile }),
+        );
         Ok(())
     }
 

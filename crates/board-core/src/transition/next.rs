@@ -16,6 +16,7 @@ pub(super) struct Next<'a> {
     pub(super) runs: Vec<Run>,
     pub(super) events: Vec<NewEvent>,
     pub(super) wake_children: bool,
+    pub(super) hold_children: bool,
     pub(super) comment: Option<NewComment>,
 }
 
@@ -28,6 +29,7 @@ impl<'a> Next<'a> {
             runs: Vec::new(),
             events: Vec::new(),
             wake_children: false,
+            hold_children: false,
             comment: None,
         }
     }
@@ -39,6 +41,7 @@ impl<'a> Next<'a> {
             runs: self.runs,
             events: self.events,
             wake_children: self.wake_children,
+            hold_children: self.hold_children,
             comment: self.comment,
         }
     }

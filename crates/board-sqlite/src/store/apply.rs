@@ -181,6 +181,22 @@ pub(super) fn apply(tx: &Connection, old: &Task, change: &Change, now: Timestamp
             promote(tx, &child, now)?;
         }
     }
+    if change.hold_children {
+        let started = query_ids(
+            tx,
+            "SELECT l.child_id FROM task_links l JOIN tasks c ON c.id = l.child_id
+             WHERE l.parent_id = ?1 AND c.status IN ('ready', 'running') ORDER BY l.child_id",
+            [change.task.id.as_str()],
+        )?;
+        let hold = Request::Hold {
+            parent: change.task.id.clone(),
+        };
+        for child in started {
+            // A refusal (a running child) rolls the whole change back.
+            let f = facts(tx, &child)?;
+            apply(tx, &f.task, &decide(&f, &hold, &Fresh::default(), now)?, now)?;
+        }
+    }
     Ok(())
 }
 

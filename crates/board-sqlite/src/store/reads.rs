@@ -119,13 +119,20 @@ fn for_each_sorted(
 }
 
 /// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 the
-/// kinds (a JSON array, or NULL for any), ?4 since. A task filter is its own statement, an index range of task_events_by_task.
-fn event_clause(filter: &EventFilter) -> &'static str {
-    if filter.task_id.is_some() {
-        "task_id = ?1 AND id > ?2 AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3))) AND (?4 IS NULL OR created_at >= ?4)"
-    } else {
-        "?1 IS NULL AND id > ?2 AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3))) AND (?4 IS NULL OR created_at >= ?4)"
-    }
+/// kinds (a JSON array, or NULL for any), ?4 since, and the assignee at
+/// `assignee_at` (after a read's limit). A task filter is its own statement, an index range of task_events_by_task;
+/// an assignee adds the tasks assigned to it, by tasks_by_assignee.
+fn event_clause(filter: &EventFilter, assignee_at: u8) -> String {
+    let rest = "id > ?2 AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3))) AND (?4 IS NULL OR created_at >= ?4)";
+    let task = match filter.task_id.is_some() {
+        true => "task_id = ?1",
+        false => "?1 IS NULL",
+    };
+    let assignee = match filter.assignee.is_some() {
+        true => format!(" AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id AND t.assignee = ?{assignee_at})"),
+        false => format!(" AND ?{assignee_at} IS NULL"),
+    };
+    format!("{task} AND {rest}{assignee}")
 }
 
 /// The kinds of an events read as SQLite binds them: a JSON array, or NULL for any.
@@ -141,7 +148,7 @@ pub(super) fn for_each_event(
     if let Some(id) = &filter.task_id {
         super::SqliteStore::require_task(conn, id)?;
     }
-    let clause = event_clause(filter);
+    let clause = event_clause(filter, 6);
     let sql = if filter.newest {
         format!(
             "SELECT {EVENT_COLUMNS} FROM (SELECT {EVENT_COLUMNS} FROM task_events WHERE {clause}
@@ -159,7 +166,8 @@ pub(super) fn for_each_event(
             filter.after_id,
             kinds_param(filter),
             filter.since,
-            limit
+            limit,
+            filter.assignee
         ])
         .map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
@@ -174,13 +182,22 @@ pub(super) fn count_events(conn: &Connection, filter: &EventFilter) -> StoreResu
     if let Some(id) = &filter.task_id {
         super::SqliteStore::require_task(conn, id)?;
     }
-    let sql = format!("SELECT COUNT(*) FROM task_events WHERE {}", event_clause(filter));
+    let sql = format!(
+        "SELECT COUNT(*) FROM task_events WHERE {}",
+        event_clause(filter, 5)
+    );
     let task = filter.task_id.as_ref().map(TaskId::as_str);
     let n: i64 = conn
         .prepare_cached(&sql)
         .and_then(|mut s| {
             s.query_row(
-                params![task, filter.after_id, kinds_param(filter), filter.since],
+                params![
+                    task,
+                    filter.after_id,
+                    kinds_param(filter),
+                    filter.since,
+                    filter.assignee
+                ],
                 |r| r.get(0),
             )
         })

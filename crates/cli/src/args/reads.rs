@@ -20,8 +20,10 @@ pub struct ListArgs {
     /// Include archived tasks
     #[arg(long)]
     pub archived: bool,
-    /// The order: priority (claim order, the default), created (oldest first), updated
-    /// (latest change first), title, or status (triage first, then claim order)
+    /// The order: priority (claim order, the default), priority-desc (lowest first),
+    /// created (oldest first), created-desc (newest first), updated (latest change
+    /// first), title, status (triage first, then claim order) or assignee (unassigned
+    /// first)
     #[arg(long, value_name = "FIELD", value_parser = super::orders())]
     pub sort: Option<TaskOrder>,
     /// At most N tasks (a page); the next page starts after the last one shown
@@ -60,6 +62,22 @@ pub struct EventsArgs {
     /// (`--kind claimed,completed`) or the flag again
     #[arg(long = "kind", value_name = "KIND[,KIND...]", value_delimiter = ',')]
     pub kinds: Vec<String>,
+    /// Only events of the tasks assigned to PROFILE now
+    #[arg(long, value_name = "PROFILE")]
+    pub assignee: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Only events of the tasks assigned to PROFILE now
+    #[arg(long, value_name = "PROFILE")]
+    pub assignee: Option<String>,
+    /// Only events of these kinds, e.g. completed,blocked,gave_up,crashed,timed_out
+    #[arg(long, value_name = "KIND[,KIND...]", value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// Seconds between reads of the board, 0.05 to 60 [default: 0.5]
+    #[arg(long, value_name = "S", value_parser = super::parse_interval)]
+    pub interval: Option<std::time::Duration>,
 }
 
 /// Where `events --since` starts.

@@ -101,6 +101,15 @@ pub struct EditArgs {
     /// The new priority (higher runs first)
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub priority: Option<i64>,
+    /// A done task's result, filled in after the fact (what its children read)
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["title", "body", "priority"])]
+    pub result: Option<String>,
+    /// With --result: the summary kept on its completed run [default: the result]
+    #[arg(long, value_name = "TEXT", requires = "result")]
+    pub summary: Option<String>,
+    /// With --result: a JSON value kept on its completed run
+    #[arg(long, value_name = "JSON", value_parser = parse_json, requires = "result")]
+    pub metadata: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Args)]
@@ -196,12 +205,39 @@ pub struct BlockArgs {
     /// not a task id, every word is the reason and the task is the worker's own
     #[arg(value_name = "ID|REASON")]
     pub words: Vec<String>,
-    /// What the task waits for
+    /// What the task waits for: `dependency` waits in todo while a parent is open (and
+    /// is promoted when the parents finish); `needs_input` and `capability` wait in
+    /// blocked for a person; `transient` marks a failure that may pass. Blocked again
+    /// with the same kind after an unblock, often enough, a task goes to triage
     #[arg(long, value_name = "KIND", value_parser = block_kinds())]
     pub kind: Option<BlockKind>,
     /// Only if RUN is still the current run [default: $KANBAN_RUN_ID in a worker]
     #[arg(long, value_name = "RUN")]
     pub run: Option<RunId>,
+    /// More tasks to block with the same reason (bulk; the run guard applies to the
+    /// first task only)
+    #[arg(long, value_name = "ID", num_args = 1..)]
+    pub ids: Vec<TaskId>,
+}
+
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    /// `ID [REASON...]`: the task, then why (recorded in its `promoted` event)
+    #[arg(value_name = "ID")]
+    pub id: TaskId,
+    /// Why, recorded in the `promoted` event
+    #[arg(value_name = "REASON")]
+    pub reason: Vec<String>,
+    /// More tasks to promote with the same reason
+    #[arg(long, value_name = "ID", num_args = 1..)]
+    pub ids: Vec<TaskId>,
+    /// Promote even while a parent is not done or archived: the task stops waiting for
+    /// those parents (its links to them are removed, each an `unlinked` event)
+    #[arg(long)]
+    pub force: bool,
+    /// Say whether each promotion would succeed, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -72,7 +72,13 @@ fn report(ctx: &Ctx, value: serde_json::Value, line: &str) -> Result<(), Failure
 
 /// One dispatcher pass; prints what it did (or, with `dry_run`, what it would do). `max`
 /// stands in for `kanban.max_spawn` in this pass.
-pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool, max: Option<u16>) -> Result<(), Failure> {
+/// `max` and `failure_limit` replace kanban.max_spawn and kanban.failure_limit for this pass.
+pub fn dispatch(
+    ctx: Ctx,
+    home: &Home,
+    dry_run: bool,
+    (max, failure_limit): (Option<u16>, Option<u16>),
+) -> Result<(), Failure> {
     let Ctx {
         store,
         mut config,
@@ -81,6 +87,9 @@ pub fn dispatch(ctx: Ctx, home: &Home, dry_run: bool, max: Option<u16>) -> Resul
     } = ctx;
     if let Some(max) = max {
         config.kanban.max_spawn = usize::from(max);
+    }
+    if let Some(limit) = failure_limit {
+        config.kanban.failure_limit = i64::from(limit);
     }
     let report = gateway::daemon::dispatch_once(home, store, &config, dry_run).map_err(gateway_failure)?;
     if json {

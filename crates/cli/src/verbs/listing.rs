@@ -12,7 +12,7 @@ use board_core::{Event, EventFilter, Task, TaskFilter};
 use serde::Serialize;
 use serde_json::ser::{Formatter, PrettyFormatter};
 
-use crate::args::{EventsArgs, ListArgs, Since, EVENTS_SHOWN};
+use crate::args::{EventsArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 use crate::failure::Failure;
 use crate::output::{event_json, event_line, TaskTable};
 use crate::stop;
@@ -187,7 +187,7 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
 }
 
 /// The filter of `events`: the newest `--limit` (100) unless `--all`, narrowed by
-/// the task, `--since` and `--kind`.
+/// the task, `--since`, `--kind` and `--assignee`.
 fn events_filter(ctx: &Ctx, a: &EventsArgs) -> EventFilter {
     let (after_id, since) = match a.since {
         Some(Since::Event(id)) => (id, None),
@@ -208,6 +208,7 @@ fn events_filter(ctx: &Ctx, a: &EventsArgs) -> EventFilter {
             .collect(),
         since,
         newest: !a.all,
+        assignee: a.assignee.clone(),
     }
 }
 
@@ -242,8 +243,25 @@ pub fn tail(ctx: &Ctx, id: board_core::TaskId, interval: Option<Duration>) -> Re
         limit: None,
         since: None,
         kinds: Vec::new(),
+        assignee: None,
     };
     events_every(ctx, args, interval.unwrap_or(FOLLOW_POLL))
+}
+
+/// `kanban watch [--assignee P] [--kinds a,b] [--interval S]`: Hermes' verb, every new
+/// event on the board (or of one assignee's tasks, of some kinds), followed.
+/// Only what happens from now on is printed, none of the board's history.
+pub fn watch(ctx: &Ctx, a: WatchArgs) -> Result<(), Failure> {
+    let args = EventsArgs {
+        id: None,
+        follow: true,
+        all: false,
+        limit: None,
+        since: Some(Since::Event(newest_event(ctx)?)),
+        kinds: a.kinds,
+        assignee: a.assignee,
+    };
+    events_every(ctx, args, a.interval.unwrap_or(WATCH_POLL))
 }
 
 /// `events`, following with a read of the board every `poll`.
@@ -293,17 +311,25 @@ fn events_every(ctx: &Ctx, a: EventsArgs, poll: Duration) -> Result<(), Failure>
 /// --interval` sets its own).
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
+/// How often `watch` reads the board unless `--interval` says otherwise (Hermes' 0.5 s).
+const WATCH_POLL: Duration = Duration::from_millis(500);
+
 /// Prints the events of `filter` (the newest, as `events` does), then each new one as
 /// it is appended (one JSON object per line with `--json`), until SIGINT or SIGTERM,
 /// or until stdout's reader goes away; either ends the command successfully, after a
 /// whole line.
-fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool, poll: Duration) -> Result<(), Failure> {
+/// The id of the board's newest event (0 on a board with none).
+fn newest_event(ctx: &Ctx) -> Result<i64, Failure> {
     let head = EventFilter {
         limit: Some(1),
         newest: true,
         ..EventFilter::default()
     };
-    let newest_before = ctx.store.events(&head)?.last().map_or(0, |e| e.id);
+    Ok(ctx.store.events(&head)?.last().map_or(0, |e| e.id))
+}
+
+fn follow_events(ctx: &Ctx, filter: EventFilter, with_task: bool, poll: Duration) -> Result<(), Failure> {
+    let newest_before = newest_event(ctx)?;
     let mut out = std::io::stdout().lock();
     let mut next = filter.clone();
     let mut after = filter.after_id;

@@ -1,6 +1,7 @@
 //! The verbs, one module per group, and what they share: the open board, the clock
 //! read once, the output mode, and the worker's identity when run inside a worker.
 
+mod by_hand;
 mod comment;
 mod config;
 mod context;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 use board_core::{RunId, Store, TaskId, Timestamp};
 use board_home::config::text_within_cap;
-use board_home::{now, Config, Home, Loaded};
+use board_home::{now, Config, Home, Loaded, Warning};
 
 use crate::args::Verb;
 use crate::failure::Failure;
@@ -38,7 +39,7 @@ use crate::output::Paint;
 
 pub use desk::Desk;
 pub use identity::caller;
-pub use setup::completions;
+pub use setup::{completions, man};
 
 /// What every verb runs with.
 pub struct Ctx {
@@ -110,10 +111,12 @@ fn only_reads(verb: &Verb) -> bool {
         | Verb::Assignees
         | Verb::Log { .. }
         | Verb::Tail { .. }
+        | Verb::Watch(_)
         | Verb::Mcp => true,
         Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
         Verb::Dispatch { dry_run, .. } => *dry_run,
         Verb::Gc(a) => a.dry_run,
+        Verb::Promote(a) => a.dry_run,
         // Inside a worker the home may be unreadable on purpose: the report channel reads.
         Verb::Context { .. } => std::env::var_os(board_home::worker_variables::TASK).is_none(),
         _ => false,
@@ -173,9 +176,21 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         json,
         paint: Paint::for_stdout(),
     };
+    act(ctx, home, (created, warnings), verb)
+}
+
+/// Runs a verb on the board `run` opened; `created` says whether the open made it.
+fn act(
+    ctx: Ctx,
+    home: Home,
+    (created, warnings): (setup::Created, Vec<Warning>),
+    verb: Verb,
+) -> Result<(), Failure> {
+    let json = ctx.json;
     match verb {
         Verb::Init => setup::init(&ctx, &home, created),
         Verb::Completions { shell } => completions(&shell),
+        Verb::Man { out } => man(out.as_deref()),
         Verb::Create(a) => tasks::create(&ctx, a),
         Verb::Edit(a) => tasks::edit(&ctx, a),
         Verb::Assign { id, profile } => tasks::assign(&ctx, id, profile),
@@ -188,6 +203,7 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Log { id, tail } => read::log(&ctx, &home, &id, tail),
         Verb::Events(a) => listing::events(&ctx, a),
         Verb::Tail { id, interval } => listing::tail(&ctx, id, interval),
+        Verb::Watch(a) => listing::watch(&ctx, a),
         Verb::Gc(a) => gc::gc(&ctx, a),
         Verb::Stats => stats::stats(&ctx),
         Verb::Assignees => profiles::assignees(&ctx),
@@ -197,10 +213,16 @@ pub fn run(home: Home, json: bool, verb: Verb) -> Result<(), Failure> {
         Verb::Claim { id, lane, wait, ttl } => lanes::claim_verb(&ctx, &home, id, lane, (wait, ttl)),
         Verb::Lane(command) => lanes::run(&ctx, command),
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
+        Verb::Promote(a) => by_hand::promote(&ctx, a),
+        Verb::Reopen { ids, reason } => by_hand::reopen(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
         Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
-        Verb::Dispatch { dry_run, max } => gateway_verbs::dispatch(ctx, &home, dry_run, max),
+        Verb::Dispatch {
+            dry_run,
+            max,
+            failure_limit,
+        } => gateway_verbs::dispatch(ctx, &home, dry_run, (max, failure_limit)),
         Verb::Gateway(command) => gateway_verbs::run(ctx, &home, warnings, command),
         Verb::Serve { bind, token } => serve::serve(ctx, &home, bind, token),
         Verb::Mcp => mcp::serve(ctx, home),

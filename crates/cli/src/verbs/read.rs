@@ -20,6 +20,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         print_json(&shown.to_json());
         return Ok(());
     }
+    let latest_summary = shown.latest_summary().map(str::to_owned);
     let Shown {
         task,
         parents,
@@ -28,6 +29,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         comments,
         events,
         skipped,
+        block_reason,
     } = shown;
 
     let p = ctx.paint;
@@ -39,6 +41,10 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         p.bold(&plain(&task.title, false))
     );
     println!("  {}", facts(&task, now).join(" · "));
+    if let Some(reason) = &block_reason {
+        section(ctx, "Blocked because");
+        indented(reason);
+    }
     if !task.body.is_empty() {
         section(ctx, "Body");
         indented(&task.body);
@@ -46,6 +52,9 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     if let Some(result) = &task.result {
         section(ctx, "Result");
         indented(result);
+    } else if let Some(summary) = &latest_summary {
+        section(ctx, "Latest summary");
+        indented(summary);
     }
     if let Some(error) = &task.last_failure_error {
         section(ctx, "Last failure");

@@ -1,4 +1,4 @@
-//! `init` and `completions`: setting up the board's home and the user's shell.
+//! `init`, `completions` and `man`: setting up the board's home and the user's shell.
 
 use serde_json::json;
 
@@ -6,7 +6,7 @@ use board_home::Home;
 
 use crate::args::{shell, Cli};
 use crate::failure::Failure;
-use crate::output::print_json;
+use crate::output::{plain, print_json};
 use crate::verbs::Ctx;
 
 /// What this command created, as opposed to found.
@@ -36,6 +36,20 @@ pub fn init(ctx: &Ctx, home: &Home, created: Created) -> Result<(), Failure> {
 }
 
 /// Prints the completion script for `shell_name` on stdout; needs no board.
+/// `kanban man`: the manual page of `kanban` on stdout, or with `out` a page for it and
+/// for every verb (`kanban-create.1`, ...) written into that directory.
+pub fn man(out: Option<&std::path::Path>) -> Result<(), Failure> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let written = match out {
+        None => clap_mangen::Man::new(command).render(&mut std::io::stdout()),
+        Some(dir) => std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir)),
+    };
+    written.map_err(|e| {
+        let target = out.map_or_else(|| "stdout".to_owned(), |d| plain(&d.display().to_string(), false));
+        Failure::Refused(format!("cannot write the manual page to {target}: {e}"))
+    })
+}
+
 pub fn completions(shell_name: &str) -> Result<(), Failure> {
     let shell = shell(shell_name).ok_or_else(|| Failure::Usage(format!("unknown shell {shell_name:?}")))?;
     let mut command = <Cli as clap::CommandFactory>::command();

@@ -90,9 +90,12 @@ fn read_body(path: &Path, cap: usize) -> Result<String, Failure> {
 }
 
 pub fn edit(ctx: &Ctx, a: EditArgs) -> Result<(), Failure> {
+    if let Some(result) = a.result {
+        return backfill(ctx, &a.id, result, a.summary, a.metadata);
+    }
     if a.title.is_none() && a.body.is_none() && a.priority.is_none() {
         return Err(Failure::Usage(
-            "edit needs at least one of --title, --body, --priority".to_owned(),
+            "edit needs at least one of --title, --body, --priority (or --result on a done task)".to_owned(),
         ));
     }
     if let Some(body) = &a.body {
@@ -104,6 +107,32 @@ pub fn edit(ctx: &Ctx, a: EditArgs) -> Result<(), Failure> {
         print_json(&task_json(&task));
     } else {
         println!("edited {} (revision {})", task.id, task.revision);
+    }
+    Ok(())
+}
+
+/// `edit --result [--summary] [--metadata]` on a done task (Hermes' recovery edit).
+fn backfill(
+    ctx: &Ctx,
+    id: &TaskId,
+    result: String,
+    summary: Option<String>,
+    metadata: Option<serde_json::Value>,
+) -> Result<(), Failure> {
+    within_cap(ctx, "the result", &result)?;
+    if let Some(summary) = &summary {
+        within_cap(ctx, "the summary", summary)?;
+    }
+    let request = board_core::Request::Backfill(board_core::transition::Backfill {
+        result,
+        summary,
+        metadata,
+    });
+    let task = ctx.store.transition(id, &request, ctx.now)?;
+    if ctx.json {
+        print_json(&task_json(&task));
+    } else {
+        println!("edited {} (result)", task.id);
     }
     Ok(())
 }

@@ -103,8 +103,19 @@ pub fn block(desk: &Desk, a: BlockArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let (id, words) = id_and_words(&a.words, worker.is_some())?;
     let reason = (!words.is_empty()).then(|| words.join(" "));
-    let blocked = block_one(desk, id, reason, a.kind, a.run, worker.as_ref())?;
-    finish(desk, "block", &blocked)
+    let blocked = block_one(desk, id, reason.clone(), a.kind, a.run, worker.as_ref());
+    let mut refused: Vec<Failure> = blocked
+        .and_then(|b| finish(desk, "block", &b))
+        .err()
+        .into_iter()
+        .collect();
+    for id in a.ids {
+        let outcome = block_one(desk, Some(id), reason.clone(), a.kind, None, None);
+        if let Err(failure) = outcome.and_then(|b| finish(desk, "block", &b)) {
+            refused.push(failure);
+        }
+    }
+    settle(refused)
 }
 
 /// Blocks a task (a worker's own by default, guarded by its run).

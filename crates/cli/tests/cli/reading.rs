@@ -256,7 +256,7 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
 }
 
 /// `kanban ARGS...` as a child process whose stdout lines arrive on a channel.
-fn spawn_lines(board: &Board, args: &[&str]) -> (Child, Receiver<String>) {
+pub(crate) fn spawn_lines(board: &Board, args: &[&str]) -> (Child, Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kanban"))
         .arg("--home")
         .arg(board.home())
@@ -281,13 +281,13 @@ fn spawn_lines(board: &Board, args: &[&str]) -> (Child, Receiver<String>) {
     (child, rx)
 }
 
-fn next_line(rx: &Receiver<String>, what: &str) -> String {
+pub(crate) fn next_line(rx: &Receiver<String>, what: &str) -> String {
     rx.recv_timeout(Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("no line for {what}: {e}"))
 }
 
 /// Sends `signal` and waits (with a deadline) for the follower to exit; returns its code.
-fn stop(mut child: Child, signal: i32) -> Option<i32> {
+pub(crate) fn stop(mut child: Child, signal: i32) -> Option<i32> {
     let pid = i32::try_from(child.id()).expect("pid");
     // SAFETY: kill has no memory preconditions; the pid is our own live child.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);

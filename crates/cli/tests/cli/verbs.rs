@@ -248,7 +248,9 @@ fn show_human_and_json() {
             "runs",
             "comments",
             "events",
-            "events_omitted"
+            "events_omitted",
+            "block_reason",
+            "latest_summary"
         ]
     );
     assert_eq!(shown["parents"][0]["id"], parent.as_str());

@@ -405,9 +405,9 @@ fn bad_input_matrix() {
         ),
         (
             "a Hermes verb shares letters with no suggestion",
-            vec!["promote"],
+            vec!["swarm"],
             2,
-            "no verb \"promote\" (see --help)".into(),
+            "no verb \"swarm\" (see --help)".into(),
         ),
         (
             "a swapped pair of letters",
@@ -417,9 +417,9 @@ fn bad_input_matrix() {
         ),
         (
             "a Hermes verb kanban names otherwise",
-            vec!["watch"],
+            vec!["daemon"],
             2,
-            "kanban's is `kanban events --follow`".into(),
+            "kanban's is `kanban gateway run`".into(),
         ),
         (
             "unknown flag",

@@ -1,0 +1,127 @@
+//! The verbs a person moves cards with past the board's own rules: `promote` (todo or
+//! blocked to ready, past open parents with `--force`) and `reopen` (done or archived
+//! back into work). Each records who and why in its event.
+
+use board_core::transition::{decide, Fresh};
+use board_core::{ByHand, Refusal, Request, Status, StoreError, TaskId};
+use serde_json::{json, Value};
+
+use crate::args::PromoteArgs;
+use crate::failure::Failure;
+use crate::output::{plain, print_json, status_label, task_json};
+use crate::verbs::identity::caller;
+use crate::verbs::{each_task, Ctx};
+
+/// `kanban promote ID [REASON...] [--ids ID...] [--force] [--dry-run]`, as Hermes' verb:
+/// one line per task (`Promoted ID -> ready`, or `Would promote ... (dry)`), a refusal
+/// per task on stderr, exit 1 when any was refused; `--json` is one object for one task
+/// and an array for several.
+pub fn promote(ctx: &Ctx, a: PromoteArgs) -> Result<(), Failure> {
+    let reason = Some(a.reason.join(" ")).filter(|r| !r.trim().is_empty());
+    let hand = ByHand {
+        by: Some(caller()),
+        reason: reason.clone(),
+    };
+    let mut ids = vec![a.id];
+    for id in a.ids {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    let request = Request::PromoteByHand(hand);
+    let mut shown = Vec::new();
+    let mut refused = false;
+    for id in &ids {
+        let outcome = promote_one(ctx, id, &request, a.force, a.dry_run);
+        let error = outcome.err().map(|e| why_not(&e));
+        refused |= error.is_some();
+        if ctx.json {
+            shown.push(json!({
+                "task_id": id,
+                "promoted": error.is_none(),
+                "dry_run": a.dry_run,
+                "forced": a.force,
+                "reason": reason,
+                "error": error,
+            }));
+        } else if let Some(error) = error {
+            eprintln!("cannot promote {id}: {}", plain(&error, false));
+        } else {
+            let label = if a.dry_run { "Would promote" } else { "Promoted" };
+            let tag = if a.dry_run { " (dry)" } else { "" };
+            let suffix = reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(": {}", plain(r, false)));
+            println!("{label} {id} -> ready{tag}{suffix}");
+        }
+    }
+    if ctx.json {
+        print_json(&match shown.len() {
+            1 => shown.remove(0),
+            _ => Value::Array(shown),
+        });
+    }
+    match refused {
+        true => Err(Failure::Reported),
+        false => Ok(()),
+    }
+}
+
+/// Promotes one task, or with `dry_run` decides whether it would be. With `force`, a
+/// task that could be promoted but for its open parents stops waiting for them: its
+/// links to them are removed (each an `unlinked` event), then it is promoted (a todo
+/// task is promoted by the unlink of its last open parent).
+fn promote_one(
+    ctx: &Ctx,
+    id: &TaskId,
+    request: &Request,
+    force: bool,
+    dry_run: bool,
+) -> Result<(), StoreError> {
+    let mut facts = ctx.store.facts(id)?;
+    let open = facts.open_parents;
+    if force {
+        facts.open_parents = 0;
+    }
+    decide(&facts, request, &Fresh::default(), ctx.now).map_err(StoreError::Refused)?;
+    if dry_run {
+        return Ok(());
+    }
+    if force && open > 0 {
+        for parent in ctx.store.parents(id)? {
+            if !parent.status.releases_children() {
+                ctx.store.unlink(&parent.id, id, ctx.now)?;
+            }
+        }
+        if ctx.store.get(id)?.status == Status::Ready {
+            return Ok(());
+        }
+    }
+    ctx.store.transition(id, request, ctx.now).map(|_| ())
+}
+
+/// A refusal of a promotion in Hermes' words where it has them.
+fn why_not(error: &StoreError) -> String {
+    match error {
+        StoreError::Refused(Refusal::OpenParents { open, .. }) => {
+            format!("{open} parent(s) not done or archived (use --force to override)")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `kanban reopen ID... [--reason TEXT]`: done or archived tasks back to ready, or to
+/// todo while a parent is open.
+pub fn reopen(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(), Failure> {
+    let request = Request::Reopen(ByHand {
+        by: Some(caller()),
+        reason,
+    });
+    each_task(
+        ctx,
+        ids,
+        |id| ctx.store.transition(id, &request, ctx.now),
+        |_, task| task_json(task),
+        |_, task| format!("reopened {}  {}", task.id, status_label(task.status)),
+    )
+}
