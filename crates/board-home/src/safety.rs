@@ -160,6 +160,38 @@ pub fn open_append(path: &Path) -> std::io::Result<File> {
     open_checked(path, |o| o.create(true).append(true))
 }
 
+/// Rotates a log of the home before a writer appends to it: when the file at `path` is
+/// longer than `max` bytes, `path.N` becomes `path.N+1` for each kept backup (the oldest
+/// beyond `backups` replaced) and `path` becomes `path.1`; with no backups it is
+/// removed. A link or anything but a file is left alone (`open_append` refuses it);
+/// a rename moves a link itself, never what it points at.
+pub fn rotate_log(path: &Path, max: u64, backups: u32) -> std::io::Result<()> {
+    let len = match std::fs::symlink_metadata(path) {
+        Ok(found) if found.file_type().is_file() => found.len(),
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if len <= max {
+        return Ok(());
+    }
+    if backups == 0 {
+        return std::fs::remove_file(path);
+    }
+    let numbered = |n: u32| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    };
+    for n in (1..backups).rev() {
+        match std::fs::rename(numbered(n), numbered(n + 1)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    std::fs::rename(path, numbered(1))
+}
+
 /// Opens a file of the home for reading, refusing a link.
 pub fn open_read(path: &Path) -> std::io::Result<File> {
     open_checked(path, |o| o.read(true))
@@ -285,4 +317,46 @@ fn unique_temp(path: &Path) -> std::io::Result<PathBuf> {
         .file_name()
         .map_or_else(Default::default, |n| n.to_string_lossy());
     Ok(path.with_file_name(format!(".{name}.{suffix}.tmp")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, bytes: usize) {
+        std::fs::write(path, vec![b'x'; bytes]).unwrap();
+    }
+
+    fn len(path: &Path) -> Option<u64> {
+        std::fs::symlink_metadata(path).ok().map(|m| m.len())
+    }
+
+    #[test]
+    fn a_log_over_its_size_is_rotated_keeping_its_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("t_1.log");
+        let backup = |n: u32| dir.path().join(format!("t_1.log.{n}"));
+        rotate_log(&log, 10, 2).unwrap();
+        assert_eq!(len(&log), None, "no log yet: nothing to do");
+        write(&log, 10);
+        rotate_log(&log, 10, 2).unwrap();
+        assert_eq!(len(&log), Some(10), "at the limit: kept");
+        for size in [11, 12, 13] {
+            write(&log, size);
+            rotate_log(&log, 10, 2).unwrap();
+        }
+        assert_eq!(
+            (len(&log), len(&backup(1)), len(&backup(2)), len(&backup(3))),
+            (None, Some(13), Some(12), None)
+        );
+        write(&log, 20);
+        rotate_log(&log, 10, 0).unwrap();
+        assert_eq!(len(&log), None, "no backups: removed");
+        std::os::unix::fs::symlink("/etc/passwd", &log).unwrap();
+        rotate_log(&log, 0, 2).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&log).unwrap().file_type().is_symlink(),
+            "a link is left alone"
+        );
+    }
 }

@@ -745,6 +745,70 @@ fn the_config_hermes_agent_writes_is_read() {
     assert_eq!(c.kanban.dispatch_interval_seconds, 60.0);
     assert_eq!(c.auxiliary.kanban_decomposer.provider, "auto");
     assert_eq!(c.decomposer_timeout(), Duration::from_secs(180));
+    // Hermes' worker log, per-profile cap and request keys are the board's now.
+    for honoured in [
+        "kanban.worker_log_rotate_bytes",
+        "kanban.worker_log_backup_count",
+        "kanban.max_in_progress_per_profile",
+        "auxiliary.kanban_decomposer.extra_body",
+        "auxiliary.kanban_decomposer.reasoning_effort",
+    ] {
+        assert!(
+            !keys.iter().any(|k| k == honoured),
+            "{honoured} named as ignored: {keys:?}"
+        );
+    }
+    assert_eq!(c.kanban.worker_log_rotate_bytes, 2 * 1024 * 1024);
+    assert_eq!(c.kanban.worker_log_backup_count, 1);
+    assert_eq!(c.kanban.max_in_progress_per_profile, None);
+    assert!(c.auxiliary.kanban_decomposer.extra_body.is_empty());
+}
+
+/// Hermes' keys for the workers' logs, the per-profile cap and the model request are
+/// read and reach what uses them; a field the decomposer owns, or a reasoning effort
+/// Hermes does not know, is refused naming the key.
+#[test]
+fn hermes_worker_and_request_keys_are_honoured() {
+    let c = config(
+        "kanban:\n  max_in_progress_per_profile: 2\n  worker_log_rotate_bytes: 4096\n  worker_log_backup_count: 3\n\
+         auxiliary:\n  kanban_decomposer:\n    extra_body: {provider: {order: [groq]}, top_p: 0.9}\n    reasoning_effort: high\n\
+         profiles:\n  coder: {command: [coder]}\n  solo: {command: [solo], max_concurrent: 1}\n",
+    );
+    assert_eq!(c.kanban.max_in_progress_per_profile, Some(2));
+    assert_eq!(
+        (c.kanban.worker_log_rotate_bytes, c.kanban.worker_log_backup_count),
+        (4096, 3)
+    );
+    let settings = c.decomposer_settings();
+    assert_eq!(settings.extra_body["provider"]["order"][0], "groq");
+    assert_eq!(settings.reasoning_effort.as_deref(), Some("high"));
+    assert_eq!(
+        config("auxiliary: {kanban_decomposer: {reasoning_effort: ''}}")
+            .decomposer_settings()
+            .reasoning_effort,
+        None
+    );
+    for (bad, key) in [
+        (
+            "auxiliary: {kanban_decomposer: {extra_body: {messages: []}}}",
+            "auxiliary.kanban_decomposer.extra_body",
+        ),
+        (
+            "auxiliary: {kanban_decomposer: {reasoning_effort: lots}}",
+            "auxiliary.kanban_decomposer.reasoning_effort",
+        ),
+        (
+            "kanban: {max_in_progress_per_profile: 0}",
+            "kanban.max_in_progress_per_profile",
+        ),
+        (
+            "kanban: {worker_log_rotate_bytes: 0}",
+            "kanban.worker_log_rotate_bytes",
+        ),
+    ] {
+        let refused = Config::parse(bad, &no_env).expect_err(bad).to_string();
+        assert!(refused.contains(key), "{bad}: {refused}");
+    }
 }
 
 #[test]

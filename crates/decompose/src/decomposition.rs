@@ -264,6 +264,26 @@ async fn run<C: ModelClient>(
     }
 }
 
+/// The request body of a call: the prompt of `purpose` for `task`, with the configured
+/// extra fields and reasoning effort.
+fn request_body(
+    purpose: LlmPurpose,
+    task: &board_core::Task,
+    settings: &DecomposerSettings,
+) -> serde_json::Value {
+    let (roster, model, max_tokens) = (&settings.roster, &settings.model, settings.max_tokens);
+    let mut body = match purpose {
+        LlmPurpose::Decompose => build_request(task, roster, model, max_tokens),
+        LlmPurpose::Specify => build_specify_request(task, roster, model, max_tokens),
+    };
+    crate::prompt::extend(
+        &mut body,
+        &settings.extra_body,
+        settings.reasoning_effort.as_deref(),
+    );
+    body
+}
+
 async fn attempt<C: ModelClient>(
     store: &Arc<dyn TriageQueue>,
     client: &C,
@@ -292,11 +312,7 @@ async fn attempt<C: ModelClient>(
         }
     };
     let basis = PlanBasis::of(&facts).under_lease(ask.lease.as_ref().map(|l| l.holder.clone()));
-    let (roster, model, max_tokens) = (&settings.roster, &settings.model, settings.max_tokens);
-    let body = match purpose {
-        LlmPurpose::Decompose => build_request(&facts.task, roster, model, max_tokens),
-        LlmPurpose::Specify => build_specify_request(&facts.task, roster, model, max_tokens),
-    };
+    let body = request_body(purpose, &facts.task, settings);
     let over_budget = spend_guard(store, ask, settings, clock()).await?;
     if mode == Mode::Automatic {
         breaker_guard(store, id, ask, settings, clock()).await?;
@@ -319,7 +335,8 @@ async fn attempt<C: ModelClient>(
             },
             false => Failed::uncounted(failure.message),
         })?;
-    let plan = parse_reply(&completion.content, roster).map_err(|r| Failed::counted(r.to_string()))?;
+    let plan =
+        parse_reply(&completion.content, &settings.roster).map_err(|r| Failed::counted(r.to_string()))?;
     if let (LlmPurpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
         return Err(Failed::counted(format!(
             "specify needs a single task, but the reply splits the card into {} tasks",

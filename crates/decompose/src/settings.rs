@@ -151,6 +151,11 @@ pub struct DecomposerSettings {
     /// A fingerprint of the config in force: an authentication fault holds the provider
     /// breaker open until it changes.
     pub config_stamp: Option<String>,
+    /// Fields added to every request body (`auxiliary.kanban_decomposer.extra_body`);
+    /// the config refuses the ones the decomposer owns (`model`, `messages`, ...).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `reasoning_effort` of every request, when set.
+    pub reasoning_effort: Option<String>,
 }
 
 impl DecomposerSettings {
@@ -191,6 +196,8 @@ impl fmt::Debug for DecomposerSettings {
             .field("probe_max_seconds", &self.probe_max_seconds)
             .field("ceilings", &self.ceilings)
             .field("prices", &self.prices)
+            .field("extra_body", &self.extra_body)
+            .field("reasoning_effort", &self.reasoning_effort)
             .finish_non_exhaustive()
     }
 }
@@ -214,6 +221,8 @@ impl Default for DecomposerSettings {
             ceilings: Ceilings::default(),
             prices: Prices::default(),
             config_stamp: None,
+            extra_body: serde_json::Map::new(),
+            reasoning_effort: None,
         }
     }
 }

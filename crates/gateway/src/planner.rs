@@ -24,7 +24,7 @@ mod spawns;
 pub use budget::{allowance, decomposition_room, spawn_room, Allowance};
 pub use exit::{classify, with_log_tail, Ending, Exit, Observed, EXIT_RATE_LIMITED};
 pub use report::{preview, TickReport};
-pub use settings::{Boundary, DispatchSettings, Gates};
+pub use settings::{Boundary, DispatchSettings, Gates, LogRotation};
 
 /// How long a task whose worker exited 75 (rate limited) waits before a new worker.
 pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;

@@ -4,7 +4,7 @@
 use board_home::config::{Contract, Review};
 use board_home::Config;
 
-use crate::planner::{Boundary, DispatchSettings, Gates};
+use crate::planner::{Boundary, DispatchSettings, Gates, LogRotation};
 
 impl DispatchSettings {
     /// The tick's settings from the configuration.
@@ -58,7 +58,7 @@ impl DispatchSettings {
                         reviewer: p.reviewer.clone(),
                         evidence: p.contract == Some(Contract::Evidence),
                         auto: p.contract == Some(Contract::Auto),
-                        max_concurrent: p.max_concurrent,
+                        max_concurrent: p.max_concurrent.or(k.max_in_progress_per_profile),
                     };
                     (name.clone(), gates)
                 })
@@ -71,6 +71,10 @@ impl DispatchSettings {
                 config.auxiliary.transient_retries,
             ),
             home_board: config.database_url.is_none(),
+            worker_log: LogRotation {
+                bytes: k.worker_log_rotate_bytes,
+                backups: k.worker_log_backup_count,
+            },
             ceilings: config.spend_ceilings(),
             config_stamp: Some(config.stamp()),
         }
@@ -94,5 +98,29 @@ pub fn verifier_argv() -> Vec<String> {
 impl Default for DispatchSettings {
     fn default() -> DispatchSettings {
         DispatchSettings::from_config(&Config::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_profile_without_its_own_cap_gets_kanban_max_in_progress_per_profile() {
+        let text = "kanban:\n  max_in_progress_per_profile: 2\n  worker_log_rotate_bytes: 4096\n  worker_log_backup_count: 0\n\
+                    profiles:\n  coder: {command: [coder]}\n  solo: {command: [solo], max_concurrent: 1}\n";
+        let config = Config::parse(text, &|_| None).unwrap().config;
+        let settings = DispatchSettings::from_config(&config);
+        let cap = |p: &str| settings.gates_for(p).and_then(|g| g.max_concurrent);
+        assert_eq!((cap("coder"), cap("solo")), (Some(2), Some(1)));
+        assert_eq!(
+            settings.worker_log,
+            LogRotation {
+                bytes: 4096,
+                backups: 0
+            }
+        );
+        let unset = DispatchSettings::default();
+        assert_eq!(unset.gates_for("default").and_then(|g| g.max_concurrent), None);
     }
 }

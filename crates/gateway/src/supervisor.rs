@@ -12,12 +12,12 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use board_core::{BoardWrites, RunId, Task, TaskId, Termination, Terminator};
-use board_home::safety::{open_append, private_dir, read_tail, worker_dir};
+use board_home::safety::{open_append, private_dir, read_tail, rotate_log, worker_dir};
 use board_home::{worker_variables as vars, Account, Home, HOME_VARIABLE};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
 
-use crate::planner::{Boundary, Observed};
+use crate::planner::{Boundary, LogRotation, Observed};
 pub use crate::process::Signal;
 use crate::process::{Leader, Pidfd};
 
@@ -45,6 +45,8 @@ pub struct Assignment<'a> {
     pub home_board: bool,
     /// What the worker's reports through its channel are applied with.
     pub terms: Terms,
+    /// When its log is rotated before it starts.
+    pub worker_log: LogRotation,
 }
 
 /// A worker the gateway supervises: its own child, or one adopted after a restart.
@@ -196,6 +198,7 @@ pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::
     }
     let log_path = home.log(&a.task.id);
     private_dir(&home.logs())?;
+    rotate_log(&log_path, a.worker_log.bytes, a.worker_log.backups)?;
     let log = open_append(&log_path)?;
     let log_offset = log.metadata()?.len();
     let argv = worker_argv(a.command, a.task, &workspace, a.boundary.dash_arguments)

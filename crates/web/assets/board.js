@@ -109,6 +109,7 @@ function cardNode(c) {
   if (c.parked) meta.append(el("span", "mark parked", "parked"));
   if (c.cooling) meta.append(el("span", "mark cooling", "cooling"));
   if (c.lane) meta.append(el("span", "mark lane", "lane " + c.lane));
+  if (c.unrunnable) meta.append(el("span", "mark unrunnable", "waits: no command for " + c.unrunnable));
   if (c.stale_lease) meta.append(el("span", "mark stale", "stale lease"));
   node.append(title, meta);
   return node;

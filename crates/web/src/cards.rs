@@ -12,6 +12,7 @@ use board_core::shapes::{list_filter, task_json};
 use board_core::{BoardReads, Status, StoreResult, Task, TaskFilter, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 
 use crate::api::task_id;
 use crate::{blocking, ApiError, App};
@@ -63,8 +64,9 @@ async fn cards(
         after,
         ..list_filter(status, None, q.archived)
     };
+    let (clock, runnable) = (app.clock, app.settings.runnable.clone());
     blocking(&app, move |s| {
-        let at = (app.clock)();
+        let at = clock();
         let tasks = s.list(&filter)?;
         let next = (tasks.len() == limit)
             .then(|| tasks.last().map(|t| t.id.clone()))
@@ -76,7 +78,7 @@ async fn cards(
         };
         let cards = tasks
             .iter()
-            .map(|t| card_json(s, t, at))
+            .map(|t| card_json(s, t, at, runnable.as_ref()))
             .collect::<StoreResult<Vec<_>>>()?;
         Ok(Json(json!({
             "newest_event": newest_event,
@@ -91,16 +93,24 @@ async fn cards(
 
 async fn card(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let id = task_id(&id)?;
+    let (clock, runnable) = (app.clock, app.settings.runnable.clone());
     blocking(&app, move |s| {
         let task = s.get(&id)?;
-        Ok(Json(card_json(s, &task, (app.clock)())?))
+        Ok(Json(card_json(s, &task, clock(), runnable.as_ref())?))
     })
     .await
 }
 
 /// One card. `started_at` is set by a task's first claim and never cleared, so the runs
 /// of a task without it are known to be none and are not read: most of a large board.
-pub fn card_json(store: &dyn BoardReads, t: &Task, now: Timestamp) -> StoreResult<Value> {
+/// `unrunnable` names the profile of a ready card that `runnable` (what this home can
+/// run) leaves out: the card waits until that profile has a command.
+pub fn card_json(
+    store: &dyn BoardReads,
+    t: &Task,
+    now: Timestamp,
+    runnable: Option<&BTreeSet<String>>,
+) -> StoreResult<Value> {
     let runs = if t.started_at.is_some() {
         store.runs(&t.id)?
     } else {
@@ -114,10 +124,15 @@ pub fn card_json(store: &dyn BoardReads, t: &Task, now: Timestamp) -> StoreResul
     let cooling = t.status == Status::Triage
         && !t.decompose_parked
         && t.decompose_next_attempt_at.is_some_and(|at| at > now);
+    let unrunnable = (t.status == Status::Ready)
+        .then_some(t.assignee.as_ref())
+        .flatten()
+        .filter(|profile| runnable.is_some_and(|r| !r.contains(*profile)));
     Ok(json!({
         "task": task_json(t),
         "runs": runs.len(),
         "lane": t.lane(),
+        "unrunnable": unrunnable,
         "stale_lease": stale_lease,
         "parked": t.status == Status::Triage && t.decompose_parked,
         "cooling": cooling,

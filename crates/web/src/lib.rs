@@ -77,6 +77,9 @@ pub struct Settings {
     pub default_assignee: Option<String>,
     /// What the server holds at once, and how long it waits for a request's headers.
     pub limits: Limits,
+    /// The profiles this home can run (a `command`, or `external` for lanes); a ready
+    /// card assigned to another is marked as waiting for one. `None`: not known, no mark.
+    pub runnable: Option<std::collections::BTreeSet<String>>,
     /// Rounds of requested changes at which a task is blocked (`kanban.review_round_limit`).
     pub review_round_limit: i64,
     /// How lanes are answered at `/api/lanes/` (docs/lanes.md); none: those routes are 404.
@@ -117,6 +120,7 @@ impl Default for Settings {
             review_round_limit: 3,
             limits: Limits::default(),
             lanes: None,
+            runnable: None,
         }
     }
 }

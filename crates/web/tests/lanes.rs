@@ -1,6 +1,6 @@
 //! The web board shows lanes (docs/lanes.md): the stats page lists each lane with its
 //! state and counts, a card held by a lane names it, and a task's runs say which lane
-//! held each one.
+//! held each one; a ready card of a profile the home cannot run says it waits.
 
 mod common;
 
@@ -99,4 +99,37 @@ async fn lanes_show_on_the_stats_page_their_cards_and_their_runs() {
         page.contains("<td>lane night-shift</td>"),
         "the run's holder: {page}"
     );
+}
+
+/// A ready card assigned to a profile this home cannot run says so; a card of a runnable
+/// profile, or of a server that does not know which profiles run, says nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ready_card_of_an_unrunnable_profile_says_it_waits() {
+    let settings = web::Settings {
+        runnable: Some(["coder".to_owned()].into()),
+        ..common::settings()
+    };
+    let s = common::serve_with(settings).await;
+    let make = |assignee: &str| NewTask {
+        assignee: Some(assignee.into()),
+        ..NewTask::titled(assignee)
+    };
+    let stuck = s.store.create(&make("hermes-writer"), clock()).unwrap();
+    let fine = s.store.create(&make("coder"), clock()).unwrap();
+    let (status, card) = s.get(&format!("/api/cards/{}", stuck.id)).await;
+    assert_eq!((status, &card["unrunnable"]), (200, &"hermes-writer".into()));
+    let (_, card) = s.get(&format!("/api/cards/{}", fine.id)).await;
+    assert!(card["unrunnable"].is_null(), "{card}");
+    let (_, cards) = s.get("/api/cards?status=ready").await;
+    let marked: Vec<&serde_json::Value> = cards["cards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["unrunnable"].is_null())
+        .collect();
+    assert_eq!(marked.len(), 1, "{cards}");
+    let unknown = serve().await;
+    let task = unknown.store.create(&make("hermes-writer"), clock()).unwrap();
+    let (_, card) = unknown.get(&format!("/api/cards/{}", task.id)).await;
+    assert!(card["unrunnable"].is_null(), "{card}");
 }

@@ -1,10 +1,13 @@
 //! The decomposer's settings as the config gives them, for `kanban decompose` and the
-//! gateway's automatic decompositions alike.
+//! gateway's automatic decompositions alike, and the reading of its request keys
+//! (`extra_body`, `reasoning_effort`).
 
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use board_core::{Ceilings, PlanSettings, Prices, RetryPolicy};
 use decompose::{DecomposerSettings, Profile, Roster};
+use serde::{de, Deserialize, Deserializer};
 
 use super::Config;
 
@@ -40,6 +43,15 @@ impl Config {
             ceilings: self.spend_ceilings(),
             prices: self.decomposer_prices(),
             config_stamp: Some(self.stamp()),
+            extra_body: self
+                .auxiliary
+                .kanban_decomposer
+                .extra_body
+                .clone()
+                .into_iter()
+                .collect(),
+            reasoning_effort: Some(self.auxiliary.kanban_decomposer.reasoning_effort.clone())
+                .filter(|e| !e.is_empty()),
             ..DecomposerSettings::default()
         }
     }
@@ -90,5 +102,36 @@ impl Config {
             base_seconds: self.kanban.decompose_retry_base_seconds,
             failure_limit: self.kanban.decompose_failure_limit,
         }
+    }
+}
+
+/// `extra_body`: a mapping of request fields, none of them one the decomposer owns.
+pub fn extra_body<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, serde_json::Value>, D::Error> {
+    let fields = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+    match fields
+        .keys()
+        .find(|k| decompose::prompt::OWN_FIELDS.contains(&k.as_str()))
+    {
+        Some(own) => Err(de::Error::custom(format!(
+            "{own:?} is the decomposer's own request field and cannot be set here"
+        ))),
+        None => Ok(fields),
+    }
+}
+
+/// The words of Hermes' `reasoning_effort`, and empty for the provider's default.
+const REASONING_EFFORTS: &[&str] = &[
+    "", "none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra",
+];
+
+/// `reasoning_effort`: one of [`REASONING_EFFORTS`].
+pub fn reasoning_effort<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let word = String::deserialize(d)?;
+    match REASONING_EFFORTS.contains(&word.trim()) {
+        true => Ok(word.trim().to_owned()),
+        false => Err(de::Error::custom(format!(
+            "expected one of none, minimal, low, medium, high, xhigh, max, ultra (or empty), got {:?}",
+            word.chars().take(40).collect::<String>()
+        ))),
     }
 }

@@ -101,12 +101,7 @@ const HERMES_SECTIONS: &[&str] = &[
 const HERMES_KEYS: &[&str] = &[
     "model.context_length",
     "kanban.dispatch_in_gateway",
-    "kanban.worker_log_rotate_bytes",
-    "kanban.worker_log_backup_count",
-    "kanban.max_in_progress_per_profile",
     "kanban.dispatch_stale_timeout_seconds",
-    "auxiliary.kanban_decomposer.extra_body",
-    "auxiliary.kanban_decomposer.reasoning_effort",
     "gateway.delivery_ledger",
     "gateway.platform_connect_timeout",
     "gateway.write_sessions_json",

@@ -28,6 +28,7 @@ mod edit;
 mod error;
 mod fields;
 pub mod hermes;
+mod lanes;
 mod profile;
 pub mod providers;
 mod template;
@@ -37,6 +38,7 @@ mod yaml;
 pub use edit::{as_yaml, set_key};
 pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
+pub use lanes::LanesConfig;
 use profile::{check_external, check_reviews};
 pub use profile::{Contract, ProfileConfig, Review};
 use text::{emit, read_file, yaml_root};
@@ -59,6 +61,8 @@ const MAX_TOKENS: i64 = 1_000_000;
 const MAX_DAILY_COUNT: i64 = 1_000_000_000_000;
 const MAX_SPAWN: i64 = 1024;
 const MAX_PER_TICK: i64 = 64;
+const MAX_LOG_BYTES: i64 = 1 << 40;
+const MAX_LOG_BACKUPS: i64 = 100;
 const MAX_FAILURE_LIMIT: i64 = 100;
 const MAX_RETRY_BASE_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_CLAIM_TTL_SECONDS: i64 = 7 * 24 * 3600;
@@ -182,6 +186,13 @@ pub struct DecomposerConfig {
     /// The model's price per million output (completion) tokens.
     #[serde(deserialize_with = "fields::optional_amount")]
     pub price_per_million_output: Option<f64>,
+    /// Fields added to every request body (Hermes' key), e.g. a provider's routing
+    /// options; the fields the decomposer owns (`model`, `messages`, ...) are refused.
+    #[serde(deserialize_with = "decomposer::extra_body")]
+    pub extra_body: BTreeMap<String, serde_json::Value>,
+    /// The request's `reasoning_effort` (Hermes' key and words); empty: the provider's.
+    #[serde(deserialize_with = "decomposer::reasoning_effort")]
+    pub reasoning_effort: String,
 }
 
 /// `kanban.*`.
@@ -199,6 +210,19 @@ pub struct KanbanConfig {
     #[default = 4]
     #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_SPAWN>")]
     pub max_spawn: usize,
+    /// Workers of one profile running at once (Hermes' key), for every profile without
+    /// its own `max_concurrent`; unset: only `max_spawn` bounds them.
+    #[serde(deserialize_with = "fields::optional_positive::<_, MAX_SPAWN>")]
+    pub max_in_progress_per_profile: Option<usize>,
+    /// A worker's log (`logs/ID.log`) longer than this when a worker starts is rotated
+    /// first (Hermes' key; 2 MiB).
+    #[default(2 * 1024 * 1024)]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_LOG_BYTES>")]
+    pub worker_log_rotate_bytes: u64,
+    /// Rotated logs kept (`ID.log.1` the newest); 0 keeps none.
+    #[default = 1]
+    #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_LOG_BACKUPS>")]
+    pub worker_log_backup_count: u32,
     /// Decompose triage cards automatically.
     #[default = true]
     #[serde(deserialize_with = "fields::flag")]
@@ -281,29 +305,6 @@ pub struct KanbanConfig {
     /// kept unless asked.
     #[serde(deserialize_with = "fields::optional_age")]
     pub gc_events_older_than: Option<i64>,
-}
-
-/// `lanes.*`: what a lane (docs/lanes.md) may hold and how long it waits.
-#[derive(Clone, Debug, PartialEq, Eq, SmartDefault, Serialize, Deserialize)]
-#[serde(default)]
-pub struct LanesConfig {
-    /// `lanes.max_held`: tasks one lane may hold at once, so no lane starves the others.
-    #[default = 4]
-    #[serde(deserialize_with = "fields::positive::<_, _, MAX_FAILURE_LIMIT>")]
-    pub max_held: u64,
-    /// `lanes.lease_seconds`: a lane's claim lasts this long unless it heartbeats.
-    #[default = 600]
-    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
-    pub lease_seconds: i64,
-    /// `lanes.max_wait_seconds`: the longest a claim waits for work (`--wait`, `?wait=`).
-    #[default = 300]
-    #[serde(deserialize_with = "fields::positive::<_, _, MAX_CLAIM_TTL_SECONDS>")]
-    pub max_wait_seconds: i64,
-    /// `lanes.max_waiting`: claims `kanban serve` lets wait at once (each holds a
-    /// connection, beyond the server's own 512); one more is answered 503.
-    #[default = 1000]
-    #[serde(deserialize_with = "fields::positive::<_, _, MAX_WAITING_CLAIMS>")]
-    pub max_waiting: u64,
 }
 
 /// `gateway.*`.

@@ -190,3 +190,10 @@ pub fn review<'de, D: Deserializer<'de>>(d: D) -> Result<Review, D::Error> {
 pub fn contract<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Contract>, D::Error> {
     word(d, &[("evidence", Contract::Evidence), ("auto", Contract::Auto)]).map(Some)
 }
+
+impl ProfileConfig {
+    /// Whether this home runs the profile's work: a command the gateway starts, or lanes.
+    pub fn runs_here(&self) -> bool {
+        self.command.is_some() || self.external
+    }
+}

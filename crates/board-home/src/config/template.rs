@@ -76,6 +76,11 @@ pub const NOTES: &[(&str, &str)] = &[
         "longest wait between outage probes, e.g. 5m; ~ is 10 x the base",
     ),
     ("kanban.max_spawn", "workers running at once; 0 never spawns"),
+    (
+        "kanban.max_in_progress_per_profile",
+        "per profile, unless it has max_concurrent; ~ is none",
+    ),
+    ("kanban.worker_log_rotate_bytes", "rotated when a worker starts"),
     ("kanban.sqlite_synchronous", "or normal"),
     ("kanban.max_text_bytes", "the largest body, result or comment"),
     (

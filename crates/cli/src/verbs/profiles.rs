@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use board_core::{Status, Store, StoreResult};
-use board_home::Config;
+use board_home::{Config, ProfileConfig};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -93,9 +93,7 @@ pub struct Unrunnable {
 
 /// Whether the config runs `profile`'s work: a command, or lanes.
 fn runnable(config: &Config, profile: &str) -> bool {
-    config
-        .profile(profile)
-        .is_some_and(|p| p.command.is_some() || p.external)
+    config.profile(profile).is_some_and(ProfileConfig::runs_here)
 }
 
 /// The profiles with open tasks this home cannot run: the assignees ([`known`]) that are

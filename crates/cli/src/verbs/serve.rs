@@ -15,22 +15,7 @@ use super::Ctx;
 /// refuses a non-loopback bind without one, and a token easy to guess.
 pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> Result<(), Failure> {
     undumpable()?;
-    if flag.is_some() {
-        eprintln!(
-            "kanban: warning: --token shows in `ps` to every user of this machine; set {} instead",
-            web::TOKEN_ENV
-        );
-    }
-    let given = flag.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
-    // Loopback is no boundary on a shared machine (any local process, a sandboxed worker
-    // among them, reaches it): without a token given, the home's own is required.
-    let from_home = given.is_none();
-    let token = match given {
-        Some(token) => token,
-        None => home.serve_token().map_err(|e| Failure::Refused(e.to_string()))?,
-    };
-    web::check_bind(bind, Some(&token), web::SERVE_TOKEN_SOURCES)
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let (token, from_home) = serve_token(home, bind, flag)?;
     let token = Some(token);
     let max_text_bytes = ctx.config.kanban.max_text_bytes;
     // The model as `kanban decompose` loads it; a client that cannot be built is the
@@ -52,6 +37,7 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         log_tail: Some(log_tail(home)),
         ceilings: ctx.config.spend_ceilings(),
         default_assignee: Some(ctx.config.kanban.default_assignee.clone()),
+        runnable: Some(runnable(&ctx.config)),
         review_round_limit: ctx.config.kanban.review_round_limit,
         decomposer: web::Decomposer::new(model)
             .map(Arc::new)
@@ -91,6 +77,34 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
             .await
             .map_err(|e| Failure::Refused(one_line(&e.to_string())))
     })
+}
+
+/// The token every request must carry: `--token` (said to show in `ps`), else
+/// $KANBAN_SERVE_TOKEN, else the home's own (`true`: the home's).
+fn serve_token(home: &Home, bind: SocketAddr, flag: Option<String>) -> Result<(String, bool), Failure> {
+    if flag.is_some() {
+        eprintln!(
+            "kanban: warning: --token shows in `ps` to every user of this machine; set {} instead",
+            web::TOKEN_ENV
+        );
+    }
+    let given = flag.or_else(|| std::env::var(web::TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    // Loopback is no boundary on a shared machine (any local process, a sandboxed worker
+    // among them, reaches it): without a token given, the home's own is required.
+    let from_home = given.is_none();
+    let token = match given {
+        Some(token) => token,
+        None => home.serve_token().map_err(|e| Failure::Refused(e.to_string()))?,
+    };
+    web::check_bind(bind, Some(&token), web::SERVE_TOKEN_SOURCES)
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    Ok((token, from_home))
+}
+
+/// The profiles this home runs: the web board marks a ready card of any other.
+fn runnable(config: &board_home::Config) -> std::collections::BTreeSet<String> {
+    let runs = config.profiles.iter().filter(|(_, p)| p.runs_here());
+    runs.map(|(name, _)| name.clone()).collect()
 }
 
 /// The server holds the model key and the token: no process of this user may read

@@ -432,6 +432,7 @@ impl Dispatcher {
             boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
             home_board: pass.settings.home_board,
             terms: terms(pass.settings, kind, verifiers),
+            worker_log: pass.settings.worker_log,
         };
         let run = RunRef {
             run_id: claim.run_id,

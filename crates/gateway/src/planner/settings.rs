@@ -30,8 +30,28 @@ pub struct Gates {
     pub evidence: bool,
     /// A worker's exit 0 with output completes its task (`contract: auto`).
     pub auto: bool,
-    /// Its workers (work and reviews) held at once; `None`: only `max_spawn` bounds them.
+    /// Its workers (work and reviews) held at once (its own `max_concurrent`, else
+    /// `kanban.max_in_progress_per_profile`); `None`: only `max_spawn` bounds them.
     pub max_concurrent: Option<usize>,
+}
+
+/// When a worker's log is rotated before the worker starts
+/// (`kanban.worker_log_rotate_bytes`, `worker_log_backup_count`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogRotation {
+    /// A log longer than this is rotated.
+    pub bytes: u64,
+    /// Rotated logs kept: `ID.log.1` the newest; 0 keeps none.
+    pub backups: u32,
+}
+
+impl Default for LogRotation {
+    fn default() -> LogRotation {
+        LogRotation {
+            bytes: 2 * 1024 * 1024,
+            backups: 1,
+        }
+    }
 }
 
 /// What the tick needs from the configuration, re-read every tick.
@@ -74,6 +94,8 @@ pub struct DispatchSettings {
     /// Whether the board is the home's `kanban.db` (workers are told its path), not a
     /// PostgreSQL board (`database_url`), whose URL no worker gets.
     pub home_board: bool,
+    /// When a worker's log is rotated.
+    pub worker_log: LogRotation,
     /// The daily spend ceilings of the decomposer.
     pub ceilings: Ceilings,
     /// The stamp of the config in force (a changed config lets a probe through a breaker

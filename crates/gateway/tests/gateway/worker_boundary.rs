@@ -49,6 +49,7 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
             },
             verify: None,
         },
+        worker_log: gateway::planner::LogRotation::default(),
     };
     let inherited = inherited.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
     worker_env(
