@@ -18,7 +18,7 @@ mod tasks;
 
 pub use config::ConfigCommand;
 pub use lanes::LaneCommand;
-pub use reads::{EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
+pub use reads::{DiagnosticsArgs, EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 pub use tasks::{
     orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, PromoteArgs,
     ReassignArgs, RequestChangesArgs, RequestReviewArgs,
@@ -190,6 +190,13 @@ pub enum Verb {
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },
+    /// What is wrong with this board and its config, each finding with its fix (Hermes'
+    /// `diagnostics`)
+    #[command(
+        visible_alias = "diag",
+        after_help = "Examples:\n  kanban diagnostics\n  kanban diagnostics --severity error --json\n  kanban diag --task t_1a2b3c4d\n\nFindings: config keys ignored, the provider breaker open, ready work and no gateway,\na profile with ready work and no command (stranded_in_ready), expired leases nobody\nreclaims, tasks given up on (repeated_failures), blocked for a day (stuck_in_blocked),\nsent to triage by a block loop (block_unblock_cycling), parked decompositions."
+    )]
+    Diagnostics(DiagnosticsArgs),
     /// Move todo or blocked tasks to ready by hand (past open parents with --force)
     #[command(
         after_help = "Examples:\n  kanban promote t_1a2b3c4d the fix landed upstream\n  kanban promote t_1a2b3c4d --ids t_5e6f7a8b t_9c0d1e2f --dry-run\n  kanban promote t_1a2b3c4d --force   # its parent is still open\n\nExit 1 when any task could not be promoted (each is said on stderr)."

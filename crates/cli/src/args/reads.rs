@@ -68,6 +68,16 @@ pub struct EventsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct DiagnosticsArgs {
+    /// Only findings of this severity or worse
+    #[arg(long, value_name = "SEVERITY", value_enum)]
+    pub severity: Option<crate::verbs::Severity>,
+    /// Only the findings about this task
+    #[arg(long, value_name = "ID")]
+    pub task: Option<TaskId>,
+}
+
+#[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Only events of the tasks assigned to PROFILE now
     #[arg(long, value_name = "PROFILE")]

@@ -7,6 +7,7 @@ mod config;
 mod context;
 mod decompose;
 mod desk;
+mod diagnostics;
 mod gateway_service;
 mod gateway_verbs;
 mod gc;
@@ -38,6 +39,7 @@ use crate::failure::Failure;
 use crate::output::Paint;
 
 pub use desk::Desk;
+pub use diagnostics::Severity;
 pub use identity::caller;
 pub use setup::{completions, man};
 
@@ -117,6 +119,7 @@ fn only_reads(verb: &Verb) -> bool {
         Verb::Dispatch { dry_run, .. } => *dry_run,
         Verb::Gc(a) => a.dry_run,
         Verb::Promote(a) => a.dry_run,
+        Verb::Diagnostics(_) => true,
         // Inside a worker the home may be unreadable on purpose: the report channel reads.
         Verb::Context { .. } => std::env::var_os(board_home::worker_variables::TASK).is_none(),
         _ => false,
@@ -214,6 +217,7 @@ fn act(
         Verb::Lane(command) => lanes::run(&ctx, command),
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
         Verb::Promote(a) => by_hand::promote(&ctx, a),
+        Verb::Diagnostics(a) => diagnostics::diagnostics(&ctx, &home, &warnings, a),
         Verb::Reopen { ids, reason } => by_hand::reopen(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
         Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),

@@ -115,7 +115,7 @@ pub fn unrunnable(store: &dyn Store, config: &Config) -> StoreResult<Vec<Unrunna
 /// What to add for `profile`, in words. A command line to copy is offered only for a
 /// plain name: a profile name comes from the board (an imported one, say) and is no
 /// text to paste into a shell.
-fn fix(profile: &str) -> String {
+pub fn fix(profile: &str) -> String {
     let plain_name = !profile.is_empty()
         && profile
             .bytes()

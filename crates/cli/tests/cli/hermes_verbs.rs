@@ -294,3 +294,65 @@ fn man_prints_the_manual_and_writes_a_page_per_verb() {
         assert!(pages.join(verb).is_file(), "{verb}");
     }
 }
+
+#[test]
+fn diagnostics_names_what_is_wrong_with_its_fix() {
+    let board = Board::init();
+    let config = board.home().join("config.yaml");
+    std::fs::write(
+        &config,
+        "agent: {}\nkanban:\n  failure_limit: 1\nprofiles:\n  broken:\n    command: [\"/nonexistent/worker\"]\n",
+    )
+    .unwrap();
+    let first = run(&board, &["diagnostics"]).1;
+    assert!(
+        first.starts_with("1 active diagnostic(s) across 0 task(s) and the board:"),
+        "{first}"
+    );
+    let stranded = board.create(&["for a Hermes profile", "--assignee", "hermes-writer"]);
+    let broken = board.create(&["never starts", "--assignee", "broken"]);
+    let (code, _, _) = run(&board, &["dispatch"]);
+    assert_eq!(code, Some(0));
+    let before = board.snapshot();
+    let (code, out, err) = run(&board, &["diagnostics"]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert!(
+        out.starts_with("4 active diagnostic(s) across 1 task(s) and the board:\n"),
+        "{out}"
+    );
+    for said in [
+        "!! [error] gateway_down: 1 ready task(s) and no gateway running on this home",
+        "!! [error] stranded_in_ready: profile hermes-writer has no command here: 1 ready task(s) wait for it",
+        "→ add profiles.hermes-writer.command to config.yaml",
+        "!! [error] repeated_failures: gave up after 1 failed runs in a row",
+        &format!("→ kanban log {broken}, then kanban reassign {broken} PROFILE or kanban unblock {broken}"),
+        "⚠ [warning] config: config.yaml: Hermes settings not used by kanban (ignored): agent",
+    ] {
+        assert!(out.contains(said), "missing {said:?} in:\n{out}");
+    }
+    assert_eq!(board.snapshot(), before, "a read changes nothing");
+    let errors = board.json(&["diag", "--severity", "error"]);
+    let kinds: Vec<&str> = errors
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["diagnostics"][0]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 3, "{errors}");
+    assert!(!kinds.contains(&"config"), "{kinds:?}");
+    let one = board.json(&["diagnostics", "--task", &broken]);
+    assert_eq!(one.as_array().map(Vec::len), Some(1), "{one}");
+    assert_eq!(one[0]["task_id"], broken.as_str());
+    assert_eq!(
+        run_code(&board, &["diagnostics", "--task", "t_00000bad"]),
+        Some(1)
+    );
+    assert_eq!(run_code(&board, &["diagnostics", "--severity", "fatal"]), Some(2));
+    // Once fixed, nothing is left.
+    board.ok(&["archive", &broken, &stranded]);
+    std::fs::write(&config, "profiles:\n  hermes-writer: {external: true}\n").unwrap();
+    assert_eq!(
+        run(&board, &["diagnostics"]).1,
+        "No active diagnostics on this board.\n"
+    );
+}
