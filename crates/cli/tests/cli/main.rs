@@ -21,6 +21,7 @@ mod deploy;
 mod dispatch;
 mod e2e;
 mod fresh_home;
+mod hermes_day;
 mod hermes_verbs;
 mod home_safety;
 mod host_rig;
