@@ -13,7 +13,7 @@ mod wake;
 pub use account::Account;
 pub use config::{
     ApiKey, AuxiliaryConfig, Config, ConfigError, DatabaseUrl, DecomposerConfig, GatewayConfig, KanbanConfig,
-    LanesConfig, Loaded, ModelConfig, ProfileConfig, Warning, DATABASE_URL_VARIABLE,
+    LanesConfig, Loaded, ModelConfig, ProfileConfig, SpecifierConfig, Warning, DATABASE_URL_VARIABLE,
 };
 pub use copy::CopyTarget;
 pub use home::{worker_variables, Home, HomeError, Opened, HOME_VARIABLE};

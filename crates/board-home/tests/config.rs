@@ -752,12 +752,15 @@ fn the_config_hermes_agent_writes_is_read() {
         "kanban.max_in_progress_per_profile",
         "auxiliary.kanban_decomposer.extra_body",
         "auxiliary.kanban_decomposer.reasoning_effort",
+        "auxiliary.triage_specifier",
     ] {
         assert!(
             !keys.iter().any(|k| k == honoured),
             "{honoured} named as ignored: {keys:?}"
         );
     }
+    assert_eq!(c.specifier_settings().timeout, Duration::from_secs(120));
+    assert_eq!(c.specifier_settings().model, c.decomposer_settings().model);
     assert_eq!(c.kanban.worker_log_rotate_bytes, 2 * 1024 * 1024);
     assert_eq!(c.kanban.worker_log_backup_count, 1);
     assert_eq!(c.kanban.max_in_progress_per_profile, None);
@@ -788,7 +791,20 @@ fn hermes_worker_and_request_keys_are_honoured() {
             .reasoning_effort,
         None
     );
+    let side = config(
+        "auxiliary:\n  triage_specifier: {provider: openrouter, model: spec, timeout: 30}\n  kanban_decomposer: {model: dec}\n",
+    );
+    let (spec, dec) = (side.specifier_settings(), side.decomposer_settings());
+    assert_eq!((spec.model.as_str(), dec.model.as_str()), ("spec", "dec"));
+    assert_eq!(spec.base_url, "https://openrouter.ai/api/v1");
+    assert_eq!(spec.api_key_env.as_deref(), Some("OPENROUTER_API_KEY"));
+    assert_eq!(spec.timeout, Duration::from_secs(30));
+    assert_eq!(dec.base_url, Config::default().model.base_url);
     for (bad, key) in [
+        (
+            "auxiliary: {triage_specifier: {provider: bedrock}}",
+            "auxiliary.triage_specifier.provider",
+        ),
         (
             "auxiliary: {kanban_decomposer: {extra_body: {messages: []}}}",
             "auxiliary.kanban_decomposer.extra_body",
@@ -955,6 +971,7 @@ fn the_config_docs_show_every_default_of_the_template_once() {
     let examples = [
         "database_url",
         "auxiliary.kanban_decomposer.api_key",
+        "auxiliary.triage_specifier.api_key",
         "gateway.host_id",
         "profiles.default.command",
         "profiles.default.env_allow",

@@ -128,7 +128,6 @@ const HERMES_AUXILIARY_TASKS: &[&str] = &[
     "title_generation",
     "memory_query_rewrite",
     "tts_audio_tags",
-    "triage_specifier",
     "profile_describer",
     "goal_judge",
     "curator",

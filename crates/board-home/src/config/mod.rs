@@ -31,6 +31,7 @@ pub mod hermes;
 mod lanes;
 mod profile;
 pub mod providers;
+mod specifier;
 mod template;
 mod text;
 mod yaml;
@@ -41,6 +42,7 @@ pub use fields::parse_duration;
 pub use lanes::LanesConfig;
 use profile::{check_external, check_reviews};
 pub use profile::{Contract, ProfileConfig, Review};
+pub use specifier::SpecifierConfig;
 use text::{emit, read_file, yaml_root};
 
 /// The implied profile every config has.
@@ -141,6 +143,8 @@ pub struct AuxiliaryConfig {
     pub transient_retries: u32,
     /// `auxiliary.kanban_decomposer.*`.
     pub kanban_decomposer: DecomposerConfig,
+    /// `auxiliary.triage_specifier.*`: the model `kanban specify` calls.
+    pub triage_specifier: SpecifierConfig,
 }
 
 /// `auxiliary.kanban_decomposer.*`; read through [`Config::decomposer_model`] and its

@@ -308,13 +308,15 @@ pub fn apply(root: &Yaml, config: &mut Config) -> Result<(), ConfigError> {
         None if given(root, &["model", "base_url"]) => {}
         None => return Err(unusable("model.provider", &model.provider)),
     }
-    let decomposer = &config.auxiliary.kanban_decomposer;
-    let own_url = given(root, &["auxiliary", "kanban_decomposer", "base_url"]);
-    if provider(&decomposer.provider).is_none() && !own_url {
-        return Err(unusable(
-            "auxiliary.kanban_decomposer.provider",
-            &decomposer.provider,
-        ));
+    let sides = [
+        ("kanban_decomposer", &config.auxiliary.kanban_decomposer.provider),
+        ("triage_specifier", &config.auxiliary.triage_specifier.provider),
+    ];
+    for (side, name) in sides {
+        let own_url = given(root, &["auxiliary", side, "base_url"]);
+        if provider(name).is_none() && !own_url {
+            return Err(unusable(&format!("auxiliary.{side}.provider"), name));
+        }
     }
     Ok(())
 }

@@ -70,6 +70,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "auxiliary.kanban_decomposer.price_per_million_input",
         "for each call's cost",
     ),
+    (
+        "auxiliary.triage_specifier",
+        "the model kanban specify calls; empty keys are the decomposer's",
+    ),
     ("kanban.dispatch_interval_seconds", "the tick; fractions allowed"),
     (
         "kanban.decompose_probe_max_seconds",
@@ -123,7 +127,11 @@ const NOTE_COLUMN: usize = 32;
 /// written: a key belongs in the variable `model.api_key_env` names.
 pub fn render(defaults: &Value) -> String {
     let mut defaults = defaults.clone();
-    for section in ["/model", "/auxiliary/kanban_decomposer"] {
+    for section in [
+        "/model",
+        "/auxiliary/kanban_decomposer",
+        "/auxiliary/triage_specifier",
+    ] {
         if let Some(keys) = defaults.pointer_mut(section).and_then(Value::as_object_mut) {
             keys.retain(|name, value| !value.is_null() || SHOWN_UNSET.contains(&name.as_str()));
         }

@@ -22,7 +22,10 @@ pub enum Call {
 /// Runs the verb on its cards, one after the other. Exit 0 when every card was
 /// decomposed (or there was none), 1 when any was not.
 pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
-    let settings = ctx.config.decomposer_settings();
+    let settings = match call {
+        Call::Decompose => ctx.config.decomposer_settings(),
+        Call::Specify => ctx.config.specifier_settings(),
+    };
     let cards = match (args.id, args.all) {
         (Some(id), _) => vec![id],
         (None, _) => triage_cards(ctx.store.as_ref())?,

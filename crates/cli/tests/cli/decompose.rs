@@ -185,3 +185,45 @@ fn an_id_or_all_is_required_but_not_both() {
         .code(2);
     assert!(llm.requests().is_empty());
 }
+
+/// Hermes' side-call keys reach the model: `kanban decompose` sends the decomposer's
+/// model, `extra_body` and `reasoning_effort`; `kanban specify` the ones of
+/// `auxiliary.triage_specifier`, each left empty falling back to the decomposer's.
+#[test]
+fn each_call_sends_its_own_sides_model_and_request_keys() {
+    let board = Board::init();
+    let llm = fake();
+    let config = format!(
+        "model:\n  base_url: {}\n  default: main-model\n  api_key_env: KANBAN_TEST_NO_KEY\n\
+         auxiliary:\n  kanban_decomposer:\n    extra_body: {{top_p: 0.5}}\n    reasoning_effort: low\n  \
+         triage_specifier:\n    model: spec-model\n    reasoning_effort: high\n",
+        llm.base_url()
+    );
+    std::fs::write(board.home().join("config.yaml"), config).unwrap();
+    let one = board.create(&["rough", "--triage"]);
+    let two = board.create(&["vague", "--triage"]);
+    llm.push_reply(single("Decomposed"));
+    llm.push_reply(single("Specified"));
+    for (verb, id) in [("decompose", &one), ("specify", &two)] {
+        let out = board
+            .kanban(&[verb, id])
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let sent: Vec<Value> = llm.requests().iter().map(|r| r.json().unwrap().clone()).collect();
+    let keys = |body: &Value| {
+        (
+            body["model"].clone(),
+            body["reasoning_effort"].clone(),
+            body["top_p"].clone(),
+        )
+    };
+    assert_eq!(keys(&sent[0]), (json!("main-model"), json!("low"), json!(0.5)));
+    assert_eq!(keys(&sent[1]), (json!("spec-model"), json!("high"), json!(0.5)));
+}
