@@ -753,6 +753,7 @@ fn the_config_hermes_agent_writes_is_read() {
         "auxiliary.kanban_decomposer.extra_body",
         "auxiliary.kanban_decomposer.reasoning_effort",
         "auxiliary.triage_specifier",
+        "kanban.dispatch_stale_timeout_seconds",
     ] {
         assert!(
             !keys.iter().any(|k| k == honoured),
@@ -763,6 +764,10 @@ fn the_config_hermes_agent_writes_is_read() {
     assert_eq!(c.specifier_settings().model, c.decomposer_settings().model);
     assert_eq!(c.kanban.worker_log_rotate_bytes, 2 * 1024 * 1024);
     assert_eq!(c.kanban.worker_log_backup_count, 1);
+    assert_eq!(
+        c.kanban.dispatch_stale_timeout_seconds, 14400,
+        "Hermes writes four hours"
+    );
     assert_eq!(c.kanban.max_in_progress_per_profile, None);
     assert!(c.auxiliary.kanban_decomposer.extra_body.is_empty());
 }

@@ -93,6 +93,8 @@ pub struct HeldWorker {
     /// The profile it runs for (a reviewer's, for a review run); an adopted worker's is
     /// its task's assignee.
     pub profile: Option<String>,
+    /// When this gateway started it, or adopted it (its start before that is unknown).
+    pub since: Timestamp,
 }
 
 /// The dispatcher: the store, the workers it holds, and its decompositions.
@@ -240,7 +242,7 @@ impl Dispatcher {
             if task.worker_pid().is_none() || self.workers.contains_key(&task.id) || !self.ours(&task) {
                 continue;
             }
-            if !self.hold(&task) {
+            if !self.hold(&task, now) {
                 if let Some(run) = RunRef::of(&task) {
                     self.release(&task.id, &run, "its worker is gone", now, &mut report);
                 }
@@ -254,14 +256,14 @@ impl Dispatcher {
     pub fn take_hold(&mut self) -> Result<(), StoreError> {
         for task in self.store.running()? {
             if task.worker_pid().is_some() && !self.workers.contains_key(&task.id) && self.ours(&task) {
-                self.hold(&task);
+                self.hold(&task, board_home::now());
             }
         }
         Ok(())
     }
 
     /// Holds the worker of a running task when it provably runs the task's current run.
-    fn hold(&mut self, task: &Task) -> bool {
+    fn hold(&mut self, task: &Task, now: Timestamp) -> bool {
         let Some(run) = RunRef::of(task) else {
             return false;
         };
@@ -277,6 +279,7 @@ impl Dispatcher {
             stopping: None,
             run_ended: None,
             profile: task.assignee.clone(),
+            since: now,
         };
         self.workers.insert(task.id.clone(), held);
         true

@@ -13,18 +13,19 @@ use board_core::{
     AttemptFloor, Breaker, Offer, Outcome, RunId, RunKind, Spend, Task, TaskFacts, TaskId, Timestamp,
     TriageLease,
 };
-use serde_json::json;
 
 mod budget;
 mod exit;
 mod report;
 mod settings;
 mod spawns;
+mod stopping;
 
 pub use budget::{allowance, decomposition_room, spawn_room, Allowance};
 pub use exit::{classify, with_log_tail, Ending, Exit, Observed, EXIT_RATE_LIMITED};
 pub use report::{preview, TickReport};
 pub use settings::{Boundary, DispatchSettings, Gates, LogRotation};
+pub use stopping::{over_runtime, silent, StopReason, SILENCE_SECONDS};
 
 /// How long a task whose worker exited 75 (rate limited) waits before a new worker.
 pub const RATE_LIMIT_COOLDOWN_SECONDS: i64 = 60;
@@ -47,68 +48,6 @@ impl RunRef {
             run_id: lease.run_id,
             claim_lock: lease.claim_lock.clone(),
         })
-    }
-}
-
-/// Whether a running task has run longer than its `max_runtime_seconds`.
-pub fn over_runtime(task: &Task, now: Timestamp) -> bool {
-    match (task.max_runtime_seconds, task.started_at) {
-        (Some(max), Some(started)) => now >= started.saturating_add(max),
-        _ => false,
-    }
-}
-
-/// Why a worker is being stopped, and so how its run ends once it is gone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// It ran past `max_runtime_seconds`.
-    TimedOut { limit: i64 },
-    /// Its lease expired while nobody could prove it alive.
-    Stale {
-        claim_expires: Option<Timestamp>,
-        at: Timestamp,
-    },
-    /// Its run ended while it lived, and not by its report: another host took the run
-    /// over while this one was cut off, or a user reclaimed or archived the task. The
-    /// run is not this gateway's to end; the worker is only let go once gone.
-    Lost { outcome: Outcome },
-}
-
-impl StopReason {
-    fn timed_out(task: &Task) -> StopReason {
-        StopReason::TimedOut {
-            limit: task.max_runtime_seconds.unwrap_or_default(),
-        }
-    }
-
-    fn stale(task: &Task, now: Timestamp) -> StopReason {
-        let claim_expires = task.lease.as_ref().map(|l| l.expires);
-        StopReason::Stale {
-            claim_expires,
-            at: claim_expires.unwrap_or(now),
-        }
-    }
-
-    /// How the run ends, quoting the worker's log tail when there is one; `None` for a
-    /// lost run, which has ended already.
-    pub fn ending(&self, log_tail: &str) -> Option<Ending> {
-        let ending = match self {
-            StopReason::TimedOut { limit } => Ending {
-                outcome: Outcome::TimedOut,
-                error: Some(with_log_tail(
-                    format!("ran longer than max_runtime_seconds ({limit} s)"),
-                    log_tail,
-                )),
-                detail: json!({ "max_runtime_seconds": limit }),
-            },
-            StopReason::Stale { claim_expires, at } => Ending {
-                outcome: Outcome::Stale,
-                error: Some(format!("lease expired at {at}")),
-                detail: json!({ "claim_expires": claim_expires }),
-            },
-            StopReason::Lost { .. } => return None,
-        };
-        Some(ending)
     }
 }
 
@@ -135,6 +74,8 @@ pub struct WorkerView {
     pub run_ended: Option<Outcome>,
     /// The profile it runs for (a reviewer's, for a review run), when known.
     pub profile: Option<String>,
+    /// When this gateway started (or adopted) it.
+    pub since: Timestamp,
 }
 
 /// Everything one tick decides from, read once.
@@ -448,6 +389,13 @@ impl Planner<'_> {
             .filter(|t| over_runtime(t, now) && !foreign.contains(&t.id))
         {
             self.stop_or_end(task, StopReason::timed_out(task));
+        }
+        let limit = self.settings.stale_timeout_seconds;
+        for task in self.view.running.iter().filter(|t| !foreign.contains(&t.id)) {
+            let held = self.worker(&task.id).filter(|w| w.stopping.is_none());
+            if held.is_some_and(|w| silent(task, w.since, limit, now)) {
+                self.stop_or_end(task, StopReason::Silent { limit });
+            }
         }
         for task in &self.view.expired {
             let Some(run) = RunRef::of(task) else {

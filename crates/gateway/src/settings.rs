@@ -71,6 +71,7 @@ impl DispatchSettings {
                 config.auxiliary.transient_retries,
             ),
             home_board: config.database_url.is_none(),
+            stale_timeout_seconds: k.dispatch_stale_timeout_seconds,
             worker_log: LogRotation {
                 bytes: k.worker_log_rotate_bytes,
                 backups: k.worker_log_backup_count,
@@ -107,7 +108,7 @@ mod tests {
 
     #[test]
     fn every_profile_without_its_own_cap_gets_kanban_max_in_progress_per_profile() {
-        let text = "kanban:\n  max_in_progress_per_profile: 2\n  worker_log_rotate_bytes: 4096\n  worker_log_backup_count: 0\n\
+        let text = "kanban:\n  max_in_progress_per_profile: 2\n  dispatch_stale_timeout_seconds: 600\n  worker_log_rotate_bytes: 4096\n  worker_log_backup_count: 0\n\
                     profiles:\n  coder: {command: [coder]}\n  solo: {command: [solo], max_concurrent: 1}\n";
         let config = Config::parse(text, &|_| None).unwrap().config;
         let settings = DispatchSettings::from_config(&config);
@@ -120,6 +121,7 @@ mod tests {
                 backups: 0
             }
         );
+        assert_eq!(settings.stale_timeout_seconds, 600);
         let unset = DispatchSettings::default();
         assert_eq!(unset.gates_for("default").and_then(|g| g.max_concurrent), None);
     }

@@ -101,7 +101,6 @@ const HERMES_SECTIONS: &[&str] = &[
 const HERMES_KEYS: &[&str] = &[
     "model.context_length",
     "kanban.dispatch_in_gateway",
-    "kanban.dispatch_stale_timeout_seconds",
     "gateway.delivery_ledger",
     "gateway.platform_connect_timeout",
     "gateway.write_sessions_json",

@@ -227,6 +227,10 @@ pub struct KanbanConfig {
     #[default = 1]
     #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_LOG_BACKUPS>")]
     pub worker_log_backup_count: u32,
+    /// A worker running this many seconds with no heartbeat for an hour is stopped and
+    /// its run ends `stale` (Hermes' key); 0 turns the rule off.
+    #[serde(deserialize_with = "fields::non_negative::<_, _, MAX_CLAIM_TTL_SECONDS>")]
+    pub dispatch_stale_timeout_seconds: i64,
     /// Decompose triage cards automatically.
     #[default = true]
     #[serde(deserialize_with = "fields::flag")]

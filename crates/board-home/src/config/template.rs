@@ -85,6 +85,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "per profile, unless it has max_concurrent; ~ is none",
     ),
     ("kanban.worker_log_rotate_bytes", "rotated when a worker starts"),
+    (
+        "kanban.dispatch_stale_timeout_seconds",
+        "running this long, silent an hour: stale; 0 off",
+    ),
     ("kanban.sqlite_synchronous", "or normal"),
     ("kanban.max_text_bytes", "the largest body, result or comment"),
     (

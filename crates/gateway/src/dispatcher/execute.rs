@@ -359,7 +359,7 @@ impl Dispatcher {
         let Some(run) = RunRef::of(task) else {
             return;
         };
-        if !self.workers.contains_key(&task.id) && !self.hold(task) {
+        if !self.workers.contains_key(&task.id) && !self.hold(task, now) {
             // Gone since the read: the next tick ends its run.
             return;
         }
@@ -463,6 +463,7 @@ impl Dispatcher {
                     stopping: None,
                     run_ended: None,
                     profile: Some(profile.to_owned()),
+                    since: pass.now,
                 };
                 self.workers.insert(task.id.clone(), held);
                 pass.report.spawned.push(task.id.clone());

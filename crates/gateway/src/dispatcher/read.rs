@@ -104,6 +104,7 @@ impl Dispatcher {
                 stopping: w.stopping.clone(),
                 run_ended: w.run_ended,
                 profile: w.profile.clone(),
+                since: w.since,
             })
             .collect()
     }

@@ -96,6 +96,9 @@ pub struct DispatchSettings {
     pub home_board: bool,
     /// When a worker's log is rotated.
     pub worker_log: LogRotation,
+    /// `kanban.dispatch_stale_timeout_seconds`: a worker running this long with no
+    /// heartbeat for an hour is stopped and its run ends `stale`; 0 turns the rule off.
+    pub stale_timeout_seconds: i64,
     /// The daily spend ceilings of the decomposer.
     pub ceilings: Ceilings,
     /// The stamp of the config in force (a changed config lets a probe through a breaker

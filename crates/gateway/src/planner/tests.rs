@@ -63,6 +63,7 @@ fn held(n: u8, observed: Observed) -> WorkerView {
         stopping: None,
         run_ended: None,
         profile: Some("default".into()),
+        since: T - 10,
     }
 }
 

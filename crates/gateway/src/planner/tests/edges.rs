@@ -163,3 +163,42 @@ fn a_lapsed_or_abandoned_lease_is_taken_over_and_a_live_one_or_ours_is_left() {
         "nothing is taken over while no decomposition may start"
     );
 }
+
+/// Hermes' `dispatch_stale_timeout_seconds`: a worker held that long with no heartbeat
+/// for an hour is stopped and its run will end `stale`; a recent heartbeat, a younger
+/// worker, or the rule off (0) leave it alone.
+#[test]
+fn a_worker_silent_past_the_stale_timeout_is_stopped_as_stale() {
+    let limit = 4 * 3600;
+    let old = |n: u8| WorkerView {
+        since: T - limit,
+        ..held(n, Observed::Alive)
+    };
+    let mut heard = running(2);
+    if let Some(lease) = heard.lease.as_mut() {
+        lease.last_heartbeat_at = Some(T - SILENCE_SECONDS + 60);
+    }
+    let mut long_ago = running(4);
+    if let Some(lease) = long_ago.lease.as_mut() {
+        lease.last_heartbeat_at = Some(T - SILENCE_SECONDS);
+    }
+    let view = View {
+        workers: vec![old(1), old(2), held(3, Observed::Alive), old(4)],
+        running: vec![running(1), heard, running(3), long_ago],
+        ..View::default()
+    };
+    let on = DispatchSettings {
+        stale_timeout_seconds: limit,
+        ..settings()
+    };
+    let actions = plan(&view, T, &on);
+    assert_eq!(kinds(&actions), [("stop", id(1)), ("stop", id(4))]);
+    let Action::Stop { reason, .. } = &actions[0] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(*reason, StopReason::Silent { limit });
+    let ending = reason.ending("").unwrap();
+    assert_eq!(ending.outcome, Outcome::Stale);
+    assert!(ending.error.unwrap().contains("dispatch_stale_timeout_seconds"));
+    assert!(plan(&view, T, &settings()).is_empty(), "0 turns the rule off");
+}
