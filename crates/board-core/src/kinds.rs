@@ -30,6 +30,8 @@ word_enum!(
         BlockLoopDetected = "block_loop_detected",
         DependencyWait = "dependency_wait",
         Unblocked = "unblocked",
+        /// A task was parked in `scheduled`: waiting on time (`kanban schedule`).
+        Scheduled = "scheduled",
         Reclaimed = "reclaimed",
         ReclaimDeferred = "reclaim_deferred",
         Crashed = "crashed",
@@ -85,6 +87,7 @@ impl From<Outcome> for EventKind {
             Outcome::GaveUp => EventKind::GaveUp,
             Outcome::VerifyFailed => EventKind::VerifyFailed,
             Outcome::ChangesRequested => EventKind::ChangesRequested,
+            Outcome::Scheduled => EventKind::Scheduled,
         }
     }
 }

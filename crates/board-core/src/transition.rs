@@ -158,6 +158,12 @@ pub enum Request {
     Unblock {
         reason: Option<String>,
     },
+    /// Park a `todo`, `ready`, `running` or `blocked` task in `scheduled` (ending its run,
+    /// guarded by it when given): waiting on time, not on a person.
+    Schedule {
+        reason: Option<String>,
+        expected_run_id: Option<RunId>,
+    },
     /// Release a claim after the worker was stopped. `run_id` and `claim_lock` are what
     /// the reclaimer observed before terminating; any change since refuses.
     Reclaim {
@@ -357,6 +363,7 @@ impl Request {
             Request::Approve { summary, .. } => some_text("the summary", summary),
             Request::ReopenReview { reason } => some_text("the reason", reason),
             Request::Block { reason, .. }
+            | Request::Schedule { reason, .. }
             | Request::Unblock { reason }
             | Request::Reclaim { reason, .. }
             | Request::DeferReclaim { reason, .. } => some_text("the reason", reason),
@@ -397,6 +404,7 @@ impl Request {
             Request::Complete(_) => "complete",
             Request::Block { .. } => "block",
             Request::Unblock { .. } => "unblock",
+            Request::Schedule { .. } => "schedule",
             Request::Reclaim { .. } => "reclaim",
             Request::DeferReclaim { .. } => "reclaim",
             Request::EndRun { .. } => "end run",
@@ -460,6 +468,10 @@ pub fn decide(
             expected_run_id,
         } => next.block(*kind, reason, *expected_run_id)?,
         Request::Unblock { reason } => next.unblock(reason)?,
+        Request::Schedule {
+            reason,
+            expected_run_id,
+        } => next.schedule(reason, *expected_run_id)?,
         Request::Reclaim {
             run_id,
             claim_lock,

@@ -139,6 +139,9 @@ word_enum!(
         /// The work passed its checks and waits for a reviewer's approval.
         Review = "review",
         Blocked = "blocked",
+        /// Waiting on time, not on a person (`kanban schedule`): never claimed; `unblock`
+        /// releases it.
+        Scheduled = "scheduled",
         Done = "done",
         Archived = "archived",
     }
@@ -233,6 +236,8 @@ word_enum!(
         VerifyFailed = "verify_failed",
         /// A review run whose reviewer sent the work back.
         ChangesRequested = "changes_requested",
+        /// A run whose task was parked in `scheduled` (`kanban schedule`).
+        Scheduled = "scheduled",
     }
 );
 

@@ -21,7 +21,7 @@ pub use lanes::LaneCommand;
 pub use reads::{DiagnosticsArgs, EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 pub use tasks::{
     orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, PromoteArgs,
-    ReassignArgs, RequestChangesArgs, RequestReviewArgs,
+    ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs,
 };
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
@@ -197,6 +197,12 @@ pub enum Verb {
         after_help = "Examples:\n  kanban diagnostics\n  kanban diagnostics --severity error --json\n  kanban diag --task t_1a2b3c4d\n\nFindings: config keys ignored, the provider breaker open, ready work and no gateway,\na profile with ready work and no command (stranded_in_ready), expired leases nobody\nreclaims, tasks given up on (repeated_failures), blocked for a day (stuck_in_blocked),\nsent to triage by a block loop (block_unblock_cycling), parked decompositions."
     )]
     Diagnostics(DiagnosticsArgs),
+    /// Park tasks in scheduled: waiting on time, not on a person (Hermes' `schedule`);
+    /// `unblock` releases them
+    #[command(
+        after_help = "Examples:\n  kanban schedule t_1a2b3c4d waits for the 02:00 window\n  kanban schedule t_1a2b3c4d --ids t_5e6f7a8b   # both, with one reason\n\nA running task's run ends `scheduled`. Exit 1 when any task could not be scheduled."
+    )]
+    Schedule(ScheduleArgs),
     /// Move todo or blocked tasks to ready by hand (past open parents with --force)
     #[command(
         after_help = "Examples:\n  kanban promote t_1a2b3c4d the fix landed upstream\n  kanban promote t_1a2b3c4d --ids t_5e6f7a8b t_9c0d1e2f --dry-run\n  kanban promote t_1a2b3c4d --force   # its parent is still open\n\nExit 1 when any task could not be promoted (each is said on stderr)."
@@ -308,7 +314,7 @@ pub enum Verb {
     Config(ConfigCommand),
     /// Bring a Hermes board's tasks, links, runs, events and comments over, ids kept
     #[command(
-        after_help = "Examples:\n  kanban import-hermes ~/.hermes/kanban.db\n  kanban import-hermes ~/.hermes/kanban.db --json\n\nThe Hermes file is only read, never written. Statuses this board lacks come over as\nthe nearest one (running -> ready, scheduled and review -> blocked), the original kept\nin an `imported` event. Importing the same board again changes nothing."
+        after_help = "Examples:\n  kanban import-hermes ~/.hermes/kanban.db\n  kanban import-hermes ~/.hermes/kanban.db --json\n\nThe Hermes file is only read, never written. Statuses this board lacks come over as\nthe nearest one (running -> ready, any other this board lacks -> blocked), the original kept\nin an `imported` event. Importing the same board again changes nothing."
     )]
     ImportHermes {
         /// The Hermes board file (Hermes keeps it at ~/.hermes/kanban.db)

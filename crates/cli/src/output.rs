@@ -80,6 +80,7 @@ fn status_code(status: Status) -> &'static str {
         Status::Verifying => "34",
         Status::Review => "33",
         Status::Blocked => "31",
+        Status::Scheduled => "34",
         Status::Done | Status::Archived => "2",
     }
 }
@@ -94,6 +95,7 @@ pub fn status_label(status: Status) -> String {
         Status::Verifying => '⧗',
         Status::Review => '◇',
         Status::Blocked => '■',
+        Status::Scheduled => '◷',
         Status::Done => '✓',
         Status::Archived => '×',
     };

@@ -4,7 +4,7 @@
 // Card text is untrusted: it only ever reaches the page through textContent.
 "use strict";
 
-const STATUSES = ["triage", "todo", "ready", "running", "verifying", "review", "blocked", "done", "archived"];
+const STATUSES = ["triage", "todo", "ready", "running", "verifying", "review", "blocked", "scheduled", "done", "archived"];
 const cards = new Map();
 // Per column: the cursor of its next page (null when all are loaded), and its total.
 const nextPage = new Map();

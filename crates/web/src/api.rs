@@ -306,7 +306,7 @@ async fn move_to(State(app): State<App>, Path(id): Path<String>, body: Body<Move
     match (from, to) {
         _ if from == to => Err(ApiError::conflict(format!("task {id} is already {to}"))),
         (_, Status::Archived) => task_reply(&app, move |s| s.archive(&id, (app.clock)())).await,
-        (Status::Blocked, Status::Ready | Status::Todo) => {
+        (Status::Blocked | Status::Scheduled, Status::Ready | Status::Todo) => {
             task_reply(&app, move |s| s.unblock(&id, None, (app.clock)())).await
         }
         (Status::Running, Status::Ready) => do_reclaim(&app, id, Some("moved on the board".to_owned())).await,

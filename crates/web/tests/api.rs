@@ -190,7 +190,7 @@ async fn unblock_reclaim_and_archive_with_the_clis_refusals() {
     assert_eq!(status, 409, "{body}");
     assert_eq!(
         error(&body),
-        format!("task {} is ready; unblock needs blocked", t.id)
+        format!("task {} is ready; unblock needs blocked or scheduled", t.id)
     );
     let (status, body) = s.post(&path("reclaim"), json!({})).await;
     assert_eq!(status, 409, "{body}");

@@ -139,15 +139,7 @@ pub fn edit_assign_and_archive(board: &dyn Backend) {
 pub fn promote_and_reopen_by_hand(board: &dyn Backend) {
     let s = board.connect();
     let parent = ready_task(&*s, "parent");
-    let child = s
-        .create(
-            &NewTask {
-                parents: vec![parent.id.clone()],
-                ..NewTask::titled("child")
-            },
-            T0,
-        )
-        .unwrap();
+    let child = child_of(&*s, &parent.id);
     let hand = ByHand {
         by: Some("alice".into()),
         reason: Some("the parent is good enough".into()),
@@ -290,4 +282,62 @@ pub fn a_done_tasks_result_is_filled_in(board: &dyn Backend) {
         Some("merged as #412")
     );
     assert_board_ok(&*s);
+}
+
+/// `schedule` parks a todo, ready, running or blocked task in `scheduled` (a running
+/// task's run ends `scheduled`, guarded by its run when asked); nothing claims it, and
+/// `unblock` releases it to ready, or to todo while a parent is open.
+pub fn a_scheduled_task_waits_until_unblocked(board: &dyn Backend) {
+    let s = board.connect();
+    let schedule = |expected_run_id| Request::Schedule {
+        reason: Some("waits for 02:00".into()),
+        expected_run_id,
+    };
+    let ready = ready_task(&*s, "nightly report");
+    let parked = s.transition(&ready.id, &schedule(None), T0).unwrap();
+    assert_eq!(parked.status, Status::Scheduled);
+    assert!(
+        s.claim(&ready.id, 900, T0).is_err(),
+        "a scheduled task is never claimed"
+    );
+    let event = s.events(&of(&ready.id)).unwrap().pop().unwrap();
+    assert_eq!(
+        (event.kind.as_str(), &event.payload["reason"]),
+        ("scheduled", &json!("waits for 02:00"))
+    );
+    assert_eq!(s.unblock(&ready.id, None, T0 + 1).unwrap().status, Status::Ready);
+
+    let running = ready_task(&*s, "a worker's");
+    let run = s.claim(&running.id, 900, T0).unwrap().run_id;
+    assert!(matches!(
+        s.transition(&running.id, &schedule(Some(run + 100)), T0),
+        Err(StoreError::Refused(Refusal::StaleRun { .. }))
+    ));
+    s.transition(&running.id, &schedule(Some(run)), T0 + 1).unwrap();
+    let ended = s.runs(&running.id).unwrap().pop().unwrap();
+    assert_eq!(
+        (ended.outcome, ended.summary.as_deref()),
+        (Some(Outcome::Scheduled), Some("waits for 02:00"))
+    );
+    assert!(s.get(&running.id).unwrap().lease.is_none());
+
+    let parent = ready_task(&*s, "parent");
+    let child = child_of(&*s, &parent.id);
+    s.transition(&child.id, &schedule(None), T0).unwrap();
+    assert_eq!(s.unblock(&child.id, None, T0 + 1).unwrap().status, Status::Todo);
+    s.complete(&parent.id, &Completion::default(), T0 + 2).unwrap();
+    assert!(matches!(
+        s.transition(&parent.id, &schedule(None), T0 + 3),
+        Err(StoreError::Refused(Refusal::WrongStatus { .. }))
+    ));
+    assert_board_ok(&*s);
+}
+
+/// A new task waiting for `parent`.
+fn child_of(s: &dyn crate::Store, parent: &TaskId) -> crate::Task {
+    let request = NewTask {
+        parents: vec![parent.clone()],
+        ..NewTask::titled("child")
+    };
+    s.create(&request, T0).unwrap()
 }

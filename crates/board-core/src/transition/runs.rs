@@ -312,8 +312,37 @@ impl Next<'_> {
         Ok(())
     }
 
+    /// Parks the task in `scheduled`: its run, when it runs, ends `scheduled`.
+    pub(super) fn schedule(
+        &mut self,
+        reason: &Option<String>,
+        expected_run_id: Option<RunId>,
+    ) -> Result<(), Refusal> {
+        if let Some(expected) = expected_run_id {
+            self.require_current(expected)?;
+        }
+        let from = self.task.status;
+        self.require(
+            &[Status::Todo, Status::Ready, Status::Running, Status::Blocked],
+            "schedule",
+            "todo, ready, running or blocked",
+        )?;
+        let run_id = self.close_current_run(Outcome::Scheduled, reason.as_ref(), None, None);
+        self.task.status = Status::Scheduled;
+        self.event(
+            EventKind::Scheduled,
+            run_id,
+            json!({ "reason": reason, "from": from }),
+        );
+        Ok(())
+    }
+
     pub(super) fn unblock(&mut self, reason: &Option<String>) -> Result<(), Refusal> {
-        self.require(&[Status::Blocked], "unblock", "blocked")?;
+        self.require(
+            &[Status::Blocked, Status::Scheduled],
+            "unblock",
+            "blocked or scheduled",
+        )?;
         self.task.status = self.workable_status();
         self.event(
             EventKind::Unblocked,

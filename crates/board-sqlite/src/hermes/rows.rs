@@ -15,9 +15,8 @@ use serde_json::{json, Value};
 use super::{Page, Skipped};
 
 /// The status a Hermes status comes over as. `running` becomes `ready` (its run is
-/// closed: no worker of this board holds it); `scheduled`, `review` and any status this
-/// board lacks become `blocked`, which waits for a person's `unblock`, as Hermes'
-/// `scheduled` waits for its unblock.
+/// closed: no worker of this board holds it); `review` and any status this board lacks
+/// become `blocked`, which waits for a person's `unblock`.
 pub fn map_status(hermes: &str) -> Status {
     match hermes {
         "running" => Status::Ready,
@@ -26,14 +25,14 @@ pub fn map_status(hermes: &str) -> Status {
 }
 
 /// The outcome of a closed Hermes run: its own word when this board has it, else the
-/// nearest by the run's outcome or status (`scheduled` parks like a block, `failed` is
-/// a crash, `released` a reclaim).
+/// nearest by the run's outcome or status (`failed` is a crash, `released` a reclaim).
 fn map_outcome(outcome: Option<&str>, status: Option<&str>) -> Outcome {
     if let Some(o) = outcome.and_then(|o| o.parse().ok()) {
         return o;
     }
     match outcome.or(status) {
-        Some("scheduled" | "blocked") => Outcome::Blocked,
+        Some("scheduled") => Outcome::Scheduled,
+        Some("blocked") => Outcome::Blocked,
         Some("done") => Outcome::Completed,
         Some("failed" | "crashed") => Outcome::Crashed,
         Some("timed_out") => Outcome::TimedOut,

@@ -220,17 +220,40 @@ pub struct BlockArgs {
     pub ids: Vec<TaskId>,
 }
 
+/// The tasks a verb by hand acts on, and why: `ID [REASON...] [--ids ID...]`.
 #[derive(Debug, Args)]
-pub struct PromoteArgs {
-    /// `ID [REASON...]`: the task, then why (recorded in its `promoted` event)
+pub struct Targets {
+    /// The task
     #[arg(value_name = "ID")]
     pub id: TaskId,
-    /// Why, recorded in the `promoted` event
+    /// Why, recorded in the task's event
     #[arg(value_name = "REASON")]
     pub reason: Vec<String>,
-    /// More tasks to promote with the same reason
+    /// More tasks, with the same reason
     #[arg(long, value_name = "ID", num_args = 1..)]
     pub ids: Vec<TaskId>,
+}
+
+impl Targets {
+    /// The reason, when one was given.
+    pub fn reason(&self) -> Option<String> {
+        Some(self.reason.join(" ")).filter(|r| !r.trim().is_empty())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Only if RUN is still the first task's current run
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<RunId>,
+}
+
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    #[command(flatten)]
+    pub targets: Targets,
     /// Promote even while a parent is not done or archived: the task stops waiting for
     /// those parents (its links to them are removed, each an `unlinked` event)
     #[arg(long)]

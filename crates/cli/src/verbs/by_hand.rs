@@ -1,4 +1,5 @@
-//! The verbs a person moves cards with past the board's own rules: `promote` (todo or
+//! The verbs a person moves cards with past the board's own rules: `schedule` (parked
+//! waiting on time), `promote` (todo or
 //! blocked to ready, past open parents with `--force`) and `reopen` (done or archived
 //! back into work). Each records who and why in its event.
 
@@ -6,7 +7,7 @@ use board_core::transition::{decide, Fresh};
 use board_core::{ByHand, Refusal, Request, Status, StoreError, TaskId};
 use serde_json::{json, Value};
 
-use crate::args::PromoteArgs;
+use crate::args::{PromoteArgs, ScheduleArgs};
 use crate::failure::Failure;
 use crate::output::{plain, print_json, status_label, task_json};
 use crate::verbs::identity::caller;
@@ -17,13 +18,13 @@ use crate::verbs::{each_task, Ctx};
 /// per task on stderr, exit 1 when any was refused; `--json` is one object for one task
 /// and an array for several.
 pub fn promote(ctx: &Ctx, a: PromoteArgs) -> Result<(), Failure> {
-    let reason = Some(a.reason.join(" ")).filter(|r| !r.trim().is_empty());
+    let reason = a.targets.reason();
     let hand = ByHand {
         by: Some(caller()),
         reason: reason.clone(),
     };
-    let mut ids = vec![a.id];
-    for id in a.ids {
+    let mut ids = vec![a.targets.id];
+    for id in a.targets.ids {
         if !ids.contains(&id) {
             ids.push(id);
         }
@@ -107,6 +108,39 @@ fn why_not(error: &StoreError) -> String {
             format!("{open} parent(s) not done or archived (use --force to override)")
         }
         other => other.to_string(),
+    }
+}
+
+/// `kanban schedule ID [REASON...] [--ids ID...] [--run RUN]`, as Hermes' verb: each task
+/// parked in `scheduled`, `Scheduled ID[: REASON]` per task, a refusal per task on
+/// stderr, exit 1 when any was refused; `--json`: one task object per line.
+pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
+    let reason = a.targets.reason();
+    let mut ids = vec![(a.targets.id, a.run)];
+    ids.extend(a.targets.ids.into_iter().map(|id| (id, None)));
+    let mut refused = false;
+    for (id, run) in ids {
+        let request = Request::Schedule {
+            reason: reason.clone(),
+            expected_run_id: run,
+        };
+        match ctx.store.transition(&id, &request, ctx.now) {
+            Ok(task) if ctx.json => crate::output::print_json_line(&task_json(&task)),
+            Ok(_) => {
+                let suffix = reason
+                    .as_deref()
+                    .map_or_else(String::new, |r| format!(": {}", plain(r, false)));
+                println!("Scheduled {id}{suffix}");
+            }
+            Err(e) => {
+                refused = true;
+                eprintln!("cannot schedule {id}: {}", plain(&e.to_string(), false));
+            }
+        }
+    }
+    match refused {
+        true => Err(Failure::Reported),
+        false => Ok(()),
     }
 }
 

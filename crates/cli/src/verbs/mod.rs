@@ -217,6 +217,7 @@ fn act(
         Verb::Lane(command) => lanes::run(&ctx, command),
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
         Verb::Promote(a) => by_hand::promote(&ctx, a),
+        Verb::Schedule(a) => by_hand::schedule(&ctx, a),
         Verb::Diagnostics(a) => diagnostics::diagnostics(&ctx, &home, &warnings, a),
         Verb::Reopen { ids, reason } => by_hand::reopen(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),

@@ -157,15 +157,22 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
         "{mine}"
     );
 
-    // Blocked work says why; the scheduled report (blocked here) is promoted by hand and done.
-    let shown = board.json(&["show", &id("blocked")]);
+    // Blocked work says why, and is promoted by hand once the password is in; the
+    // scheduled report waits for its time as in Hermes (promote refuses it), and is
+    // released with unblock, then done.
+    let blocked = id("blocked");
+    let shown = board.json(&["show", &blocked]);
     assert_eq!(shown["block_reason"], "needs the vault password");
-    let report = id("scheduled");
-    let (code, out, _) = kanban(&board, &["promote", &report, "it", "is", "02:00"], &[]);
+    let (code, out, _) = kanban(&board, &["promote", &blocked, "password", "is", "in"], &[]);
     assert_eq!(
         (code, out),
-        (Some(0), format!("Promoted {report} -> ready: it is 02:00\n"))
+        (Some(0), format!("Promoted {blocked} -> ready: password is in\n"))
     );
+    let report = id("scheduled");
+    assert_eq!(get(&board, &report).status, Status::Scheduled);
+    let (code, _, err) = kanban(&board, &["promote", &report], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    board.ok(&["unblock", &report, "--reason", "it is 02:00"]);
     kanban(&board, &["dispatch"], &[]);
     wait_done(&board, &report);
 

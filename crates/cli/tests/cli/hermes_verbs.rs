@@ -356,3 +356,36 @@ fn diagnostics_names_what_is_wrong_with_its_fix() {
         "No active diagnostics on this board.\n"
     );
 }
+
+#[test]
+fn schedule_parks_tasks_waiting_on_time_until_unblocked() {
+    let board = Board::init();
+    let report = board.create(&["nightly report"]);
+    let digest = board.create(&["weekly digest"]);
+    let (code, out, _) = run(
+        &board,
+        &["schedule", &report, "waits", "for", "02:00", "--ids", &digest],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        out,
+        format!("Scheduled {report}: waits for 02:00\nScheduled {digest}: waits for 02:00\n")
+    );
+    let listed = board.json(&["list", "--status", "scheduled"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+    let plan = board.json(&["dispatch", "--dry-run"]);
+    assert_eq!(
+        plan["spawned"],
+        serde_json::json!([]),
+        "nothing scheduled is spawned"
+    );
+    let (code, _, err) = run(&board, &["schedule", &report]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with(&format!("cannot schedule {report}: task {report} is scheduled")),
+        "{err}"
+    );
+    board.ok(&["unblock", &report]);
+    assert_eq!(get(&board, &report).status, Status::Ready);
+    assert_eq!(get(&board, &digest).status, Status::Scheduled);
+}

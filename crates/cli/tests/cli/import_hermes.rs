@@ -145,7 +145,7 @@ fn a_hermes_board_comes_over_whole_and_once_and_is_never_written() {
     for (hermes, ours) in [
         ("triage", Status::Triage),
         ("todo", Status::Todo),
-        ("scheduled", Status::Blocked),
+        ("scheduled", Status::Scheduled),
         ("ready", Status::Ready),
         ("running", Status::Ready),
         ("blocked", Status::Blocked),
