@@ -1,7 +1,7 @@
-//! The verbs a person moves cards with past the board's own rules: `schedule` (parked
-//! waiting on time), `promote` (todo or
-//! blocked to ready, past open parents with `--force`) and `reopen` (done or archived
-//! back into work). Each records who and why in its event.
+//! The verbs a person moves cards with past the board's own rules: `schedule` (parked,
+//! waiting on time), `promote` (todo or blocked to ready, past open parents with
+//! `--force`) and `reopen` (done or archived back into work). Each records who and why
+//! in its event. A refusal is Hermes' line (`cannot promote ID: why`) after `kanban: `.
 
 use board_core::transition::{decide, Fresh};
 use board_core::{ByHand, Refusal, Request, Status, StoreError, TaskId};
@@ -46,7 +46,7 @@ pub fn promote(ctx: &Ctx, a: PromoteArgs) -> Result<(), Failure> {
                 "error": error,
             }));
         } else if let Some(error) = error {
-            eprintln!("cannot promote {id}: {}", plain(&error, false));
+            eprintln!("kanban: cannot promote {id}: {}", plain(&error, false));
         } else {
             let label = if a.dry_run { "Would promote" } else { "Promoted" };
             let tag = if a.dry_run { " (dry)" } else { "" };
@@ -134,7 +134,7 @@ pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
             }
             Err(e) => {
                 refused = true;
-                eprintln!("cannot schedule {id}: {}", plain(&e.to_string(), false));
+                eprintln!("kanban: cannot schedule {id}: {}", plain(&e.to_string(), false));
             }
         }
     }

@@ -31,7 +31,9 @@ fn promote_moves_todo_and_blocked_tasks_to_ready_as_hermes_does() {
     assert_eq!(out, "");
     assert_eq!(
         err,
-        format!("cannot promote {child}: 1 parent(s) not done or archived (use --force to override)\n")
+        format!(
+            "kanban: cannot promote {child}: 1 parent(s) not done or archived (use --force to override)\n"
+        )
     );
     assert_eq!(board.snapshot(), before);
 
@@ -382,7 +384,9 @@ fn schedule_parks_tasks_waiting_on_time_until_unblocked() {
     let (code, _, err) = run(&board, &["schedule", &report]);
     assert_eq!(code, Some(1));
     assert!(
-        err.starts_with(&format!("cannot schedule {report}: task {report} is scheduled")),
+        err.starts_with(&format!(
+            "kanban: cannot schedule {report}: task {report} is scheduled"
+        )),
         "{err}"
     );
     board.ok(&["unblock", &report]);

@@ -208,7 +208,7 @@ fn stats_counts_tasks_assignees_and_llm_calls() {
     assert_eq!(stats["tasks"]["total"], 4);
     assert_eq!(
         stats["tasks"]["by_status"],
-        json!({"triage": 1, "todo": 0, "ready": 1, "running": 1, "verifying": 0, "review": 0, "blocked": 0, "done": 1, "archived": 0})
+        json!({"triage": 1, "todo": 0, "ready": 1, "running": 1, "verifying": 0, "review": 0, "blocked": 0, "scheduled": 0, "done": 1, "archived": 0})
     );
     let assignees: Vec<(Value, Value)> = stats["tasks"]["by_assignee"]
         .as_array()
