@@ -44,8 +44,9 @@ pub use decomposition_lease::{
 };
 pub use fanout_cap::fanout_cap_is_one_rule;
 pub use graph::{
-    a_done_tasks_result_is_filled_in, a_scheduled_task_waits_until_unblocked, dependencies_hold_and_release,
-    edit_assign_and_archive, idempotent_create, links_refuse_cycles, promote_and_reopen_by_hand,
+    a_done_tasks_result_is_filled_in, a_scheduled_task_waits_until_unblocked,
+    a_task_created_blocked_waits_for_a_person, dependencies_hold_and_release, edit_assign_and_archive,
+    idempotent_create, links_refuse_cycles, promote_and_reopen_by_hand,
 };
 pub use import::import_keeps_ids_and_history;
 pub use lanes::{
@@ -170,6 +171,7 @@ macro_rules! store_conformance_tests {
             promote_and_reopen_by_hand,
             a_done_tasks_result_is_filled_in,
             a_scheduled_task_waits_until_unblocked,
+            a_task_created_blocked_waits_for_a_person,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,
             fanout_cap_is_one_rule,

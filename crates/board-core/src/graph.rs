@@ -29,6 +29,9 @@ pub struct NewTask {
     pub reviewer: Option<String>,
     /// The task's own verifiers (argv lists), overriding its profile's.
     pub verify: Option<Vec<Vec<String>>>,
+    /// Start in `blocked`, for a person (Hermes' `--initial-status blocked`); `unblock`
+    /// releases it. Not with `triage`.
+    pub blocked: bool,
 }
 
 impl NewTask {
@@ -162,6 +165,8 @@ pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -
     let any_open = parents.iter().any(|p| !p.status.releases_children());
     let status = if request.triage {
         Status::Triage
+    } else if request.blocked {
+        Status::Blocked
     } else if any_open {
         Status::Todo
     } else {

@@ -333,6 +333,26 @@ pub fn a_scheduled_task_waits_until_unblocked(board: &dyn Backend) {
     assert_board_ok(&*s);
 }
 
+/// A task created `blocked` (Hermes' `--initial-status blocked`) waits for a person:
+/// nothing claims it, and `unblock` releases it to ready, or to todo with an open parent.
+pub fn a_task_created_blocked_waits_for_a_person(board: &dyn Backend) {
+    let s = board.connect();
+    let blocked = |parents: Vec<TaskId>| NewTask {
+        blocked: true,
+        parents,
+        ..NewTask::titled("needs a person first")
+    };
+    let alone = s.create(&blocked(Vec::new()), T0).unwrap();
+    assert_eq!(alone.status, Status::Blocked);
+    assert!(s.claim(&alone.id, 900, T0).is_err());
+    assert_eq!(s.unblock(&alone.id, None, T0).unwrap().status, Status::Ready);
+    let parent = ready_task(&*s, "parent");
+    let child = s.create(&blocked(vec![parent.id.clone()]), T0).unwrap();
+    assert_eq!(child.status, Status::Blocked);
+    assert_eq!(s.unblock(&child.id, None, T0).unwrap().status, Status::Todo);
+    assert_board_ok(&*s);
+}
+
 /// A new task waiting for `parent`.
 fn child_of(s: &dyn crate::Store, parent: &TaskId) -> crate::Task {
     let request = NewTask {

@@ -75,6 +75,20 @@ pub struct CreateArgs {
     /// Run no verifiers on this task's work, whatever its profile names
     #[arg(long, conflicts_with = "verify")]
     pub no_verify: bool,
+    /// Hermes' start: `running` (the default: ready, or todo while a parent is open) or
+    /// `blocked` (waits for a person's unblock)
+    #[arg(long, value_name = "STATUS", value_parser = ["running", "blocked"], conflicts_with = "triage")]
+    pub initial_status: Option<String>,
+    /// Hermes' workspace: only `scratch` here (every worker runs in the home's
+    /// workspaces/ID); `worktree` and `dir:PATH` are refused
+    #[arg(long, value_name = "KIND")]
+    pub workspace: Option<String>,
+    /// Hermes' worktree branch: refused here (there are no worktree workspaces)
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub branch: Option<String>,
+    /// Hermes' goal loop: refused here (a loop is the worker command's own)
+    #[arg(long, hide = true)]
+    pub goal: bool,
 }
 
 /// A verifier as a JSON argv list: `["cargo", "test", "--quiet"]`.

@@ -199,6 +199,10 @@ fn create_task(ctx: &Ctx, a: mcp::CreateTask) -> Result<Value, Failure> {
         // Verifiers are commands the gateway runs: set by people on the command line only.
         verify: Vec::new(),
         no_verify: false,
+        initial_status: None,
+        workspace: None,
+        branch: None,
+        goal: false,
     };
     Ok(tasks::creation_json(&tasks::create_task(ctx, args)?))
 }

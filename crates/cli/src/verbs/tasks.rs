@@ -40,6 +40,7 @@ pub fn creation_json(creation: &Creation) -> Value {
 
 /// Creates the task `kanban create` would, or finds the one its idempotency key names.
 pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Creation, Failure> {
+    hermes_only(&a)?;
     let body = match (a.body, a.body_file) {
         (Some(body), _) => body,
         (None, Some(path)) => read_body(&path, ctx.config.kanban.max_text_bytes)?,
@@ -63,6 +64,7 @@ pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Creation, Failure> {
         } else {
             (!a.verify.is_empty()).then_some(a.verify)
         },
+        blocked: a.initial_status.as_deref() == Some("blocked"),
     };
     // `--assignee none` means nobody, even where a default assignee is set.
     let request = match assignee {
@@ -70,6 +72,29 @@ pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Creation, Failure> {
         None => request.or_assignee(&ctx.config.kanban.default_assignee),
     };
     Ok(ctx.store.create_or_find(&request, ctx.now)?)
+}
+
+/// Refuses the Hermes flags of `create` whose meaning this board does not have, saying
+/// what it does instead (before anything is read or written).
+fn hermes_only(a: &CreateArgs) -> Result<(), Failure> {
+    let refused = |why: &str| Err(Failure::Usage(why.to_owned()));
+    match a.workspace.as_deref() {
+        None | Some("scratch") => {}
+        Some(_) => return refused(
+            "--workspace: only scratch here (every worker runs in the home's workspaces/ID); a worktree or dir: workspace is the worker command's to make",
+        ),
+    }
+    if a.branch.is_some() {
+        return refused(
+            "--branch: there are no worktree workspaces here; the worker command makes its own branch",
+        );
+    }
+    if a.goal {
+        return refused(
+            "--goal: a goal loop is the worker command's own here; give the profile a command that loops",
+        );
+    }
+    Ok(())
 }
 
 /// Reads a body from a file, or from stdin for `-`; it must be UTF-8 text. No more than

@@ -393,3 +393,51 @@ fn schedule_parks_tasks_waiting_on_time_until_unblocked() {
     assert_eq!(get(&board, &report).status, Status::Ready);
     assert_eq!(get(&board, &digest).status, Status::Scheduled);
 }
+
+#[test]
+fn create_takes_hermes_initial_status_and_refuses_what_has_no_meaning_here() {
+    let board = Board::init();
+    let gated = board.create(&["rotate the key", "--initial-status", "blocked"]);
+    assert_eq!(get(&board, &gated).status, Status::Blocked);
+    let plain = board.create(&[
+        "as usual",
+        "--initial-status",
+        "running",
+        "--workspace",
+        "scratch",
+    ]);
+    assert_eq!(get(&board, &plain).status, Status::Ready);
+    board.ok(&["unblock", &gated]);
+    assert_eq!(get(&board, &gated).status, Status::Ready);
+    let before = board.snapshot();
+    for (args, said) in [
+        (
+            &["x", "--workspace", "dir:/srv/repo"][..],
+            "--workspace: only scratch here",
+        ),
+        (
+            &["x", "--workspace", "worktree"],
+            "--workspace: only scratch here",
+        ),
+        (
+            &["x", "--branch", "wt/t6"],
+            "--branch: there are no worktree workspaces here",
+        ),
+        (
+            &["x", "--goal"],
+            "--goal: a goal loop is the worker command's own here",
+        ),
+        (&["x", "--initial-status", "done"], "invalid value 'done'"),
+        (
+            &["x", "--initial-status", "blocked", "--triage"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        let (code, _, err) = run(&board, &all);
+        assert_eq!(code, Some(2), "{args:?}");
+        assert!(err.contains(said) && err.lines().count() == 1, "{args:?}: {err}");
+    }
+    assert_eq!(board.snapshot(), before, "a refused create writes nothing");
+}
