@@ -544,6 +544,7 @@ mod tests {
     use super::*;
     use crate::graph::blank_task;
     use crate::types::{Lease, Status, TaskId};
+    use serde_json::json;
 
     const T: Timestamp = 1_750_000_000;
 
@@ -611,5 +612,60 @@ mod tests {
         assert_eq!(retry_delay(30, 20, 0.0), 3600);
         assert_eq!(retry_delay(30, 1, 0.1), 33);
         assert_eq!(retry_delay(30, 1, 5.0), 33, "jitter is clamped to 10%");
+    }
+
+    fn facts_of(status: Status) -> TaskFacts {
+        TaskFacts {
+            task: blank_task(TaskId::from_random([0, 0, 0, 2]), "t".into(), status, T - 100),
+            newest_run: None,
+            run_count: 0,
+            open_parents: 0,
+            decomposed: false,
+        }
+    }
+
+    #[test]
+    fn an_unrunnable_task_is_noted_only_while_ready_and_left_as_it_is() {
+        let skip = Request::SkipNonspawnable {
+            profile: "writer".into(),
+        };
+        let change = decide(&facts_of(Status::Ready), &skip, &Fresh::default(), T).unwrap();
+        assert_eq!(change.task.status, Status::Ready);
+        let [event] = change.events.as_slice() else {
+            panic!("{:?}", change.events)
+        };
+        assert_eq!(
+            (event.kind, &event.payload["profile"]),
+            (EventKind::SkippedNonspawnable, &json!("writer"))
+        );
+        let running = decide(&facts_of(Status::Running), &skip, &Fresh::default(), T);
+        assert!(matches!(running, Err(Refusal::WrongStatus { .. })), "{running:?}");
+    }
+
+    #[test]
+    fn clearing_decomposition_failures_needs_one_of_its_four_marks() {
+        let clear = Request::ClearDecomposeFailures;
+        let nothing = decide(&facts_of(Status::Triage), &clear, &Fresh::default(), T);
+        assert!(matches!(nothing, Err(Refusal::Unchanged(_))), "{nothing:?}");
+        let marks: [fn(&mut Task); 4] = [
+            |t| t.decompose_failures = 1,
+            |t| t.decompose_parked = true,
+            |t| t.decompose_next_attempt_at = Some(T),
+            |t| t.decompose_last_error = Some("no reply".into()),
+        ];
+        for mark in marks {
+            let mut facts = facts_of(Status::Triage);
+            mark(&mut facts.task);
+            let t = decide(&facts, &clear, &Fresh::default(), T).unwrap().task;
+            assert_eq!(
+                (
+                    t.decompose_failures,
+                    t.decompose_parked,
+                    t.decompose_next_attempt_at,
+                    t.decompose_last_error
+                ),
+                (0, false, None, None)
+            );
+        }
     }
 }
