@@ -79,6 +79,10 @@ fn promote_one(
     force: bool,
     dry_run: bool,
 ) -> Result<(), StoreError> {
+    if !dry_run && !force {
+        // The store decides, in its own transaction; nothing to check first.
+        return ctx.store.transition(id, request, ctx.now).map(|_| ());
+    }
     let mut facts = ctx.store.facts(id)?;
     let open = facts.open_parents;
     if force {

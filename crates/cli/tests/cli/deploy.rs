@@ -4,7 +4,6 @@
 //! broken file.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 
 use board_core::{LlmLedger, Status, TaskId};
@@ -12,18 +11,8 @@ use serde_json::Value;
 
 use fake_llm::Reply;
 
+use crate::common::venv_python;
 use crate::gateway_board::{worker_profile, GatewayBoard, Setup};
-
-/// The workspace's virtualenv interpreter (`cargo xtask venv`).
-fn venv_python() -> PathBuf {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `cargo xtask venv` first",
-        python.display()
-    );
-    python
-}
 
 /// Fetches `url` with Python's urllib: `(status, body)`.
 const FETCH: &str = r#"

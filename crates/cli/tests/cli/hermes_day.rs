@@ -10,19 +10,9 @@ use std::time::{Duration, Instant};
 use board_core::Status;
 use serde_json::Value;
 
-use crate::common::{get, Board};
+use crate::common::{get, venv_python, Board};
 
 const KANBAN: &str = env!("CARGO_BIN_EXE_kanban");
-
-fn venv_python() -> PathBuf {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `cargo xtask venv` first",
-        python.display()
-    );
-    python
-}
 
 /// Runs one of the scripts that drive hermes-agent, and returns its stdout.
 fn hermes(script: &str, args: &[&Path]) -> String {
@@ -37,17 +27,6 @@ fn hermes(script: &str, args: &[&Path]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")
-}
-
-/// `kanban ARGS` with `env`: exit code, stdout, stderr.
-fn kanban(board: &Board, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let out = board
-        .kanban(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run");
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8");
-    (out.status.code(), text(out.stdout), text(out.stderr))
 }
 
 fn wait_done(board: &Board, id: &str) {
@@ -81,7 +60,7 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
         board.home().join("config.yaml"),
     )
     .unwrap();
-    let (code, _, err) = kanban(&board, &["config", "check"], &[]);
+    let (code, _, err) = board.outcome(&["config", "check"], &[]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         err.matches("Hermes settings not used by kanban (ignored)")
@@ -95,7 +74,7 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
     );
 
     // The board comes over; the profiles it cannot run yet are named, each with its fix.
-    let (code, out, err) = kanban(&board, &["import-hermes", hermes_db.to_str().unwrap()], &[]);
+    let (code, out, err) = board.outcome(&["import-hermes", hermes_db.to_str().unwrap()], &[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("Imported from"), "{out}");
     for profile in ["coder", "writer", "ops"] {
@@ -112,7 +91,7 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
         .find(|a| a["name"] == "writer")
         .unwrap();
     assert_eq!(writer["runnable"], false);
-    let (_, out, _) = kanban(&board, &["diagnostics"], &[]);
+    let (_, out, _) = board.outcome(&["diagnostics"], &[]);
     assert!(
         out.contains("stranded_in_ready: profile writer has no command here"),
         "{out}"
@@ -121,29 +100,22 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
     // The writer gets a command; one pass of the dispatcher does the ready work.
     let worker =
         format!("[\"sh\", \"-c\", \"{KANBAN} complete --summary 'changelog updated' --result written\"]");
-    kanban(
-        &board,
-        &["config", "set", "profiles.writer.command", &worker],
-        &[],
-    );
+    board.outcome(&["config", "set", "profiles.writer.command", &worker], &[]);
     let changelog = id("ready");
-    let (code, _, err) = kanban(&board, &["dispatch"], &[]);
+    let (code, _, err) = board.outcome(&["dispatch"], &[]);
     assert_eq!(code, Some(0), "{err}");
     wait_done(&board, &changelog);
     assert_eq!(
         board.json(&["show", &changelog])["latest_summary"],
         "changelog updated"
     );
-    let (code, _, _) = kanban(&board, &["log", &changelog], &[]);
+    let (code, _, _) = board.outcome(&["log", &changelog], &[]);
     assert_eq!(code, Some(0), "the worker's log is there");
 
     // The writer's own view, as Hermes names the caller.
-    let mine = kanban(
-        &board,
-        &["--json", "list", "--mine"],
-        &[("HERMES_PROFILE", "writer")],
-    )
-    .1;
+    let mine = board
+        .outcome(&["--json", "list", "--mine"], &[("HERMES_PROFILE", "writer")])
+        .1;
     let mine: Value = serde_json::from_str(&mine).unwrap();
     assert!(
         mine.as_array().unwrap().iter().all(|t| t["assignee"] == "writer"),
@@ -163,17 +135,17 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
     let blocked = id("blocked");
     let shown = board.json(&["show", &blocked]);
     assert_eq!(shown["block_reason"], "needs the vault password");
-    let (code, out, _) = kanban(&board, &["promote", &blocked, "password", "is", "in"], &[]);
+    let (code, out, _) = board.outcome(&["promote", &blocked, "password", "is", "in"], &[]);
     assert_eq!(
         (code, out),
         (Some(0), format!("Promoted {blocked} -> ready: password is in\n"))
     );
     let report = id("scheduled");
     assert_eq!(get(&board, &report).status, Status::Scheduled);
-    let (code, _, err) = kanban(&board, &["promote", &report], &[]);
+    let (code, _, err) = board.outcome(&["promote", &report], &[]);
     assert_eq!(code, Some(1), "{err}");
     board.ok(&["unblock", &report, "--reason", "it is 02:00"]);
-    kanban(&board, &["dispatch"], &[]);
+    board.outcome(&["dispatch"], &[]);
     wait_done(&board, &report);
 
     // Afternoon: the changelog needs another pass, then its result is corrected by hand.
@@ -181,7 +153,7 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
         board.ok(&["reopen", &changelog, "--reason", "missed a release"]),
         format!("reopened {changelog}  ○ ready\n")
     );
-    kanban(&board, &["dispatch"], &[]);
+    board.outcome(&["dispatch"], &[]);
     wait_done(&board, &changelog);
     board.ok(&["edit", &changelog, "--result", "written, with 1.4.2"]);
     assert_eq!(
@@ -190,7 +162,7 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
     );
 
     // Evening: what is left is what nobody here can run, and the diagnostics say so.
-    let (_, out, _) = kanban(&board, &["diagnostics", "--severity", "error"], &[]);
+    let (_, out, _) = board.outcome(&["diagnostics", "--severity", "error"], &[]);
     assert!(!out.contains("profile writer"), "{out}");
     assert!(out.contains("profile coder has no command here"), "{out}");
     let snapshot = board.snapshot();

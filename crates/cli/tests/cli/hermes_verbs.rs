@@ -11,9 +11,13 @@ use common::{get, Board};
 
 /// `kanban ARGS`: its exit code, stdout and stderr.
 fn run(board: &Board, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = board.kanban(args).output().expect("run");
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8");
-    (out.status.code(), text(out.stdout), text(out.stderr))
+    board.outcome(args, &[])
+}
+
+/// A config whose profile `broken` has a command that cannot start, with `extra` first.
+fn broken_profile(board: &Board, extra: &str) {
+    let text = format!("{extra}profiles:\n  broken:\n    command: [\"/nonexistent/worker\"]\n");
+    std::fs::write(board.home().join("config.yaml"), text).unwrap();
 }
 
 #[test]
@@ -247,12 +251,7 @@ fn list_sorts_in_hermes_orders() {
 #[test]
 fn dispatch_failure_limit_gives_up_at_that_many_failures() {
     let board = Board::init();
-    let config = board.home().join("config.yaml");
-    std::fs::write(
-        &config,
-        "profiles:\n  broken:\n    command: [\"/nonexistent/worker\"]\n",
-    )
-    .unwrap();
+    broken_profile(&board, "");
     let id = board.create(&["never starts", "--assignee", "broken"]);
     let (code, _, err) = run(&board, &["dispatch", "--failure-limit", "1"]);
     assert_eq!(code, Some(0), "{err}");
@@ -300,12 +299,8 @@ fn man_prints_the_manual_and_writes_a_page_per_verb() {
 #[test]
 fn diagnostics_names_what_is_wrong_with_its_fix() {
     let board = Board::init();
+    broken_profile(&board, "agent: {}\nkanban:\n  failure_limit: 1\n");
     let config = board.home().join("config.yaml");
-    std::fs::write(
-        &config,
-        "agent: {}\nkanban:\n  failure_limit: 1\nprofiles:\n  broken:\n    command: [\"/nonexistent/worker\"]\n",
-    )
-    .unwrap();
     let first = run(&board, &["diagnostics"]).1;
     assert!(
         first.starts_with("1 active diagnostic(s) across 0 task(s) and the board:"),

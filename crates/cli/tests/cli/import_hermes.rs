@@ -10,17 +10,7 @@ use std::time::SystemTime;
 use board_core::{check_invariants, Status};
 use serde_json::Value;
 
-use crate::common::Board;
-
-fn venv_python() -> PathBuf {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `cargo xtask venv` first",
-        python.display()
-    );
-    python
-}
+use crate::common::{venv_python, Board};
 
 /// Makes a Hermes board at `db` with `extra` more plain tasks; returns the script's
 /// report: each Hermes status's task id, and every table's row count.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use board_core::{BoardReads, LaneDesk, Status, TaskId};
 use serde_json::Value;
 
-use crate::common::{self, Board};
+use crate::common::{self, venv_python, Board};
 use crate::gateway_board::{check_board, worker_profile, GatewayBoard, Setup};
 
 /// One HTTP exchange: its status and body.
@@ -40,11 +40,6 @@ fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -
 fn token_of(created: &str) -> String {
     let lane: Value = serde_json::from_str(created).expect("lane create --json");
     lane["token"].as_str().expect("a token").to_owned()
-}
-
-/// The workspace's virtualenv interpreter (`cargo xtask venv`).
-fn python() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/python")
 }
 
 fn example() -> PathBuf {
@@ -272,14 +267,14 @@ fn lanes_on_the_cli_http_and_mcp_share_200_tasks_with_the_gateways_workers() {
     let (mut server, addr) = common::serving(serve);
     // The Python lanes wait long and are stopped once the board is done; each must
     // still be running then (a failed check ends it early).
-    let mut worker = Command::new(python())
+    let mut worker = Command::new(venv_python())
         .arg(example())
         .args(["--url", &format!("http://{addr}"), "--wait", "30"])
         .env("KANBAN_LANE_TOKEN", &http_token)
         .stdout(Stdio::null())
         .spawn()
         .expect("the example worker");
-    let mut agent = Command::new(python())
+    let mut agent = Command::new(venv_python())
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cli/mcp/lane.py"))
         .args([&format!("http://{addr}/api/lanes/mcp"), &mcp_token, "30"])
         .stdout(Stdio::null())

@@ -10,24 +10,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use board_core::{BoardReads, Outcome, Status};
-use common::{get, store, task_id, Board, KANBAN};
+use common::{get, store, task_id, venv_python, Board, KANBAN};
 use fake_llm::{FakeLlm, Reply, Settings};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
-
-/// The test virtualenv's interpreter; a suite that needs it fails (never skips) without it.
-fn python() -> PathBuf {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `cargo xtask venv` to make the test virtualenv (the MCP suites drive kanban with the official Python SDK)",
-        python.display()
-    );
-    python
-}
 
 fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -37,7 +26,7 @@ fn script(name: &str) -> PathBuf {
 
 /// Runs a client script to its end; its stderr says what failed.
 fn run_python(args: &[&std::ffi::OsStr]) {
-    let out = Command::new(python())
+    let out = Command::new(venv_python())
         .args(args)
         .env_remove("KANBAN_HOME")
         .env_remove("KANBAN_TASK")
@@ -378,7 +367,7 @@ fn malformed_json_rpc_gets_a_protocol_error_and_the_server_goes_on() {
 fn a_gateway_worker_completes_its_task_through_kanban_mcp() {
     let board = Board::init();
     let worker = serde_json::to_string(&[
-        python().display().to_string(),
+        venv_python().display().to_string(),
         script("worker.py").display().to_string(),
         KANBAN.to_owned(),
     ])

@@ -88,6 +88,17 @@ impl Board {
         task["id"].as_str().expect("id").to_owned()
     }
 
+    /// Runs `kanban ARGS` with `env` added, whatever its exit: the code, stdout and stderr.
+    pub fn outcome(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+        let out = self
+            .kanban(args)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run kanban");
+        let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8");
+        (out.status.code(), text(out.stdout), text(out.stderr))
+    }
+
     pub fn snapshot(&self) -> BoardSnapshot {
         snapshot_of(&self.db())
     }
@@ -235,4 +246,16 @@ pub fn serving(mut cmd: std::process::Command) -> (std::process::Child, String) 
         .unwrap_or_else(|| panic!("kanban serve printed {line:?}"))
         .to_owned();
     (child, addr)
+}
+
+/// The test virtualenv's interpreter (`cargo xtask venv` makes it, with the pinned
+/// hermes-agent and the MCP SDK): a suite that needs it fails, never skips, without it.
+pub fn venv_python() -> PathBuf {
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `cargo xtask venv` to make the test virtualenv",
+        python.display()
+    );
+    python
 }
