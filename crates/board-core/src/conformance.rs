@@ -14,6 +14,7 @@ mod decomposition;
 mod decomposition_lease;
 mod fanout_cap;
 mod graph;
+mod hermes_fields;
 mod import;
 mod lanes;
 mod limits;
@@ -47,6 +48,10 @@ pub use graph::{
     a_done_tasks_result_is_filled_in, a_scheduled_task_waits_until_unblocked,
     a_task_created_blocked_waits_for_a_person, dependencies_hold_and_release, edit_assign_and_archive,
     idempotent_create, links_refuse_cycles, promote_and_reopen_by_hand,
+};
+pub use hermes_fields::{
+    a_claim_gives_an_unassigned_task_to_its_profile, a_tasks_own_retry_limit_wins,
+    bad_hermes_fields_are_refused_and_children_inherit_the_tenant, tenants_select_tasks_and_events,
 };
 pub use import::import_keeps_ids_and_history;
 pub use lanes::{
@@ -172,6 +177,10 @@ macro_rules! store_conformance_tests {
             a_done_tasks_result_is_filled_in,
             a_scheduled_task_waits_until_unblocked,
             a_task_created_blocked_waits_for_a_person,
+            tenants_select_tasks_and_events,
+            a_tasks_own_retry_limit_wins,
+            bad_hermes_fields_are_refused_and_children_inherit_the_tenant,
+            a_claim_gives_an_unassigned_task_to_its_profile,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,
             fanout_cap_is_one_rule,

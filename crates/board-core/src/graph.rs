@@ -32,6 +32,12 @@ pub struct NewTask {
     /// Start in `blocked`, for a person (Hermes' `--initial-status blocked`); `unblock`
     /// releases it. Not with `triage`.
     pub blocked: bool,
+    /// The task's tenant ([`Task::tenant`]).
+    pub tenant: Option<String>,
+    /// Skills for its worker ([`Task::skills`]); blanks and repeats are dropped.
+    pub skills: Vec<String>,
+    /// Its own failure limit ([`Task::max_retries`]), at least 1.
+    pub max_retries: Option<i64>,
 }
 
 impl NewTask {
@@ -44,11 +50,12 @@ impl NewTask {
 
     /// Refuses a field over the board's limits ([`crate::limits`]).
     pub fn check_sizes(&self) -> Result<(), Refusal> {
-        use crate::limits::{some_short, steps, text};
+        use crate::limits::{name, some_short, steps, text};
         text("the body", &self.body)?;
         some_short("the assignee", &self.assignee)?;
         some_short("the creator", &self.created_by)?;
         some_short("the reviewer", &self.reviewer)?;
+        self.tenant.as_deref().map_or(Ok(()), |t| name("the tenant", t))?;
         self.verify
             .as_deref()
             .map_or(Ok(()), |v| steps("the verifiers", v))?;
@@ -105,6 +112,9 @@ pub fn blank_task(id: TaskId, title: String, status: Status, now: Timestamp) -> 
         verify_failures: 0,
         review_rounds: 0,
         verify: None,
+        tenant: None,
+        skills: Vec::new(),
+        max_retries: None,
     }
 }
 
@@ -156,6 +166,12 @@ pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -
             )));
         }
     }
+    if let Some(n) = request.max_retries.filter(|&n| n < 1) {
+        return Err(Refusal::Invalid(format!(
+            "max retries must be at least 1 (1 gives up on the first failure), got {n}"
+        )));
+    }
+    let skills = crate::limits::skills(&request.skills)?;
     let mut parent_ids: Vec<TaskId> = Vec::new();
     for parent in parents {
         if !parent_ids.contains(&parent.id) {
@@ -181,6 +197,9 @@ pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -
     task.idempotency_key = request.idempotency_key.clone();
     task.reviewer = request.reviewer.clone();
     task.verify = request.verify.clone();
+    task.tenant = request.tenant.clone();
+    task.skills = skills;
+    task.max_retries = request.max_retries;
     let mut events = vec![NewEvent::new(
         EventKind::Created,
         None,

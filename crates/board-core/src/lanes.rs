@@ -133,6 +133,7 @@ pub fn claim_request(lane: &Lane, ttl: i64, checks: Checks) -> Request {
         kind: RunKind::Work,
         checks,
         lane: Some(lane.name.clone()),
+        assign: None,
     }
 }
 

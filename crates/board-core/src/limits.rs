@@ -86,6 +86,53 @@ pub fn steps(what: &str, steps: &[Vec<String>]) -> Result<(), Refusal> {
     within(what, bytes, TEXT_MAX_BYTES)
 }
 
+/// Refuses a name (a tenant) that is blank, over [`SHORT_MAX_BYTES`] or holds a control
+/// character: names are shown in tables and handed to workers in their environment.
+pub fn name(what: &str, value: &str) -> Result<(), Refusal> {
+    if value.trim().is_empty() || value.chars().any(char::is_control) {
+        return Err(Refusal::Invalid(format!(
+            "{what} is a name: not blank, no control characters"
+        )));
+    }
+    short(what, value)
+}
+
+/// The most skills a task names.
+pub const SKILLS_MAX: usize = 16;
+
+/// A task's skills as stored: trimmed, blanks and repeats dropped, in order. Refuses
+/// more than [`SKILLS_MAX`] and a name that is not one plain word of letters, digits,
+/// `-`, `_`, `.`, `:` and `/` (so no comma-joined list, no flag, nothing a worker's
+/// command line or environment could read as more than one name), at most 64 bytes.
+pub fn skills(names: &[String]) -> Result<Vec<String>, Refusal> {
+    let mut kept: Vec<String> = Vec::new();
+    for raw in names {
+        let skill = raw.trim();
+        if skill.is_empty() || kept.iter().any(|k| k == skill) {
+            continue;
+        }
+        let plain = skill.len() <= 64
+            && !skill.starts_with(['-', '.', '/'])
+            && skill
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'));
+        if !plain {
+            return Err(Refusal::Invalid(format!(
+                "a skill is one name of letters, digits, '-', '_', '.', ':' or '/' (at most 64 bytes, not starting with '-', '.' or '/'), got {:?}; repeat --skill for several",
+                skill.chars().take(80).collect::<String>()
+            )));
+        }
+        kept.push(skill.to_owned());
+    }
+    if kept.len() > SKILLS_MAX {
+        return Err(Refusal::Invalid(format!(
+            "a task names at most {SKILLS_MAX} skills, got {}",
+            kept.len()
+        )));
+    }
+    Ok(kept)
+}
+
 fn within(what: &str, bytes: usize, max: usize) -> Result<(), Refusal> {
     if bytes <= max {
         return Ok(());

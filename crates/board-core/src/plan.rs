@@ -376,6 +376,7 @@ fn planned_child(
     task.assignee = Some(planned.assignee.clone());
     task.priority = root.priority;
     task.created_by = Some("decomposer".to_owned());
+    task.tenant = root.tenant.clone();
     let parents: Vec<&TaskId> = planned.parents.iter().map(|&p| &child_ids[p]).collect();
     let mut events = vec![NewEvent::new(
         EventKind::Created,

@@ -236,20 +236,22 @@ impl Field for Checks {
     }
 }
 
-/// A task's verifiers, each an argv list, stored as a JSON array of arrays of strings.
+/// A value stored as its JSON text: a task's verifiers (a JSON array of argv arrays) and
+/// its skills (a JSON array of names).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Steps(pub Vec<Vec<String>>);
+pub struct JsonText<T>(pub T);
 
-impl Field for Steps {
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Field for JsonText<T> {
     const KIND: Kind = Kind::Text;
 
     fn cell(&self) -> Cell<'_> {
-        Cell::Text(Cow::Owned(serde_json::json!(self.0).to_string()))
+        // A list of strings always serializes.
+        Cell::Text(Cow::Owned(serde_json::to_string(&self.0).unwrap_or_default()))
     }
 
     fn read(cell: Cell<'static>) -> Result<Self, String> {
         serde_json::from_str(&String::read(cell)?)
-            .map(Steps)
+            .map(JsonText)
             .map_err(|e| e.to_string())
     }
 }
@@ -380,8 +382,11 @@ stored!(
         reviewer: Option<String>,
         verify_failures: i64,
         review_rounds: i64,
-        verify: Option<Steps>,
+        verify: Option<JsonText<Vec<Vec<String>>>>,
         lane: Option<String>,
+        tenant: Option<String>,
+        skills: Option<JsonText<Vec<String>>>,
+        max_retries: Option<i64>,
     }
 );
 
@@ -424,8 +429,11 @@ impl Stored for Task {
             reviewer: t.reviewer,
             verify_failures: t.verify_failures,
             review_rounds: t.review_rounds,
-            verify: t.verify.map(Steps),
+            verify: t.verify.map(JsonText),
             lane: lease.lane,
+            tenant: t.tenant,
+            skills: (!t.skills.is_empty()).then_some(JsonText(t.skills)),
+            max_retries: t.max_retries,
         };
         row.cells().into_iter().map(Cell::into_owned).collect()
     }
@@ -475,6 +483,9 @@ impl Stored for Task {
             verify_failures: r.verify_failures,
             review_rounds: r.review_rounds,
             verify: r.verify.map(|s| s.0),
+            tenant: r.tenant,
+            skills: r.skills.map(|n| n.0).unwrap_or_default(),
+            max_retries: r.max_retries,
         })
     }
 }
@@ -522,6 +533,9 @@ mod tests {
             verify_failures: 22,
             review_rounds: 23,
             verify: Some(vec![vec!["make".into(), "test".into()]]),
+            tenant: Some("acme".into()),
+            skills: vec!["translation".into(), "review".into()],
+            max_retries: Some(24),
         }
     }
 
@@ -544,6 +558,16 @@ mod tests {
         assert_eq!(at("worker_host"), &Cell::Text("host".into()));
         assert_eq!(at("decompose_parked"), &Cell::Bool(true));
         assert_eq!(at("revision"), &Cell::Int(19));
+        assert_eq!(at("tenant"), &Cell::Text("acme".into()));
+        assert_eq!(at("skills"), &Cell::Text(r#"["translation","review"]"#.into()));
+        assert_eq!(at("max_retries"), &Cell::Int(24));
+        let none = Task {
+            skills: Vec::new(),
+            ..t.clone()
+        };
+        let cells = none.cells();
+        let skills = Task::COLUMNS.iter().position(|(c, _)| *c == "skills").unwrap();
+        assert_eq!(cells[skills], Cell::Null);
     }
 
     #[test]

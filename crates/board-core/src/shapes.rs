@@ -25,7 +25,7 @@ pub struct TaskJson<'a>(pub &'a Task);
 impl Serialize for TaskJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        let mut o = s.serialize_struct("Task", 28)?;
+        let mut o = s.serialize_struct("Task", 31)?;
         o.serialize_field("id", &t.id)?;
         o.serialize_field("title", &t.title)?;
         o.serialize_field("body", &t.body)?;
@@ -54,6 +54,9 @@ impl Serialize for TaskJson<'_> {
         o.serialize_field("verify_failures", &t.verify_failures)?;
         o.serialize_field("review_rounds", &t.review_rounds)?;
         o.serialize_field("verify", &t.verify)?;
+        o.serialize_field("tenant", &t.tenant)?;
+        o.serialize_field("skills", &t.skills)?;
+        o.serialize_field("max_retries", &t.max_retries)?;
         o.end()
     }
 }
@@ -159,6 +162,7 @@ pub fn list_filter(status: Option<Status>, assignee: Option<String>, archived: b
         include_archived: archived || status == Some(Status::Archived),
         assignee: assignee.filter(|_| !unassigned),
         unassigned,
+        tenant: None,
         order: Default::default(),
         limit: None,
         after: None,

@@ -136,12 +136,16 @@ pub enum Request {
     /// `verifying`, `review`), under the fresh run id and claim lock; a gateway names its
     /// host, recorded on the run from the claim on; a lane (docs/lanes.md) names
     /// itself, and holds the run. `checks` are what a work run's completion must pass.
+    /// `assign` names the profile that takes an unassigned task's work (the gateway's
+    /// `kanban.default_assignee`): the claim assigns the task to it, with an `assigned`
+    /// event, so every view shows who runs it, as Hermes' dispatcher does.
     Claim {
         ttl: i64,
         host: Option<String>,
         kind: RunKind,
         checks: Checks,
         lane: Option<String>,
+        assign: Option<String>,
     },
     /// A live worker extends its lease.
     Heartbeat {
@@ -380,7 +384,10 @@ impl Request {
                 some_short("the author", &hand.by)?;
                 some_text("the reason", &hand.reason)
             }
-            Request::Claim { lane, .. } => some_short("the lane", lane),
+            Request::Claim { lane, assign, .. } => {
+                some_short("the lane", lane)?;
+                some_short("the assignee", assign)
+            }
             Request::EndRun(_)
             | Request::Hold { .. }
             | Request::ExtendClaim { .. }
@@ -439,6 +446,7 @@ impl Request {
             kind: RunKind::Work,
             checks: Checks::default(),
             lane: None,
+            assign: None,
         }
     }
 }
@@ -453,13 +461,7 @@ pub fn decide(
     request.check_sizes()?;
     let mut next = Next::new(facts, now);
     match request {
-        Request::Claim {
-            ttl,
-            host,
-            kind,
-            checks,
-            lane,
-        } => next.claim(fresh, *ttl, (host.as_deref(), lane.as_deref()), *kind, checks)?,
+        Request::Claim { .. } => next.claim(fresh, request)?,
         Request::Heartbeat { run_id, ttl, note } => next.heartbeat(*run_id, *ttl, note)?,
         Request::Complete(c) => next.complete(c, fresh.run_id)?,
         Request::Block {

@@ -354,9 +354,28 @@ pub struct Task {
     /// The task's own verifiers, each an argv list, overriding its profile's `verify:`.
     #[serde(default)]
     pub verify: Option<Vec<Vec<String>>>,
+    /// The namespace the task belongs to (Hermes' tenant): `list --tenant` and
+    /// `watch --tenant` select by it, the decomposer's children inherit it, and its
+    /// worker reads it as `KANBAN_TENANT`.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Skills its worker is asked to load (Hermes' `--skill`), in order, each a plain
+    /// name ([`crate::limits::skills`]); the worker reads them as `KANBAN_SKILLS`.
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Failed runs in a row that give the task up, over `kanban.failure_limit` (Hermes'
+    /// `--max-retries`: 1 gives up on the first failure).
+    #[serde(default)]
+    pub max_retries: Option<i64>,
 }
 
 impl Task {
+    /// Failed runs in a row that give this task up: its own `max_retries`, else the
+    /// board's `limit` (`kanban.failure_limit`); never below 1.
+    pub fn failure_limit(&self, limit: i64) -> i64 {
+        self.max_retries.unwrap_or(limit).max(1)
+    }
+
     /// The run that holds the task's lease, while it runs.
     pub fn current_run_id(&self) -> Option<RunId> {
         self.lease.as_ref().map(|l| l.run_id)

@@ -27,8 +27,8 @@ use crate::{
 pub const HOME_VARIABLE: &str = "KANBAN_HOME";
 
 /// What a worker is told in its environment, beside the home: the board file (on
-/// SQLite), its task and run, the run's claim lock, its profile, its workspace, and the
-/// card's title.
+/// SQLite), its task and run, the run's claim lock, its profile, its workspace, the
+/// card's title, and the task's tenant and skills when it has them.
 pub mod worker_variables {
     pub const DATABASE: &str = "KANBAN_DB";
     pub const TASK: &str = "KANBAN_TASK";
@@ -37,6 +37,11 @@ pub mod worker_variables {
     pub const PROFILE: &str = "KANBAN_PROFILE";
     pub const WORKSPACE: &str = "KANBAN_WORKSPACE";
     pub const TITLE: &str = "KANBAN_TITLE";
+    pub const TENANT: &str = "KANBAN_TENANT";
+    /// Hermes' name for the tenant, which a Hermes worker reads.
+    pub const HERMES_TENANT: &str = "HERMES_TENANT";
+    /// The skills, comma-joined (a skill name never holds a comma).
+    pub const SKILLS: &str = "KANBAN_SKILLS";
 }
 
 /// Why a home could not be found or used. Each is one line.

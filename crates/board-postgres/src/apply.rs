@@ -145,20 +145,25 @@ pub(crate) fn insert_task(tx: &mut Tx<'_>, t: &Task) -> StoreResult<()> {
     Ok(())
 }
 
+/// The guarded update of [`update_task`]: the row, then the status, run and claim lock
+/// it was read with.
+pub(crate) const UPDATE_TASK: &str = concat!(
+    "UPDATE tasks SET (",
+    task_columns!(),
+    ") = ROW(",
+    task_placeholders!(),
+    ")
+     WHERE id = $1 AND status = $38 AND current_run_id IS NOT DISTINCT FROM $39
+       AND claim_lock IS NOT DISTINCT FROM $40"
+);
+
 /// Writes the task's new row only if its claim is still the one the decision was
 /// based on.
 pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<()> {
     // Single winner: the row changes only if status, run and claim are as read. The id
-    // is written unchanged, which PostgreSQL does not count as a key update.
-    let sql = concat!(
-        "UPDATE tasks SET (",
-        task_columns!(),
-        ") = ROW(",
-        task_placeholders!(),
-        ")
-         WHERE id = $1 AND status = $35 AND current_run_id IS NOT DISTINCT FROM $36
-           AND claim_lock IS NOT DISTINCT FROM $37"
-    );
+    // is written unchanged, which PostgreSQL does not count as a key update. The guard's
+    // three parameters follow the row's (a test holds their numbers to the column count).
+    let sql = UPDATE_TASK;
     let (run_id, claim_lock) = (
         old.current_run_id(),
         old.lease.as_ref().map(|l| l.claim_lock.as_str()),

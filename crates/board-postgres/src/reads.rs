@@ -46,23 +46,28 @@ pub(crate) fn for_each_task(
         (None, true) => "$2::text IS NULL AND assignee IS NULL",
         (None, false) => "$2::text IS NULL",
     };
+    let clause = |tenant_at: u8| {
+        format!(
+            "{status_clause} AND {assignee_clause} AND {}",
+            tenant_clause(filter, tenant_at)
+        )
+    };
     if filter.order != TaskOrder::Priority {
-        return for_each_sorted(
-            tx,
-            filter,
-            &format!("{status_clause} AND {assignee_clause}"),
-            visit,
-        );
+        return for_each_sorted(tx, filter, &clause(5), visit);
     }
     let status = filter.status.map(|s| s.as_str());
     let limit = sql_limit(filter.limit);
-    let head = format!(
-        "SELECT {} FROM tasks WHERE {status_clause} AND {assignee_clause}",
-        task_columns!()
-    );
+    let tenant = &filter.tenant;
+    let head = |tenant_at: u8| {
+        format!(
+            "SELECT {} FROM tasks WHERE {}",
+            task_columns!(),
+            clause(tenant_at)
+        )
+    };
     let Some(id) = &filter.after else {
-        let sql = format!("{head} ORDER BY priority DESC, created_at, seq LIMIT $3");
-        return tx.each_row(&sql, &[&status, &filter.assignee, &limit], |row| {
+        let sql = format!("{} ORDER BY priority DESC, created_at, seq LIMIT $3", head(4));
+        return tx.each_row(&sql, &[&status, &filter.assignee, &limit, tenant], |row| {
             Ok(visit(rows::task(row)?))
         });
     };
@@ -73,22 +78,43 @@ pub(crate) fn for_each_task(
         match range {
             CursorRange::Rest => tx.each_row(
                 &format!(
-                    "{head} AND priority = $4 AND (created_at, seq) > ($5, $6) ORDER BY created_at, seq LIMIT $3"
+                    "{} AND priority = $4 AND (created_at, seq) > ($5, $6) ORDER BY created_at, seq LIMIT $3",
+                    head(7)
                 ),
-                &[&status, &filter.assignee, &limit, &priority, &created_at, &seq],
+                &[
+                    &status,
+                    &filter.assignee,
+                    &limit,
+                    &priority,
+                    &created_at,
+                    &seq,
+                    tenant,
+                ],
                 each,
             ),
             CursorRange::Lower => tx.each_row(
-                &format!("{head} AND priority < $4 ORDER BY priority DESC, created_at, seq LIMIT $3"),
-                &[&status, &filter.assignee, &limit, &priority],
+                &format!(
+                    "{} AND priority < $4 ORDER BY priority DESC, created_at, seq LIMIT $3",
+                    head(5)
+                ),
+                &[&status, &filter.assignee, &limit, &priority, tenant],
                 each,
             ),
         }
     })
 }
 
+/// The tenant's part of a list's `WHERE`, its parameter at `at` (after the statement's
+/// others): an index range of tasks_by_tenant when given.
+fn tenant_clause(filter: &TaskFilter, at: u8) -> String {
+    match filter.tenant.is_some() {
+        true => format!("tenant = ${at}"),
+        false => format!("${at}::text IS NULL"),
+    }
+}
+
 /// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
-/// task. $1 status, $2 assignee, $3 limit, $4 the cursor's id.
+/// task. $1 status, $2 assignee, $3 limit, $4 the cursor's id, $5 the tenant.
 fn for_each_sorted(
     tx: &mut Tx<'_>,
     filter: &TaskFilter,
@@ -109,14 +135,14 @@ fn for_each_sorted(
     let status = filter.status.map(|s| s.as_str());
     let limit = sql_limit(filter.limit);
     let after = filter.after.as_ref().map(TaskId::as_str);
-    let params: Params<'_> = &[&status, &filter.assignee, &limit, &after];
+    let params: Params<'_> = &[&status, &filter.assignee, &limit, &after, &filter.tenant];
     tx.each_row(&sql, params, |row| Ok(visit(rows::task(row)?)))
 }
 
 /// The `WHERE` of an events read: $1 task, $2 after id, $3 kind, $4 since, and the
-/// assignee at `assignee_at` (after a read's limit). A task filter is its own statement, an index range
-/// of task_events_by_task; an assignee is checked per
-/// event, by the task's primary key.
+/// assignee at `assignee_at` (after a read's limit) and the tenant after it. A task filter
+/// is its own statement, an index range of task_events_by_task; an assignee or a tenant
+/// is checked per event, by the task's primary key.
 fn event_clause(filter: &EventFilter, assignee_at: u8) -> String {
     let rest =
         "id > $2 AND ($3::text[] IS NULL OR kind = ANY($3)) AND ($4::bigint IS NULL OR created_at >= $4)";
@@ -128,7 +154,12 @@ fn event_clause(filter: &EventFilter, assignee_at: u8) -> String {
         true => format!(" AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id AND t.assignee = ${assignee_at})"),
         false => format!(" AND ${assignee_at}::text IS NULL"),
     };
-    format!("{task} AND {rest}{assignee}")
+    let tenant_at = assignee_at + 1;
+    let tenant = match filter.tenant.is_some() {
+        true => format!(" AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id AND t.tenant = ${tenant_at})"),
+        false => format!(" AND ${tenant_at}::text IS NULL"),
+    };
+    format!("{task} AND {rest}{assignee}{tenant}")
 }
 
 /// The kinds of an events read as PostgreSQL binds them: a text array, or NULL for any.
@@ -164,6 +195,7 @@ pub(crate) fn for_each_event(
         &filter.since,
         &limit,
         &filter.assignee,
+        &filter.tenant,
     ];
     tx.each_row(&sql, params, |row| Ok(visit(rows::event(row)?)))
 }
@@ -178,7 +210,14 @@ pub(crate) fn count_events(tx: &mut Tx<'_>, filter: &EventFilter) -> StoreResult
     );
     let task = filter.task_id.as_ref().map(TaskId::as_str);
     let kinds = kinds_param(filter);
-    let params: Params<'_> = &[&task, &filter.after_id, &kinds, &filter.since, &filter.assignee];
+    let params: Params<'_> = &[
+        &task,
+        &filter.after_id,
+        &kinds,
+        &filter.since,
+        &filter.assignee,
+        &filter.tenant,
+    ];
     let found = tx.query_uncached(&sql, params)?;
     let row = found
         .first()

@@ -20,7 +20,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use board_core::{StoreError, StoreResult};
-pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 /// `PRAGMA synchronous` for the board's connections.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

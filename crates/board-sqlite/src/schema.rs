@@ -263,6 +263,15 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_by_lane ON tasks(lane) WHERE lane IS NOT NULL;
     CREATE INDEX task_runs_by_lane ON task_runs(lane, outcome) WHERE lane IS NOT NULL;
     "#,
+    // 12: Hermes' per-task fields: a tenant (its partial index serves `list --tenant` in
+    // claim order), the skills a worker is asked to load (a JSON array) and the task's own
+    // failure limit.
+    r#"
+    ALTER TABLE tasks ADD COLUMN tenant TEXT;
+    ALTER TABLE tasks ADD COLUMN skills TEXT;
+    ALTER TABLE tasks ADD COLUMN max_retries INTEGER;
+    CREATE INDEX tasks_by_tenant ON tasks(tenant, priority DESC, created_at) WHERE tenant IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -410,7 +410,11 @@ impl<W: std::io::Write> TaskTable<W> {
                 cell(t.id.as_str()),
                 paint.status_cell(t.status),
                 cell(t.priority.to_string()),
-                cell(t.assignee.as_deref().unwrap_or("-")),
+                // A tenant follows its assignee in brackets, as Hermes lists it.
+                cell(match &t.tenant {
+                    Some(tenant) => format!("{} [{tenant}]", t.assignee.as_deref().unwrap_or("-")),
+                    None => t.assignee.as_deref().unwrap_or("-").to_owned(),
+                }),
                 cell(local_time(t.created_at)),
                 cell(age(self.now, t.created_at)),
                 cell(t.title),

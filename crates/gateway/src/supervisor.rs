@@ -72,9 +72,11 @@ const PASSED: &[&str] = &[
 
 /// Whether a variable of the gateway's environment reaches a worker: one of [`PASSED`]
 /// (or a `LC_*` locale setting), or named by the profile's `env_allow`; never the
-/// configured key's variable, nor one of ours (a worker's own are set afresh).
+/// configured key's variable, nor one of ours (a worker's own are set afresh, and
+/// `HERMES_TENANT` is its task's, never the gateway's).
 fn passed(name: &str, a: &Assignment<'_>) -> bool {
-    let ours = name.to_ascii_uppercase().starts_with("KANBAN_");
+    let upper = name.to_ascii_uppercase();
+    let ours = upper.starts_with("KANBAN_") || upper == vars::HERMES_TENANT;
     let configured = a.secret_vars.iter().any(|s| s.eq_ignore_ascii_case(name));
     let needed = PASSED.contains(&name) || name.starts_with("LC_");
     let allowed = a.boundary.env_allow.iter().any(|v| v == name);
@@ -83,7 +85,8 @@ fn passed(name: &str, a: &Assignment<'_>) -> bool {
 
 /// The environment of a worker: what [`passed`] lets through of the gateway's, plus the
 /// `KANBAN_*` variables that tie it to its run, the card's title (`KANBAN_TITLE`),
-/// which is safer to read from a variable than from a command line, and the descriptor
+/// which is safer to read from a variable than from a command line, the task's tenant
+/// (`KANBAN_TENANT`, and Hermes' `HERMES_TENANT`) and skills (`KANBAN_SKILLS`), and the descriptor
 /// of its report channel (`KANBAN_CHANNEL`) when it has one. On SQLite, `KANBAN_DB`
 /// names the file; a PostgreSQL board's URL is never given: a worker reports through
 /// its channel, and one without (a gateway restarted since) through the home's config
@@ -108,6 +111,13 @@ pub fn worker_env(
         (vars::WORKSPACE.to_owned(), workspace.display().to_string()),
         (vars::TITLE.to_owned(), a.task.title.clone()),
     ]);
+    if let Some(tenant) = &a.task.tenant {
+        env.push((vars::TENANT.to_owned(), tenant.clone()));
+        env.push((vars::HERMES_TENANT.to_owned(), tenant.clone()));
+    }
+    if !a.task.skills.is_empty() {
+        env.push((vars::SKILLS.to_owned(), a.task.skills.join(",")));
+    }
     if let Some(fd) = channel {
         env.push((CHANNEL_VARIABLE.to_owned(), fd.to_string()));
     }

@@ -20,6 +20,8 @@ pub struct ListTasks {
     /// Include archived tasks (default false).
     #[serde(default)]
     pub archived: bool,
+    /// Only tasks of this tenant.
+    pub tenant: Option<String>,
     /// At most this many tasks, 1 to 1000 (default 100); ask for the next page with `after`.
     pub limit: Option<u64>,
     /// Only the tasks after this task id in the list's order: the last id of the page before.
@@ -73,6 +75,13 @@ pub struct CreateTask {
     pub max_runtime: Option<String>,
     /// The profile that reviews the work before it counts.
     pub reviewer: Option<String>,
+    /// The tenant (a namespace) the task belongs to.
+    pub tenant: Option<String>,
+    /// Skills the worker is asked to load, each one plain name.
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Failed runs in a row that give the task up (at least 1; default: the board's limit).
+    pub max_retries: Option<i64>,
 }
 
 /// `comment`.

@@ -73,6 +73,10 @@ struct CreateBody {
     parents: Vec<String>,
     idempotency_key: Option<String>,
     max_runtime_seconds: Option<i64>,
+    tenant: Option<String>,
+    #[serde(default)]
+    skills: Vec<String>,
+    max_retries: Option<i64>,
 }
 
 async fn create(
@@ -96,6 +100,9 @@ async fn create(
         parents,
         idempotency_key: b.idempotency_key,
         max_runtime_seconds: b.max_runtime_seconds,
+        tenant: b.tenant,
+        skills: b.skills,
+        max_retries: b.max_retries,
         ..NewTask::default()
     };
     let request = match &app.settings.default_assignee {

@@ -559,6 +559,7 @@ async fn short_fields_over_their_cap_are_refused() {
 fn into_review(s: &common::Served, id: &board_core::TaskId, evidence: serde_json::Value) {
     let offer = board_core::Offer {
         task: id.clone(),
+        assign: None,
         kind: board_core::RunKind::Work,
         checks: board_core::Checks {
             review: true,

@@ -42,6 +42,7 @@ fn claim(
 ) -> Result<Claim, StoreError> {
     let offer = Offer {
         task: id.clone(),
+        assign: None,
         kind,
         checks,
     };

@@ -80,6 +80,10 @@ impl Tables {
                     .as_ref()
                     .is_none_or(|a| t.assignee.as_ref() == Some(a))
                 && (!filter.unassigned || t.assignee.is_none())
+                && filter
+                    .tenant
+                    .as_ref()
+                    .is_none_or(|n| t.tenant.as_ref() == Some(n))
                 && after
                     .as_ref()
                     .is_none_or(|a| ordered(filter.order, t, a) == Ordering::Greater)
@@ -91,16 +95,15 @@ impl Tables {
     }
 
     fn event_matches(&self, filter: &EventFilter, e: &Event) -> bool {
-        let assigned = |a: &String| {
-            self.tasks
-                .get(&e.task_id)
-                .is_some_and(|t| t.assignee.as_ref() == Some(a))
-        };
+        let task = self.tasks.get(&e.task_id);
+        let assigned = |a: &String| task.is_some_and(|t| t.assignee.as_ref() == Some(a));
+        let of_tenant = |n: &String| task.is_some_and(|t| t.tenant.as_ref() == Some(n));
         e.id > filter.after_id
             && filter.task_id.as_ref().is_none_or(|t| &e.task_id == t)
             && (filter.kinds.is_empty() || filter.kinds.contains(&e.kind))
             && filter.since.is_none_or(|at| e.created_at >= at)
             && filter.assignee.as_ref().is_none_or(assigned)
+            && filter.tenant.as_ref().is_none_or(of_tenant)
     }
 
     pub(super) fn visit_events(

@@ -15,6 +15,8 @@ pub struct TaskFilter {
     pub assignee: Option<String>,
     /// Only the tasks nobody is assigned (`assignee` is then `None`).
     pub unassigned: bool,
+    /// Only the tasks of this tenant.
+    pub tenant: Option<String>,
     pub include_archived: bool,
     pub limit: Option<usize>,
     /// The order, sorted by the store's query (never after the read).
@@ -26,8 +28,8 @@ pub struct TaskFilter {
 }
 
 /// Which events `events` returns, oldest first: those with an id above `after_id`, of
-/// one of `kinds` (any kind when empty), created at or after `since` and of a task now
-/// assigned to `assignee` when given, at most `limit`. With `newest`,
+/// one of `kinds` (any kind when empty), created at or after `since`, of a task now
+/// assigned to `assignee` and of a task of `tenant` when given, at most `limit`. With `newest`,
 /// the limit keeps the newest matching events rather than the oldest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventFilter {
@@ -38,6 +40,7 @@ pub struct EventFilter {
     pub since: Option<Timestamp>,
     pub newest: bool,
     pub assignee: Option<String>,
+    pub tenant: Option<String>,
 }
 
 /// What a visitor of streamed rows says after each row: go on, or stop the read.
@@ -195,6 +198,9 @@ pub struct Offer {
     pub task: TaskId,
     pub kind: RunKind,
     pub checks: Checks,
+    /// For an unassigned task, the profile that takes its work (`kanban.default_assignee`):
+    /// the claim assigns the task to it.
+    pub assign: Option<String>,
 }
 
 impl Offer {
@@ -206,6 +212,7 @@ impl Offer {
             kind: self.kind,
             checks: self.checks.clone(),
             lane: None,
+            assign: self.assign.clone(),
         }
     }
 
@@ -215,6 +222,7 @@ impl Offer {
             task,
             kind: RunKind::Work,
             checks: Checks::default(),
+            assign: None,
         }
     }
 }

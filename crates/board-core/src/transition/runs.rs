@@ -3,20 +3,27 @@
 use serde_json::{json, Value};
 
 use super::next::Next;
-use super::{Completion, Fresh, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
+use super::{Completion, Fresh, Request, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
 use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::types::{BlockKind, Checks, Lease, Outcome, Run, RunId, RunKind, RunStatus, Status, Timestamp};
 
 impl Next<'_> {
-    pub(super) fn claim(
-        &mut self,
-        fresh: &Fresh,
-        ttl: i64,
-        (host, lane): (Option<&str>, Option<&str>),
-        kind: RunKind,
-        checks: &Checks,
-    ) -> Result<(), Refusal> {
+    /// Opens the run a [`Request::Claim`] asks for (any other request is refused).
+    pub(super) fn claim(&mut self, fresh: &Fresh, request: &Request) -> Result<(), Refusal> {
+        let Request::Claim {
+            ttl,
+            host,
+            kind,
+            checks,
+            lane,
+            assign,
+        } = request
+        else {
+            return Err(Refusal::Invalid("not a claim".to_owned()));
+        };
+        let (ttl, kind, host, lane) = (*ttl, *kind, host.as_deref(), lane.as_deref());
+        self.assign_unassigned(kind, assign)?;
         let (run_id, claim_lock) = (fresh.run_id, fresh.claim_lock.as_str());
         let profile = self.claimable_as(kind, ttl)?;
         let expires = self.now.saturating_add(ttl);
@@ -70,6 +77,21 @@ impl Next<'_> {
             payload["lane"] = json!(lane);
         }
         self.event(EventKind::Claimed, Some(run_id), payload);
+        Ok(())
+    }
+
+    /// Before a work claim, gives an unassigned task to `assign` (nothing when it has an
+    /// assignee, or for another kind of run): the claim's run is then that profile's.
+    fn assign_unassigned(&mut self, kind: RunKind, assign: &Option<String>) -> Result<(), Refusal> {
+        if let (RunKind::Work, None, Some(profile)) = (kind, &self.task.assignee, assign) {
+            self.require(&[Status::Ready], "claim", "ready")?;
+            self.task.assignee = Some(profile.clone());
+            self.event(
+                EventKind::Assigned,
+                None,
+                json!({ "from": null, "to": profile, "source": "kanban.default_assignee" }),
+            );
+        }
         Ok(())
     }
 
@@ -418,7 +440,7 @@ impl Next<'_> {
         if outcome.counts_as_failure() {
             self.task.consecutive_failures += 1;
             self.task.last_failure_error = error.clone();
-            gave_up = self.task.consecutive_failures >= (*failure_limit).max(1);
+            gave_up = self.task.consecutive_failures >= self.task.failure_limit(*failure_limit);
             payload["failures"] = json!(self.task.consecutive_failures);
         }
         self.event(EventKind::from(outcome), Some(run_id), payload);

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use board_core::graph::blank_task;
+use board_core::limits;
 use board_core::{
     clean_title, BlockKind, Comment, Event, ImportedTask, Outcome, Run, Status, TaskId, Timestamp,
 };
@@ -128,7 +129,7 @@ fn capped(columns: &[String], name: &str) -> String {
 pub(super) fn task_select(columns: &[String]) -> String {
     let c = |name| column(columns, name);
     format!(
-        "SELECT id, rowid, {}, {}, assignee, status, priority, created_by, created_at, {}, {}, {}, {}, {}, {}, {}, {}, {}
+        "SELECT id, rowid, {}, {}, assignee, status, priority, created_by, created_at, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
          FROM tasks WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
         capped(columns, "title"),
         capped(columns, "body"),
@@ -141,6 +142,9 @@ pub(super) fn task_select(columns: &[String]) -> String {
         capped(columns, "last_failure_error"),
         c("max_runtime_seconds"),
         c("idempotency_key"),
+        c("tenant"),
+        capped(columns, "skills"),
+        c("max_retries"),
     )
 }
 
@@ -199,11 +203,41 @@ pub(super) fn task(row: &Row<'_>, cap: usize) -> Result<ImportedTask, String> {
     task.last_failure_error = c.long_text("last_failure_error")?;
     task.max_runtime_seconds = c.int("max_runtime_seconds").unwrap_or(None).filter(|s| *s > 0);
     task.idempotency_key = c.text().filter(|k| !k.is_empty());
+    let mut note = json!({ "from": "hermes", "hermes_status": hermes_status });
+    let tenant = c.text().filter(|t| !t.trim().is_empty());
+    match tenant.as_deref().map(|t| limits::name("the tenant", t)) {
+        Some(Err(_)) => note["tenant_dropped"] = json!(tenant),
+        _ => task.tenant = tenant,
+    }
+    let skills: Vec<String> = c
+        .long_text("skills")?
+        .and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(&text).ok())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let mut dropped = Vec::new();
+    for skill in skills {
+        let plain = limits::skills(std::slice::from_ref(&skill)).is_ok_and(|s| s.len() == 1);
+        let fresh = !task.skills.contains(&skill);
+        match (plain, fresh) {
+            (true, true) if task.skills.len() < limits::SKILLS_MAX => task.skills.push(skill),
+            (_, true) => dropped.push(skill),
+            (_, false) => {}
+        }
+    }
+    if !dropped.is_empty() {
+        note["skills_dropped"] = json!(dropped);
+    }
+    match c.int("max_retries").unwrap_or(None) {
+        Some(n) if n >= 1 => task.max_retries = Some(n),
+        Some(n) => note["max_retries_dropped"] = json!(n),
+        None => {}
+    }
     task.updated_at = [task.started_at, task.completed_at]
         .into_iter()
         .flatten()
         .fold(created_at, i64::max);
-    let mut note = json!({ "from": "hermes", "hermes_status": hermes_status });
     if task.status.as_str() != hermes_status {
         note["status"] = json!(task.status);
     }

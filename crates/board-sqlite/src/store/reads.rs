@@ -44,19 +44,21 @@ pub(super) fn for_each_task(
         (None, true) => "?2 IS NULL AND assignee IS NULL",
         (None, false) => "?2 IS NULL",
     };
+    let clause = |tenant_at: u8| {
+        format!(
+            "{status_clause} AND {assignee_clause} AND {}",
+            tenant_clause(filter, tenant_at)
+        )
+    };
     if filter.order != TaskOrder::Priority {
-        return for_each_sorted(
-            conn,
-            filter,
-            &format!("{status_clause} AND {assignee_clause}"),
-            visit,
-        );
+        return for_each_sorted(conn, filter, &clause(5), visit);
     }
     let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter.limit));
-    let head = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {status_clause} AND {assignee_clause}");
+    let head = |tenant_at: u8| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {}", clause(tenant_at));
+    let tenant = &filter.tenant;
     let Some((priority, created_at, rowid)) = cursor(conn, filter.after.as_ref())? else {
-        let sql = format!("{head} ORDER BY priority DESC, created_at, rowid LIMIT ?3");
-        return visit_tasks(conn, &sql, params![status, filter.assignee, limit], visit);
+        let sql = format!("{} ORDER BY priority DESC, created_at, rowid LIMIT ?3", head(4));
+        return visit_tasks(conn, &sql, params![status, filter.assignee, limit, tenant], visit);
     };
     after_cursor(filter.limit, visit, |range, limit, visit| {
         let limit = limit_of(limit);
@@ -64,20 +66,41 @@ pub(super) fn for_each_task(
             CursorRange::Rest => visit_tasks(
                 conn,
                 &format!(
-                    "{head} AND priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))
-                     ORDER BY created_at, rowid LIMIT ?3"
+                    "{} AND priority = ?4 AND (created_at > ?5 OR (created_at = ?5 AND rowid > ?6))
+                     ORDER BY created_at, rowid LIMIT ?3",
+                    head(7)
                 ),
-                params![status, filter.assignee, limit, priority, created_at, rowid],
+                params![
+                    status,
+                    filter.assignee,
+                    limit,
+                    priority,
+                    created_at,
+                    rowid,
+                    tenant
+                ],
                 visit,
             ),
             CursorRange::Lower => visit_tasks(
                 conn,
-                &format!("{head} AND priority < ?4 ORDER BY priority DESC, created_at, rowid LIMIT ?3"),
-                params![status, filter.assignee, limit, priority],
+                &format!(
+                    "{} AND priority < ?4 ORDER BY priority DESC, created_at, rowid LIMIT ?3",
+                    head(5)
+                ),
+                params![status, filter.assignee, limit, priority, tenant],
                 visit,
             ),
         }
     })
+}
+
+/// The tenant's part of a list's `WHERE`, its parameter at `at` (after the statement's
+/// others): an index range of tasks_by_tenant when given.
+fn tenant_clause(filter: &TaskFilter, at: u8) -> String {
+    match filter.tenant.is_some() {
+        true => format!("tenant = ?{at}"),
+        false => format!("?{at} IS NULL"),
+    }
 }
 
 /// A list's limit as SQLite's (-1 for none).
@@ -98,7 +121,7 @@ fn visit_tasks(
 }
 
 /// `list --sort`: the filter's rows ordered by the query; a cursor is the row value of its
-/// task. ?1 status, ?2 assignee, ?3 limit, ?4 the cursor's id.
+/// task. ?1 status, ?2 assignee, ?3 limit, ?4 the cursor's id, ?5 the tenant.
 fn for_each_sorted(
     conn: &Connection,
     filter: &TaskFilter,
@@ -115,13 +138,19 @@ fn for_each_sorted(
     );
     let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter.limit));
     let after = filter.after.as_ref().map(TaskId::as_str);
-    visit_tasks(conn, &sql, params![status, filter.assignee, limit, after], visit)
+    visit_tasks(
+        conn,
+        &sql,
+        params![status, filter.assignee, limit, after, filter.tenant],
+        visit,
+    )
 }
 
 /// The `WHERE` of an events read, and its parameters: ?1 task, ?2 after id, ?3 the
 /// kinds (a JSON array, or NULL for any), ?4 since, and the assignee at
-/// `assignee_at` (after a read's limit). A task filter is its own statement, an index range of task_events_by_task;
-/// an assignee adds the tasks assigned to it, by tasks_by_assignee.
+/// `assignee_at` (after a read's limit) and the tenant after it. A task filter is its own
+/// statement, an index range of task_events_by_task; an assignee or a tenant is checked
+/// per event, by the task's primary key.
 fn event_clause(filter: &EventFilter, assignee_at: u8) -> String {
     let rest = "id > ?2 AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3))) AND (?4 IS NULL OR created_at >= ?4)";
     let task = match filter.task_id.is_some() {
@@ -132,7 +161,12 @@ fn event_clause(filter: &EventFilter, assignee_at: u8) -> String {
         true => format!(" AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id AND t.assignee = ?{assignee_at})"),
         false => format!(" AND ?{assignee_at} IS NULL"),
     };
-    format!("{task} AND {rest}{assignee}")
+    let tenant_at = assignee_at + 1;
+    let tenant = match filter.tenant.is_some() {
+        true => format!(" AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id AND t.tenant = ?{tenant_at})"),
+        false => format!(" AND ?{tenant_at} IS NULL"),
+    };
+    format!("{task} AND {rest}{assignee}{tenant}")
 }
 
 /// The kinds of an events read as SQLite binds them: a JSON array, or NULL for any.
@@ -167,7 +201,8 @@ pub(super) fn for_each_event(
             kinds_param(filter),
             filter.since,
             limit,
-            filter.assignee
+            filter.assignee,
+            filter.tenant
         ])
         .map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
@@ -196,7 +231,8 @@ pub(super) fn count_events(conn: &Connection, filter: &EventFilter) -> StoreResu
                     filter.after_id,
                     kinds_param(filter),
                     filter.since,
-                    filter.assignee
+                    filter.assignee,
+                    filter.tenant
                 ],
                 |r| r.get(0),
             )

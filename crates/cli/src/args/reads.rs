@@ -20,6 +20,9 @@ pub struct ListArgs {
     /// Include archived tasks
     #[arg(long)]
     pub archived: bool,
+    /// Only tasks of this tenant
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
     /// The order: priority (claim order, the default), priority-desc (lowest first),
     /// created (oldest first), created-desc (newest first), updated (latest change
     /// first), title, status (triage first, then claim order) or assignee (unassigned
@@ -65,6 +68,9 @@ pub struct EventsArgs {
     /// Only events of the tasks assigned to PROFILE now
     #[arg(long, value_name = "PROFILE")]
     pub assignee: Option<String>,
+    /// Only events of the tasks of this tenant
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +88,9 @@ pub struct WatchArgs {
     /// Only events of the tasks assigned to PROFILE now
     #[arg(long, value_name = "PROFILE")]
     pub assignee: Option<String>,
+    /// Only events of the tasks of this tenant
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
     /// Only events of these kinds, e.g. completed,blocked,gave_up,crashed,timed_out
     #[arg(long, value_name = "KIND[,KIND...]", value_delimiter = ',')]
     pub kinds: Vec<String>,

@@ -75,6 +75,18 @@ pub struct CreateArgs {
     /// Run no verifiers on this task's work, whatever its profile names
     #[arg(long, conflicts_with = "verify")]
     pub no_verify: bool,
+    /// The tenant (a namespace): `list --tenant` and `watch --tenant` select by it, the
+    /// decomposer's children inherit it, the worker reads KANBAN_TENANT
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
+    /// A skill the worker is asked to load (repeatable), e.g. --skill translation
+    /// --skill github-code-review; the worker reads them as KANBAN_SKILLS, comma-joined
+    #[arg(long = "skill", value_name = "NAME")]
+    pub skills: Vec<String>,
+    /// Failed runs in a row that give this task up (1: the first failure)
+    /// [default: kanban.failure_limit]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_retries: Option<i64>,
     /// Hermes' start: `running` (the default: ready, or todo while a parent is open) or
     /// `blocked` (waits for a person's unblock)
     #[arg(long, value_name = "STATUS", value_parser = ["running", "blocked"], conflicts_with = "triage")]

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::args::{PromoteArgs, ScheduleArgs};
 use crate::failure::Failure;
-use crate::output::{plain, print_json, status_label, task_json};
+use crate::output::{plain, print_json, task_json};
 use crate::verbs::identity::caller;
 use crate::verbs::{each_task, Ctx};
 
@@ -160,6 +160,6 @@ pub fn reopen(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<(),
         ids,
         |id| ctx.store.transition(id, &request, ctx.now),
         |_, task| task_json(task),
-        |_, task| format!("reopened {}  {}", task.id, status_label(task.status)),
+        |_, task| format!("Reopened {} -> {}", task.id, task.status),
     )
 }

@@ -29,7 +29,7 @@ pub fn comment(desk: &Desk, a: CommentArgs) -> Result<(), Failure> {
     if desk.json {
         print_json(&comment_json(&comment));
     } else {
-        println!("commented on {} (#{})", comment.task_id, comment.id);
+        println!("Comment added to {}", comment.task_id);
     }
     Ok(())
 }

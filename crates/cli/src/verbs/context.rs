@@ -318,6 +318,12 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
     if let Some(reviewer) = &t.reviewer {
         facts.push(format!("reviewer {reviewer}"));
     }
+    if let Some(tenant) = &t.tenant {
+        facts.push(format!("tenant {tenant}"));
+    }
+    if !t.skills.is_empty() {
+        facts.push(format!("load skills {}", t.skills.join(", ")));
+    }
     if t.verify_failures > 0 {
         facts.push(format!("failed verifications {}", t.verify_failures));
     }
@@ -464,6 +470,8 @@ fn brief_json(b: &Brief) -> Value {
             "reviewer": t.reviewer,
             "verify_failures": t.verify_failures,
             "review_rounds": t.review_rounds,
+            "tenant": t.tenant,
+            "skills": t.skills,
         },
         // Inside a reviewer's run: the work under review (its result; the attempts hold
         // its summary and evidence); otherwise null.

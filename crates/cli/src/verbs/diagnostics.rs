@@ -144,7 +144,7 @@ fn on_board(kind: &'static str, severity: Severity, title: String, fix: &str) ->
 fn task_rules(ctx: &Ctx, task: &Task, found: &mut Vec<Finding>) {
     let limit = ctx.config.kanban.failure_limit;
     let kind_and_fix = match task.status {
-        Status::Blocked if task.consecutive_failures >= limit => Some((
+        Status::Blocked if task.consecutive_failures >= task.failure_limit(limit) => Some((
             "repeated_failures",
             Severity::Error,
             format!(

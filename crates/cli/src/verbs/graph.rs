@@ -9,7 +9,7 @@ use crate::verbs::Ctx;
 
 pub fn link(ctx: &Ctx, parent: &TaskId, child: &TaskId) -> Result<(), Failure> {
     linked(ctx, parent, child)?;
-    report(ctx, "linked", parent, child);
+    report(ctx, "Linked", parent, child);
     Ok(())
 }
 
@@ -21,7 +21,7 @@ pub fn linked(ctx: &Ctx, parent: &TaskId, child: &TaskId) -> Result<Value, Failu
 
 pub fn unlink(ctx: &Ctx, parent: &TaskId, child: &TaskId) -> Result<(), Failure> {
     ctx.store.unlink(parent, child, ctx.now)?;
-    report(ctx, "unlinked", parent, child);
+    report(ctx, "Unlinked", parent, child);
     Ok(())
 }
 

@@ -150,6 +150,7 @@ pub fn task_filter(a: ListArgs) -> TaskFilter {
         limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         after: a.after,
         order: a.sort.unwrap_or_default(),
+        tenant: a.tenant,
         ..list_filter(a.status, assignee, a.archived)
     }
 }
@@ -187,7 +188,7 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
 }
 
 /// The filter of `events`: the newest `--limit` (100) unless `--all`, narrowed by
-/// the task, `--since`, `--kind` and `--assignee`.
+/// the task, `--since`, `--kind`, `--assignee` and `--tenant`.
 fn events_filter(ctx: &Ctx, a: &EventsArgs) -> EventFilter {
     let (after_id, since) = match a.since {
         Some(Since::Event(id)) => (id, None),
@@ -209,6 +210,7 @@ fn events_filter(ctx: &Ctx, a: &EventsArgs) -> EventFilter {
         since,
         newest: !a.all,
         assignee: a.assignee.clone(),
+        tenant: a.tenant.clone(),
     }
 }
 
@@ -244,12 +246,14 @@ pub fn tail(ctx: &Ctx, id: board_core::TaskId, interval: Option<Duration>) -> Re
         since: None,
         kinds: Vec::new(),
         assignee: None,
+        tenant: None,
     };
     events_every(ctx, args, interval.unwrap_or(FOLLOW_POLL))
 }
 
-/// `kanban watch [--assignee P] [--kinds a,b] [--interval S]`: Hermes' verb, every new
-/// event on the board (or of one assignee's tasks, of some kinds), followed.
+/// `kanban watch [--assignee P] [--tenant T] [--kinds a,b] [--interval S]`: Hermes' verb,
+/// every new event on the board (or of one assignee's or tenant's tasks, of some kinds),
+/// followed.
 /// Only what happens from now on is printed, none of the board's history.
 pub fn watch(ctx: &Ctx, a: WatchArgs) -> Result<(), Failure> {
     let args = EventsArgs {
@@ -260,6 +264,7 @@ pub fn watch(ctx: &Ctx, a: WatchArgs) -> Result<(), Failure> {
         since: Some(Since::Event(newest_event(ctx)?)),
         kinds: a.kinds,
         assignee: a.assignee,
+        tenant: a.tenant,
     };
     events_every(ctx, args, a.interval.unwrap_or(WATCH_POLL))
 }

@@ -169,6 +169,7 @@ fn list_tasks(ctx: &Ctx, a: mcp::ListTasks) -> Result<Value, Failure> {
         assignee: a.assignee,
         mine: false,
         archived: a.archived,
+        tenant: a.tenant,
         sort: None,
         limit: Some(list_limit(a.limit)?),
         after: a.after.as_deref().map(parse_id).transpose()?,
@@ -199,6 +200,9 @@ fn create_task(ctx: &Ctx, a: mcp::CreateTask) -> Result<Value, Failure> {
         // Verifiers are commands the gateway runs: set by people on the command line only.
         verify: Vec::new(),
         no_verify: false,
+        tenant: a.tenant,
+        skills: a.skills,
+        max_retries: a.max_retries,
         initial_status: None,
         workspace: None,
         branch: None,

@@ -40,7 +40,8 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         p.status(task.status),
         p.bold(&plain(&task.title, false))
     );
-    println!("  {}", facts(&task, now).join(" · "));
+    let limit = ctx.config.kanban.failure_limit;
+    println!("  {}", facts(&task, now, limit).join(" · "));
     if let Some(reason) = &block_reason {
         section(ctx, "Blocked because");
         indented(reason);
@@ -82,8 +83,8 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The one-line facts under a task's title.
-fn facts(task: &Task, now: Timestamp) -> Vec<String> {
+/// The one-line facts under a task's title; `limit` is `kanban.failure_limit`.
+fn facts(task: &Task, now: Timestamp, limit: i64) -> Vec<String> {
     let mut facts = vec![
         format!("priority {}", task.priority),
         format!(
@@ -100,8 +101,18 @@ fn facts(task: &Task, now: Timestamp) -> Vec<String> {
     if let Some(kind) = task.block_kind {
         facts.push(format!("block kind {kind} (x{})", task.block_recurrences));
     }
+    if let Some(tenant) = &task.tenant {
+        facts.push(format!("tenant {}", plain(tenant, false)));
+    }
+    if !task.skills.is_empty() {
+        facts.push(format!("skills {}", task.skills.join(", ")));
+    }
     if task.consecutive_failures > 0 {
         facts.push(format!("failures {}", task.consecutive_failures));
+    }
+    match task.max_retries {
+        Some(n) => facts.push(format!("max retries {n} (its own)")),
+        None => facts.push(format!("max retries {limit} (kanban.failure_limit)")),
     }
     if let Some(max) = task.max_runtime_seconds {
         facts.push(format!("max runtime {max}s"));

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::args::{CreateArgs, EditArgs, ReassignArgs};
 use crate::failure::Failure;
-use crate::output::{plain, print_json, status_label, task_json};
+use crate::output::{plain, print_json, task_json};
 use crate::verbs::{caller, each_task, profile_choice, within_cap, Ctx};
 
 pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
@@ -18,12 +18,17 @@ pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
     if ctx.json {
         print_json(&creation_json(&creation));
     } else {
+        // Hermes' line: `Created ID  (STATUS, assignee=P)`.
         let task = creation.task();
+        let said = match creation {
+            Creation::Created(_) => "Created",
+            Creation::Exists(_) => "Exists",
+        };
         println!(
-            "{} {}  {}",
-            creation.as_str(),
+            "{said} {}  ({}, assignee={})",
             task.id,
-            ctx.paint.status(task.status)
+            task.status,
+            plain(task.assignee.as_deref().unwrap_or("-"), false)
         );
     }
     Ok(())
@@ -65,6 +70,9 @@ pub fn create_task(ctx: &Ctx, a: CreateArgs) -> Result<Creation, Failure> {
             (!a.verify.is_empty()).then_some(a.verify)
         },
         blocked: a.initial_status.as_deref() == Some("blocked"),
+        tenant: a.tenant,
+        skills: a.skills,
+        max_retries: a.max_retries,
     };
     // `--assignee none` means nobody, even where a default assignee is set.
     let request = match assignee {
@@ -131,7 +139,7 @@ pub fn edit(ctx: &Ctx, a: EditArgs) -> Result<(), Failure> {
     if ctx.json {
         print_json(&task_json(&task));
     } else {
-        println!("edited {} (revision {})", task.id, task.revision);
+        println!("Edited {}", task.id);
     }
     Ok(())
 }
@@ -157,14 +165,14 @@ fn backfill(
     if ctx.json {
         print_json(&task_json(&task));
     } else {
-        println!("edited {} (result)", task.id);
+        println!("Edited {}", task.id);
     }
     Ok(())
 }
 
 pub fn assign(ctx: &Ctx, id: TaskId, profile: String) -> Result<(), Failure> {
     let task = ctx.store.assign(&id, profile_choice(&profile)?, ctx.now)?;
-    print_assigned(ctx, &task, "assigned", None);
+    print_assigned(ctx, &task, "Assigned", None);
     Ok(())
 }
 
@@ -190,7 +198,7 @@ pub fn reassign(ctx: &Ctx, a: ReassignArgs) -> Result<(), Failure> {
         }
     }
     let task = ctx.store.assign(&a.id, assignee, ctx.now)?;
-    print_assigned(ctx, &task, "reassigned", reclaimed);
+    print_assigned(ctx, &task, "Reassigned", reclaimed);
     Ok(())
 }
 
@@ -199,11 +207,14 @@ fn print_assigned(ctx: &Ctx, task: &Task, verb: &str, reclaimed: Option<RunId>) 
         print_json(&task_json(task));
         return;
     }
-    let reclaimed = reclaimed.map_or_else(String::new, |run| format!(" (run {run} reclaimed)"));
+    let reclaimed = match reclaimed {
+        Some(_) => " (claim reclaimed)",
+        None => "",
+    };
     println!(
         "{verb} {} to {}{reclaimed}",
         task.id,
-        plain(task.assignee.as_deref().unwrap_or("nobody"), false)
+        plain(task.assignee.as_deref().unwrap_or("(unassigned)"), false)
     );
 }
 
@@ -214,7 +225,7 @@ pub fn archive(ctx: &Ctx, ids: Vec<TaskId>) -> Result<(), Failure> {
         ids,
         |id| ctx.store.archive(id, ctx.now),
         |_, task| task_json(task),
-        |_, task| format!("archived {}  {}", task.id, status_label(task.status)),
+        |_, task| format!("Archived {}", task.id),
     )
 }
 
@@ -226,11 +237,6 @@ pub fn delete_archived(ctx: &Ctx, ids: Vec<TaskId>) -> Result<(), Failure> {
         ids,
         |id| ctx.store.remove_archived(id),
         |id, freed| json!({ "id": id, "deleted": true, "freed": freed }),
-        |id, freed| {
-            format!(
-                "deleted {id} ({} runs, {} events, {} comments, {} links)",
-                freed.runs, freed.events, freed.comments, freed.links
-            )
-        },
+        |id, _| format!("Deleted {id}"),
     )
 }

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::args::{BlockArgs, CompleteArgs};
 use crate::failure::Failure;
-use crate::output::{print_json, print_json_line, status_label, task_json};
+use crate::output::{plain, print_json, print_json_line, task_json};
 use crate::verbs::desk::BriefReads;
 use crate::verbs::{each_task, id_and_words, settle, target, Ctx, Desk, Worker};
 use gateway::supervisor::ProcessGroupTerminator;
@@ -32,7 +32,7 @@ pub fn heartbeat(
 ) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let beat = beat(desk, id, run, note, worker.as_ref())?;
-    finish(desk, "heartbeat", &beat)
+    finish(desk, "heartbeat", &beat, "")
 }
 
 /// Extends the lease of a task's run: the given run, else a worker's own, else (a person
@@ -63,7 +63,7 @@ pub fn complete(desk: &Desk, a: CompleteArgs) -> Result<(), Failure> {
     for id in ids {
         let (id, guard) = target(id, a.run, worker.as_ref(), "complete")?;
         let outcome =
-            complete_one(desk, id, guard, false, &a).and_then(|done| finish(desk, "complete", &done));
+            complete_one(desk, id, guard, false, &a).and_then(|done| finish(desk, "complete", &done, ""));
         if let Err(failure) = outcome {
             refused.push(failure);
         }
@@ -103,15 +103,19 @@ pub fn block(desk: &Desk, a: BlockArgs) -> Result<(), Failure> {
     let worker = Worker::from_env()?;
     let (id, words) = id_and_words(&a.words, worker.is_some())?;
     let reason = (!words.is_empty()).then(|| words.join(" "));
+    // Hermes' line: `Blocked ID: REASON`.
+    let said = reason
+        .as_deref()
+        .map_or_else(String::new, |r| format!(": {}", plain(r, false)));
     let blocked = block_one(desk, id, reason.clone(), a.kind, a.run, worker.as_ref());
     let mut refused: Vec<Failure> = blocked
-        .and_then(|b| finish(desk, "block", &b))
+        .and_then(|b| finish(desk, "block", &b, &said))
         .err()
         .into_iter()
         .collect();
     for id in a.ids {
         let outcome = block_one(desk, Some(id), reason.clone(), a.kind, None, None);
-        if let Err(failure) = outcome.and_then(|b| finish(desk, "block", &b)) {
+        if let Err(failure) = outcome.and_then(|b| finish(desk, "block", &b, &said)) {
             refused.push(failure);
         }
     }
@@ -138,7 +142,10 @@ pub fn unblock(ctx: &Ctx, ids: Vec<TaskId>, reason: Option<String>) -> Result<()
         ids,
         |id| ctx.store.unblock(id, reason.clone(), ctx.now),
         |_, task| task_json(task),
-        |_, task| format!("unblocked {}  {}", task.id, status_label(task.status)),
+        |_, task| match &reason {
+            Some(reason) => format!("Unblocked {}: {}", task.id, plain(reason, false)),
+            None => format!("Unblocked {}", task.id),
+        },
     )
 }
 
@@ -155,7 +162,7 @@ pub fn reclaim(ctx: &Ctx, id: &TaskId, run: Option<RunId>, reason: Option<String
     if ctx.json {
         print_json_line(&json!({ "task_id": id, "ok": ok, "outcome": word }));
     } else if ok {
-        println!("reclaimed {id}");
+        println!("Reclaimed {id}");
     }
     match outcome {
         ReclaimOutcome::Reclaimed => Ok(()),
@@ -191,18 +198,19 @@ impl Finished {
     }
 }
 
-/// Prints a finaliser's `{"task_id", "ok"}` (or a line for people) and turns a loss into
-/// exit 1.
-fn finish(desk: &Desk, verb: &str, f: &Finished) -> Result<(), Failure> {
+/// Prints a finaliser's `{"task_id", "ok"}` (or Hermes' line for people, `said` after the
+/// id) and turns a loss into exit 1.
+fn finish(desk: &Desk, verb: &str, f: &Finished, said: &str) -> Result<(), Failure> {
     if desk.json {
         print_json_line(&f.to_json());
     } else if f.ok {
         let done = match verb {
-            "complete" => "completed",
-            "block" => "blocked",
+            "complete" => "Completed",
+            "block" => "Blocked",
+            "heartbeat" => "Heartbeat recorded for",
             other => other,
         };
-        println!("{done} {}", f.id);
+        println!("{done} {}{said}", f.id);
     }
     f.won(desk, verb)
 }

@@ -101,23 +101,21 @@ fn processes_starting_together_on_a_home_with_no_board_all_succeed() {
     }
 }
 
-/// A board of the schema before this one: a current board less what the last migration
-/// added (the lanes' table, columns and indexes), at the version before it.
+/// A board of the schema before this one: every migration but the last, at the version
+/// before it, in a home `init` made.
 fn older_board(dir: &Path) -> PathBuf {
     let home = dir.join("home");
     let out = command(&home, &["init"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
+    std::fs::remove_file(home.join("kanban.db")).unwrap();
     let conn = rusqlite::Connection::open(home.join("kanban.db")).unwrap();
-    conn.execute_batch(
-        "DROP INDEX tasks_by_lane;
-         DROP INDEX task_runs_by_lane;
-         DROP TABLE lanes;
-         ALTER TABLE tasks DROP COLUMN lane;
-         ALTER TABLE task_runs DROP COLUMN lane;",
-    )
-    .unwrap();
-    conn.pragma_update(None, "user_version", board_sqlite::SCHEMA_VERSION - 1)
+    let older = board_sqlite::MIGRATIONS.len() - 1;
+    for sql in &board_sqlite::MIGRATIONS[..older] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "application_id", board_sqlite::APPLICATION_ID)
         .unwrap();
+    conn.pragma_update(None, "user_version", older as i64).unwrap();
     drop(conn);
     home
 }

@@ -151,7 +151,7 @@ fn a_hermes_users_day_on_hermes_agents_own_config_and_board() {
     // Afternoon: the changelog needs another pass, then its result is corrected by hand.
     assert_eq!(
         board.ok(&["reopen", &changelog, "--reason", "missed a release"]),
-        format!("reopened {changelog}  ○ ready\n")
+        format!("Reopened {changelog} -> ready\n")
     );
     board.outcome(&["dispatch"], &[]);
     wait_done(&board, &changelog);

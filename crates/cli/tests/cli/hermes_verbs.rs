@@ -113,7 +113,7 @@ fn reopen_takes_done_work_back_and_holds_its_children() {
     assert_eq!(get(&board, &child).status, Status::Ready);
     assert_eq!(
         board.ok(&["reopen", &parent, "--reason", "the fix was wrong"]),
-        format!("reopened {parent}  ○ ready\n")
+        format!("Reopened {parent} -> ready\n")
     );
     let task = get(&board, &parent);
     assert_eq!((task.status, task.completed_at), (Status::Ready, None));

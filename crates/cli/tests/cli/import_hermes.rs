@@ -150,6 +150,25 @@ fn a_hermes_board_comes_over_whole_and_once_and_is_never_written() {
     assert_eq!(shown["task"]["result"], "schema.sql written");
     assert_eq!(shown["comments"][0]["body"], "Looks right to me — 看起来不错");
     assert_eq!(shown["runs"][0]["outcome"], "completed");
+    // Hermes' tenant, skills and retry limit come over; a skill this board cannot
+    // carry is left out and named in the task's `imported` event.
+    let ready = board.json(&["show", made["ids"]["ready"].as_str().unwrap()]);
+    assert_eq!(ready["task"]["tenant"], "acme");
+    assert_eq!(
+        ready["task"]["skills"],
+        serde_json::json!(["translation", "github-code-review"])
+    );
+    assert_eq!(ready["task"]["max_retries"], 2);
+    let todo = made["ids"]["todo"].as_str().unwrap();
+    assert_eq!(
+        board.json(&["show", todo])["task"]["skills"],
+        serde_json::json!(["ok"])
+    );
+    let events = board.json(&["events", todo, "--kind", "imported"]);
+    assert_eq!(
+        events[0]["payload"]["skills_dropped"],
+        serde_json::json!(["bad,name"])
+    );
     let scheduled = made["ids"]["scheduled"].as_str().unwrap();
     let events = board.json(&["events", scheduled]);
     let imported = events.as_array().unwrap().last().unwrap().clone();

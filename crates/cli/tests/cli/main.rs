@@ -22,6 +22,8 @@ mod dispatch;
 mod e2e;
 mod fresh_home;
 mod hermes_day;
+mod hermes_fields;
+mod hermes_lines;
 mod hermes_verbs;
 mod home_safety;
 mod host_rig;

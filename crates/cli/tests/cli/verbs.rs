@@ -104,7 +104,10 @@ fn create_human_and_json() {
         .kanban(&["create", "write the notes"])
         .assert()
         .success()
-        .stdout(predicate::str::is_match(r"^created t_[0-9a-f]{8,}  ○ ready\n$").expect("regex"));
+        .stdout(
+            predicate::str::is_match(r"^Created t_[0-9a-f]{8,}  \(ready, assignee=default\)\n$")
+                .expect("regex"),
+        );
     let parent = board.create(&["parent"]);
     let task = board.json(&[
         "create",
@@ -283,19 +286,19 @@ fn edit_assign_link_unlink() {
     );
     assert!(board
         .ok(&["edit", &a, "--title", "AA"])
-        .starts_with(&format!("edited {a} (revision ")));
+        .starts_with(&format!("Edited {a}")));
     assert_eq!(board.json(&["assign", &a, "coder"])["assignee"], "coder");
     assert_eq!(
         board.ok(&["assign", &a, "none"]),
-        format!("assigned {a} to nobody\n")
+        format!("Assigned {a} to (unassigned)\n")
     );
     assert_eq!(
         board.json(&["link", &a, &b]),
         json!({"parent_id": a, "child_id": b})
     );
     assert_eq!(get(&board, &b).status, board_core::Status::Todo);
-    assert_eq!(board.ok(&["unlink", &a, &b]), format!("unlinked {a} -> {b}\n"));
-    assert_eq!(board.ok(&["link", &a, &b]), format!("linked {a} -> {b}\n"));
+    assert_eq!(board.ok(&["unlink", &a, &b]), format!("Unlinked {a} -> {b}\n"));
+    assert_eq!(board.ok(&["link", &a, &b]), format!("Linked {a} -> {b}\n"));
     board.json(&["unlink", &a, &b]);
 }
 
@@ -306,7 +309,7 @@ fn claim_heartbeat_complete() {
     assert_eq!(board.ok(&["claim", &id]), "1\n");
     assert_eq!(
         board.ok(&["heartbeat", &id, "--note", "halfway"]),
-        format!("heartbeat {id}\n")
+        format!("Heartbeat recorded for {id}\n")
     );
     assert_eq!(
         board.json(&["heartbeat", &id, "--run", "1"]),
@@ -336,7 +339,7 @@ fn claim_heartbeat_complete() {
         board.json(&["claim", &other, "--ttl", "60"]),
         json!({"task_id": other, "run_id": 2})
     );
-    assert_eq!(board.ok(&["complete", &other]), format!("completed {other}\n"));
+    assert_eq!(board.ok(&["complete", &other]), format!("Completed {other}\n"));
 }
 
 #[test]
@@ -365,7 +368,7 @@ fn block_unblock_reclaim_archive() {
     board.ok(&["claim", &id]);
     assert_eq!(
         board.ok(&["block", &id, "need a key", "--kind", "needs_input"]),
-        format!("blocked {id}\n")
+        format!("Blocked {id}: need a key\n")
     );
     let task = get(&board, &id);
     assert_eq!(task.status, board_core::Status::Blocked);
@@ -379,12 +382,12 @@ fn block_unblock_reclaim_archive() {
     );
     assert!(board
         .ok(&["unblock", &id])
-        .starts_with(&format!("unblocked {id}")));
+        .starts_with(&format!("Unblocked {id}")));
 
     board.ok(&["claim", &id]);
     assert_eq!(
         board.ok(&["reclaim", &id, "--reason", "stuck"]),
-        format!("reclaimed {id}\n")
+        format!("Reclaimed {id}\n")
     );
     board.ok(&["claim", &id]);
     assert_eq!(
@@ -394,7 +397,7 @@ fn block_unblock_reclaim_archive() {
     assert_eq!(get(&board, &id).status, board_core::Status::Ready);
 
     let other = board.create(&["other"]);
-    assert!(board.ok(&["archive", &id]).starts_with(&format!("archived {id}")));
+    assert!(board.ok(&["archive", &id]).starts_with(&format!("Archived {id}")));
     let archived = board.json(&["archive", &other]);
     assert_eq!(archived[0]["status"], "archived");
 }
@@ -405,7 +408,7 @@ fn comment_runs_events() {
     let id = board.create(&["work"]);
     assert!(board
         .ok(&["comment", &id, "hello"])
-        .starts_with(&format!("commented on {id}")));
+        .starts_with(&format!("Comment added to {id}")));
     let comment = board.json(&["comment", &id, "again", "--author", "bob"]);
     assert_eq!(
         (comment["author"].as_str(), comment["body"].as_str()),

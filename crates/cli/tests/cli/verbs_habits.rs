@@ -148,7 +148,7 @@ fn reassign_reclaims_a_running_task_only_when_asked() {
 
     let said = board.ok(&["reassign", &running, "reviewer", "--reclaim"]);
     assert!(
-        said.starts_with(&format!("reassigned {running} to reviewer (run ")),
+        said == format!("Reassigned {running} to reviewer (claim reclaimed)\n"),
         "{said}"
     );
     let after = get(&board, &running);
@@ -252,7 +252,7 @@ fn create_with_a_used_key_says_exists() {
     assert_eq!(again["title"], "once");
     let said = board.ok(&["create", "thrice", "--idempotency-key", "k"]);
     assert!(
-        said.starts_with(&format!("exists {}", first["id"].as_str().expect("id"))),
+        said.starts_with(&format!("Exists {}", first["id"].as_str().expect("id"))),
         "{said}"
     );
     assert_eq!(board.snapshot().tasks.len(), 1);
@@ -279,7 +279,7 @@ fn archive_rm_deletes_archived_tasks_for_good() {
         "{stderr}"
     );
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.starts_with(&format!("deleted {other} (0 runs, ")), "{said}");
+    assert!(said.starts_with(&format!("Deleted {other}")), "{said}");
     board.ok(&["archive", &child]);
     let all = board.json(&["events", "--all"]);
     let newest = all.as_array().and_then(|a| a.last()).expect("events")["id"]

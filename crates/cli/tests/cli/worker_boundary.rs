@@ -406,7 +406,7 @@ fn reclaim_stops_the_whole_group_of_a_worker_it_did_not_start() {
     // Without its gateway, the worker is reachable only through its recorded pid.
     b.kill_gateway();
     let out = b.kanban_ok(&["reclaim", id.as_str()]);
-    assert!(out.contains("reclaimed"), "{out}");
+    assert!(out.contains("Reclaimed"), "{out}");
     wait_for_no_process("the leader to be gone", &leader);
     wait_for_no_process("the grandchild that ignores SIGTERM to be gone", &stubborn);
     assert_eq!(last_run(&b, &id).outcome, Some(Outcome::Reclaimed));

@@ -59,6 +59,9 @@ impl Planner<'_> {
                         task: task.id.clone(),
                         kind,
                         checks,
+                        // An unassigned task's work goes to kanban.default_assignee, and
+                        // the claim says so on the task.
+                        assign: task.assignee.is_none().then(|| profile.clone()),
                     });
                     spawns.push(Action::Spawn {
                         task: task.clone(),

@@ -432,10 +432,30 @@ fn spawns_stop_at_max_spawn_counting_live_and_stopping_workers() {
     let Action::Claim { offers } = &plan(&view, T, &settings())[0] else {
         panic!("the spawns are claimed first");
     };
+    // Unassigned, they go to kanban.default_assignee, and their claims say so.
+    let to_default = |n| Offer {
+        assign: Some("default".to_owned()),
+        ..Offer::work(id(n))
+    };
     assert_eq!(
         offers,
-        &[Offer::work(id(1)), Offer::work(id(2))],
+        &[to_default(1), to_default(2)],
         "in one call, in claim order"
+    );
+    let assigned = View {
+        claimable: vec![Task {
+            assignee: Some("default".into()),
+            ..ready(1)
+        }],
+        ..View::default()
+    };
+    let Action::Claim { offers } = &plan(&assigned, T, &settings())[0] else {
+        panic!("the spawn is claimed first");
+    };
+    assert_eq!(
+        offers,
+        &[Offer::work(id(1))],
+        "an assigned task keeps its assignee"
     );
     let busy = View {
         workers: vec![held(7, Observed::Alive), stopping(held(8, Observed::Alive), T)],

@@ -45,6 +45,7 @@ impl Step<'_> {
         let id = self.target(p, in_status(&[Status::Ready]))?;
         let offer = Offer {
             task: id.clone(),
+            assign: Some("auto".to_owned()),
             kind: RunKind::Work,
             checks: Checks {
                 verify,
@@ -64,6 +65,7 @@ impl Step<'_> {
         };
         let offer = Offer {
             task: id.clone(),
+            assign: None,
             kind,
             checks: Checks::default(),
         };
@@ -86,6 +88,7 @@ impl Step<'_> {
             Status::Verifying => {
                 let offer = Offer {
                     task: id.clone(),
+                    assign: None,
                     kind: RunKind::Verify,
                     checks: Checks::default(),
                 };

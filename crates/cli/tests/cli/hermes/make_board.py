@@ -35,7 +35,8 @@ with contextlib.closing(kb.connect(db)) as conn:
 
     ids["todo"] = kb.create_task(conn, title="Ship it", parents=[ids["running"]], body="after the migration")
 
-    ids["ready"] = kb.create_task(conn, title="Update the changelog", assignee="writer")
+    ids["ready"] = kb.create_task(conn, title="Update the changelog", assignee="writer", tenant="acme",
+                                  skills=["translation", "github-code-review"], max_retries=2)
 
     ids["blocked"] = kb.create_task(conn, title="Rotate the deploy key", assignee="ops")
     kb.claim_task(conn, ids["blocked"])
@@ -50,6 +51,10 @@ with contextlib.closing(kb.connect(db)) as conn:
     ids["review"] = kb.create_task(conn, title="Review the docs pull request", assignee="reviewer")
     with kb.write_txn(conn):
         conn.execute("UPDATE tasks SET status = 'review' WHERE id = ?", (ids["review"],))
+
+    # A skill name hermes-agent's create_task refuses, as an older row may hold it.
+    with kb.write_txn(conn):
+        conn.execute("UPDATE tasks SET skills = ? WHERE id = ?", (json.dumps(["ok", "bad,name"]), ids["todo"]))
 
     ids["archived"] = kb.create_task(conn, title="Old spike", created_by="bo")
     kb.archive_task(conn, ids["archived"])
