@@ -473,6 +473,9 @@ pub struct ModelCallArgs {
     /// Every triage card, in list order
     #[arg(long)]
     pub all: bool,
+    /// With --all, only the triage cards of this tenant
+    #[arg(long, value_name = "NAME", requires = "all")]
+    pub tenant: Option<String>,
     /// Send even though a daily spend ceiling is reached (the ledger records it)
     #[arg(long)]
     pub over_budget: bool,

@@ -90,6 +90,17 @@ async fn create_into_triage_or_ready_and_refuse_bad_bodies() {
         (status, body["status"].as_str(), body["priority"].as_i64()),
         (201, Some("ready"), Some(3))
     );
+    let hermes = json!({ "title": "h", "tenant": "acme", "skills": ["a", "b"], "max_retries": 1 });
+    let (status, body) = s.post("/api/tasks", hermes).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        (&body["tenant"], &body["skills"], &body["max_retries"]),
+        (&json!("acme"), &json!(["a", "b"]), &json!(1))
+    );
+    let (status, body) = s
+        .post("/api/tasks", json!({ "title": "x", "skills": ["a,b"] }))
+        .await;
+    assert_eq!(status, 400, "{body}");
 
     let (status, body) = s.post("/api/tasks", json!({ "title": "   " })).await;
     assert_eq!(status, 400, "{body}");
@@ -139,7 +150,7 @@ async fn create_into_triage_or_ready_and_refuse_bad_bodies() {
     error(&r.json().await.unwrap());
     assert_eq!(
         s.store.list(&TaskFilter::default()).unwrap().len(),
-        2,
+        3,
         "refusals changed nothing"
     );
 }

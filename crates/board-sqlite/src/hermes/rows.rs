@@ -209,23 +209,8 @@ pub(super) fn task(row: &Row<'_>, cap: usize) -> Result<ImportedTask, String> {
         Some(Err(_)) => note["tenant_dropped"] = json!(tenant),
         _ => task.tenant = tenant,
     }
-    let skills: Vec<String> = c
-        .long_text("skills")?
-        .and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(&text).ok())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    let mut dropped = Vec::new();
-    for skill in skills {
-        let plain = limits::skills(std::slice::from_ref(&skill)).is_ok_and(|s| s.len() == 1);
-        let fresh = !task.skills.contains(&skill);
-        match (plain, fresh) {
-            (true, true) if task.skills.len() < limits::SKILLS_MAX => task.skills.push(skill),
-            (_, true) => dropped.push(skill),
-            (_, false) => {}
-        }
-    }
+    let (skills, dropped) = skills(c.long_text("skills")?);
+    task.skills = skills;
     if !dropped.is_empty() {
         note["skills_dropped"] = json!(dropped);
     }
@@ -248,6 +233,38 @@ pub(super) fn task(row: &Row<'_>, cap: usize) -> Result<ImportedTask, String> {
         comments: Vec::new(),
         note,
     })
+}
+
+/// A Hermes task's skills column as this board keeps it: each name trimmed, once, at most
+/// `SKILLS_MAX`; and what cannot be kept (a comma, a flag, a non-string, JSON that is no
+/// list), for the import's note.
+fn skills(raw: Option<String>) -> (Vec<String>, Vec<String>) {
+    let listed: Option<Vec<Value>> = raw.as_deref().and_then(|t| serde_json::from_str(t).ok());
+    let (mut kept, mut dropped): (Vec<String>, Vec<String>) = match (raw, &listed) {
+        (Some(text), None) => (Vec::new(), vec![text]),
+        _ => (Vec::new(), Vec::new()),
+    };
+    for value in listed.unwrap_or_default() {
+        let Some(name) = value.as_str() else {
+            dropped.push(value.to_string());
+            continue;
+        };
+        match limits::skills(&[name.to_owned()]) {
+            Ok(one) => {
+                for skill in one {
+                    if kept.contains(&skill) {
+                        continue;
+                    }
+                    match kept.len() < limits::SKILLS_MAX {
+                        true => kept.push(skill),
+                        false => dropped.push(skill),
+                    }
+                }
+            }
+            Err(_) => dropped.push(name.to_owned()),
+        }
+    }
+    (kept, dropped)
 }
 
 fn skip(what: &'static str, id: Option<i64>) -> impl Fn(String) -> Skipped {

@@ -28,7 +28,7 @@ pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     };
     let cards = match (args.id, args.all) {
         (Some(id), _) => vec![id],
-        (None, _) => triage_cards(ctx.store.as_ref())?,
+        (None, _) => triage_cards(ctx.store.as_ref(), args.tenant)?,
     };
     let client = HttpModel::new(&settings).map_err(|e| Failure::Refused(e.to_string()))?;
     let runtime = runtime()?;
@@ -93,9 +93,10 @@ fn call_card(
 }
 
 /// Every triage card, in `list` order.
-fn triage_cards(store: &dyn BoardReads) -> Result<Vec<TaskId>, Failure> {
+fn triage_cards(store: &dyn BoardReads, tenant: Option<String>) -> Result<Vec<TaskId>, Failure> {
     let filter = TaskFilter {
         status: Some(Status::Triage),
+        tenant,
         ..TaskFilter::default()
     };
     Ok(store.list(&filter)?.into_iter().map(|t| t.id).collect())

@@ -145,6 +145,35 @@ fn all_decomposes_every_triage_card_in_list_order() {
 }
 
 #[test]
+fn all_with_a_tenant_sends_only_that_tenants_cards() {
+    let board = Board::init();
+    let llm = fake();
+    let acme = board.create(&["acme's idea", "--triage", "--tenant", "acme"]);
+    let other = board.create(&["globex's idea", "--triage", "--tenant", "globex"]);
+    llm.script_task(acme.clone(), vec![single("Acme's, clearer")]);
+    let out = kanban(&board, &llm, &["specify", "--all", "--tenant", "acme", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids: Vec<String> = lines(&out.stdout)
+        .iter()
+        .map(|l| l["task_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, [acme]);
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(get(&board, &other).status, Status::Triage);
+    let out = kanban(&board, &llm, &["decompose", "--tenant", "acme"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--tenant needs --all");
+}
+
+#[test]
 fn all_with_no_triage_cards_succeeds() {
     let board = Board::init();
     let llm = fake();

@@ -167,7 +167,7 @@ fn a_hermes_board_comes_over_whole_and_once_and_is_never_written() {
     let events = board.json(&["events", todo, "--kind", "imported"]);
     assert_eq!(
         events[0]["payload"]["skills_dropped"],
-        serde_json::json!(["bad,name"])
+        serde_json::json!(["bad,name", "7"])
     );
     let scheduled = made["ids"]["scheduled"].as_str().unwrap();
     let events = board.json(&["events", scheduled]);

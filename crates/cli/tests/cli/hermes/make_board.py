@@ -52,9 +52,9 @@ with contextlib.closing(kb.connect(db)) as conn:
     with kb.write_txn(conn):
         conn.execute("UPDATE tasks SET status = 'review' WHERE id = ?", (ids["review"],))
 
-    # A skill name hermes-agent's create_task refuses, as an older row may hold it.
+    # Skill names hermes-agent's create_task would clean or refuse, as an older row may hold them.
     with kb.write_txn(conn):
-        conn.execute("UPDATE tasks SET skills = ? WHERE id = ?", (json.dumps(["ok", "bad,name"]), ids["todo"]))
+        conn.execute("UPDATE tasks SET skills = ? WHERE id = ?", (json.dumps(["ok", " ok ", "bad,name", 7]), ids["todo"]))
 
     ids["archived"] = kb.create_task(conn, title="Old spike", created_by="bo")
     kb.archive_task(conn, ids["archived"])
