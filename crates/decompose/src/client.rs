@@ -34,15 +34,23 @@ pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 /// a write may wait for a busy SQLite board.
 pub const COMMIT_MARGIN: Duration = Duration::from_secs(30);
 
+/// What a lease keeps for the call to start: the lease is taken at the tick's time and
+/// the call reads the clock again when it starts, both in whole seconds, so a tick that
+/// crosses a second (one for the rounding, one for the start) must not leave the first
+/// request outlasting the lease.
+pub const START_SLACK: Duration = Duration::from_secs(2);
+
 /// How long a card is leased to the gateway decomposing it: every request the call may
 /// make (`transient_retries + 1`), each up to `timeout`, every wait between them at its
-/// longest ([`MAX_RETRY_WAIT`]) and the commit's margin. A live gateway's call ends
+/// longest ([`MAX_RETRY_WAIT`]), the call's start ([`START_SLACK`]) and the commit's
+/// margin. A live gateway's call ends
 /// within it (its deadline is [`call_deadline`] of the lease's expiry); a dead one's
 /// lease lapses after it.
 pub fn lease_seconds(timeout: Duration, transient_retries: u32) -> i64 {
     let requests = u64::from(transient_retries) + 1;
     let total = timeout.as_secs().max(1).saturating_mul(requests)
         + MAX_RETRY_WAIT.as_secs() * u64::from(transient_retries)
+        + START_SLACK.as_secs()
         + COMMIT_MARGIN.as_secs();
     i64::try_from(total).unwrap_or(i64::MAX)
 }

@@ -144,6 +144,21 @@ async fn no_request_starts_that_could_outlast_the_deadline() {
     assert_eq!(late.sent(), 0);
 }
 
+/// The lease is taken at the tick's time; the call reads the clock when it starts,
+/// which may be a second or two later: its first request is still sent.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_starts_seconds_after_its_lease_still_sends() {
+    for retries in [0, 1] {
+        for late in [1, 2] {
+            let taken = NOW - late;
+            let quick = RateLimited::new(Duration::ZERO, Duration::ZERO, 1);
+            let deadline = call_deadline(taken + lease_seconds(TIMEOUT, retries));
+            let (result, _) = call(&quick, retries, Some(deadline)).await;
+            assert!(result.is_ok(), "{retries} retries, {late} s late: {result:?}");
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lease_covers_every_request_and_wait_a_call_may_make() {
     for retries in [0, 1, 2, 5] {
