@@ -24,6 +24,7 @@ mod reads;
 mod reclaim;
 mod retention;
 mod runs;
+mod schedules;
 mod streaming;
 
 pub use checks::{
@@ -76,6 +77,9 @@ pub use retention::{
 pub use runs::{
     block_loop_sends_task_to_triage, block_recurrence_counts_same_kind_only, failures_count_to_give_up,
     replay_completes_after_block, replay_refused_after_replacement,
+};
+pub use schedules::{
+    a_schedule_without_a_time_ahead_waits_for_a_person, a_task_scheduled_until_a_time_resumes_then,
 };
 pub use streaming::{
     aggregates_count_the_board, events_filter_by_kind_time_and_newest, pages_cover_every_task_once,
@@ -181,6 +185,8 @@ macro_rules! store_conformance_tests {
             a_tasks_own_retry_limit_wins,
             bad_hermes_fields_are_refused_and_children_inherit_the_tenant,
             a_claim_gives_an_unassigned_task_to_its_profile,
+            a_task_scheduled_until_a_time_resumes_then,
+            a_schedule_without_a_time_ahead_waits_for_a_person,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,
             fanout_cap_is_one_rule,

@@ -115,6 +115,7 @@ pub fn blank_task(id: TaskId, title: String, status: Status, now: Timestamp) -> 
         tenant: None,
         skills: Vec::new(),
         max_retries: None,
+        scheduled_until: None,
     }
 }
 

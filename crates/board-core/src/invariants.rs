@@ -20,7 +20,7 @@ fn violation(number: u8, detail: String) -> Result<(), Violation> {
     Err(Violation { number, detail })
 }
 
-/// Checks invariants 1, 2, 6 and 7 (and the shape of events) on one snapshot.
+/// Checks invariants 1, 2, 6, 7 and 9 (and the shape of events) on one snapshot.
 pub fn check_invariants(board: &BoardSnapshot) -> Result<(), Violation> {
     let status: BTreeMap<&TaskId, Status> = board.tasks.iter().map(|t| (&t.id, t.status)).collect();
     let mut open_runs: BTreeMap<&TaskId, Vec<i64>> = BTreeMap::new();
@@ -50,6 +50,9 @@ pub fn check_invariants(board: &BoardSnapshot) -> Result<(), Violation> {
             Some(current) => open == [current],
             None => open.is_empty(),
         };
+        if task.scheduled_until.is_some() && task.status != Status::Scheduled {
+            return violation(9, format!("{} is {} with a scheduled time", task.id, task.status));
+        }
         if running != current.is_some() || !consistent {
             return violation(
                 1,

@@ -372,6 +372,22 @@ impl DispatchQueue for MemStore {
             .collect())
     }
 
+    fn due_scheduled(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let b = self.board();
+        let mut due: Vec<(Timestamp, TaskId)> = b
+            .tasks
+            .values()
+            .filter(|t| t.status == Status::Scheduled)
+            .filter_map(|t| {
+                t.scheduled_until
+                    .filter(|&at| at <= now)
+                    .map(|at| (at, t.id.clone()))
+            })
+            .collect();
+        due.sort();
+        Ok(due.into_iter().take(limit).map(|(_, id)| id).collect())
+    }
+
     fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         let external = |t: &Task| t.assignee.as_ref().is_some_and(|a| external.contains(a));
         Ok(self

@@ -387,6 +387,7 @@ stored!(
         tenant: Option<String>,
         skills: Option<JsonText<Vec<String>>>,
         max_retries: Option<i64>,
+        scheduled_until: Option<i64>,
     }
 );
 
@@ -434,6 +435,7 @@ impl Stored for Task {
             tenant: t.tenant,
             skills: (!t.skills.is_empty()).then_some(JsonText(t.skills)),
             max_retries: t.max_retries,
+            scheduled_until: t.scheduled_until,
         };
         row.cells().into_iter().map(Cell::into_owned).collect()
     }
@@ -486,6 +488,7 @@ impl Stored for Task {
             tenant: r.tenant,
             skills: r.skills.map(|n| n.0).unwrap_or_default(),
             max_retries: r.max_retries,
+            scheduled_until: r.scheduled_until,
         })
     }
 }
@@ -536,6 +539,7 @@ mod tests {
             tenant: Some("acme".into()),
             skills: vec!["translation".into(), "review".into()],
             max_retries: Some(24),
+            scheduled_until: Some(25),
         }
     }
 
@@ -561,6 +565,7 @@ mod tests {
         assert_eq!(at("tenant"), &Cell::Text("acme".into()));
         assert_eq!(at("skills"), &Cell::Text(r#"["translation","review"]"#.into()));
         assert_eq!(at("max_retries"), &Cell::Int(24));
+        assert_eq!(at("scheduled_until"), &Cell::Int(25));
         let none = Task {
             skills: Vec::new(),
             ..t.clone()

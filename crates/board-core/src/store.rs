@@ -296,6 +296,11 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
     /// The tasks `promote_ready` would promote now, in claim order, changing nothing.
     fn promotable(&self) -> StoreResult<Vec<TaskId>>;
 
+    /// Scheduled tasks whose time has come (`scheduled_until` at or before `now`),
+    /// earliest first, at most `limit`: an index range of the due ones, whatever waits
+    /// for later. `Request::Resume` puts each back to work.
+    fn due_scheduled(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<TaskId>>;
+
     /// Ready tasks in claim order: priority desc, then age.
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
         self.claimable_except(limit, &[])

@@ -163,11 +163,17 @@ pub enum Request {
         reason: Option<String>,
     },
     /// Park a `todo`, `ready`, `running` or `blocked` task in `scheduled` (ending its run,
-    /// guarded by it when given): waiting on time, not on a person.
+    /// guarded by it when given): waiting on time, not on a person; `until` is when the
+    /// gateway puts it back to work (none: a person's `unblock`). With a time, a
+    /// `scheduled` task is scheduled anew.
     Schedule {
         reason: Option<String>,
         expected_run_id: Option<RunId>,
+        until: Option<Timestamp>,
     },
+    /// The gateway's: a scheduled task whose time has come goes back to work (`ready`, or
+    /// `todo` while a parent is open).
+    Resume,
     /// Release a claim after the worker was stopped. `run_id` and `claim_lock` are what
     /// the reclaimer observed before terminating; any change since refuses.
     Reclaim {
@@ -392,6 +398,7 @@ impl Request {
             | Request::Hold { .. }
             | Request::ExtendClaim { .. }
             | Request::Archive
+            | Request::Resume
             | Request::Promote
             | Request::DecomposeFailed { .. }
             | Request::ClearDecomposeFailures => Ok(()),
@@ -412,6 +419,7 @@ impl Request {
             Request::Block { .. } => "block",
             Request::Unblock { .. } => "unblock",
             Request::Schedule { .. } => "schedule",
+            Request::Resume => "resume",
             Request::Reclaim { .. } => "reclaim",
             Request::DeferReclaim { .. } => "reclaim",
             Request::EndRun { .. } => "end run",
@@ -470,10 +478,8 @@ pub fn decide(
             expected_run_id,
         } => next.block(*kind, reason, *expected_run_id)?,
         Request::Unblock { reason } => next.unblock(reason)?,
-        Request::Schedule {
-            reason,
-            expected_run_id,
-        } => next.schedule(reason, *expected_run_id)?,
+        Request::Schedule { .. } => next.schedule(request)?,
+        Request::Resume => next.resume()?,
         Request::Reclaim {
             run_id,
             claim_lock,

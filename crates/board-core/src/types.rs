@@ -367,6 +367,11 @@ pub struct Task {
     /// `--max-retries`: 1 gives up on the first failure).
     #[serde(default)]
     pub max_retries: Option<i64>,
+    /// When a `scheduled` task's time comes (`schedule --at`, `--in`): the gateway then
+    /// puts it back to work. Set only while the task is `scheduled` (invariant 9); a task
+    /// scheduled without a time waits for a person's `unblock`.
+    #[serde(default)]
+    pub scheduled_until: Option<Timestamp>,
 }
 
 impl Task {

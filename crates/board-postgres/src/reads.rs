@@ -312,3 +312,14 @@ pub(crate) fn daily_spend(tx: &mut Tx<'_>, since: i64) -> StoreResult<Vec<DaySpe
         })
         .collect()
 }
+
+/// Scheduled tasks due at `now`, earliest first: an index range of tasks_scheduled_due,
+/// whose WHERE this repeats.
+pub(crate) fn due_scheduled(tx: &mut Tx<'_>, now: i64, limit: usize) -> StoreResult<Vec<TaskId>> {
+    let rows = tx.query(
+        "SELECT id FROM tasks WHERE status = 'scheduled' AND scheduled_until IS NOT NULL
+           AND scheduled_until <= $1 ORDER BY scheduled_until, id LIMIT $2",
+        &[&now, &sql_limit(Some(limit))],
+    )?;
+    rows.iter().map(rows::task_id).collect()
+}

@@ -213,6 +213,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN max_retries BIGINT;
     CREATE INDEX tasks_by_tenant ON tasks (tenant, priority DESC, created_at, seq) WHERE tenant IS NOT NULL;
     "#,
+    // 9: work that waits for a time (`schedule --at`): when a scheduled task's time
+    // comes; the partial index is the gateway's read of the due ones, in time order.
+    r#"
+    ALTER TABLE tasks ADD COLUMN scheduled_until BIGINT;
+    CREATE INDEX tasks_scheduled_due ON tasks (scheduled_until)
+        WHERE status = 'scheduled' AND scheduled_until IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

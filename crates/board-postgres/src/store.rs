@@ -299,6 +299,10 @@ impl DispatchQueue for PgStore {
         })
     }
 
+    fn due_scheduled(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.read_one(|tx| reads::due_scheduled(tx, now, limit))
+    }
+
     fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         let limit = reads::sql_limit(Some(limit));
         match external {

@@ -272,6 +272,13 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN max_retries INTEGER;
     CREATE INDEX tasks_by_tenant ON tasks(tenant, priority DESC, created_at) WHERE tenant IS NOT NULL;
     "#,
+    // 13: work that waits for a time (`schedule --at`): when a scheduled task's time
+    // comes; the partial index is the gateway's read of the due ones, in time order.
+    r#"
+    ALTER TABLE tasks ADD COLUMN scheduled_until INTEGER;
+    CREATE INDEX tasks_scheduled_due ON tasks(scheduled_until)
+        WHERE status = 'scheduled' AND scheduled_until IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -336,6 +336,10 @@ impl DispatchQueue for SqliteStore {
         query_ids(&self.conn(), PROMOTABLE, [])
     }
 
+    fn due_scheduled(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<TaskId>> {
+        reads::due_scheduled(&self.conn(), now, limit)
+    }
+
     fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         if external.is_empty() {
             let sql = format!(

@@ -371,13 +371,15 @@ const TABLE_CHUNK: usize = 500;
 /// The tasks as a table (id, status, priority, assignee, created, age, title), written
 /// as the rows come: every [`TABLE_CHUNK`] rows are laid out and written together, the
 /// header above the first only, so a table of any length holds one chunk in memory.
-/// A table that fits one chunk is laid out whole.
+/// A table that fits one chunk is laid out whole. A table of scheduled tasks says when
+/// each one's time comes (UNTIL, `-` for one waiting for a person).
 pub struct TaskTable<W: std::io::Write> {
     out: W,
     rows: Vec<Task>,
     written: usize,
     now: Timestamp,
     paint: Paint,
+    until: bool,
 }
 
 impl<W: std::io::Write> TaskTable<W> {
@@ -388,7 +390,13 @@ impl<W: std::io::Write> TaskTable<W> {
             written: 0,
             now,
             paint,
+            until: false,
         }
+    }
+
+    /// The table with an UNTIL column.
+    pub fn with_until(self) -> TaskTable<W> {
+        TaskTable { until: true, ..self }
     }
 
     pub fn push(&mut self, task: Task) -> std::io::Result<()> {
@@ -401,14 +409,19 @@ impl<W: std::io::Write> TaskTable<W> {
 
     fn flush_rows(&mut self) -> std::io::Result<()> {
         let paint = self.paint;
-        let mut table = Table::new(
-            &["ID", "STATUS", "PRI", "ASSIGNEE", "CREATED", "AGE", "TITLE"],
-            paint,
-        );
+        let headers: &[&str] = match self.until {
+            true => &[
+                "ID", "STATUS", "UNTIL", "PRI", "ASSIGNEE", "CREATED", "AGE", "TITLE",
+            ],
+            false => &["ID", "STATUS", "PRI", "ASSIGNEE", "CREATED", "AGE", "TITLE"],
+        };
+        let mut table = Table::new(headers, paint);
         for t in self.rows.drain(..) {
-            table.row(vec![
-                cell(t.id.as_str()),
-                paint.status_cell(t.status),
+            let mut row = vec![cell(t.id.as_str()), paint.status_cell(t.status)];
+            if self.until {
+                row.push(cell(t.scheduled_until.map_or_else(|| "-".to_owned(), local_time)));
+            }
+            row.extend([
                 cell(t.priority.to_string()),
                 // A tenant follows its assignee in brackets, as Hermes lists it.
                 cell(match &t.tenant {
@@ -419,6 +432,7 @@ impl<W: std::io::Write> TaskTable<W> {
                 cell(age(self.now, t.created_at)),
                 cell(t.title),
             ]);
+            table.row(row);
         }
         let text = table.render(width());
         let body = match self.written {

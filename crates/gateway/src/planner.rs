@@ -113,6 +113,8 @@ pub struct View {
     pub spend: Spend,
     /// Tasks a promotion sweep would promote.
     pub promotable: Vec<TaskId>,
+    /// Scheduled tasks whose time has come, earliest first.
+    pub due_scheduled: Vec<TaskId>,
     /// Ready tasks in claim order (a window of them).
     pub claimable: Vec<Task>,
     /// Tasks whose reported work waits for a verification or a review, in claim order.
@@ -186,6 +188,8 @@ pub enum Action {
     /// The spend ceiling in force changed: note it once (an event on `card`, the card
     /// it holds back or the first it lets through, and one log line).
     NoteCeiling { card: TaskId, reached: Option<String> },
+    /// Put back to work the scheduled tasks whose time has come.
+    Resume { tasks: Vec<TaskId> },
     /// Promote the `todo` tasks whose parents are all finished.
     Promote { tasks: Vec<TaskId> },
     /// A ready task whose profile has no command (or a task in review whose reviewer
@@ -226,7 +230,7 @@ impl Action {
             | Action::RememberFailure { card, .. } => vec![card],
             Action::Stop { task, .. } | Action::Spawn { task, .. } => vec![&task.id],
             Action::StartDecomposition { card, .. } => vec![card],
-            Action::Promote { tasks } => tasks.iter().collect(),
+            Action::Promote { tasks } | Action::Resume { tasks } => tasks.iter().collect(),
             Action::Claim { offers } => offers.iter().map(|o| &o.task).collect(),
         }
     }
@@ -270,6 +274,11 @@ pub fn plan(view: &View, now: Timestamp, settings: &DispatchSettings) -> Vec<Act
     planner.workers();
     planner.leases();
     planner.decompositions();
+    if !view.due_scheduled.is_empty() {
+        planner.actions.push(Action::Resume {
+            tasks: view.due_scheduled.clone(),
+        });
+    }
     if !view.promotable.is_empty() {
         planner.actions.push(Action::Promote {
             tasks: view.promotable.clone(),

@@ -36,6 +36,10 @@ impl<'a> Next<'a> {
 
     pub(super) fn into_change(mut self) -> Change {
         self.task.updated_at = self.now;
+        // A time to wait for belongs to the scheduled status alone (invariant 9).
+        if self.task.status != Status::Scheduled {
+            self.task.scheduled_until = None;
+        }
         Change {
             task: self.task,
             runs: self.runs,

@@ -335,26 +335,73 @@ impl Next<'_> {
     }
 
     /// Parks the task in `scheduled`: its run, when it runs, ends `scheduled`.
-    pub(super) fn schedule(
-        &mut self,
-        reason: &Option<String>,
-        expected_run_id: Option<RunId>,
-    ) -> Result<(), Refusal> {
+    /// Parks the task a [`Request::Schedule`] names (any other request is refused); a
+    /// scheduled task is scheduled anew only with a time, which replaces its own. A time
+    /// must be ahead.
+    pub(super) fn schedule(&mut self, request: &Request) -> Result<(), Refusal> {
+        let Request::Schedule {
+            reason,
+            expected_run_id,
+            until,
+        } = request
+        else {
+            return Err(Refusal::Invalid("not a schedule".to_owned()));
+        };
         if let Some(expected) = expected_run_id {
-            self.require_current(expected)?;
+            self.require_current(*expected)?;
         }
         let from = self.task.status;
+        let parked = [Status::Todo, Status::Ready, Status::Running, Status::Blocked];
+        let again = [Status::Scheduled];
+        let allowed = match until {
+            Some(_) => [&parked[..], &again[..]].concat(),
+            None => parked.to_vec(),
+        };
         self.require(
-            &[Status::Todo, Status::Ready, Status::Running, Status::Blocked],
+            &allowed,
             "schedule",
-            "todo, ready, running or blocked",
+            "todo, ready, running or blocked (or scheduled, with a new time)",
         )?;
+        if let Some(at) = until.filter(|&at| at <= self.now) {
+            return Err(Refusal::Invalid(format!(
+                "the time to wait for ({at}) is not ahead of now ({})",
+                self.now
+            )));
+        }
         let run_id = self.close_current_run(Outcome::Scheduled, reason.as_ref(), None, None);
         self.task.status = Status::Scheduled;
+        self.task.scheduled_until = *until;
         self.event(
             EventKind::Scheduled,
             run_id,
-            json!({ "reason": reason, "from": from }),
+            json!({ "reason": reason, "from": from, "until": until }),
+        );
+        Ok(())
+    }
+
+    /// A scheduled task whose time has come goes back to work.
+    pub(super) fn resume(&mut self) -> Result<(), Refusal> {
+        self.require(&[Status::Scheduled], "resume", "scheduled")?;
+        let until = match self.task.scheduled_until {
+            Some(at) if at <= self.now => at,
+            Some(at) => {
+                return Err(Refusal::Invalid(format!(
+                    "{} waits until {at}, after now ({})",
+                    self.task.id, self.now
+                )))
+            }
+            None => {
+                return Err(Refusal::Invalid(format!(
+                    "{} waits for a person's unblock, not for a time",
+                    self.task.id
+                )))
+            }
+        };
+        self.task.status = self.workable_status();
+        self.event(
+            EventKind::Unblocked,
+            None,
+            json!({ "reason": "its scheduled time came", "to": self.task.status, "scheduled_until": until }),
         );
         Ok(())
     }

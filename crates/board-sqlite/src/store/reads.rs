@@ -335,3 +335,14 @@ pub(super) fn daily_spend(conn: &Connection, since: i64) -> StoreResult<Vec<DayS
         .map_err(backend)?;
     rows.collect::<Result<_, _>>().map_err(backend)
 }
+
+/// Scheduled tasks due at `now`, earliest first: an index range of tasks_scheduled_due,
+/// whose WHERE this repeats.
+pub(super) fn due_scheduled(conn: &Connection, now: i64, limit: usize) -> StoreResult<Vec<TaskId>> {
+    super::apply::query_ids(
+        conn,
+        "SELECT id FROM tasks WHERE status = 'scheduled' AND scheduled_until IS NOT NULL
+           AND scheduled_until <= ?1 ORDER BY scheduled_until, id LIMIT ?2",
+        params![now, i64::try_from(limit).unwrap_or(i64::MAX)],
+    )
+}

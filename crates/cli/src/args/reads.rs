@@ -122,15 +122,23 @@ pub fn parse_since(text: &str) -> Result<Since, String> {
     if let Ok(age) = parse_duration(text) {
         return Ok(Since::Age(age));
     }
+    parse_moment(text).map(Since::Time).map_err(|_| {
+        format!("not a time or event id: {text:?} (expected e.g. 2026-12-01T08:00:00Z, \"2026-12-01 08:00\", 2h or 42)")
+    })
+}
+
+/// A moment as Unix seconds: RFC 3339 (`2026-12-01T08:00:00Z`) or local
+/// `YYYY-MM-DD HH:MM[:SS]`.
+pub fn parse_moment(text: &str) -> Result<i64, String> {
     if let Ok(moment) = text.parse::<jiff::Timestamp>() {
-        return Ok(Since::Time(moment.as_second()));
+        return Ok(moment.as_second());
     }
-    let civil = text
-        .parse::<jiff::civil::DateTime>()
-        .map_err(|_| format!("not a time or event id: {text:?} (expected e.g. 2026-12-01T08:00:00Z, \"2026-12-01 08:00\", 2h or 42)"))?;
+    let civil = text.parse::<jiff::civil::DateTime>().map_err(|_| {
+        format!("not a time: {text:?} (expected e.g. 2026-12-01T08:00:00Z or \"2026-12-01 08:00\")")
+    })?;
     civil
         .to_zoned(crate::output::local_zone())
-        .map(|z| Since::Time(z.timestamp().as_second()))
+        .map(|z| z.timestamp().as_second())
         .map_err(|e| format!("not a time here: {text:?} ({e})"))
 }
 

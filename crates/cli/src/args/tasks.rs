@@ -271,6 +271,13 @@ impl Targets {
 pub struct ScheduleArgs {
     #[command(flatten)]
     pub targets: Targets,
+    /// Wait until this time, then the gateway puts the task back to work:
+    /// 2026-12-24T08:00:00Z or "2026-12-24 08:00" (local time)
+    #[arg(long, value_name = "TIME", value_parser = super::reads::parse_moment, conflicts_with = "within")]
+    pub at: Option<i64>,
+    /// Wait this long, then the gateway puts the task back to work: 90s, 15m, 2h, 1d
+    #[arg(long = "in", value_name = "DUR", value_parser = parse_duration)]
+    pub within: Option<i64>,
     /// Only if RUN is still the first task's current run
     #[arg(long, value_name = "RUN")]
     pub run: Option<RunId>,

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::args::{PromoteArgs, ScheduleArgs};
 use crate::failure::Failure;
-use crate::output::{plain, print_json, task_json};
+use crate::output::{local_time, plain, print_json, task_json};
 use crate::verbs::identity::caller;
 use crate::verbs::{each_task, Ctx};
 
@@ -115,11 +115,14 @@ fn why_not(error: &StoreError) -> String {
     }
 }
 
-/// `kanban schedule ID [REASON...] [--ids ID...] [--run RUN]`, as Hermes' verb: each task
-/// parked in `scheduled`, `Scheduled ID[: REASON]` per task, a refusal per task on
-/// stderr, exit 1 when any was refused; `--json`: one task object per line.
+/// `kanban schedule ID [REASON...] [--ids ID...] [--run RUN] [--at TIME | --in DUR]`, as
+/// Hermes' verb: each task parked in `scheduled` (until a time, which the gateway keeps),
+/// `Scheduled ID[ until TIME][: REASON]` per task, a refusal per task on stderr, exit 1
+/// when any was refused; `--json`: one task object per line.
 pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
     let reason = a.targets.reason();
+    let until = a.at.or(a.within.map(|secs| ctx.now.saturating_add(secs)));
+    let when = until.map_or_else(String::new, |at| format!(" until {}", local_time(at)));
     let mut ids = vec![(a.targets.id, a.run)];
     ids.extend(a.targets.ids.into_iter().map(|id| (id, None)));
     let mut refused = false;
@@ -127,6 +130,7 @@ pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
         let request = Request::Schedule {
             reason: reason.clone(),
             expected_run_id: run,
+            until,
         };
         match ctx.store.transition(&id, &request, ctx.now) {
             Ok(task) if ctx.json => crate::output::print_json_line(&task_json(&task)),
@@ -134,7 +138,7 @@ pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
                 let suffix = reason
                     .as_deref()
                     .map_or_else(String::new, |r| format!(": {}", plain(r, false)));
-                println!("Scheduled {id}{suffix}");
+                println!("Scheduled {id}{when}{suffix}");
             }
             Err(e) => {
                 refused = true;

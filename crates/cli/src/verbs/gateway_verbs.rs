@@ -112,6 +112,7 @@ pub fn dispatch(
             said("decomposed", "would decompose"),
             &report.decompositions_started,
         );
+        line(said("resumed", "would resume"), &report.resumed);
         line(said("promoted", "would promote"), &report.promoted);
         line(said("spawned", "would spawn"), &report.spawned);
         if dry_run {

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use board_core::shapes::{list_filter, TaskJson};
-use board_core::{Event, EventFilter, Task, TaskFilter};
+use board_core::{Event, EventFilter, Status, Task, TaskFilter};
 use serde::Serialize;
 use serde_json::ser::{Formatter, PrettyFormatter};
 
@@ -161,6 +161,9 @@ pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
     let out = BufWriter::new(std::io::stdout().lock());
     let mut sink = match ctx.json || jsonl {
         true => Sink::json(out, jsonl),
+        false if filter.status == Some(Status::Scheduled) => {
+            Sink::Table(TaskTable::new(out, ctx.now, ctx.paint).with_until())
+        }
         false => Sink::Table(TaskTable::new(out, ctx.now, ctx.paint)),
     };
     let (mut shown, mut last) = (0usize, None);

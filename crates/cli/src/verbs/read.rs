@@ -101,6 +101,9 @@ fn facts(task: &Task, now: Timestamp, limit: i64) -> Vec<String> {
     if let Some(kind) = task.block_kind {
         facts.push(format!("block kind {kind} (x{})", task.block_recurrences));
     }
+    if let Some(at) = task.scheduled_until {
+        facts.push(format!("scheduled until {}", crate::output::local_time(at)));
+    }
     if let Some(tenant) = &task.tenant {
         facts.push(format!("tenant {}", plain(tenant, false)));
     }

@@ -42,6 +42,7 @@ mod reliability_model_faults;
 mod reliability_secrets;
 mod report_channel;
 mod retention;
+mod schedules;
 mod scratch_schema;
 mod serve_peers;
 mod service;

@@ -74,6 +74,7 @@ impl Dispatcher {
                 self.start_decomposition(card, *floor, *probe, pass)
             }
             Action::NoteCeiling { card, reached } => self.note_ceiling(card, reached, pass),
+            Action::Resume { tasks } => self.resume(tasks, pass),
             Action::Promote { .. } => match self.store.promote_ready(pass.now) {
                 Ok(promoted) => pass.report.promoted = promoted,
                 Err(e) => pass.report.errors.push(format!("promoting: {e}")),
@@ -87,6 +88,18 @@ impl Dispatcher {
                 kind,
                 verifiers,
             } => self.spawn(task, profile, command, (*kind, verifiers), pass),
+        }
+    }
+
+    /// Puts each scheduled task whose time came back to work. One another gateway
+    /// resumed (or a person moved) meanwhile is refused and left alone.
+    fn resume(&mut self, tasks: &[TaskId], pass: &mut Pass<'_>) {
+        for task in tasks {
+            match self.store.transition(task, &Request::Resume, pass.now) {
+                Ok(_) => pass.report.resumed.push(task.clone()),
+                Err(StoreError::Refused(_)) => {}
+                Err(e) => pass.report.errors.push(format!("resuming {task}: {e}")),
+            }
         }
     }
 

@@ -15,6 +15,10 @@ const TRIAGE_LEASES: usize = 256;
 /// read: leasing the card finds it lapsed and charges its attempt.
 const LEASE_SCAN: Timestamp = 5;
 
+/// At most this many scheduled tasks whose time came are resumed a tick; the rest, the
+/// next tick, earliest first.
+const DUE_SCHEDULED_PER_TICK: usize = 256;
+
 impl Dispatcher {
     /// The one read a tick decides from. A failed read leaves its part empty and is
     /// returned, so the rest of the tick still runs.
@@ -58,6 +62,10 @@ impl Dispatcher {
         match self.store.promotable() {
             Ok(ids) => view.promotable = ids,
             Err(e) => failed.push(("listing tasks to promote".to_owned(), e)),
+        }
+        match self.store.due_scheduled(now, DUE_SCHEDULED_PER_TICK) {
+            Ok(ids) => view.due_scheduled = ids,
+            Err(e) => failed.push(("listing scheduled tasks whose time came".to_owned(), e)),
         }
         self.read_claimable(settings, now, &mut view, &mut failed);
         (view, failed)

@@ -17,6 +17,8 @@ pub struct TickReport {
     pub decompositions_started: Vec<TaskId>,
     /// Decompositions running in the background after this tick.
     pub decompositions_in_flight: usize,
+    /// Scheduled tasks put back to work, their time come.
+    pub resumed: Vec<TaskId>,
     pub promoted: Vec<TaskId>,
     pub spawned: Vec<TaskId>,
     pub errors: Vec<String>,
@@ -34,6 +36,7 @@ impl TickReport {
         self.timed_out.extend(later.timed_out);
         self.disowned.extend(later.disowned);
         self.decompositions_started.extend(later.decompositions_started);
+        self.resumed.extend(later.resumed);
         self.promoted.extend(later.promoted);
         self.spawned.extend(later.spawned);
         self.errors.extend(later.errors);
@@ -70,6 +73,7 @@ pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
                 report.decompositions_started.extend(id());
             }
             Action::Promote { .. } => report.promoted.extend(id()),
+            Action::Resume { .. } => report.resumed.extend(id()),
             Action::Spawn { .. } => report.spawned.extend(id()),
             Action::Kill { .. }
             | Action::LetGo { .. }

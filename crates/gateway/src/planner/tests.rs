@@ -140,6 +140,7 @@ fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
                 Action::ExtendLease { .. } => "extend",
                 Action::StartDecomposition { .. } => "decompose",
                 Action::Promote { .. } => "promote",
+                Action::Resume { .. } => "resume",
                 Action::SkipNonspawnable { .. } => "skip",
                 Action::Spawn { .. } => "spawn",
                 Action::NoteCeiling { .. } => "ceiling",
@@ -517,10 +518,19 @@ fn the_preview_reports_a_plan_in_the_ticks_shape() {
         triage: vec![card(4)],
         breaker: up(),
         promotable: vec![id(5)],
+        due_scheduled: vec![id(7)],
         claimable: vec![ready(6)],
         ..View::default()
     };
-    let report = preview(&plan(&view, T, &decomposing(1, 1)), 0);
+    let actions = plan(&view, T, &decomposing(1, 1));
+    let order: Vec<&str> = kinds(&actions).into_iter().map(|(k, _)| k).collect();
+    let at = |kind| order.iter().position(|k| *k == kind).unwrap();
+    assert!(
+        at("resume") < at("promote"),
+        "resumed tasks may be promoted: {order:?}"
+    );
+    let report = preview(&actions, 0);
+    assert_eq!(report.resumed, [id(7)]);
     assert_eq!(report.reaped, [id(1)]);
     assert_eq!(report.timed_out, [id(2)]);
     assert_eq!(report.reclaimed, [id(3)]);
