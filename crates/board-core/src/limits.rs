@@ -169,4 +169,21 @@ mod tests {
         assert!(json("the metadata", &Value::String("m".repeat(TEXT_MAX_BYTES - 2))).is_ok());
         assert!(some_short("the key", &None).is_ok());
     }
+
+    #[test]
+    fn a_task_names_up_to_sixteen_plain_skills_once_each() {
+        let names = |n: usize| (0..n).map(|i| format!("skill-{i}")).collect::<Vec<_>>();
+        assert_eq!(skills(&names(SKILLS_MAX)).unwrap().len(), SKILLS_MAX);
+        assert!(skills(&names(SKILLS_MAX + 1)).is_err());
+        let messy = [" a ", "a", "", "b.c:d/e_f"].map(String::from);
+        assert_eq!(skills(&messy).unwrap(), ["a", "b.c:d/e_f"]);
+        for bad in ["-x", ".x", "/x", "a,b", "a b", "é", &"x".repeat(65)] {
+            assert!(skills(&[bad.to_owned()]).is_err(), "{bad:?}");
+        }
+        assert!(skills(&["x".repeat(64)]).is_ok());
+        assert!(name("the tenant", "acme").is_ok());
+        for bad in ["", "  ", "a\u{7}b", &"t".repeat(SHORT_MAX_BYTES + 1)] {
+            assert!(name("the tenant", bad).is_err(), "{bad:?}");
+        }
+    }
 }

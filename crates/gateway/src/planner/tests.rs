@@ -719,3 +719,70 @@ fn the_request_ceiling_bounds_what_starts_and_is_noted_once() {
         [("ceiling", id(1)), ("decompose", id(1))]
     );
 }
+
+#[test]
+fn a_profiles_cap_counts_the_spawns_of_the_same_pass() {
+    let mut capped = settings();
+    capped.max_spawn = 4;
+    capped.gates.insert(
+        "default".to_owned(),
+        Gates {
+            max_concurrent: Some(2),
+            ..Gates::default()
+        },
+    );
+    let view = View {
+        claimable: (1..=3).map(ready).collect(),
+        ..View::default()
+    };
+    let spawned: Vec<TaskId> = kinds(&plan(&view, T, &capped))
+        .into_iter()
+        .filter(|(kind, _)| *kind == "spawn")
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(spawned, [id(1), id(2)], "two of default's, none over its cap");
+}
+
+#[test]
+fn a_lanes_profile_is_never_spawned_nor_noted_as_unrunnable() {
+    let mut lanes = settings();
+    lanes.external = vec!["idle".to_owned()];
+    let view = View {
+        claimable: vec![idle(1)],
+        ..View::default()
+    };
+    assert_eq!(planned(&view), [("skip", id(1))], "without the lane, noted once");
+    assert!(plan(&view, T, &lanes).is_empty(), "a lane's work is the lane's");
+}
+
+#[test]
+fn a_later_passes_report_adds_to_the_first() {
+    let mut first = TickReport {
+        resumed: vec![id(1)],
+        promoted: vec![id(2)],
+        ..TickReport::default()
+    };
+    first.absorb(TickReport {
+        reaped: vec![id(3)],
+        resumed: vec![id(4)],
+        spawned: vec![id(5)],
+        errors: vec!["late".into()],
+        ..TickReport::default()
+    });
+    assert_eq!(
+        (
+            first.resumed,
+            first.promoted,
+            first.reaped,
+            first.spawned,
+            first.errors
+        ),
+        (
+            vec![id(1), id(4)],
+            vec![id(2)],
+            vec![id(3)],
+            vec![id(5)],
+            vec!["late".to_owned()]
+        )
+    );
+}
