@@ -388,6 +388,15 @@ impl DispatchQueue for MemStore {
         Ok(due.into_iter().take(limit).map(|(_, id)| id).collect())
     }
 
+    fn next_scheduled(&self, after: Timestamp) -> StoreResult<Option<Timestamp>> {
+        let b = self.board();
+        let waiting = b.tasks.values().filter(|t| t.status == Status::Scheduled);
+        Ok(waiting
+            .filter_map(|t| t.scheduled_until)
+            .filter(|&at| at > after)
+            .min())
+    }
+
     fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         let external = |t: &Task| t.assignee.as_ref().is_some_and(|a| external.contains(a));
         Ok(self

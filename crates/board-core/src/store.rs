@@ -301,6 +301,10 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
     /// for later. `Request::Resume` puts each back to work.
     fn due_scheduled(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<TaskId>>;
 
+    /// The earliest time a scheduled task waits for after `after`, if any: the first
+    /// entry of the same index past `after`.
+    fn next_scheduled(&self, after: Timestamp) -> StoreResult<Option<Timestamp>>;
+
     /// Ready tasks in claim order: priority desc, then age.
     fn claimable(&self, limit: usize) -> StoreResult<Vec<Task>> {
         self.claimable_except(limit, &[])

@@ -72,7 +72,8 @@ impl NewEvent {
 /// ready (`created`, `promoted`, `unblocked`, `reclaimed`, `reopened`, and sent back by a check:
 /// `verify_failed`, `changes_requested`), reported work waits for a check
 /// (`verifying`, `review_requested`, `review_reopened`), or a card entered triage or
-/// became due again (`created`, `decompose_reset`). A store wakes the gateways sharing
+/// became due again (`created`, `decompose_reset`), or a task waits for a time the
+/// dispatcher keeps (`scheduled`: it ticks again then). A store wakes the gateways sharing
 /// the board when a write that appends one of these commits (docs/gateway.md#wake-ups).
 /// A run that ended frees a slot on one gateway only, once its worker has exited: that
 /// gateway learns it from the worker's report channel, and no other is woken for it.
@@ -96,6 +97,7 @@ pub const WAKING_EVENTS: &[EventKind] = &[
     EventKind::ChangesRequested,
     EventKind::ReviewReopened,
     EventKind::Reopened,
+    EventKind::Scheduled,
 ];
 
 /// Whether an event of `kind` may give a dispatcher work at once ([`WAKING_EVENTS`]).

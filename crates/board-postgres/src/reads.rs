@@ -323,3 +323,16 @@ pub(crate) fn due_scheduled(tx: &mut Tx<'_>, now: i64, limit: usize) -> StoreRes
     )?;
     rows.iter().map(rows::task_id).collect()
 }
+
+/// The earliest scheduled time after `after`: the first entry of tasks_scheduled_due past it.
+pub(crate) fn next_scheduled(tx: &mut Tx<'_>, after: i64) -> StoreResult<Option<i64>> {
+    let rows = tx.query(
+        "SELECT MIN(scheduled_until) AS next FROM tasks WHERE status = 'scheduled'
+           AND scheduled_until IS NOT NULL AND scheduled_until > $1",
+        &[&after],
+    )?;
+    match rows.first() {
+        Some(row) => get(row, "next"),
+        None => Ok(None),
+    }
+}

@@ -303,6 +303,10 @@ impl DispatchQueue for PgStore {
         self.read_one(|tx| reads::due_scheduled(tx, now, limit))
     }
 
+    fn next_scheduled(&self, after: Timestamp) -> StoreResult<Option<Timestamp>> {
+        self.read_one(|tx| reads::next_scheduled(tx, after))
+    }
+
     fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         let limit = reads::sql_limit(Some(limit));
         match external {
@@ -549,28 +553,6 @@ impl BoardImport for PgStore {
 }
 
 impl PgStore {
-    /// Claims up to `limit` ready tasks, in claim order, under fresh runs, in one
-    /// transaction. Rows that another transaction holds are skipped (`SKIP LOCKED`), so
-    /// claimers sharing the ready queue never wait on each other's rows: each takes the
-    /// next tasks nobody else is taking. Each claim is the core's, as `claim` makes it.
-    pub fn claim_next(&self, limit: usize, ttl: i64, now: Timestamp) -> StoreResult<Vec<Claim>> {
-        let sql = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE status = 'ready' ORDER BY priority DESC, created_at, seq LIMIT $1
-             FOR NO KEY UPDATE SKIP LOCKED"
-        );
-        let limit = reads::sql_limit(Some(limit));
-        self.write(|tx| {
-            let ready = tx.query(sql, &[&limit])?;
-            let offers = ready
-                .iter()
-                .map(|row| rows::task_id(row).map(Offer::work))
-                .collect::<StoreResult<Vec<_>>>()?;
-            claim_rows(tx, &ready, &offers, ttl, None, now)
-        })
-    }
-
     /// How PostgreSQL plans the dispatcher's reads on this board now: one `EXPLAIN`
     /// text per read (`claimable`, `expired_leases`, `running`, `due_triage`), with
     /// `now` as the clock and a limit of 64.

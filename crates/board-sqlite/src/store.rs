@@ -340,6 +340,10 @@ impl DispatchQueue for SqliteStore {
         reads::due_scheduled(&self.conn(), now, limit)
     }
 
+    fn next_scheduled(&self, after: Timestamp) -> StoreResult<Option<Timestamp>> {
+        reads::next_scheduled(&self.conn(), after)
+    }
+
     fn claimable_except(&self, limit: usize, external: &[String]) -> StoreResult<Vec<Task>> {
         if external.is_empty() {
             let sql = format!(

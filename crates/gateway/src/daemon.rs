@@ -273,6 +273,7 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         started_at,
         wake,
         wakeups: 0,
+        next_due: None,
     };
     runtime.block_on(ticking.run(dispatcher))
 }
@@ -305,6 +306,9 @@ struct Ticking {
     wake: Arc<tokio::sync::Notify>,
     /// Ticks a wake-up started.
     wakeups: u64,
+    /// The earliest time a scheduled task waits for, as the last tick read it: the loop
+    /// ticks then too, so the task is resumed on time, not at the next periodic tick.
+    next_due: Option<Timestamp>,
 }
 
 fn every(period: Duration) -> tokio::time::Interval {
@@ -321,8 +325,12 @@ impl Ticking {
         let mut hangup = signal(SignalKind::hangup()).map_err(io("cannot watch SIGHUP"))?;
         let mut last_tick = Instant::now();
         loop {
+            let due_in = self
+                .next_due
+                .map(|at| Duration::from_secs(u64::try_from(at.saturating_sub(now())).unwrap_or(0)));
             tokio::select! {
                 _ = interval.tick() => {}
+                _ = tokio::time::sleep(due_in.unwrap_or_default()), if due_in.is_some() => {}
                 _ = self.wake.notified() => self.after_gap(last_tick).await,
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
@@ -358,7 +366,7 @@ impl Ticking {
     }
 
     /// One tick on the blocking pool (the store is synchronous), then `gateway.json`.
-    async fn tick(&self, mut dispatcher: Dispatcher) -> Result<Dispatcher, GatewayError> {
+    async fn tick(&mut self, mut dispatcher: Dispatcher) -> Result<Dispatcher, GatewayError> {
         let settings = DispatchSettings::from_config(&self.config);
         let joined = tokio::task::spawn_blocking(move || {
             let start = Instant::now();
@@ -369,11 +377,15 @@ impl Ticking {
                 let cost_safety = dispatcher.cost_safety(&settings, now());
                 (report, cost_safety)
             }));
-            (dispatcher, report, start.elapsed())
+            let next_due = dispatcher.next_scheduled(now());
+            (dispatcher, report, start.elapsed(), next_due)
         })
         .await;
+        if let Ok((_, _, _, next_due)) = &joined {
+            self.next_due = *next_due;
+        }
         match joined {
-            Ok((d, Ok((report, cost_safety)), took)) => {
+            Ok((d, Ok((report, cost_safety)), took, _)) => {
                 self.monitor.tick(&report, took, d.workers().count());
                 let status = Status {
                     started_at: self.started_at,
@@ -383,7 +395,7 @@ impl Ticking {
                 write_status(&self.home, &status, &d, &report);
                 Ok(d)
             }
-            Ok((d, Err(_), _)) => {
+            Ok((d, Err(_), _, _)) => {
                 tracing::error!("a tick panicked; the next tick runs");
                 Ok(d)
             }

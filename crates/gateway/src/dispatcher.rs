@@ -186,6 +186,12 @@ impl Dispatcher {
         task.lane().is_none() && task.worker_host().is_none_or(|h| h == self.host)
     }
 
+    /// The earliest time a scheduled task waits for after `now`, for the gateway to tick
+    /// then (`None` when nothing waits for a time, or the read failed: the ticks remain).
+    pub fn next_scheduled(&self, now: Timestamp) -> Option<Timestamp> {
+        self.store.next_scheduled(now).ok().flatten()
+    }
+
     /// Workers this dispatcher holds, by task.
     pub fn workers(&self) -> impl Iterator<Item = &HeldWorker> {
         self.workers.values()

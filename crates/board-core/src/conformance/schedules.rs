@@ -35,6 +35,9 @@ pub fn a_task_scheduled_until_a_time_resumes_then(board: &dyn Backend) {
         .unwrap();
     assert_eq!(event[0].payload["until"], T0 + 100);
     assert!(s.due_scheduled(T0 + 49, 10).unwrap().is_empty());
+    assert_eq!(s.next_scheduled(T0).unwrap(), Some(T0 + 50));
+    assert_eq!(s.next_scheduled(T0 + 50).unwrap(), Some(T0 + 100));
+    assert_eq!(s.next_scheduled(T0 + 100).unwrap(), None);
     assert_eq!(
         s.due_scheduled(T0 + 100, 10).unwrap(),
         vec![sooner.id.clone(), later.id.clone()]

@@ -346,3 +346,13 @@ pub(super) fn due_scheduled(conn: &Connection, now: i64, limit: usize) -> StoreR
         params![now, i64::try_from(limit).unwrap_or(i64::MAX)],
     )
 }
+
+/// The earliest scheduled time after `after`: the first entry of tasks_scheduled_due past it.
+pub(super) fn next_scheduled(conn: &Connection, after: i64) -> StoreResult<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT MIN(scheduled_until) FROM tasks WHERE status = 'scheduled'
+           AND scheduled_until IS NOT NULL AND scheduled_until > ?1",
+    )
+    .and_then(|mut s| s.query_row([after], |r| r.get(0)))
+    .map_err(backend)
+}

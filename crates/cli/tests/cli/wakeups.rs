@@ -151,6 +151,43 @@ fn wakes_the_gateway(postgres: bool) {
     assert!(b.board.ticks() > ticks_at_start);
 }
 
+/// A task scheduled two seconds ahead runs then, with a 30 s tick: the schedule wakes
+/// the gateway, which ticks again at the task's time.
+fn a_scheduled_task_runs_at_its_time_not_at_the_next_tick(postgres: bool) {
+    let mut b = WakeBoard::new(postgres);
+    b.board.start_gateway();
+    let ticks = b.board.ticks();
+    let later = b
+        .board
+        .create(&["later", "--assignee", "quick", "--initial-status", "blocked"]);
+    // The tick the creation woke has come and gone: only the schedule can wake the next.
+    b.within_limit("the creation's tick", Instant::now(), || b.board.ticks() > ticks);
+    let later_arg = later.to_string();
+    b.board.kanban_ok(&["schedule", &later_arg, "--in", "2s"]);
+    let scheduled = Instant::now();
+    let until = b.store.get(&later).unwrap().scheduled_until.expect("a time");
+    b.within_limit(
+        "the scheduled task spawned two seconds on",
+        scheduled + Duration::from_secs(2),
+        || b.spawned(&later),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(now >= until, "spawned before its time");
+}
+
+#[test]
+fn sqlite_a_scheduled_task_runs_at_its_time() {
+    a_scheduled_task_runs_at_its_time_not_at_the_next_tick(false);
+}
+
+#[test]
+fn postgres_a_scheduled_task_runs_at_its_time() {
+    a_scheduled_task_runs_at_its_time_not_at_the_next_tick(true);
+}
+
 #[test]
 fn sqlite_writes_wake_the_gateway() {
     wakes_the_gateway(false);
