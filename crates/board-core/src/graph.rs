@@ -50,12 +50,13 @@ impl NewTask {
 
     /// Refuses a field over the board's limits ([`crate::limits`]).
     pub fn check_sizes(&self) -> Result<(), Refusal> {
-        use crate::limits::{name, some_short, steps, text};
+        use crate::limits::{retries, some_name, some_short, steps, text};
         text("the body", &self.body)?;
         some_short("the assignee", &self.assignee)?;
         some_short("the creator", &self.created_by)?;
         some_short("the reviewer", &self.reviewer)?;
-        self.tenant.as_deref().map_or(Ok(()), |t| name("the tenant", t))?;
+        some_name("the tenant", &self.tenant)?;
+        retries(self.max_retries)?;
         self.verify
             .as_deref()
             .map_or(Ok(()), |v| steps("the verifiers", v))?;
@@ -166,11 +167,6 @@ pub fn create(request: &NewTask, id: TaskId, parents: &[Task], now: Timestamp) -
                 "max runtime must be positive, got {max}"
             )));
         }
-    }
-    if let Some(n) = request.max_retries.filter(|&n| n < 1) {
-        return Err(Refusal::Invalid(format!(
-            "max retries must be at least 1 (1 gives up on the first failure), got {n}"
-        )));
     }
     let skills = crate::limits::skills(&request.skills)?;
     let mut parent_ids: Vec<TaskId> = Vec::new();

@@ -137,16 +137,12 @@ fn fits(incoming: &ImportedTask) -> Result<(), Refusal> {
     some_short("the assignee", &task.assignee)?;
     some_short("the creator", &task.created_by)?;
     some_short("the idempotency key", &task.idempotency_key)?;
-    task.tenant
-        .as_deref()
-        .map_or(Ok(()), |t| crate::limits::name("the tenant", t))?;
+    crate::limits::some_name("the tenant", &task.tenant)?;
+    crate::limits::retries(task.max_retries)?;
     if crate::limits::skills(&task.skills)? != task.skills {
         return Err(Refusal::Invalid(
             "the skills repeat a name or hold a blank one".into(),
         ));
-    }
-    if task.max_retries.is_some_and(|n| n < 1) {
-        return Err(Refusal::Invalid("max retries is below 1".into()));
     }
     for run in &incoming.runs {
         some_short("a run's profile", &run.profile)?;

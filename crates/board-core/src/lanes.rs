@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::refusal::Refusal;
 use crate::store::{BoardWrites, StoreResult};
-use crate::transition::Request;
+use crate::transition::{Claiming, Request};
 use crate::types::{Checks, RunKind, Task, Timestamp};
 
 /// The prefix of every lane token, so a token pasted in the wrong place is recognisable.
@@ -127,14 +127,14 @@ pub fn usable(lane: &Lane) -> Result<(), Refusal> {
 
 /// The claim of a ready task's work for `lane`, with the checks its completion must pass.
 pub fn claim_request(lane: &Lane, ttl: i64, checks: Checks) -> Request {
-    Request::Claim {
+    Request::Claim(Claiming {
         ttl,
         host: None,
         kind: RunKind::Work,
         checks,
         lane: Some(lane.name.clone()),
         assign: None,
-    }
+    })
 }
 
 /// The run of `task` that `lane` holds now, if it is `run_id` (or any, when `None`): the

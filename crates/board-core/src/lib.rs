@@ -60,7 +60,7 @@ pub use store::{
     ReclaimOutcome, Retention, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination,
     Terminator, TriageLease, TriageQueue, Verdict, Visit,
 };
-pub use transition::{wakes_dispatcher, ByHand, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
+pub use transition::{wakes_dispatcher, ByHand, Claiming, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Checks, Comment, DaySpend, Event, Finished, Lease, LeaseColumns,
     Link, LlmCall, LlmOutcome, LlmPurpose, Outcome, Run, RunId, RunKind, RunStatus, Status, StatusCount,

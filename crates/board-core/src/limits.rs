@@ -97,6 +97,21 @@ pub fn name(what: &str, value: &str) -> Result<(), Refusal> {
     short(what, value)
 }
 
+/// [`name`] of an optional field.
+pub fn some_name(what: &str, value: &Option<String>) -> Result<(), Refusal> {
+    value.as_deref().map_or(Ok(()), |v| name(what, v))
+}
+
+/// Refuses a task's own failure limit below 1 (1 gives up on the first failure).
+pub fn retries(max_retries: Option<i64>) -> Result<(), Refusal> {
+    match max_retries {
+        Some(n) if n < 1 => Err(Refusal::Invalid(format!(
+            "max retries must be at least 1 (1 gives up on the first failure), got {n}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The most skills a task names.
 pub const SKILLS_MAX: usize = 16;
 

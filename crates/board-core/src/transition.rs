@@ -131,24 +131,28 @@ pub struct NewComment {
     pub body: String,
 }
 
+/// What a claim asks for: a run of `kind` on a task waiting in that kind's status
+/// (`ready` for work, `verifying`, `review`), under the fresh run id and claim lock; a
+/// gateway names its host, recorded on the run from the claim on; a lane
+/// (docs/lanes.md) names itself, and holds the run. `checks` are what a work run's
+/// completion must pass. `assign` names the profile that takes an unassigned task's work
+/// (the gateway's `kanban.default_assignee`): the claim assigns the task to it, with an
+/// `assigned` event, so every view shows who runs it, as Hermes' dispatcher does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claiming {
+    pub ttl: i64,
+    pub host: Option<String>,
+    pub kind: RunKind,
+    pub checks: Checks,
+    pub lane: Option<String>,
+    pub assign: Option<String>,
+}
+
 /// A request about one existing task.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
-    /// Open a run of `kind` on a task waiting in that kind's status (`ready` for work,
-    /// `verifying`, `review`), under the fresh run id and claim lock; a gateway names its
-    /// host, recorded on the run from the claim on; a lane (docs/lanes.md) names
-    /// itself, and holds the run. `checks` are what a work run's completion must pass.
-    /// `assign` names the profile that takes an unassigned task's work (the gateway's
-    /// `kanban.default_assignee`): the claim assigns the task to it, with an `assigned`
-    /// event, so every view shows who runs it, as Hermes' dispatcher does.
-    Claim {
-        ttl: i64,
-        host: Option<String>,
-        kind: RunKind,
-        checks: Checks,
-        lane: Option<String>,
-        assign: Option<String>,
-    },
+    /// Open a run ([`Claiming`]).
+    Claim(Claiming),
     /// A live worker extends its lease.
     Heartbeat {
         run_id: RunId,
@@ -392,9 +396,9 @@ impl Request {
                 some_short("the author", &hand.by)?;
                 some_text("the reason", &hand.reason)
             }
-            Request::Claim { lane, assign, .. } => {
-                some_short("the lane", lane)?;
-                some_short("the assignee", assign)
+            Request::Claim(c) => {
+                some_short("the lane", &c.lane)?;
+                some_short("the assignee", &c.assign)
             }
             Request::EndRun(_)
             | Request::Hold { .. }
@@ -409,13 +413,13 @@ impl Request {
 
     /// Whether deciding this request may need a fresh run id and claim lock.
     pub fn opens_run(&self) -> bool {
-        matches!(self, Request::Claim { .. } | Request::Complete(_))
+        matches!(self, Request::Claim(_) | Request::Complete(_))
     }
 
     /// The verb, for messages and logs.
     pub fn verb(&self) -> &'static str {
         match self {
-            Request::Claim { .. } => "claim",
+            Request::Claim(_) => "claim",
             Request::Heartbeat { .. } => "heartbeat",
             Request::Complete(_) => "complete",
             Request::Block { .. } => "block",
@@ -450,14 +454,14 @@ impl Request {
     /// A claim of a ready task's work with no checks: what a person or a worker's own
     /// `kanban claim` asks for.
     pub fn claim(ttl: i64, host: Option<String>) -> Request {
-        Request::Claim {
+        Request::Claim(Claiming {
             ttl,
             host,
             kind: RunKind::Work,
             checks: Checks::default(),
             lane: None,
             assign: None,
-        }
+        })
     }
 }
 
@@ -471,7 +475,7 @@ pub fn decide(
     request.check_sizes()?;
     let mut next = Next::new(facts, now);
     match request {
-        Request::Claim { .. } => next.claim(fresh, request)?,
+        Request::Claim(claiming) => next.claim(fresh, claiming)?,
         Request::Heartbeat { run_id, ttl, note } => next.heartbeat(*run_id, *ttl, note)?,
         Request::Complete(c) => next.complete(c, fresh.run_id)?,
         Request::Block {
@@ -480,7 +484,11 @@ pub fn decide(
             expected_run_id,
         } => next.block(*kind, reason, *expected_run_id)?,
         Request::Unblock { reason } => next.unblock(reason)?,
-        Request::Schedule { .. } => next.schedule(request)?,
+        Request::Schedule {
+            reason,
+            expected_run_id,
+            until,
+        } => next.schedule(reason, *expected_run_id, *until)?,
         Request::Resume => next.resume()?,
         Request::Reclaim {
             run_id,

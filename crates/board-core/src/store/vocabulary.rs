@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 
 use super::StoreResult;
-use crate::transition::Request;
+use crate::transition::{Claiming, Request};
 use crate::types::{Checks, RunId, RunKind, Status, Task, TaskId, TaskOrder, Timestamp};
 
 /// Which tasks `list` returns, in `order` (claim order by default: priority desc, then
@@ -206,14 +206,14 @@ pub struct Offer {
 impl Offer {
     /// The claim this offer asks for, recorded on `host`.
     pub fn request(&self, ttl: i64, host: Option<&str>) -> Request {
-        Request::Claim {
+        Request::Claim(Claiming {
             ttl,
             host: host.map(str::to_owned),
             kind: self.kind,
             checks: self.checks.clone(),
             lane: None,
             assign: self.assign.clone(),
-        }
+        })
     }
 
     /// Work on a ready task, with no checks.

@@ -3,25 +3,22 @@
 use serde_json::{json, Value};
 
 use super::next::Next;
-use super::{Completion, Fresh, Request, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
+use super::{Claiming, Completion, Fresh, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
 use crate::kinds::EventKind;
 use crate::refusal::Refusal;
 use crate::types::{BlockKind, Checks, Lease, Outcome, Run, RunId, RunKind, RunStatus, Status, Timestamp};
 
 impl Next<'_> {
-    /// Opens the run a [`Request::Claim`] asks for (any other request is refused).
-    pub(super) fn claim(&mut self, fresh: &Fresh, request: &Request) -> Result<(), Refusal> {
-        let Request::Claim {
+    /// Opens the run a claim asks for.
+    pub(super) fn claim(&mut self, fresh: &Fresh, claiming: &Claiming) -> Result<(), Refusal> {
+        let Claiming {
             ttl,
             host,
             kind,
             checks,
             lane,
             assign,
-        } = request
-        else {
-            return Err(Refusal::Invalid("not a claim".to_owned()));
-        };
+        } = claiming;
         let (ttl, kind, host, lane) = (*ttl, *kind, host.as_deref(), lane.as_deref());
         self.assign_unassigned(kind, assign)?;
         let (run_id, claim_lock) = (fresh.run_id, fresh.claim_lock.as_str());
@@ -334,21 +331,17 @@ impl Next<'_> {
         Ok(())
     }
 
-    /// Parks the task in `scheduled`: its run, when it runs, ends `scheduled`.
-    /// Parks the task a [`Request::Schedule`] names (any other request is refused); a
-    /// scheduled task is scheduled anew only with a time, which replaces its own. A time
-    /// must be ahead.
-    pub(super) fn schedule(&mut self, request: &Request) -> Result<(), Refusal> {
-        let Request::Schedule {
-            reason,
-            expected_run_id,
-            until,
-        } = request
-        else {
-            return Err(Refusal::Invalid("not a schedule".to_owned()));
-        };
+    /// Parks the task in `scheduled` (its run, when it runs, ends `scheduled`), until a
+    /// time when `until` names one. A scheduled task is scheduled anew only with a time,
+    /// which replaces its own. A time must be ahead.
+    pub(super) fn schedule(
+        &mut self,
+        reason: &Option<String>,
+        expected_run_id: Option<RunId>,
+        until: Option<Timestamp>,
+    ) -> Result<(), Refusal> {
         if let Some(expected) = expected_run_id {
-            self.require_current(*expected)?;
+            self.require_current(expected)?;
         }
         let from = self.task.status;
         let parked = [Status::Todo, Status::Ready, Status::Running, Status::Blocked];
@@ -370,7 +363,7 @@ impl Next<'_> {
         }
         let run_id = self.close_current_run(Outcome::Scheduled, reason.as_ref(), None, None);
         self.task.status = Status::Scheduled;
-        self.task.scheduled_until = *until;
+        self.task.scheduled_until = until;
         self.event(
             EventKind::Scheduled,
             run_id,
