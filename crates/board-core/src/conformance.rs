@@ -79,7 +79,8 @@ pub use runs::{
     replay_completes_after_block, replay_refused_after_replacement,
 };
 pub use schedules::{
-    a_schedule_without_a_time_ahead_waits_for_a_person, a_task_scheduled_until_a_time_resumes_then,
+    a_recurring_task_records_its_copies_and_moves_on, a_schedule_without_a_time_ahead_waits_for_a_person,
+    a_task_scheduled_until_a_time_resumes_then,
 };
 pub use streaming::{
     aggregates_count_the_board, events_filter_by_kind_time_and_newest, pages_cover_every_task_once,
@@ -186,6 +187,7 @@ macro_rules! store_conformance_tests {
             bad_hermes_fields_are_refused_and_children_inherit_the_tenant,
             a_claim_gives_an_unassigned_task_to_its_profile,
             a_task_scheduled_until_a_time_resumes_then,
+            a_recurring_task_records_its_copies_and_moves_on,
             a_schedule_without_a_time_ahead_waits_for_a_person,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,

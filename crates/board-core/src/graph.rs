@@ -117,6 +117,7 @@ pub fn blank_task(id: TaskId, title: String, status: Status, now: Timestamp) -> 
         skills: Vec::new(),
         max_retries: None,
         scheduled_until: None,
+        recurrence: None,
     }
 }
 

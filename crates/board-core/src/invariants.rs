@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::kinds::EventKind;
-use crate::types::{BoardSnapshot, Status, TaskId};
+use crate::types::{BoardSnapshot, Status, Task, TaskId};
 
 /// A broken invariant, naming the task and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,9 +50,7 @@ pub fn check_invariants(board: &BoardSnapshot) -> Result<(), Violation> {
             Some(current) => open == [current],
             None => open.is_empty(),
         };
-        if task.scheduled_until.is_some() && task.status != Status::Scheduled {
-            return violation(9, format!("{} is {} with a scheduled time", task.id, task.status));
-        }
+        waits_in_time(task)?;
         if running != current.is_some() || !consistent {
             return violation(
                 1,
@@ -98,6 +96,18 @@ pub fn check_invariants(board: &BoardSnapshot) -> Result<(), Violation> {
             return violation(8, format!("event ids out of order at {}", event.id));
         }
         last_event = event.id;
+    }
+    Ok(())
+}
+
+/// Invariant 9: a time to wait for, and a recurring task's rule, belong to `scheduled`;
+/// a recurring task always has its next time.
+fn waits_in_time(task: &Task) -> Result<(), Violation> {
+    if task.scheduled_until.is_some() && task.status != Status::Scheduled {
+        return violation(9, format!("{} is {} with a scheduled time", task.id, task.status));
+    }
+    if task.recurrence.is_some() && task.scheduled_until.is_none() {
+        return violation(9, format!("{} recurs with no time to wait for", task.id));
     }
     Ok(())
 }

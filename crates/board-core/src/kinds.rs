@@ -32,6 +32,9 @@ word_enum!(
         Unblocked = "unblocked",
         /// A task was parked in `scheduled`: waiting on time (`kanban schedule`).
         Scheduled = "scheduled",
+        /// A recurring task's time came: the gateway made a copy (or skipped one while the
+        /// previous copy was open) and moved the template to its next time.
+        Recurred = "recurred",
         Reclaimed = "reclaimed",
         ReclaimDeferred = "reclaim_deferred",
         Crashed = "crashed",

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 
+use crate::recurrence::Recurrence;
 use crate::types::{Checks, LlmOutcome, LlmPurpose, RunKind, RunStatus};
 use crate::{BlockKind, Comment, Event, LeaseColumns, LlmCall, Outcome, Run, RunId, Status, Task, TaskId};
 
@@ -388,6 +389,7 @@ stored!(
         skills: Option<JsonText<Vec<String>>>,
         max_retries: Option<i64>,
         scheduled_until: Option<i64>,
+        recurrence: Option<JsonText<Recurrence>>,
     }
 );
 
@@ -436,6 +438,7 @@ impl Stored for Task {
             skills: (!t.skills.is_empty()).then_some(JsonText(t.skills)),
             max_retries: t.max_retries,
             scheduled_until: t.scheduled_until,
+            recurrence: t.recurrence.map(JsonText),
         };
         row.cells().into_iter().map(Cell::into_owned).collect()
     }
@@ -489,6 +492,7 @@ impl Stored for Task {
             skills: r.skills.map(|n| n.0).unwrap_or_default(),
             max_retries: r.max_retries,
             scheduled_until: r.scheduled_until,
+            recurrence: r.recurrence.map(|n| n.0),
         })
     }
 }
@@ -496,6 +500,7 @@ impl Stored for Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recurrence::Every;
     use crate::Lease;
 
     fn task() -> Task {
@@ -540,6 +545,7 @@ mod tests {
             skills: vec!["translation".into(), "review".into()],
             max_retries: Some(24),
             scheduled_until: Some(25),
+            recurrence: Some(Recurrence::new(Every::Seconds(60)).unwrap()),
         }
     }
 
@@ -566,6 +572,10 @@ mod tests {
         assert_eq!(at("skills"), &Cell::Text(r#"["translation","review"]"#.into()));
         assert_eq!(at("max_retries"), &Cell::Int(24));
         assert_eq!(at("scheduled_until"), &Cell::Int(25));
+        assert_eq!(
+            at("recurrence"),
+            &Cell::Text(r#"{"every":{"seconds":60},"last_copy":null,"copies":0}"#.into())
+        );
         let none = Task {
             skills: Vec::new(),
             ..t.clone()

@@ -25,7 +25,7 @@ pub struct TaskJson<'a>(pub &'a Task);
 impl Serialize for TaskJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = self.0;
-        let mut o = s.serialize_struct("Task", 32)?;
+        let mut o = s.serialize_struct("Task", 33)?;
         o.serialize_field("id", &t.id)?;
         o.serialize_field("title", &t.title)?;
         o.serialize_field("body", &t.body)?;
@@ -58,6 +58,7 @@ impl Serialize for TaskJson<'_> {
         o.serialize_field("skills", &t.skills)?;
         o.serialize_field("max_retries", &t.max_retries)?;
         o.serialize_field("scheduled_until", &t.scheduled_until)?;
+        o.serialize_field("recurrence", &t.recurrence)?;
         o.end()
     }
 }

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::recurrence::{Recurrence, Recurring};
 use crate::refusal::Refusal;
 use crate::types::{BlockKind, Checks, Outcome, Run, RunId, RunKind, Task, TaskId, Timestamp};
 
@@ -171,15 +172,21 @@ pub enum Request {
     /// Park a `todo`, `ready`, `running` or `blocked` task in `scheduled` (ending its run,
     /// guarded by it when given): waiting on time, not on a person; `until` is when the
     /// gateway puts it back to work (none: a person's `unblock`). With a time, a
-    /// `scheduled` task is scheduled anew.
+    /// `scheduled` task is scheduled anew. With `every` (and a time, its first), the task
+    /// becomes a recurring task's template ([`crate::recurrence`]); a template scheduled
+    /// anew without one keeps its rule.
     Schedule {
         reason: Option<String>,
         expected_run_id: Option<RunId>,
         until: Option<Timestamp>,
+        every: Option<Recurrence>,
     },
     /// The gateway's: a scheduled task whose time has come goes back to work (`ready`, or
     /// `todo` while a parent is open).
     Resume,
+    /// The gateway's: a recurring task's time came; it made the copy named (see
+    /// [`Recurring`]) and the template waits for its next time.
+    Recur(Recurring),
     /// Release a claim after the worker was stopped. `run_id` and `claim_lock` are what
     /// the reclaimer observed before terminating; any change since refuses.
     Reclaim {
@@ -378,8 +385,11 @@ impl Request {
             }
             Request::Approve { summary, .. } => some_text("the summary", summary),
             Request::ReopenReview { reason } => some_text("the reason", reason),
+            Request::Schedule { reason, every, .. } => {
+                every.as_ref().map_or(Ok(()), Recurrence::check)?;
+                some_text("the reason", reason)
+            }
             Request::Block { reason, .. }
-            | Request::Schedule { reason, .. }
             | Request::Unblock { reason }
             | Request::Reclaim { reason, .. }
             | Request::DeferReclaim { reason, .. } => some_text("the reason", reason),
@@ -405,6 +415,7 @@ impl Request {
             | Request::ExtendClaim { .. }
             | Request::Archive
             | Request::Resume
+            | Request::Recur(_)
             | Request::Promote
             | Request::DecomposeFailed { .. }
             | Request::ClearDecomposeFailures => Ok(()),
@@ -426,6 +437,7 @@ impl Request {
             Request::Unblock { .. } => "unblock",
             Request::Schedule { .. } => "schedule",
             Request::Resume => "resume",
+            Request::Recur(_) => "recur",
             Request::Reclaim { .. } => "reclaim",
             Request::DeferReclaim { .. } => "reclaim",
             Request::EndRun { .. } => "end run",
@@ -488,8 +500,10 @@ pub fn decide(
             reason,
             expected_run_id,
             until,
-        } => next.schedule(reason, *expected_run_id, *until)?,
+            every,
+        } => next.schedule(reason, *expected_run_id, *until, every)?,
         Request::Resume => next.resume()?,
+        Request::Recur(recurring) => next.recur(recurring)?,
         Request::Reclaim {
             run_id,
             claim_lock,

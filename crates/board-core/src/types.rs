@@ -306,8 +306,7 @@ word_enum!(
         TooLarge = "too_large",
         /// A 2xx whose body is not a chat completion.
         BadResponse = "bad_response",
-        /// Never sent, because its row could not be written first: a failure's word, never
-        /// a row's.
+        /// Never sent: its row could not be written first (a failure's word, never a row's).
         NotSent = "not_sent",
     }
 );
@@ -367,11 +366,14 @@ pub struct Task {
     /// `--max-retries`: 1 gives up on the first failure).
     #[serde(default)]
     pub max_retries: Option<i64>,
-    /// When a `scheduled` task's time comes (`schedule --at`, `--in`): the gateway then
-    /// puts it back to work. Set only while the task is `scheduled` (invariant 9); a task
-    /// scheduled without a time waits for a person's `unblock`.
+    /// When a `scheduled` task's time comes (`schedule --at`, `--in`; invariant 9): the
+    /// gateway then puts it back to work (none: it waits for a person's `unblock`).
     #[serde(default)]
     pub scheduled_until: Option<Timestamp>,
+    /// A recurring task's rule (`schedule --every`), while it waits in `scheduled` as the
+    /// template of the copies the gateway makes ([`crate::recurrence`]; invariant 9).
+    #[serde(default)]
+    pub recurrence: Option<crate::recurrence::Recurrence>,
 }
 
 impl Task {

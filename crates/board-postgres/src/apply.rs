@@ -153,8 +153,8 @@ pub(crate) const UPDATE_TASK: &str = concat!(
     ") = ROW(",
     task_placeholders!(),
     ")
-     WHERE id = $1 AND status = $39 AND current_run_id IS NOT DISTINCT FROM $40
-       AND claim_lock IS NOT DISTINCT FROM $41"
+     WHERE id = $1 AND status = $40 AND current_run_id IS NOT DISTINCT FROM $41
+       AND claim_lock IS NOT DISTINCT FROM $42"
 );
 
 /// Writes the task's new row only if its claim is still the one the decision was

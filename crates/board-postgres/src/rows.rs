@@ -23,15 +23,15 @@ macro_rules! task_columns {
          worker_host, last_heartbeat_at, block_kind, block_recurrences, consecutive_failures, last_failure_error, \
          max_runtime_seconds, idempotency_key, revision, decompose_failures, \
          decompose_next_attempt_at, decompose_parked, decompose_last_error, reviewer, verify_failures, \
-         review_rounds, verify, lane, tenant, skills, max_retries, scheduled_until"
+         review_rounds, verify, lane, tenant, skills, max_retries, scheduled_until, recurrence"
     };
 }
 
-/// `$1..$38`: one parameter per column of `task_columns!()`, in its order.
+/// `$1..$39`: one parameter per column of `task_columns!()`, in its order.
 macro_rules! task_placeholders {
     () => {
         "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-         $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38"
+         $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39"
     };
 }
 

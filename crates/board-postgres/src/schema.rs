@@ -220,6 +220,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_scheduled_due ON tasks (scheduled_until)
         WHERE status = 'scheduled' AND scheduled_until IS NOT NULL;
     "#,
+    // 10: recurring tasks (`schedule --every`): the template's rule and what it has made
+    // (JSON); the template waits in `scheduled` with its next time, so the due index
+    // above serves it too.
+    r#"
+    ALTER TABLE tasks ADD COLUMN recurrence TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

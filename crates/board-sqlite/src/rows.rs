@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn statements_follow_the_column_lists() {
-        assert!(INSERT_TASK.ends_with("?37, ?38)"), "{}", *INSERT_TASK);
+        assert!(INSERT_TASK.ends_with("?38, ?39)"), "{}", *INSERT_TASK);
         let update = &*UPDATE_TASK;
         for set in [
             "title = ?2",
@@ -201,7 +201,7 @@ mod tests {
             assert!(!set.contains(&format!(" {fixed} = ")), "{fixed}: {set}");
         }
         assert!(update
-            .ends_with("WHERE id = ?1 AND status = ?39 AND current_run_id IS ?40 AND claim_lock IS ?41"));
+            .ends_with("WHERE id = ?1 AND status = ?40 AND current_run_id IS ?41 AND claim_lock IS ?42"));
         assert!(UPSERT_RUN.contains("metadata = excluded.metadata"));
         assert!(!UPSERT_RUN.contains("started_at = excluded"), "{}", *UPSERT_RUN);
         assert!(INSERT_LLM_CALL.ends_with("?12)"));

@@ -419,7 +419,11 @@ impl<W: std::io::Write> TaskTable<W> {
         for t in self.rows.drain(..) {
             let mut row = vec![cell(t.id.as_str()), paint.status_cell(t.status)];
             if self.until {
-                row.push(cell(t.scheduled_until.map_or_else(|| "-".to_owned(), local_time)));
+                let until = t.scheduled_until.map_or_else(|| "-".to_owned(), local_time);
+                row.push(cell(match &t.recurrence {
+                    Some(rule) => format!("{until}, then {}", rule.describe()),
+                    None => until,
+                }));
             }
             row.extend([
                 cell(t.priority.to_string()),

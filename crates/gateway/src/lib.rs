@@ -11,6 +11,7 @@ pub mod logging;
 pub mod metrics;
 pub mod planner;
 pub mod process;
+pub mod recurrence;
 pub mod reload;
 pub mod service;
 mod settings;

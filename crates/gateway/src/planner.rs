@@ -9,9 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use board_core::plan::automatic_guard;
+use board_core::recurrence::copy_of;
 use board_core::{
-    AttemptFloor, Breaker, Offer, Outcome, RunId, RunKind, Spend, Task, TaskFacts, TaskId, Timestamp,
-    TriageLease,
+    AttemptFloor, Breaker, NewTask, Offer, Outcome, RunId, RunKind, Spend, Task, TaskFacts, TaskId,
+    Timestamp, TriageLease,
 };
 
 mod budget;
@@ -113,8 +114,10 @@ pub struct View {
     pub spend: Spend,
     /// Tasks a promotion sweep would promote.
     pub promotable: Vec<TaskId>,
-    /// Scheduled tasks whose time has come, earliest first.
+    /// Scheduled tasks whose time has come, earliest first (recurring ones aside).
     pub due_scheduled: Vec<TaskId>,
+    /// Recurring tasks' templates whose time has come, earliest first.
+    pub due_recurring: Vec<DueRecurrence>,
     /// Ready tasks in claim order (a window of them).
     pub claimable: Vec<Task>,
     /// Tasks whose reported work waits for a verification or a review, in claim order.
@@ -123,6 +126,17 @@ pub struct View {
     pub cooldown: BTreeMap<TaskId, Timestamp>,
     /// Tasks already noted as not spawnable by this process.
     pub skipped: BTreeSet<TaskId>,
+}
+
+/// A recurring task's template whose time came, as the read found it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DueRecurrence {
+    pub template: Task,
+    /// Its next time and the times missed since the one that came, or why they cannot
+    /// be told (an expression or a zone this host does not know).
+    pub next: Result<(Timestamp, i64), String>,
+    /// The copy made last, when it is still open: no copy is made this time.
+    pub open_copy: Option<TaskId>,
 }
 
 /// One thing a tick does.
@@ -190,6 +204,17 @@ pub enum Action {
     NoteCeiling { card: TaskId, reached: Option<String> },
     /// Put back to work the scheduled tasks whose time has come.
     Resume { tasks: Vec<TaskId> },
+    /// A recurring task's time came: make `copy` (none while the last copy is open) and
+    /// move the template to `next`.
+    Recur {
+        template: TaskId,
+        copy: Option<Box<NewTask>>,
+        next: Timestamp,
+        missed: i64,
+    },
+    /// A recurring task whose next time cannot be told: it runs once now, as itself, and
+    /// repeats no more (`why` is reported).
+    EndRecurrence { template: TaskId, why: String },
     /// Promote the `todo` tasks whose parents are all finished.
     Promote { tasks: Vec<TaskId> },
     /// A ready task whose profile has no command (or a task in review whose reviewer
@@ -224,6 +249,7 @@ impl Action {
             | Action::EndRun { task, .. }
             | Action::ExtendLease { task, .. }
             | Action::SkipNonspawnable { task, .. } => vec![task],
+            Action::Recur { template, .. } | Action::EndRecurrence { template, .. } => vec![template],
             Action::NoteCeiling { card, .. }
             | Action::ReleaseDecomposition { card }
             | Action::TakeOverLease { card, .. }
@@ -274,6 +300,7 @@ pub fn plan(view: &View, now: Timestamp, settings: &DispatchSettings) -> Vec<Act
     planner.workers();
     planner.leases();
     planner.decompositions();
+    planner.recurrences();
     if !view.due_scheduled.is_empty() {
         planner.actions.push(Action::Resume {
             tasks: view.due_scheduled.clone(),
@@ -286,6 +313,32 @@ pub fn plan(view: &View, now: Timestamp, settings: &DispatchSettings) -> Vec<Act
     }
     planner.spawns();
     planner.actions
+}
+
+impl Planner<'_> {
+    /// Each due recurring task: a copy for its time (none while the last is open) and
+    /// its next time, or, when that cannot be told, one last run as itself.
+    fn recurrences(&mut self) {
+        for due in &self.view.due_recurring {
+            let template = due.template.id.clone();
+            let action = match &due.next {
+                Ok((next, missed)) => Action::Recur {
+                    copy: match (&due.open_copy, due.template.scheduled_until) {
+                        (None, Some(at)) => Some(Box::new(copy_of(&due.template, at))),
+                        _ => None,
+                    },
+                    template,
+                    next: *next,
+                    missed: *missed,
+                },
+                Err(why) => Action::EndRecurrence {
+                    template,
+                    why: why.clone(),
+                },
+            };
+            self.actions.push(action);
+        }
+    }
 }
 
 struct Planner<'a> {

@@ -293,6 +293,7 @@ pub fn a_scheduled_task_waits_until_unblocked(board: &dyn Backend) {
         reason: Some("waits for 02:00".into()),
         expected_run_id,
         until: None,
+        every: None,
     };
     let ready = ready_task(&*s, "nightly report");
     let parked = s.transition(&ready.id, &schedule(None), T0).unwrap();

@@ -39,6 +39,7 @@ impl<'a> Next<'a> {
         // A time to wait for belongs to the scheduled status alone (invariant 9).
         if self.task.status != Status::Scheduled {
             self.task.scheduled_until = None;
+            self.task.recurrence = None;
         }
         Change {
             task: self.task,

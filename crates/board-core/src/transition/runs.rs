@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use super::next::Next;
 use super::{Claiming, Completion, Fresh, RunEnd, BLOCK_RECURRENCE_LIMIT, RECLAIM_DEFER_SECONDS};
 use crate::kinds::EventKind;
+use crate::recurrence::{Recurrence, Recurring};
 use crate::refusal::Refusal;
 use crate::types::{BlockKind, Checks, Lease, Outcome, Run, RunId, RunKind, RunStatus, Status, Timestamp};
 
@@ -333,12 +334,14 @@ impl Next<'_> {
 
     /// Parks the task in `scheduled` (its run, when it runs, ends `scheduled`), until a
     /// time when `until` names one. A scheduled task is scheduled anew only with a time,
-    /// which replaces its own. A time must be ahead.
+    /// which replaces its own. A time must be ahead. With `every` (which needs a time) the
+    /// task becomes a recurring task's template; a template scheduled anew keeps its rule.
     pub(super) fn schedule(
         &mut self,
         reason: &Option<String>,
         expected_run_id: Option<RunId>,
         until: Option<Timestamp>,
+        every: &Option<Recurrence>,
     ) -> Result<(), Refusal> {
         if let Some(expected) = expected_run_id {
             self.require_current(expected)?;
@@ -361,35 +364,85 @@ impl Next<'_> {
                 self.now
             )));
         }
+        if every.is_some() && until.is_none() {
+            return Err(Refusal::Invalid("a recurring task needs its first time".into()));
+        }
         let run_id = self.close_current_run(Outcome::Scheduled, reason.as_ref(), None, None);
         self.task.status = Status::Scheduled;
         self.task.scheduled_until = until;
+        if let Some(every) = every {
+            self.task.recurrence = Some(every.clone());
+        }
+        let rule = self.task.recurrence.as_ref().map(Recurrence::describe);
         self.event(
             EventKind::Scheduled,
             run_id,
-            json!({ "reason": reason, "from": from, "until": until }),
+            json!({ "reason": reason, "from": from, "until": until, "every": rule }),
         );
         Ok(())
+    }
+
+    /// A recurring task's time came: the copy the gateway made is recorded (or, with
+    /// none, the time is skipped because the previous copy is still open) and the
+    /// template waits for its next time.
+    pub(super) fn recur(&mut self, recurring: &Recurring) -> Result<(), Refusal> {
+        self.require(&[Status::Scheduled], "recur", "scheduled")?;
+        let due = self.due_time()?;
+        let Some(mut rule) = self.task.recurrence.clone() else {
+            return Err(Refusal::Invalid(format!(
+                "{} is not a recurring task",
+                self.task.id
+            )));
+        };
+        if recurring.next <= self.now {
+            return Err(Refusal::Invalid(format!(
+                "the next time ({}) is not ahead of now ({})",
+                recurring.next, self.now
+            )));
+        }
+        let skipped_for = match &recurring.copy {
+            Some(copy) => {
+                rule.last_copy = Some(copy.clone());
+                rule.copies = rule.copies.saturating_add(1);
+                None
+            }
+            None => rule.last_copy.clone(),
+        };
+        self.task.recurrence = Some(rule);
+        self.task.scheduled_until = Some(recurring.next);
+        self.event(
+            EventKind::Recurred,
+            None,
+            json!({
+                "copy": recurring.copy,
+                "due": due,
+                "missed": recurring.missed,
+                "next": recurring.next,
+                "skipped_while_open": skipped_for,
+            }),
+        );
+        Ok(())
+    }
+
+    /// The time a scheduled task waited for, when it has come.
+    fn due_time(&self) -> Result<Timestamp, Refusal> {
+        match self.task.scheduled_until {
+            Some(at) if at <= self.now => Ok(at),
+            Some(at) => Err(Refusal::Invalid(format!(
+                "{} waits until {at}, after now ({})",
+                self.task.id, self.now
+            ))),
+            None => Err(Refusal::Invalid(format!(
+                "{} waits for a person's unblock, not for a time",
+                self.task.id
+            ))),
+        }
     }
 
     /// A scheduled task whose time has come goes back to work.
     pub(super) fn resume(&mut self) -> Result<(), Refusal> {
         self.require(&[Status::Scheduled], "resume", "scheduled")?;
-        let until = match self.task.scheduled_until {
-            Some(at) if at <= self.now => at,
-            Some(at) => {
-                return Err(Refusal::Invalid(format!(
-                    "{} waits until {at}, after now ({})",
-                    self.task.id, self.now
-                )))
-            }
-            None => {
-                return Err(Refusal::Invalid(format!(
-                    "{} waits for a person's unblock, not for a time",
-                    self.task.id
-                )))
-            }
-        };
+        let until = self.due_time()?;
         self.task.status = self.workable_status();
         self.event(
             EventKind::Unblocked,

@@ -278,6 +278,14 @@ pub struct ScheduleArgs {
     /// Wait this long, then the gateway puts the task back to work: 90s, 15m, 2h, 1d
     #[arg(long = "in", value_name = "DUR", value_parser = parse_duration)]
     pub within: Option<i64>,
+    /// Repeat: the task waits as a template and the gateway makes a fresh copy of it each
+    /// time, every DUR (2h, 1d; from its first time) or at each match of a five-field cron
+    /// expression ("0 9 * * 1-5"); its first time is --at/--in, else the rule's next
+    #[arg(long, value_name = "DUR|CRON")]
+    pub every: Option<String>,
+    /// The IANA time zone a cron expression is read in [default: this machine's, else UTC]
+    #[arg(long, value_name = "ZONE", requires = "every")]
+    pub tz: Option<String>,
     /// Only if RUN is still the first task's current run
     #[arg(long, value_name = "RUN")]
     pub run: Option<RunId>,

@@ -4,7 +4,7 @@
 //! in its event. A refusal is Hermes' line (`cannot promote ID: why`) after `kanban: `.
 
 use board_core::transition::{decide, Fresh};
-use board_core::{ByHand, Refusal, Request, Status, StoreError, TaskId};
+use board_core::{ByHand, Recurrence, Refusal, Request, Status, StoreError, TaskId};
 use serde_json::{json, Value};
 
 use crate::args::{PromoteArgs, ScheduleArgs};
@@ -121,8 +121,19 @@ fn why_not(error: &StoreError) -> String {
 /// when any was refused; `--json`: one task object per line.
 pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
     let reason = a.targets.reason();
-    let until = a.at.or(a.within.map(|secs| ctx.now.saturating_add(secs)));
+    let every = a
+        .every
+        .as_deref()
+        .map(|text| rule(text, a.tz.as_deref()))
+        .transpose()?;
+    let mut until = a.at.or(a.within.map(|secs| ctx.now.saturating_add(secs)));
+    if let (None, Some(rule)) = (until, &every) {
+        until = Some(gateway::recurrence::first(&rule.every, ctx.now).map_err(Failure::Usage)?);
+    }
     let when = until.map_or_else(String::new, |at| format!(" until {}", local_time(at)));
+    let repeats = every
+        .as_ref()
+        .map_or_else(String::new, |r| format!(", then {}", r.describe()));
     let mut ids = vec![(a.targets.id, a.run)];
     ids.extend(a.targets.ids.into_iter().map(|id| (id, None)));
     let mut refused = false;
@@ -131,6 +142,7 @@ pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
             reason: reason.clone(),
             expected_run_id: run,
             until,
+            every: every.clone(),
         };
         match ctx.store.transition(&id, &request, ctx.now) {
             Ok(task) if ctx.json => crate::output::print_json_line(&task_json(&task)),
@@ -138,7 +150,7 @@ pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
                 let suffix = reason
                     .as_deref()
                     .map_or_else(String::new, |r| format!(": {}", plain(r, false)));
-                println!("Scheduled {id}{when}{suffix}");
+                println!("Scheduled {id}{when}{repeats}{suffix}");
             }
             Err(e) => {
                 refused = true;
@@ -150,6 +162,18 @@ pub fn schedule(ctx: &Ctx, a: ScheduleArgs) -> Result<(), Failure> {
         true => Err(Failure::Reported),
         false => Ok(()),
     }
+}
+
+/// The rule `--every` names, a cron expression read in `--tz` (else this machine's zone,
+/// else UTC).
+fn rule(text: &str, tz: Option<&str>) -> Result<Recurrence, Failure> {
+    let system = jiff::tz::TimeZone::system();
+    let zone = tz
+        .map(str::to_owned)
+        .or_else(|| system.iana_name().map(str::to_owned))
+        .unwrap_or_else(|| "UTC".to_owned());
+    let every = gateway::recurrence::every(text, &zone).map_err(Failure::Usage)?;
+    Recurrence::new(every).map_err(|e| Failure::Usage(e.to_string()))
 }
 
 /// `kanban reopen ID... [--reason TEXT]`: done or archived tasks back to ready, or to

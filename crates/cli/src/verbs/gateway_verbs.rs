@@ -113,6 +113,7 @@ pub fn dispatch(
             &report.decompositions_started,
         );
         line(said("resumed", "would resume"), &report.resumed);
+        line(said("recurred", "would recur"), &report.recurred);
         line(said("promoted", "would promote"), &report.promoted);
         line(said("spawned", "would spawn"), &report.spawned);
         if dry_run {

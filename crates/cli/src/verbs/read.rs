@@ -104,6 +104,20 @@ fn facts(task: &Task, now: Timestamp, limit: i64) -> Vec<String> {
     if let Some(at) = task.scheduled_until {
         facts.push(format!("scheduled until {}", crate::output::local_time(at)));
     }
+    if let Some(rule) = &task.recurrence {
+        let last = rule
+            .last_copy
+            .as_ref()
+            .map_or_else(String::new, |c| format!(", the last {c}"));
+        facts.push(format!(
+            "repeats: {}, {} copies made{last}",
+            plain(&rule.describe(), false),
+            rule.copies
+        ));
+    }
+    if let Some(template) = board_core::recurrence::template_of(task.idempotency_key.as_deref()) {
+        facts.push(format!("a copy of the recurring task {template}"));
+    }
     if let Some(tenant) = &task.tenant {
         facts.push(format!("tenant {}", plain(tenant, false)));
     }

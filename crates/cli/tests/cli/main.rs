@@ -36,6 +36,7 @@ mod migrate;
 mod output_escapes;
 mod private_server;
 mod reading;
+mod recurring;
 mod reliability_crash;
 mod reliability_db_faults;
 mod reliability_model_faults;

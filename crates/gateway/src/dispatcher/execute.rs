@@ -4,7 +4,9 @@
 //! nothing and is not an error.
 
 use super::*;
-use board_core::{lease_expiry, Claim, Completion, DecompositionLease, Offer, RunEnd, RunKind};
+use board_core::{
+    lease_expiry, Claim, Completion, DecompositionLease, NewTask, Offer, Recurring, RunEnd, RunKind,
+};
 
 use crate::channel::{CheckLimits, Terms, Verifiers};
 
@@ -75,6 +77,13 @@ impl Dispatcher {
             }
             Action::NoteCeiling { card, reached } => self.note_ceiling(card, reached, pass),
             Action::Resume { tasks } => self.resume(tasks, pass),
+            Action::Recur {
+                template,
+                copy,
+                next,
+                missed,
+            } => self.recur(template, copy.as_deref(), (*next, *missed), pass),
+            Action::EndRecurrence { template, why } => self.end_recurrence(template, why, pass),
             Action::Promote { .. } => match self.store.promote_ready(pass.now) {
                 Ok(promoted) => pass.report.promoted = promoted,
                 Err(e) => pass.report.errors.push(format!("promoting: {e}")),
@@ -101,6 +110,46 @@ impl Dispatcher {
                 Err(e) => pass.report.errors.push(format!("resuming {task}: {e}")),
             }
         }
+    }
+
+    /// Makes a recurring task's copy for the time that came (once, by its idempotency
+    /// key, however many gateways or retries try) and moves the template to its next
+    /// time. A template another gateway moved meanwhile is refused and left alone.
+    fn recur(
+        &mut self,
+        template: &TaskId,
+        copy: Option<&NewTask>,
+        (next, missed): (Timestamp, i64),
+        pass: &mut Pass<'_>,
+    ) {
+        let copy = match copy.map(|new| self.store.create_or_find(new, pass.now)) {
+            Some(Ok(made)) => Some(made.into_task().id),
+            Some(Err(e)) => {
+                pass.report
+                    .errors
+                    .push(format!("making the copy of {template}: {e}"));
+                return;
+            }
+            None => None,
+        };
+        let request = Request::Recur(Recurring { copy, next, missed });
+        match self.store.transition(template, &request, pass.now) {
+            Ok(_) => pass.report.recurred.push(template.clone()),
+            Err(StoreError::Refused(_)) => {}
+            Err(e) => pass
+                .report
+                .errors
+                .push(format!("moving {template} to its next time: {e}")),
+        }
+    }
+
+    /// A recurring task whose next time cannot be told runs once now, as itself (leaving
+    /// `scheduled` ends its rule), and the report says why.
+    fn end_recurrence(&mut self, template: &TaskId, why: &str, pass: &mut Pass<'_>) {
+        pass.report.errors.push(format!(
+            "{template}: its next time cannot be told ({why}); it runs once now and repeats no more"
+        ));
+        self.resume(std::slice::from_ref(template), pass);
     }
 
     /// Notes once that a task waits for a profile without a command.

@@ -4,6 +4,8 @@
 use super::*;
 use board_core::LeaseHolder;
 
+use crate::planner::DueRecurrence;
+
 /// At most this many decomposition leases are read a tick: one a call in flight, among
 /// every gateway of the board.
 const TRIAGE_LEASES: usize = 256;
@@ -64,11 +66,43 @@ impl Dispatcher {
             Err(e) => failed.push(("listing tasks to promote".to_owned(), e)),
         }
         match self.store.due_scheduled(now, DUE_SCHEDULED_PER_TICK) {
-            Ok(ids) => view.due_scheduled = ids,
+            Ok(ids) => self.read_due(ids, now, &mut view, &mut failed),
             Err(e) => failed.push(("listing scheduled tasks whose time came".to_owned(), e)),
         }
         self.read_claimable(settings, now, &mut view, &mut failed);
         (view, failed)
+    }
+
+    /// Sorts the scheduled tasks whose time came into those that go back to work and the
+    /// recurring tasks' templates, for which it reads the next time (the clock and the
+    /// zone's rules are the world's) and whether the copy made last is still open.
+    fn read_due(&self, ids: Vec<TaskId>, now: Timestamp, view: &mut View, failed: &mut Vec<ReadError>) {
+        for id in ids {
+            let template = match self.store.get(&id) {
+                Ok(task) => task,
+                Err(e) => {
+                    failed.push((format!("reading scheduled task {id}"), e));
+                    continue;
+                }
+            };
+            let (Some(rule), Some(due)) = (template.recurrence.clone(), template.scheduled_until) else {
+                view.due_scheduled.push(id);
+                continue;
+            };
+            let open_copy = match rule.last_copy.map(|copy| (self.store.get(&copy), copy)) {
+                Some((Ok(copy), id)) if !copy.status.is_terminal() => Some(id),
+                Some((Err(e), _)) if e.refusal().is_none() => {
+                    failed.push((format!("reading the last copy of {id}"), e));
+                    continue;
+                }
+                _ => None,
+            };
+            view.due_recurring.push(DueRecurrence {
+                next: crate::recurrence::next(&rule.every, due, now),
+                template,
+                open_copy,
+            });
+        }
     }
 
     /// Notes how the run of each held live worker ended when it is no longer running

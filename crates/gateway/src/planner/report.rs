@@ -19,6 +19,8 @@ pub struct TickReport {
     pub decompositions_in_flight: usize,
     /// Scheduled tasks put back to work, their time come.
     pub resumed: Vec<TaskId>,
+    /// Recurring tasks whose time came (a copy made, or skipped while the last is open).
+    pub recurred: Vec<TaskId>,
     pub promoted: Vec<TaskId>,
     pub spawned: Vec<TaskId>,
     pub errors: Vec<String>,
@@ -37,6 +39,7 @@ impl TickReport {
         self.disowned.extend(later.disowned);
         self.decompositions_started.extend(later.decompositions_started);
         self.resumed.extend(later.resumed);
+        self.recurred.extend(later.recurred);
         self.promoted.extend(later.promoted);
         self.spawned.extend(later.spawned);
         self.errors.extend(later.errors);
@@ -73,7 +76,8 @@ pub fn preview(actions: &[Action], in_flight: usize) -> TickReport {
                 report.decompositions_started.extend(id());
             }
             Action::Promote { .. } => report.promoted.extend(id()),
-            Action::Resume { .. } => report.resumed.extend(id()),
+            Action::Resume { .. } | Action::EndRecurrence { .. } => report.resumed.extend(id()),
+            Action::Recur { .. } => report.recurred.extend(id()),
             Action::Spawn { .. } => report.spawned.extend(id()),
             Action::Kill { .. }
             | Action::LetGo { .. }

@@ -8,6 +8,7 @@ use super::*;
 mod checks;
 mod edges;
 mod fencing;
+mod recurring;
 
 const T: Timestamp = 1_800_000_000;
 
@@ -141,6 +142,8 @@ fn kinds(actions: &[Action]) -> Vec<(&'static str, TaskId)> {
                 Action::StartDecomposition { .. } => "decompose",
                 Action::Promote { .. } => "promote",
                 Action::Resume { .. } => "resume",
+                Action::Recur { .. } => "recur",
+                Action::EndRecurrence { .. } => "end recurrence",
                 Action::SkipNonspawnable { .. } => "skip",
                 Action::Spawn { .. } => "spawn",
                 Action::NoteCeiling { .. } => "ceiling",
