@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod attachments;
 mod checks;
 mod cost_safety;
 mod decomposition;
@@ -27,6 +28,7 @@ mod runs;
 mod schedules;
 mod streaming;
 
+pub use attachments::files_round_trip_under_names_the_board_makes;
 pub use checks::{
     a_review_loop_blocks_and_a_person_reopens_it, no_one_reviews_their_own_work,
     reported_work_goes_where_its_checks_say, review_verdicts_race_to_one_winner,
@@ -188,6 +190,7 @@ macro_rules! store_conformance_tests {
             a_claim_gives_an_unassigned_task_to_its_profile,
             a_task_scheduled_until_a_time_resumes_then,
             a_recurring_task_records_its_copies_and_moves_on,
+            files_round_trip_under_names_the_board_makes,
             a_schedule_without_a_time_ahead_waits_for_a_person,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,

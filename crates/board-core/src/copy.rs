@@ -15,6 +15,7 @@ pub const TABLES: &[&str] = &[
     "task_runs",
     "task_events",
     "task_comments",
+    "task_attachments",
     "llm_calls",
     "decomposition_leases",
     "provider_breaker",
@@ -28,6 +29,15 @@ pub const ALWAYS_ONE_ROW: &str = "provider_breaker";
 /// How many rows a target inserts at once.
 pub const BATCH: usize = 500;
 
+/// How many rows of `table` travel in one batch: [`BATCH`], but one file at a time for
+/// the table that holds files' bytes, so a copy never holds more than one.
+pub fn batch_rows(table: &str) -> usize {
+    match table {
+        "task_attachments" => 1,
+        _ => BATCH,
+    }
+}
+
 /// One value of a row. Booleans travel as 0 and 1, as SQLite keeps them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Datum {
@@ -35,6 +45,8 @@ pub enum Datum {
     Int(i64),
     Real(f64),
     Text(String),
+    /// A file's bytes.
+    Bytes(Vec<u8>),
 }
 
 /// A batch of rows of one table, each in the order of `columns`.

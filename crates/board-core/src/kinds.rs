@@ -35,6 +35,10 @@ word_enum!(
         /// A recurring task's time came: the gateway made a copy (or skipped one while the
         /// previous copy was open) and moved the template to its next time.
         Recurred = "recurred",
+        /// A file was attached to the task (`kanban attach`).
+        Attached = "attached",
+        /// A file was removed from the task (`kanban attach-rm`).
+        Detached = "detached",
         Reclaimed = "reclaimed",
         ReclaimDeferred = "reclaim_deferred",
         Crashed = "crashed",

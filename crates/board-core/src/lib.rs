@@ -16,6 +16,7 @@
 //! ```
 
 mod aggregates;
+pub mod attachments;
 pub mod backoff;
 pub mod breaker;
 mod checks;
@@ -43,6 +44,7 @@ pub mod types;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use attachments::{Attachment, AttachmentShelf, NewAttachment};
 pub use backoff::AttemptFloor;
 pub use breaker::{Breaker, BreakerChange, BreakerSettings, BreakerSignal, Fault};
 pub use decomposition_lease::{decide_lease, lease_expiry, BadHolder, LeaseHolder};

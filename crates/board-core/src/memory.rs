@@ -3,6 +3,7 @@
 //! check the pure core, and a real backend must behave the same. Ids are drawn from
 //! counters, so it is deterministic.
 
+mod attachments;
 mod children;
 mod import;
 mod lanes;
@@ -50,11 +51,13 @@ struct Tables {
     decomposition_leases: BTreeMap<TaskId, (String, Timestamp)>,
     breaker: Breaker,
     lanes: BTreeMap<String, crate::lanes::Lane>,
+    attachments: BTreeMap<i64, (crate::Attachment, Vec<u8>)>,
     next_task: u32,
     /// The last event and comment ids handed out: ids are never handed out twice, even
     /// after the newest rows were removed (`archive --rm`, gc).
     last_event_id: i64,
     last_comment_id: i64,
+    last_attachment_id: i64,
 }
 
 impl MemStore {

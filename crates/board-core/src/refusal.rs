@@ -86,6 +86,8 @@ pub enum Refusal {
     NoReviewer { id: TaskId },
     #[error("task {id} is linked (directly or through others) to {other}, which is not archived; archive it too first")]
     LinkedToLive { id: TaskId, other: TaskId },
+    #[error("no such attachment: {0} (kanban attachments ID lists a task's files)")]
+    NoSuchAttachment(i64),
     #[error("no such lane: {0} (kanban lane list shows the lanes)")]
     NoSuchLane(String),
     #[error("lane {0} exists already; pick another name")]

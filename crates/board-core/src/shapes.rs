@@ -185,6 +185,8 @@ pub struct Shown {
     pub children: Vec<Task>,
     pub runs: Vec<Run>,
     pub comments: Vec<Comment>,
+    /// Its files, without their bytes.
+    pub attachments: Vec<crate::Attachment>,
     /// The newest [`SHOW_EVENTS`], oldest first.
     pub events: Vec<Event>,
     /// How many older events were left out.
@@ -223,6 +225,7 @@ impl Shown {
             children: store.children(id)?,
             runs: store.runs(id)?,
             comments: store.comments(id)?,
+            attachments: store.attachments(id)?,
             task,
             events,
             skipped,
@@ -237,6 +240,7 @@ impl Shown {
             "children": list_json(&self.children),
             "runs": self.runs.iter().map(run_json).collect::<Vec<_>>(),
             "comments": self.comments.iter().map(comment_json).collect::<Vec<_>>(),
+            "attachments": self.attachments,
             "events": self.events.iter().map(event_json).collect::<Vec<_>>(),
             "events_omitted": self.skipped,
             "block_reason": self.block_reason,

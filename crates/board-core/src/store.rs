@@ -16,6 +16,7 @@ pub use vocabulary::{
     RetryPolicy, TaskFilter, Termination, Terminator, Visit,
 };
 
+pub use crate::attachments::AttachmentShelf;
 use crate::breaker::{Breaker, BreakerSettings, BreakerSignal};
 pub use crate::decomposition_lease::{DecompositionLease, TriageLease};
 use crate::graph::NewTask;
@@ -553,6 +554,7 @@ pub trait Store:
     + Retention
     + BoardImport
     + LaneDesk
+    + AttachmentShelf
 {
 }
 
@@ -566,6 +568,7 @@ impl<S> Store for S where
         + Retention
         + BoardImport
         + LaneDesk
+        + AttachmentShelf
         + ?Sized
 {
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use board_core::copy::{Batch, BoardCopy, Datum, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
+use board_core::copy::{batch_rows, Batch, BoardCopy, Datum, Importer, ALWAYS_ONE_ROW, TABLES};
 use board_core::{StoreError, StoreResult};
 use postgres::types::{ToSql, Type};
 use postgres::{Row, Statement};
@@ -13,7 +13,13 @@ use crate::pool::Lease;
 use crate::{backend, PgStore};
 
 /// The tables whose ids come from a sequence.
-const SEQUENCED: &[&str] = &["task_runs", "task_events", "task_comments", "llm_calls"];
+const SEQUENCED: &[&str] = &[
+    "task_runs",
+    "task_events",
+    "task_comments",
+    "task_attachments",
+    "llm_calls",
+];
 
 /// The order rows were inserted in: `seq` for tasks, the key for the others.
 fn order(table: &str) -> &'static str {
@@ -52,6 +58,10 @@ fn cell(row: &Row, i: usize) -> StoreResult<Datum> {
         row.try_get::<_, Option<f64>>(i).map_err(got)?.map(Datum::Real)
     } else if *ty == Type::TEXT {
         row.try_get::<_, Option<String>>(i).map_err(got)?.map(Datum::Text)
+    } else if *ty == Type::BYTEA {
+        row.try_get::<_, Option<Vec<u8>>>(i)
+            .map_err(got)?
+            .map(Datum::Bytes)
     } else {
         return Err(unsupported(row.columns()[i].name(), ty));
     };
@@ -75,6 +85,7 @@ fn param(column: &str, cell: &Datum, ty: &Type) -> StoreResult<Param> {
         Datum::Int(i) if *ty == Type::FLOAT8 => Box::new(*i as f64),
         Datum::Real(r) if *ty == Type::FLOAT8 => Box::new(*r),
         Datum::Text(t) if *ty == Type::TEXT => Box::new(t.clone()),
+        Datum::Bytes(b) if *ty == Type::BYTEA => Box::new(b.clone()),
         _ => return Err(mismatch()),
     })
 }
@@ -125,7 +136,7 @@ fn export_table(
         order(table)
     );
     client.batch_execute(&declare).map_err(backend)?;
-    let fetch = format!("FETCH {BATCH} FROM kanban_copy");
+    let fetch = format!("FETCH {} FROM kanban_copy", batch_rows(table));
     loop {
         let rows = client.query(&fetch, &[]).map_err(backend)?;
         let Some(first) = rows.first() else { break };

@@ -19,6 +19,7 @@
 //! ```
 
 mod apply;
+mod attachments;
 mod copy;
 mod cost;
 mod import;

@@ -226,6 +226,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE tasks ADD COLUMN recurrence TEXT;
     "#,
+    // 11: files on cards (`kanban attach`): the bytes in the row with their SHA-256, one
+    // name per card.
+    r#"
+    CREATE TABLE task_attachments (
+        id BIGSERIAL PRIMARY KEY,
+        task_id TEXT COLLATE "C" NOT NULL REFERENCES tasks (id),
+        name TEXT NOT NULL,
+        content_type TEXT,
+        size BIGINT NOT NULL,
+        sha256 TEXT NOT NULL,
+        content BYTEA NOT NULL,
+        created_by TEXT,
+        created_at BIGINT NOT NULL,
+        UNIQUE (task_id, name)
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -3,7 +3,7 @@
 
 use std::sync::MutexGuard;
 
-use board_core::copy::{Batch, BoardCopy, Datum, Importer, ALWAYS_ONE_ROW, BATCH, TABLES};
+use board_core::copy::{batch_rows, Batch, BoardCopy, Datum, Importer, ALWAYS_ONE_ROW, TABLES};
 use board_core::{StoreError, StoreResult};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;
@@ -34,7 +34,7 @@ fn cell(value: ValueRef<'_>) -> StoreResult<Datum> {
             String::from_utf8(t.to_vec())
                 .map_err(|_| StoreError::Backend("a text value is not UTF-8".into()))?,
         ),
-        ValueRef::Blob(_) => return Err(StoreError::Backend("a board holds no blobs".into())),
+        ValueRef::Blob(b) => Datum::Bytes(b.to_vec()),
     })
 }
 
@@ -44,6 +44,7 @@ fn value(cell: &Datum) -> Value {
         Datum::Int(i) => Value::Integer(*i),
         Datum::Real(r) => Value::Real(*r),
         Datum::Text(t) => Value::Text(t.clone()),
+        Datum::Bytes(b) => Value::Blob(b.clone()),
     }
 }
 
@@ -56,13 +57,14 @@ fn export_table(
     let mut stmt = conn.prepare(&sql).map_err(backend)?;
     let columns: Vec<String> = stmt.column_names().iter().map(|c| (*c).to_owned()).collect();
     let mut rows = stmt.query([]).map_err(backend)?;
-    let mut batch = Vec::with_capacity(BATCH);
+    let rows_per_batch = batch_rows(table);
+    let mut batch = Vec::with_capacity(rows_per_batch);
     while let Some(row) = rows.next().map_err(backend)? {
         let cells = (0..columns.len())
             .map(|i| row.get_ref(i).map_err(backend).and_then(cell))
             .collect::<StoreResult<Vec<Datum>>>()?;
         batch.push(cells);
-        if batch.len() == BATCH {
+        if batch.len() == rows_per_batch {
             each(Batch {
                 table,
                 columns: &columns,

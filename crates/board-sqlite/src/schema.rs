@@ -285,6 +285,22 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE tasks ADD COLUMN recurrence TEXT;
     "#,
+    // 15: files on cards (`kanban attach`): the bytes in the row with their SHA-256, one
+    // name per card.
+    r#"
+    CREATE TABLE task_attachments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        name TEXT NOT NULL,
+        content_type TEXT,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        content BLOB NOT NULL,
+        created_by TEXT,
+        created_at INTEGER NOT NULL,
+        UNIQUE (task_id, name)
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

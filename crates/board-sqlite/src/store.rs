@@ -1,8 +1,7 @@
 //! `Store` for `SqliteStore`: every operation as SQL, each write one `BEGIN IMMEDIATE`
 //! transaction that reads the facts, asks the core, and applies its answer.
 
-use std::collections::BTreeMap;
-use std::sync::MutexGuard;
+use std::{collections::BTreeMap, sync::MutexGuard};
 
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
 use board_core::store::{Committed, Creation, EventFilter, StoreResult, TaskFilter, Visit};
@@ -23,6 +22,7 @@ use crate::rows::{
 use crate::SqliteStore;
 
 mod apply;
+mod attachments;
 mod cost;
 mod import;
 mod lanes;

@@ -20,8 +20,8 @@ pub use config::ConfigCommand;
 pub use lanes::LaneCommand;
 pub use reads::{DiagnosticsArgs, EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 pub use tasks::{
-    orders, statuses, ApproveArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs, PromoteArgs,
-    ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs,
+    orders, statuses, ApproveArgs, AttachArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs,
+    PromoteArgs, ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs,
 };
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
@@ -241,6 +241,32 @@ pub enum Verb {
         /// links (refused for a task that is not archived or is linked to one that is not)
         #[arg(long = "rm", value_name = "ID", num_args = 1..)]
         rm: Vec<TaskId>,
+    },
+    /// Attach a local file to a task (Hermes' `attach`): its bytes go into the board
+    #[command(
+        after_help = "Examples:\n  kanban attach t_1a2b3c4d ./screenshot.png\n  kanban attach t_1a2b3c4d notes.txt --name brief.txt --content-type text/plain\n\nA link, a directory, a device or a file over kanban.attachment_max_bytes (25 MB) is\nrefused. A name already on the card gets \" (1)\"; the worker finds the files in its\nworkspace's attachments/ directory."
+    )]
+    Attach(AttachArgs),
+    /// List a task's files (Hermes' `attachments`)
+    Attachments {
+        /// The task
+        #[arg(value_name = "ID")]
+        id: TaskId,
+    },
+    /// Write one of a task's files to --out FILE (a new file), or to a pipe
+    AttachGet {
+        /// The file's id (`kanban attachments ID` lists them)
+        #[arg(value_name = "ATTACHMENT")]
+        attachment: i64,
+        /// Where to write it; it must not exist yet
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Delete one of a task's files, by its id (Hermes' `attach-rm`)
+    AttachRm {
+        /// The file's id
+        #[arg(value_name = "ATTACHMENT")]
+        attachment: i64,
     },
     /// Add a comment to a task
     #[command(

@@ -103,6 +103,10 @@ pub enum Report {
     Comments {
         task: TaskId,
     },
+    /// The files the worker's own task gave it.
+    Files {
+        task: TaskId,
+    },
 }
 
 /// What the gateway answers: the store's answer, or a refusal worded as the CLI words it
@@ -132,6 +136,10 @@ pub enum Answer {
     Comments {
         comments: Vec<Comment>,
     },
+    /// The files the worker was given.
+    Files {
+        files: Vec<board_core::Attachment>,
+    },
     Refused {
         message: String,
     },
@@ -158,6 +166,8 @@ pub struct Terms {
     pub checks: CheckLimits,
     /// A verify run's verifiers, which its worker asks for; `None` for other runs.
     pub verify: Option<Verifiers>,
+    /// The task's files the worker was given (in its workspace's `attachments/`).
+    pub files: Vec<board_core::Attachment>,
 }
 
 /// Called when a worker that ended its run through its channel (a completion or a block

@@ -21,7 +21,10 @@ use crate::planner::{Boundary, LogRotation, Observed};
 pub use crate::process::Signal;
 use crate::process::{Leader, Pidfd};
 
+mod files;
 mod privileges;
+
+pub use files::{WorkerFile, FILES_DIR};
 
 pub use privileges::holds_capabilities;
 use privileges::may_switch_users;
@@ -47,6 +50,8 @@ pub struct Assignment<'a> {
     pub terms: Terms,
     /// When its log is rotated before it starts.
     pub worker_log: LogRotation,
+    /// The task's files, written to the workspace's `attachments/` before it starts.
+    pub files: &'a [WorkerFile],
 }
 
 /// A worker the gateway supervises: its own child, or one adopted after a restart.
@@ -206,6 +211,7 @@ pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::
             private_dir(&workspace)?;
         }
     }
+    files::place(&workspace, a.files, account.as_ref().map(|u| (u.uid, u.gid)))?;
     let log_path = home.log(&a.task.id);
     private_dir(&home.logs())?;
     rotate_log(&log_path, a.worker_log.bytes, a.worker_log.backups)?;

@@ -15,6 +15,7 @@ mod api;
 mod cards;
 mod error;
 mod events;
+mod files;
 mod html;
 mod lanes;
 mod pages;
@@ -204,6 +205,7 @@ fn router(
     let board = routes
         .merge(api::routes())
         .merge(cards::routes())
+        .merge(files::routes())
         .merge(pages::routes())
         .merge(stats::routes())
         .route("/api/events", axum::routing::get(events::stream))

@@ -145,6 +145,7 @@ fn render_detail(
             );
         }
     }
+    crate::files::section(&mut out, &s.attachments);
     task_links(&mut out, "Parents", &s.parents);
     task_links(&mut out, "Children", &s.children);
     runs_section(&mut out, s, now);
@@ -157,17 +158,8 @@ fn render_detail(
             escape(log)
         );
     }
-    out.push_str("<section><h2>Comments</h2>");
-    for c in &s.comments {
-        let _ = write!(
-            out,
-            "<div class=\"comment\"><p class=\"meta\">{} · {} ago</p><div class=\"markdown\">{}</div></div>",
-            escape(c.author.as_deref().unwrap_or("anonymous")),
-            age(now, c.created_at),
-            markdown(&c.body)
-        );
-    }
-    out.push_str("</section><section><h2>Events</h2><ol class=\"events\">");
+    comments_section(&mut out, s, now);
+    out.push_str("<section><h2>Events</h2><ol class=\"events\">");
     for e in &s.events {
         out.push_str("<li>");
         element(
@@ -182,6 +174,21 @@ fn render_detail(
     }
     out.push_str("</ol></section></article></main></body></html>");
     out
+}
+
+/// A card's comments, each as Markdown.
+fn comments_section(out: &mut String, s: &Shown, now: Timestamp) {
+    out.push_str("<section><h2>Comments</h2>");
+    for c in &s.comments {
+        let _ = write!(
+            out,
+            "<div class=\"comment\"><p class=\"meta\">{} · {} ago</p><div class=\"markdown\">{}</div></div>",
+            escape(c.author.as_deref().unwrap_or("anonymous")),
+            age(now, c.created_at),
+            markdown(&c.body)
+        );
+    }
+    out.push_str("</section>");
 }
 
 /// The verdict forms of a task waiting in review: a person reviews it here.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use board_core::memory::MemStore;
 use board_core::{BoardReads, BoardWrites};
-use common::{error, serve, serve_at, settings, Served, TOKEN};
+use common::{error, serve, serve_at, settings, Served, NOW, TOKEN};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -492,4 +492,79 @@ async fn half_open_connections_are_closed_and_streams_are_capped() {
     assert_eq!(third.status().as_u16(), 503);
     let body: serde_json::Value = third.json().await.unwrap();
     assert!(error(&body).contains("2 event streams open"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn files_download_as_files_and_only_raster_images_show_inline() {
+    use board_core::{AttachmentShelf, NewAttachment};
+    let s = serve().await;
+    let t = s.task("with files");
+    let file = |name: &str, kind: &str, content: &[u8]| NewAttachment {
+        name: name.into(),
+        content_type: Some(kind.into()),
+        created_by: None,
+        content: content.to_vec(),
+    };
+    let page = s
+        .store
+        .attach(
+            &t.id,
+            &file("<i>x.html", "text/html", b"<script>alert(1)</script>"),
+            NOW,
+        )
+        .unwrap();
+    let png = s
+        .store
+        .attach(&t.id, &file("dot.png", "image/png", b"\x89PNG"), NOW)
+        .unwrap();
+    let (_, shown) = s.get(&format!("/api/tasks/{}", t.id)).await;
+    assert_eq!(shown["attachments"][1]["name"], "dot.png");
+
+    let fetch = |path: String| {
+        let client = s.client.clone();
+        let url = s.url(&path);
+        async move { client.get(url).send().await.unwrap() }
+    };
+    for inline in ["", "?inline=true"] {
+        let r = fetch(format!("/api/attachments/{}{inline}", page.id)).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let h = r.headers().clone();
+        assert_eq!(h["content-type"], "application/octet-stream");
+        assert!(h["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename*=UTF-8''%3Ci%3Ex.html"));
+        assert_eq!(h["x-content-type-options"], "nosniff");
+        assert!(h["content-security-policy"].to_str().unwrap().contains("sandbox"));
+        assert_eq!(r.bytes().await.unwrap().as_ref(), b"<script>alert(1)</script>");
+    }
+    let r = fetch(format!("/api/attachments/{}?inline=true", png.id)).await;
+    assert_eq!(r.headers()["content-type"], "image/png");
+    assert!(r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("inline"));
+
+    let html = s.text(&format!("/tasks/{}", t.id)).await;
+    assert!(
+        html.contains("&lt;i&gt;x.html") && !html.contains("<i>x.html"),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("<img src=\"/api/attachments/{}?inline=true\"", png.id)),
+        "{html}"
+    );
+    assert!(
+        !html.contains(&format!("<img src=\"/api/attachments/{}?", page.id)),
+        "{html}"
+    );
+
+    assert_eq!(s.get("/api/attachments/999").await.0, 404);
+    assert_eq!(s.get("/api/attachments/x").await.0, 400);
+    assert_eq!(
+        s.get(&format!("/api/attachments/{}?inline=maybe", png.id))
+            .await
+            .0,
+        400
+    );
 }

@@ -112,6 +112,7 @@ impl Tables {
         self.runs.retain(|_, r| !members.contains(&r.task_id));
         self.events.retain(|e| !members.contains(&e.task_id));
         self.comments.retain(|c| !members.contains(&c.task_id));
+        self.attachments.retain(|_, (a, _)| !members.contains(&a.task_id));
         self.links
             .retain(|l| !members.contains(&l.parent_id) && !members.contains(&l.child_id));
         self.decomposition_leases.retain(|id, _| !members.contains(id));

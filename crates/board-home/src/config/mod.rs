@@ -72,6 +72,7 @@ const MAX_CLAIM_TTL_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_WAITING_CLAIMS: i64 = 100_000;
 /// No store keeps a longer text field, whatever the config says.
 const MAX_TEXT_BYTES_CEILING: i64 = board_core::limits::TEXT_MAX_BYTES as i64;
+const MAX_ATTACHMENT_BYTES_CEILING: i64 = board_core::attachments::HARD_MAX_BYTES as i64;
 const MAX_CHILDREN: i64 = board_core::plan::MAX_CHILDREN_CEILING as i64;
 
 /// The whole configuration, every key resolved to its value or default.
@@ -305,6 +306,10 @@ pub struct KanbanConfig {
     #[default(1024 * 1024)]
     #[serde(deserialize_with = "fields::positive::<_, _, MAX_TEXT_BYTES_CEILING>")]
     pub max_text_bytes: usize,
+    /// The largest file `kanban attach` takes, in bytes (Hermes' 25 MB).
+    #[default(board_core::attachments::DEFAULT_MAX_BYTES as usize)]
+    #[serde(deserialize_with = "fields::positive::<_, _, MAX_ATTACHMENT_BYTES_CEILING>")]
+    pub attachment_max_bytes: usize,
     /// `kanban gc` removes archived tasks last changed longer ago than this (seconds,
     /// or a duration such as `90d`); unset: `gc` keeps them unless asked.
     #[serde(deserialize_with = "fields::optional_age")]

@@ -92,6 +92,10 @@ pub const NOTES: &[(&str, &str)] = &[
     ("kanban.sqlite_synchronous", "or normal"),
     ("kanban.max_text_bytes", "the largest body, result or comment"),
     (
+        "kanban.attachment_max_bytes",
+        "the largest file kanban attach takes",
+    ),
+    (
         "kanban.gc_archived_older_than",
         "kanban gc removes older archived tasks, e.g. 90d; ~ keeps them",
     ),

@@ -305,6 +305,25 @@ pub struct PromoteArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The task
+    #[arg(value_name = "ID")]
+    pub id: TaskId,
+    /// The file to attach: a regular file, not a link
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Its name on the card [default: the file's name]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Its type, e.g. text/plain [default: guessed from the name]
+    #[arg(long, value_name = "TYPE")]
+    pub content_type: Option<String>,
+    /// Who attaches it [default: $KANBAN_PROFILE inside a worker, else $USER]
+    #[arg(long, value_name = "NAME")]
+    pub author: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct CommentArgs {
     /// `[ID] TEXT...`: the first word is the task when it is a task id and more words
     /// follow; the other words, joined by spaces, are the text. Inside a worker, when the

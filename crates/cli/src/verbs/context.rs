@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use board_core::{Comment, Outcome, Run, RunKind, Task, TaskId, Timestamp};
+use board_core::{Attachment, Comment, Outcome, Run, RunKind, Task, TaskId, Timestamp};
 use serde_json::{json, Value};
 
 use crate::failure::{one_line, Failure};
@@ -24,6 +24,9 @@ const MAX_BYTES: usize = 16 * 1024;
 
 /// How many of the newest comments count as recent.
 const RECENT_COMMENTS: usize = 20;
+
+/// The most files a brief names.
+const FILES_SHOWN: usize = 20;
 
 /// Caps on single fields, in characters.
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +80,8 @@ struct Material {
     older_comments: usize,
     /// The open run is a review: the reader reviews the work, not does it.
     reviewing: bool,
+    /// The task's files (at most [`FILES_SHOWN`] of them, and how many more).
+    files: (Vec<Attachment>, usize),
 }
 
 /// What goes into the brief: which items, and how long each field may be.
@@ -101,6 +106,7 @@ struct Brief {
     left_out_parents: usize,
     cut_fields: usize,
     reviewing: bool,
+    files: (Vec<Attachment>, usize),
 }
 
 impl Brief {
@@ -166,7 +172,11 @@ fn gather(store: &(impl BriefReads + ?Sized), id: &TaskId) -> Result<Material, F
     let mut comments = store.comments(id)?;
     let older_comments = comments.len().saturating_sub(RECENT_COMMENTS);
     comments.drain(..older_comments);
+    let mut files = store.files(id)?;
+    let more_files = files.len().saturating_sub(FILES_SHOWN);
+    files.truncate(FILES_SHOWN);
     Ok(Material {
+        files: (files, more_files),
         task,
         parents,
         attempts,
@@ -288,6 +298,7 @@ fn cut(m: &Material, s: &Selection) -> Brief {
         left_out_parents: m.parents.len() - s.parents,
         cut_fields,
         reviewing: m.reviewing,
+        files: m.files.clone(),
     }
 }
 
@@ -337,6 +348,7 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         let _ = writeln!(md, "{}", t.body.trim_end());
     }
 
+    push_files(&mut md, b);
     push_review(&mut md, b);
     push_parents(&mut md, b);
     push_attempts(&mut md, b, now);
@@ -375,6 +387,28 @@ fn markdown(b: &Brief, now: Timestamp) -> String {
         md.push_str(&note);
     }
     md
+}
+
+/// The task's files, as its worker finds them in its workspace.
+fn push_files(md: &mut String, b: &Brief) {
+    let (files, more) = &b.files;
+    if files.is_empty() {
+        return;
+    }
+    md.push_str("\n## Files\n\nIn your workspace's `attachments/` directory (`kanban attach-get ID --out FILE` elsewhere):\n\n");
+    for f in files {
+        let kind = f.content_type.as_deref().unwrap_or("unknown type");
+        let _ = writeln!(
+            md,
+            "- `attachments/{}` ({} bytes, {kind}; id {})",
+            one_line(&f.name),
+            f.size,
+            f.id
+        );
+    }
+    if *more > 0 {
+        let _ = writeln!(md, "- and {more} more (`kanban attachments {}`)", b.task.id);
+    }
 }
 
 /// Inside a reviewer's run: what is asked of it, and the result under review.
@@ -473,6 +507,15 @@ fn brief_json(b: &Brief) -> Value {
             "tenant": t.tenant,
             "skills": t.skills,
         },
+        "files": b.files.0.iter().map(|f| json!({
+            "id": f.id,
+            "name": f.name,
+            "path": format!("attachments/{}", f.name),
+            "size": f.size,
+            "content_type": f.content_type,
+            "sha256": f.sha256,
+        })).collect::<Vec<_>>(),
+        "more_files": b.files.1,
         // Inside a reviewer's run: the work under review (its result; the attempts hold
         // its summary and evidence); otherwise null.
         "review": if b.reviewing { json!({ "result": t.result }) } else { Value::Null },

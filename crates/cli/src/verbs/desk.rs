@@ -10,7 +10,10 @@
 
 use std::cell::OnceCell;
 
-use board_core::{BlockKind, BoardReads, Comment, Completion, Run, RunId, Store, Task, TaskId, Timestamp};
+use board_core::{
+    Attachment, AttachmentShelf, BlockKind, BoardReads, Comment, Completion, Run, RunId, Store, Task, TaskId,
+    Timestamp,
+};
 use board_home::config::text_within_cap;
 use board_home::{Config, Home};
 
@@ -273,9 +276,11 @@ pub trait BriefReads {
     fn parents(&self, id: &TaskId) -> Result<Vec<Task>, Failure>;
     fn runs(&self, id: &TaskId) -> Result<Vec<Run>, Failure>;
     fn comments(&self, id: &TaskId) -> Result<Vec<Comment>, Failure>;
+    /// The task's files (without their bytes).
+    fn files(&self, id: &TaskId) -> Result<Vec<Attachment>, Failure>;
 }
 
-impl<S: BoardReads + ?Sized> BriefReads for S {
+impl<S: BoardReads + AttachmentShelf + ?Sized> BriefReads for S {
     fn task(&self, id: &TaskId) -> Result<Task, Failure> {
         Ok(self.get(id)?)
     }
@@ -287,6 +292,9 @@ impl<S: BoardReads + ?Sized> BriefReads for S {
     }
     fn comments(&self, id: &TaskId) -> Result<Vec<Comment>, Failure> {
         Ok(BoardReads::comments(self, id)?)
+    }
+    fn files(&self, id: &TaskId) -> Result<Vec<Attachment>, Failure> {
+        Ok(self.attachments(id)?)
     }
 }
 
@@ -331,6 +339,17 @@ impl BriefReads for Desk {
             |b| BriefReads::comments(&*b.store, id),
             |a| match a {
                 Answer::Comments { comments } => Some(comments),
+                _ => None,
+            },
+        )
+    }
+    fn files(&self, id: &TaskId) -> Result<Vec<Attachment>, Failure> {
+        let report = || Report::Files { task: id.clone() };
+        self.call(
+            report,
+            |b| BriefReads::files(&*b.store, id),
+            |a| match a {
+                Answer::Files { files } => Some(files),
                 _ => None,
             },
         )

@@ -1,6 +1,7 @@
 //! The verbs, one module per group, and what they share: the open board, the clock
 //! read once, the output mode, and the worker's identity when run inside a worker.
 
+mod attachments;
 mod by_hand;
 mod comment;
 mod config;
@@ -114,6 +115,8 @@ fn only_reads(verb: &Verb) -> bool {
         | Verb::Log { .. }
         | Verb::Tail { .. }
         | Verb::Watch(_)
+        | Verb::Attachments { .. }
+        | Verb::AttachGet { .. }
         | Verb::Mcp => true,
         Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
         Verb::Dispatch { dry_run, .. } => *dry_run,
@@ -218,6 +221,10 @@ fn act(
         Verb::Unblock { ids, reason } => work::unblock(&ctx, ids, reason),
         Verb::Promote(a) => by_hand::promote(&ctx, a),
         Verb::Schedule(a) => by_hand::schedule(&ctx, a),
+        Verb::Attach(a) => attachments::attach(&ctx, a),
+        Verb::Attachments { id } => attachments::list(&ctx, &id),
+        Verb::AttachGet { attachment, out } => attachments::get(&ctx, attachment, out.as_deref()),
+        Verb::AttachRm { attachment } => attachments::remove(&ctx, attachment),
         Verb::Diagnostics(a) => diagnostics::diagnostics(&ctx, &home, &warnings, a),
         Verb::Reopen { ids, reason } => by_hand::reopen(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),

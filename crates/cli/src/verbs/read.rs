@@ -27,6 +27,7 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
         children,
         runs,
         comments,
+        attachments,
         events,
         skipped,
         block_reason,
@@ -69,6 +70,12 @@ pub fn show(ctx: &Ctx, id: &TaskId) -> Result<(), Failure> {
     run_lines(ctx, &runs);
     section(ctx, "Comments");
     comment_lines(ctx, &comments);
+    if !attachments.is_empty() {
+        section(ctx, "Attachments");
+        for f in &attachments {
+            println!("  {}", super::attachments::line(f));
+        }
+    }
     if skipped > 0 {
         section(
             ctx,

@@ -9,6 +9,7 @@
 mod common;
 mod gateway_board;
 
+mod attachments;
 mod bad_input;
 mod bad_rows;
 mod checks;

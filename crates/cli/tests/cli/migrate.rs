@@ -47,7 +47,7 @@ fn rows(board: &dyn BoardCopy) -> Vec<(String, Vec<String>, Vec<Vec<Datum>>)> {
 }
 
 /// A board with a row in every table: tasks in several states, a link, runs, events,
-/// comments, the ledger, a decomposition lease, a breaker that has seen a fault and a
+/// comments, a file's bytes, the ledger, a decomposition lease, a breaker that has seen a fault and a
 /// lane holding a run.
 fn fill(store: &SqliteStore) {
     let now = 1_700_000_000;
@@ -77,6 +77,13 @@ fn fill(store: &SqliteStore) {
     store
         .comment(&child.id, Some("ana"), "halfway", None, now + 4)
         .unwrap();
+    let file = board_core::NewAttachment {
+        name: "scan.bin".into(),
+        content_type: Some("application/octet-stream".into()),
+        created_by: Some("ana".into()),
+        content: (0..=255u8).rev().collect(),
+    };
+    board_core::AttachmentShelf::attach(store, &child.id, &file, now + 4).unwrap();
     let mut card = NewTask::titled("a rough idea");
     card.triage = true;
     let card = store.create(&card, now + 5).unwrap();

@@ -88,7 +88,16 @@ fn a_childs_worker_reads_its_parents_result_through_context() {
         .collect();
     assert_eq!(
         keys,
-        ["task", "review", "parents", "attempts", "comments", "truncated"]
+        [
+            "task",
+            "files",
+            "more_files",
+            "review",
+            "parents",
+            "attempts",
+            "comments",
+            "truncated"
+        ]
     );
     assert_eq!(
         brief["review"],

@@ -250,6 +250,7 @@ fn show_human_and_json() {
             "children",
             "runs",
             "comments",
+            "attachments",
             "events",
             "events_omitted",
             "block_reason",

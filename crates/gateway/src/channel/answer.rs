@@ -141,6 +141,12 @@ fn look_up(
                 comments: store.comments(&task).map_err(store_error)?,
             }
         }
+        Report::Files { task } => {
+            own(bound, &task, None)?;
+            Answer::Files {
+                files: terms.files.clone(),
+            }
+        }
         write => return Err(refused(format!("not a read: {write:?}"))),
     })
 }

@@ -484,6 +484,8 @@ impl Dispatcher {
             return;
         };
         let no_boundary = Boundary::default();
+        let mut terms = terms(pass.settings, kind, verifiers);
+        let files = self.files_for(&task.id, &mut terms, pass);
         let assignment = Assignment {
             task: &claim.task,
             run_id: claim.run_id,
@@ -493,8 +495,9 @@ impl Dispatcher {
             secret_vars: &pass.settings.secret_vars,
             boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
             home_board: pass.settings.home_board,
-            terms: terms(pass.settings, kind, verifiers),
+            terms,
             worker_log: pass.settings.worker_log,
+            files: &files,
         };
         let run = RunRef {
             run_id: claim.run_id,
@@ -561,6 +564,7 @@ fn terms(settings: &DispatchSettings, kind: RunKind, verifiers: &[Vec<String>]) 
             steps: verifiers.to_vec(),
             timeout_seconds: settings.verify_timeout_seconds,
         }),
+        files: Vec::new(),
     }
 }
 

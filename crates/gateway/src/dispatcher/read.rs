@@ -4,7 +4,12 @@
 use super::*;
 use board_core::LeaseHolder;
 
+use board_core::{Attachment, StoreResult};
+
+use super::execute::Pass;
+use crate::channel::Terms;
 use crate::planner::DueRecurrence;
+use crate::supervisor::WorkerFile;
 
 /// At most this many decomposition leases are read a tick: one a call in flight, among
 /// every gateway of the board.
@@ -291,5 +296,35 @@ impl Dispatcher {
         let exists = unsafe { libc::kill(pid, 0) } == 0
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
         !exists
+    }
+}
+
+impl Dispatcher {
+    /// A task's files for its worker, each one's bytes read in turn (a task without
+    /// files costs one indexed read), listed in `terms` for its brief; when they cannot be
+    /// read, that is reported and the worker starts without them.
+    pub(super) fn files_for(&self, id: &TaskId, terms: &mut Terms, pass: &mut Pass<'_>) -> Vec<WorkerFile> {
+        let read = || -> StoreResult<(Vec<Attachment>, Vec<WorkerFile>)> {
+            let listed = self.store.attachments(id)?;
+            let mut files = Vec::with_capacity(listed.len());
+            for file in &listed {
+                let (_, bytes) = self.store.attachment(file.id)?;
+                files.push(WorkerFile {
+                    name: file.name.clone(),
+                    bytes,
+                });
+            }
+            Ok((listed, files))
+        };
+        match read() {
+            Ok((listed, files)) => {
+                terms.files = listed;
+                files
+            }
+            Err(e) => {
+                pass.report.errors.push(format!("reading the files of {id}: {e}"));
+                Vec::new()
+            }
+        }
     }
 }

@@ -48,8 +48,10 @@ fn env_of(inherited: &[(&str, &str)], boundary: &Boundary, secret_vars: &[String
                 verify_failures: 3,
             },
             verify: None,
+            files: Vec::new(),
         },
         worker_log: gateway::planner::LogRotation::default(),
+        files: &[],
     };
     let inherited = inherited.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
     worker_env(
