@@ -112,6 +112,9 @@ pub struct Dispatcher {
     cooldown: BTreeMap<TaskId, Timestamp>,
     /// Tasks already reported as `skipped_nonspawnable` by this gateway.
     skipped: BTreeSet<TaskId>,
+    /// The last tick's read found a full batch of scheduled tasks whose time came: more
+    /// may be due.
+    due_left: bool,
     /// The decompositions this gateway started, for the backoff policy: their pacing,
     /// and the failures the store could not record.
     floors: BTreeMap<TaskId, AttemptFloor>,
@@ -149,6 +152,7 @@ impl Dispatcher {
             workers: BTreeMap::new(),
             cooldown: BTreeMap::new(),
             skipped: BTreeSet::new(),
+            due_left: false,
             floors: BTreeMap::new(),
             last_plan: Vec::new(),
             safety: None,
@@ -187,8 +191,12 @@ impl Dispatcher {
     }
 
     /// The earliest time a scheduled task waits for after `now`, for the gateway to tick
-    /// then (`None` when nothing waits for a time, or the read failed: the ticks remain).
+    /// then (`None` when nothing waits for a time, or the read failed: the ticks remain);
+    /// `now` itself when the last tick took a full batch of due ones and more may wait.
     pub fn next_scheduled(&self, now: Timestamp) -> Option<Timestamp> {
+        if self.due_left {
+            return Some(now);
+        }
         self.store.next_scheduled(now).ok().flatten()
     }
 

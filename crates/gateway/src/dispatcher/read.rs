@@ -70,8 +70,12 @@ impl Dispatcher {
             Ok(ids) => view.promotable = ids,
             Err(e) => failed.push(("listing tasks to promote".to_owned(), e)),
         }
+        self.due_left = false;
         match self.store.due_scheduled(now, DUE_SCHEDULED_PER_TICK) {
-            Ok(ids) => self.read_due(ids, now, &mut view, &mut failed),
+            Ok(ids) => {
+                self.due_left = ids.len() == DUE_SCHEDULED_PER_TICK;
+                self.read_due(ids, now, &mut view, &mut failed);
+            }
             Err(e) => failed.push(("listing scheduled tasks whose time came".to_owned(), e)),
         }
         self.read_claimable(settings, now, &mut view, &mut failed);

@@ -253,3 +253,33 @@ fn another_hosts_run_is_never_adopted_or_signalled_and_ends_stale_by_its_lease()
         .collect();
     assert_eq!(about_theirs, Vec::<String>::new());
 }
+
+/// More scheduled tasks due at once than a tick resumes: the dispatcher says to tick
+/// again at once, and the next tick resumes the rest; then nothing is due.
+#[test]
+fn a_full_batch_of_due_tasks_asks_for_another_tick_at_once() {
+    let (store, _processes, mut d) = board();
+    let idle = |t: &mut NewTask| t.assignee = Some("idle".into());
+    let ids: Vec<TaskId> = (0..300)
+        .map(|n| create(&store, &format!("due {n}"), idle))
+        .collect();
+    let later = create(&store, "later", idle);
+    let schedule = |until| Request::Schedule {
+        reason: None,
+        expected_run_id: None,
+        until: Some(until),
+        every: None,
+    };
+    for id in &ids {
+        store.transition(id, &schedule(T0 + 1), T0).unwrap();
+    }
+    store.transition(&later, &schedule(T0 + 500), T0).unwrap();
+    let now = T0 + 2;
+    assert_eq!(d.tick(&settings(), now).resumed.len(), 256);
+    assert_eq!(d.next_scheduled(now), Some(now), "more are due: tick again now");
+    assert_eq!(d.tick(&settings(), now).resumed.len(), 44);
+    assert_eq!(d.next_scheduled(now), Some(T0 + 500));
+    assert!(ids
+        .iter()
+        .all(|id| store.get(id).unwrap().status == Status::Ready));
+}
