@@ -51,17 +51,22 @@ impl NewAttachment {
     /// every store runs before it writes: the size under [`HARD_MAX_BYTES`], a content
     /// type of the form `type/subtype`, a short author.
     pub fn admit(&self) -> Result<(String, String), Refusal> {
-        if self.content.len() as u64 > HARD_MAX_BYTES {
-            return Err(Refusal::Invalid(format!(
-                "the file is {} bytes, over the board's {HARD_MAX_BYTES}",
-                self.content.len()
-            )));
-        }
+        within_hard_cap(self.content.len() as u64)?;
         if let Some(kind) = &self.content_type {
             content_type(kind)?;
         }
         crate::limits::some_short("the author", &self.created_by)?;
         Ok((file_name(&self.name)?, digest(&self.content)))
+    }
+}
+
+/// Refuses a file of more than [`HARD_MAX_BYTES`].
+pub fn within_hard_cap(size: u64) -> Result<(), Refusal> {
+    match size > HARD_MAX_BYTES {
+        true => Err(Refusal::Invalid(format!(
+            "the file is {size} bytes, over the board's {HARD_MAX_BYTES}"
+        ))),
+        false => Ok(()),
     }
 }
 
@@ -209,6 +214,11 @@ mod tests {
         ] {
             assert!(content_type(bad).is_err(), "{bad:?}");
         }
+        let long = format!("text/{}", "x".repeat(122));
+        assert!(content_type(&long).is_ok(), "127 bytes");
+        assert!(content_type(&format!("{long}x")).is_err(), "128 bytes");
+        assert!(within_hard_cap(HARD_MAX_BYTES).is_ok());
+        assert!(within_hard_cap(HARD_MAX_BYTES + 1).is_err());
         assert_eq!(
             digest(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

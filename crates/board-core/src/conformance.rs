@@ -27,6 +27,7 @@ mod retention;
 mod runs;
 mod schedules;
 mod streaming;
+mod templates;
 
 pub use attachments::files_round_trip_under_names_the_board_makes;
 pub use checks::{
@@ -88,6 +89,7 @@ pub use streaming::{
     aggregates_count_the_board, events_filter_by_kind_time_and_newest, pages_cover_every_task_once,
     sorted_lists_page_in_their_order, streamed_reads_equal_collected_ones,
 };
+pub use templates::a_card_and_its_plan_land_together_or_not_at_all;
 
 use crate::store::{Store, Termination, Terminator};
 use crate::types::{Task, TaskId};
@@ -191,6 +193,7 @@ macro_rules! store_conformance_tests {
             a_task_scheduled_until_a_time_resumes_then,
             a_recurring_task_records_its_copies_and_moves_on,
             files_round_trip_under_names_the_board_makes,
+            a_card_and_its_plan_land_together_or_not_at_all,
             a_schedule_without_a_time_ahead_waits_for_a_person,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,

@@ -38,6 +38,7 @@ pub mod row;
 pub mod shapes;
 pub mod spend;
 pub mod store;
+pub mod template;
 pub mod transition;
 pub mod types;
 
@@ -64,6 +65,7 @@ pub use store::{
     ReclaimOutcome, Retention, RetryPolicy, RunEnd, Store, StoreError, StoreResult, TaskFilter, Termination,
     Terminator, TriageLease, TriageQueue, Verdict, Visit,
 };
+pub use template::{GraphWrites, Template};
 pub use transition::{wakes_dispatcher, ByHand, Claiming, Request, TaskFacts, BLOCK_RECURRENCE_LIMIT};
 pub use types::{
     BadLease, BlockKind, BoardSnapshot, Checks, Comment, DaySpend, Event, Finished, Lease, LeaseColumns,

@@ -9,6 +9,7 @@ mod import;
 mod lanes;
 mod reads;
 mod retention;
+mod templates;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};

@@ -168,6 +168,10 @@ mod tests {
     fn periods_and_cron_rules_are_checked_and_described() {
         assert!(Recurrence::new(Every::Seconds(0)).is_err());
         assert!(Recurrence::new(Every::Seconds(PERIOD_MAX_SECONDS + 1)).is_err());
+        assert!(
+            Recurrence::new(Every::Seconds(3650 * 86_400)).is_ok(),
+            "ten years"
+        );
         assert_eq!(
             Recurrence::new(Every::Seconds(7200)).unwrap().describe(),
             "every 2h"
@@ -185,6 +189,46 @@ mod tests {
         assert_eq!(
             cron("0 9 * * 1-5", "Europe/Paris").unwrap().describe(),
             "cron \"0 9 * * 1-5\" (Europe/Paris)"
+        );
+    }
+
+    #[test]
+    fn a_copy_carries_the_templates_work_and_routing_and_is_ready() {
+        let template = crate::Task {
+            body: "check the backups".into(),
+            assignee: Some("ops".into()),
+            priority: 4,
+            created_by: Some("ana".into()),
+            max_runtime_seconds: Some(600),
+            reviewer: Some("lead".into()),
+            verify: Some(vec![vec!["true".into()]]),
+            tenant: Some("acme".into()),
+            skills: vec!["backup".into()],
+            max_retries: Some(2),
+            ..crate::graph::blank_task(
+                "t_0123456789ab".parse().unwrap(),
+                "nightly".into(),
+                crate::Status::Scheduled,
+                0,
+            )
+        };
+        assert_eq!(
+            copy_of(&template, 99),
+            NewTask {
+                title: "nightly".into(),
+                body: "check the backups".into(),
+                assignee: Some("ops".into()),
+                priority: 4,
+                created_by: Some("ana".into()),
+                idempotency_key: Some("recur:t_0123456789ab:99".into()),
+                max_runtime_seconds: Some(600),
+                reviewer: Some("lead".into()),
+                verify: Some(vec![vec!["true".into()]]),
+                tenant: Some("acme".into()),
+                skills: vec!["backup".into()],
+                max_retries: Some(2),
+                ..NewTask::default()
+            }
         );
     }
 

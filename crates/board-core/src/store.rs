@@ -27,6 +27,7 @@ use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed, GcBatch};
 use crate::spend::Spend;
+pub use crate::template::GraphWrites;
 pub use crate::transition::{Completion, RunEnd, Verdict};
 use crate::transition::{Request, TaskFacts};
 use crate::types::{
@@ -555,6 +556,7 @@ pub trait Store:
     + BoardImport
     + LaneDesk
     + AttachmentShelf
+    + GraphWrites
 {
 }
 
@@ -569,6 +571,7 @@ impl<S> Store for S where
         + BoardImport
         + LaneDesk
         + AttachmentShelf
+        + GraphWrites
         + ?Sized
 {
 }

@@ -31,6 +31,7 @@ mod retention;
 mod rows;
 mod schema;
 mod store;
+mod templates;
 mod tx;
 mod url;
 mod wake;

@@ -30,6 +30,7 @@ mod leases;
 mod reads;
 mod retention;
 mod tasks;
+mod templates;
 
 use apply::{
     apply, facts, insert_created, insert_events, link, new_claim_lock, next_run_id, pause_before_commit,
@@ -165,18 +166,6 @@ impl SqliteStore {
         let out = f(&tx)?;
         tx.finish().map_err(backend)?;
         Ok(out)
-    }
-
-    fn require_task(conn: &Connection, id: &TaskId) -> StoreResult<()> {
-        let exists: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)")
-            .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)))
-            .map_err(backend)?;
-        if exists {
-            Ok(())
-        } else {
-            Err(no_such(id))
-        }
     }
 }
 

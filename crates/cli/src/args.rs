@@ -21,7 +21,7 @@ pub use lanes::LaneCommand;
 pub use reads::{DiagnosticsArgs, EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 pub use tasks::{
     orders, statuses, ApproveArgs, AttachArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs,
-    PromoteArgs, ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs,
+    PromoteArgs, ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs, SwarmArgs,
 };
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
@@ -242,6 +242,12 @@ pub enum Verb {
         #[arg(long = "rm", value_name = "ID", num_args = 1..)]
         rm: Vec<TaskId>,
     },
+    /// Make a team template's graph for a goal: its steps as cards, routed and linked,
+    /// and a card for the goal done last (Hermes' `swarm`, from templates/TEMPLATE.yaml)
+    #[command(
+        after_help = "Examples:\n  kanban swarm research --goal \"cut the CI time in half\"\n  kanban swarm research --goal \"compare the three queues\" --workers 5 --json\n\nA template (docs/board.md#team-templates) names steps (a role, `repeat: workers` for\nparallel cards, `after:` the steps it waits for) and a root, the goal's own card.\n`kanban config check` checks every template."
+    )]
+    Swarm(SwarmArgs),
     /// Attach a local file to a task (Hermes' `attach`): its bytes go into the board
     #[command(
         after_help = "Examples:\n  kanban attach t_1a2b3c4d ./screenshot.png\n  kanban attach t_1a2b3c4d notes.txt --name brief.txt --content-type text/plain\n\nA link, a directory, a device or a file over kanban.attachment_max_bytes (25 MB) is\nrefused. A name already on the card gets \" (1)\"; the worker finds the files in its\nworkspace's attachments/ directory."

@@ -33,6 +33,7 @@ mod profile;
 pub mod providers;
 mod specifier;
 mod template;
+mod templates;
 mod text;
 mod yaml;
 
@@ -43,6 +44,7 @@ pub use lanes::LanesConfig;
 use profile::{check_external, check_reviews};
 pub use profile::{Contract, ProfileConfig, Review};
 pub use specifier::SpecifierConfig;
+pub use templates::{is_template_name, template, templates, TEMPLATES_DIR};
 use text::{emit, read_file, yaml_root};
 
 /// The implied profile every config has.

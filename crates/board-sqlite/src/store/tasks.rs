@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::{backend, no_such};
 use crate::rows::{task_from_row, TASK_COLUMNS};
+use crate::SqliteStore;
 
 pub(super) fn get_task(conn: &Connection, id: &TaskId) -> StoreResult<Task> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1");
@@ -94,4 +95,19 @@ pub(super) fn query_tasks(
     let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
     let tasks = decoded(stmt.query(params).map_err(backend)?, task_from_row);
     tasks
+}
+
+impl SqliteStore {
+    /// Refuses an id no task has.
+    pub(super) fn require_task(conn: &Connection, id: &TaskId) -> StoreResult<()> {
+        let exists: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)")
+            .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)))
+            .map_err(backend)?;
+        if exists {
+            Ok(())
+        } else {
+            Err(no_such(id))
+        }
+    }
 }

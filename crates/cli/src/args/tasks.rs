@@ -101,6 +101,14 @@ pub struct CreateArgs {
     /// Hermes' goal loop: refused here (a loop is the worker command's own)
     #[arg(long, hide = true)]
     pub goal: bool,
+    /// Make it from a team template of the home's templates/: TITLE is the goal, the
+    /// template's steps its children, and the task itself is done last by the template's
+    /// root profile
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["triage", "parents", "idempotency_key", "initial_status", "body", "body_file", "assignee"])]
+    pub template: Option<String>,
+    /// With --template: the cards each repeated step makes [default: the template's, else 3]
+    #[arg(long, value_name = "N", requires = "template", value_parser = clap::value_parser!(u8).range(1..=32))]
+    pub workers: Option<u8>,
 }
 
 /// A verifier as a JSON argv list: `["cargo", "test", "--quiet"]`.
@@ -302,6 +310,25 @@ pub struct PromoteArgs {
     /// Say whether each promotion would succeed, and change nothing
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SwarmArgs {
+    /// The template: templates/TEMPLATE.yaml of the home
+    #[arg(value_name = "TEMPLATE")]
+    pub template: String,
+    /// What the swarm is for: the text every `{goal}` of the template becomes
+    #[arg(long, value_name = "TEXT")]
+    pub goal: String,
+    /// The cards each repeated step makes [default: the template's, else 3]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=32))]
+    pub workers: Option<u8>,
+    /// The tenant of the goal's card
+    #[arg(long, value_name = "NAME")]
+    pub tenant: Option<String>,
+    /// Higher runs first
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
 }
 
 #[derive(Debug, Args)]

@@ -36,9 +36,21 @@ fn check(home: &Home, json: bool) -> Result<(), Failure> {
     for line in unrunnable_on_board(home, &loaded.config) {
         eprintln!("kanban: warning: {line}");
     }
+    let templates = board_home::config::templates(home);
+    let mut bad = false;
+    for (_, read) in &templates {
+        if let Err(why) = read {
+            bad = true;
+            eprintln!("kanban: {}", crate::output::plain(why, false));
+        }
+    }
+    let done = |bad| match bad {
+        true => Err(Failure::Reported),
+        false => Ok(()),
+    };
     if json {
         print_json(&loaded.config.effective_json());
-        return Ok(());
+        return done(bad);
     }
     let path = home.config();
     let note = if path.exists() {
@@ -48,7 +60,15 @@ fn check(home: &Home, json: bool) -> Result<(), Failure> {
     };
     println!("# effective configuration of {}{note}", path.display());
     print!("{}", loaded.config.effective_yaml());
-    Ok(())
+    let good: Vec<&str> = templates
+        .iter()
+        .filter(|(_, read)| read.is_ok())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !good.is_empty() {
+        println!("# templates (checked): {}", good.join(", "));
+    }
+    done(bad)
 }
 
 /// The profiles whose tasks the home's own SQLite board holds and this config cannot run,

@@ -207,6 +207,8 @@ fn create_task(ctx: &Ctx, a: mcp::CreateTask) -> Result<Value, Failure> {
         workspace: None,
         branch: None,
         goal: false,
+        template: None,
+        workers: None,
     };
     Ok(tasks::creation_json(&tasks::create_task(ctx, args)?))
 }

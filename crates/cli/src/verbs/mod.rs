@@ -25,6 +25,7 @@ mod review;
 mod serve;
 mod setup;
 mod stats;
+mod swarm;
 mod tasks;
 mod verify;
 mod work;
@@ -197,7 +198,9 @@ fn act(
         Verb::Init => setup::init(&ctx, &home, created),
         Verb::Completions { shell } => completions(&shell),
         Verb::Man { out } => man(out.as_deref()),
+        Verb::Create(a) if a.template.is_some() => tasks::create_from_template(&ctx, &home, a),
         Verb::Create(a) => tasks::create(&ctx, a),
+        Verb::Swarm(a) => swarm::run(&ctx, &home, a),
         Verb::Edit(a) => tasks::edit(&ctx, a),
         Verb::Assign { id, profile } => tasks::assign(&ctx, id, profile),
         Verb::Reassign(a) => tasks::reassign(&ctx, a),

@@ -34,6 +34,20 @@ pub fn create(ctx: &Ctx, a: CreateArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `create TITLE --template NAME`: the title is the goal of a swarm of the template.
+pub fn create_from_template(ctx: &Ctx, home: &board_home::Home, a: CreateArgs) -> Result<(), Failure> {
+    hermes_only(&a)?;
+    let name = a.template.clone().unwrap_or_default();
+    let goal = super::swarm::Goal {
+        text: a.title,
+        workers: a.workers.map(usize::from),
+        tenant: a.tenant,
+        priority: a.priority,
+        created_by: a.created_by,
+    };
+    super::swarm::swarm(ctx, home, &name, goal)
+}
+
 /// The `create --json` document: the task, and whether it was `created` or `exists`.
 pub fn creation_json(creation: &Creation) -> Value {
     let mut task = task_json(creation.task());

@@ -51,6 +51,7 @@ mod service;
 mod several_gateways;
 mod size_caps;
 mod snapshots;
+mod templates;
 mod verbs;
 mod verbs_habits;
 mod wakeups;

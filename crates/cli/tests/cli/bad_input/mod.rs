@@ -404,12 +404,6 @@ fn bad_input_matrix() {
             "no verb \"frobnicate\" (see --help)".into(),
         ),
         (
-            "a Hermes verb shares letters with no suggestion",
-            vec!["swarm"],
-            2,
-            "no verb \"swarm\" (see --help)".into(),
-        ),
-        (
             "a swapped pair of letters",
             vec!["lsit"],
             2,
