@@ -19,6 +19,7 @@ mod hermes_fields;
 mod import;
 mod lanes;
 mod limits;
+mod notify;
 mod races;
 mod random_ops;
 mod reads;
@@ -63,6 +64,7 @@ pub use lanes::{
     lanes_and_gateways_claim_each_task_once, lanes_are_kept_by_digest_and_revoked,
 };
 pub use limits::fields_over_the_limits_are_refused_and_change_nothing;
+pub use notify::subscriptions_keep_a_cursor_that_moves_only_past_deliveries;
 pub use races::{concurrent_claims, reclaim_and_complete_race};
 pub use random_ops::random_operations;
 pub use reads::{listings_and_queues, reads_and_unknown_ids, tally_counts_the_board};
@@ -194,6 +196,7 @@ macro_rules! store_conformance_tests {
             a_recurring_task_records_its_copies_and_moves_on,
             files_round_trip_under_names_the_board_makes,
             a_card_and_its_plan_land_together_or_not_at_all,
+            subscriptions_keep_a_cursor_that_moves_only_past_deliveries,
             a_schedule_without_a_time_ahead_waits_for_a_person,
             decomposition_commits_and_guards,
             due_cards_come_oldest_due_first,

@@ -16,6 +16,7 @@ pub const TABLES: &[&str] = &[
     "task_events",
     "task_comments",
     "task_attachments",
+    "notify_subscriptions",
     "llm_calls",
     "decomposition_leases",
     "provider_breaker",

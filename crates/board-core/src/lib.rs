@@ -30,6 +30,7 @@ pub mod kinds;
 pub mod lanes;
 pub mod limits;
 pub mod memory;
+pub mod notify;
 pub mod plan;
 pub mod recurrence;
 pub mod refusal;

@@ -7,6 +7,7 @@ mod attachments;
 mod children;
 mod import;
 mod lanes;
+mod notify;
 mod reads;
 mod retention;
 mod templates;
@@ -53,12 +54,14 @@ struct Tables {
     breaker: Breaker,
     lanes: BTreeMap<String, crate::lanes::Lane>,
     attachments: BTreeMap<i64, (crate::Attachment, Vec<u8>)>,
+    subscriptions: BTreeMap<i64, crate::notify::Subscription>,
     next_task: u32,
     /// The last event and comment ids handed out: ids are never handed out twice, even
     /// after the newest rows were removed (`archive --rm`, gc).
     last_event_id: i64,
     last_comment_id: i64,
     last_attachment_id: i64,
+    last_subscription_id: i64,
 }
 
 impl MemStore {

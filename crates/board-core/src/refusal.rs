@@ -88,6 +88,8 @@ pub enum Refusal {
     LinkedToLive { id: TaskId, other: TaskId },
     #[error("no such attachment: {0} (kanban attachments ID lists a task's files)")]
     NoSuchAttachment(i64),
+    #[error("no such subscription: {0} (kanban notify-list lists them)")]
+    NoSuchSubscription(i64),
     #[error("no such lane: {0} (kanban lane list shows the lanes)")]
     NoSuchLane(String),
     #[error("lane {0} exists already; pick another name")]

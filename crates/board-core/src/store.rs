@@ -23,6 +23,7 @@ use crate::graph::NewTask;
 use crate::import::{ImportBatch, ImportOutcome};
 use crate::kinds::EventKind;
 pub use crate::lanes::LaneDesk;
+pub use crate::notify::NotifyDesk;
 use crate::plan::{Mode, Plan, PlanBasis, PlanSettings};
 use crate::refusal::Refusal;
 use crate::retention::{Compacted, Freed, GcBatch};
@@ -557,6 +558,7 @@ pub trait Store:
     + LaneDesk
     + AttachmentShelf
     + GraphWrites
+    + NotifyDesk
 {
 }
 
@@ -572,6 +574,7 @@ impl<S> Store for S where
         + LaneDesk
         + AttachmentShelf
         + GraphWrites
+        + NotifyDesk
         + ?Sized
 {
 }

@@ -18,6 +18,7 @@ const SEQUENCED: &[&str] = &[
     "task_events",
     "task_comments",
     "task_attachments",
+    "notify_subscriptions",
     "llm_calls",
 ];
 

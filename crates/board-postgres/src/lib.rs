@@ -25,6 +25,7 @@ mod cost;
 mod import;
 mod lanes;
 mod leases;
+mod notify;
 mod pool;
 mod reads;
 mod retention;

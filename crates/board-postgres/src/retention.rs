@@ -61,6 +61,7 @@ impl GcRows for GcTx<'_, '_> {
         let events = tx.execute("DELETE FROM task_events WHERE task_id = $1", &[&id])?;
         let comments = tx.execute("DELETE FROM task_comments WHERE task_id = $1", &[&id])?;
         tx.execute("DELETE FROM task_attachments WHERE task_id = $1", &[&id])?;
+        tx.execute("DELETE FROM notify_subscriptions WHERE task_id = $1", &[&id])?;
         let runs = tx.execute("DELETE FROM task_runs WHERE task_id = $1", &[&id])?;
         tx.execute("DELETE FROM decomposition_leases WHERE task_id = $1", &[&id])?;
         let tasks = tx.execute("DELETE FROM tasks WHERE id = $1", &[&id])?;

@@ -242,6 +242,24 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         UNIQUE (task_id, name)
     );
     "#,
+    // 12: notifications (`kanban notify-subscribe`): a webhook, what it hears, its signing
+    // key and its cursor over the events (moved only past a delivered one).
+    r#"
+    CREATE TABLE notify_subscriptions (
+        id BIGSERIAL PRIMARY KEY,
+        task_id TEXT COLLATE "C" REFERENCES tasks (id),
+        kinds TEXT NOT NULL,
+        url TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        after_event BIGINT NOT NULL,
+        failures BIGINT NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT,
+        paused BOOLEAN NOT NULL DEFAULT FALSE,
+        last_status TEXT,
+        last_attempt_at BIGINT
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

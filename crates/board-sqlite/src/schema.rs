@@ -301,6 +301,24 @@ pub const MIGRATIONS: &[&str] = &[
         UNIQUE (task_id, name)
     );
     "#,
+    // 16: notifications (`kanban notify-subscribe`): a webhook, what it hears, its signing
+    // key and its cursor over the events (moved only past a delivered one).
+    r#"
+    CREATE TABLE notify_subscriptions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT REFERENCES tasks(id),
+        kinds TEXT NOT NULL,
+        url TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        after_event INTEGER NOT NULL,
+        failures INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER,
+        paused INTEGER NOT NULL DEFAULT 0,
+        last_status TEXT,
+        last_attempt_at INTEGER
+    );
+    "#,
 ];
 
 /// The schema version this binary writes and understands.

@@ -27,6 +27,7 @@ mod cost;
 mod import;
 mod lanes;
 mod leases;
+mod notify;
 mod reads;
 mod retention;
 mod tasks;

@@ -21,7 +21,8 @@ pub use lanes::LaneCommand;
 pub use reads::{DiagnosticsArgs, EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
 pub use tasks::{
     orders, statuses, ApproveArgs, AttachArgs, BlockArgs, CommentArgs, CompleteArgs, CreateArgs, EditArgs,
-    PromoteArgs, ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs, SwarmArgs,
+    NotifySubscribeArgs, PromoteArgs, ReassignArgs, RequestChangesArgs, RequestReviewArgs, ScheduleArgs,
+    SwarmArgs,
 };
 
 /// Where every verb's help lists the flags that go with any verb, apart from its own.
@@ -248,6 +249,26 @@ pub enum Verb {
         after_help = "Examples:\n  kanban swarm research --goal \"cut the CI time in half\"\n  kanban swarm research --goal \"compare the three queues\" --workers 5 --json\n\nA template (docs/board.md#team-templates) names steps (a role, `repeat: workers` for\nparallel cards, `after:` the steps it waits for) and a root, the goal's own card.\n`kanban config check` checks every template."
     )]
     Swarm(SwarmArgs),
+    /// Call a webhook with a task's events, or the board's: signed JSON POSTs the gateway
+    /// sends, retried until the receiver answers 2xx
+    #[command(
+        after_help = "Examples:\n  kanban notify-subscribe t_1a2b3c4d --webhook https://example.com/hooks/kanban\n  kanban notify-subscribe --board --kinds completed,gave_up --webhook http://127.0.0.1:8080/k\n\nThe gateway posts each event as JSON with X-Kanban-Delivery (the same on a retry),\nX-Kanban-Event and X-Kanban-Signature: sha256= and the HMAC-SHA256 of the body under the\nsubscription's secret, printed once here. Kinds default to completed, blocked,\nreview_requested and gave_up."
+    )]
+    NotifySubscribe(NotifySubscribeArgs),
+    /// List the webhooks, what each hears and how its last delivery went
+    NotifyList,
+    /// Stop calling a webhook
+    NotifyUnsubscribe {
+        /// The subscription (`kanban notify-list` lists them)
+        #[arg(value_name = "N")]
+        id: i64,
+    },
+    /// Call a webhook paused after failures again, from the event it was paused at
+    NotifyResume {
+        /// The subscription
+        #[arg(value_name = "N")]
+        id: i64,
+    },
     /// Attach a local file to a task (Hermes' `attach`): its bytes go into the board
     #[command(
         after_help = "Examples:\n  kanban attach t_1a2b3c4d ./screenshot.png\n  kanban attach t_1a2b3c4d notes.txt --name brief.txt --content-type text/plain\n\nA link, a directory, a device or a file over kanban.attachment_max_bytes (25 MB) is\nrefused. A name already on the card gets \" (1)\"; the worker finds the files in its\nworkspace's attachments/ directory."

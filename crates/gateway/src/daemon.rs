@@ -241,6 +241,10 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
     let started_at = now();
     let pool = background(&runtime, &store, &config)?;
     let monitor = Monitor::new(store.clone(), config.kanban.dispatch_interval());
+    let notify = crate::notifier::NotifySettings {
+        timeout: Duration::from_secs(config.gateway.notify_timeout_seconds),
+    };
+    crate::notifier::start(&runtime, store.clone(), notify);
     let wake = Arc::new(tokio::sync::Notify::new());
     let finished = {
         let wake = wake.clone();

@@ -9,6 +9,7 @@ pub mod decompositions;
 pub mod dispatcher;
 pub mod logging;
 pub mod metrics;
+pub mod notifier;
 pub mod planner;
 pub mod process;
 pub mod recurrence;

@@ -56,7 +56,9 @@ impl From<StoreError> for ApiError {
 /// conflict for one the task's present state refuses.
 fn refusal_status(r: &Refusal) -> StatusCode {
     match r {
-        Refusal::NoSuchTask(_) | Refusal::NoSuchAttachment(_) => StatusCode::NOT_FOUND,
+        Refusal::NoSuchTask(_) | Refusal::NoSuchAttachment(_) | Refusal::NoSuchSubscription(_) => {
+            StatusCode::NOT_FOUND
+        }
         Refusal::BlankTitle | Refusal::Invalid(_) | Refusal::SelfLink(_) | Refusal::InvalidPlan(_) => {
             StatusCode::BAD_REQUEST
         }

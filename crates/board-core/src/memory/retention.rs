@@ -113,6 +113,8 @@ impl Tables {
         self.events.retain(|e| !members.contains(&e.task_id));
         self.comments.retain(|c| !members.contains(&c.task_id));
         self.attachments.retain(|_, (a, _)| !members.contains(&a.task_id));
+        self.subscriptions
+            .retain(|_, s| s.task_id.as_ref().is_none_or(|t| !members.contains(t)));
         self.links
             .retain(|l| !members.contains(&l.parent_id) && !members.contains(&l.child_id));
         self.decomposition_leases.retain(|id, _| !members.contains(id));

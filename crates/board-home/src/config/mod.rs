@@ -27,6 +27,7 @@ mod decomposer;
 mod edit;
 mod error;
 mod fields;
+mod gateway;
 pub mod hermes;
 mod lanes;
 mod profile;
@@ -40,6 +41,7 @@ mod yaml;
 pub use edit::{as_yaml, set_key};
 pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
+pub use gateway::GatewayConfig;
 pub use lanes::LanesConfig;
 use profile::{check_external, check_reviews};
 pub use profile::{Contract, ProfileConfig, Review};
@@ -320,32 +322,6 @@ pub struct KanbanConfig {
     /// kept unless asked.
     #[serde(deserialize_with = "fields::optional_age")]
     pub gc_events_older_than: Option<i64>,
-}
-
-/// `gateway.*`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GatewayConfig {
-    /// `gateway.host_id`: the name this machine's gateway records on every run it starts;
-    /// only the gateway of that host signals, adopts or classifies the run's worker.
-    /// Unset: the hostname ([`crate::default_host_id`]).
-    #[serde(deserialize_with = "fields::host_id", skip_serializing_if = "Option::is_none")]
-    pub host_id: Option<String>,
-    /// `gateway.metrics_bind`: the address of `/healthz` and `/metrics`; empty: off.
-    #[serde(deserialize_with = "fields::bind")]
-    pub metrics_bind: String,
-}
-
-impl GatewayConfig {
-    /// The metrics address, when there is one (the value was checked when read).
-    pub fn metrics_bind(&self) -> Option<std::net::SocketAddr> {
-        self.metrics_bind.parse().ok()
-    }
-
-    /// `gateway.host_id`, else the hostname.
-    pub fn host_id(&self) -> String {
-        self.host_id.clone().unwrap_or_else(crate::default_host_id)
-    }
 }
 
 /// A PostgreSQL board's URL. It may hold a password, so it never prints itself whole:

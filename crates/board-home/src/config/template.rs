@@ -107,6 +107,10 @@ pub const NOTES: &[(&str, &str)] = &[
         "gateway.metrics_bind",
         "/healthz and /metrics, e.g. 127.0.0.1:9464; empty: off",
     ),
+    (
+        "gateway.notify_timeout_seconds",
+        "how long a webhook has to answer",
+    ),
     ("lanes.max_held", "tasks one lane holds at once"),
     (
         "lanes.lease_seconds",

@@ -70,6 +70,7 @@ impl GcRows for GcTx<'_> {
         let events = delete("DELETE FROM task_events WHERE task_id = ?1")?;
         let comments = delete("DELETE FROM task_comments WHERE task_id = ?1")?;
         delete("DELETE FROM task_attachments WHERE task_id = ?1")?;
+        delete("DELETE FROM notify_subscriptions WHERE task_id = ?1")?;
         let runs = delete("DELETE FROM task_runs WHERE task_id = ?1")?;
         delete("DELETE FROM decomposition_leases WHERE task_id = ?1")?;
         let tasks = delete("DELETE FROM tasks WHERE id = ?1")?;

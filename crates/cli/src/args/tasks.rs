@@ -332,6 +332,26 @@ pub struct SwarmArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct NotifySubscribeArgs {
+    /// The task whose events it hears
+    #[arg(value_name = "ID", required_unless_present = "board")]
+    pub id: Option<TaskId>,
+    /// Every task's events
+    #[arg(long, conflicts_with = "id")]
+    pub board: bool,
+    /// The event kinds it hears, comma-separated [default: completed, blocked,
+    /// review_requested, gave_up]
+    #[arg(long, value_name = "KINDS", value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// The URL the gateway posts to: http:// or https://, no credentials in it
+    #[arg(long, value_name = "URL")]
+    pub webhook: String,
+    /// The signing key (at least 16 bytes) [default: 32 random bytes, printed once]
+    #[arg(long, value_name = "SECRET")]
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct AttachArgs {
     /// The task
     #[arg(value_name = "ID")]

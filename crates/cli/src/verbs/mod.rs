@@ -19,6 +19,7 @@ mod lanes;
 mod listing;
 mod mcp;
 mod migrate;
+mod notify;
 mod profiles;
 mod read;
 mod review;
@@ -117,6 +118,7 @@ fn only_reads(verb: &Verb) -> bool {
         | Verb::Tail { .. }
         | Verb::Watch(_)
         | Verb::Attachments { .. }
+        | Verb::NotifyList
         | Verb::AttachGet { .. }
         | Verb::Mcp => true,
         Verb::Gateway(GatewayCommand::Status) | Verb::Lane(LaneCommand::List) => true,
@@ -201,6 +203,10 @@ fn act(
         Verb::Create(a) if a.template.is_some() => tasks::create_from_template(&ctx, &home, a),
         Verb::Create(a) => tasks::create(&ctx, a),
         Verb::Swarm(a) => swarm::run(&ctx, &home, a),
+        Verb::NotifySubscribe(a) => notify::subscribe(&ctx, a),
+        Verb::NotifyList => notify::list(&ctx),
+        Verb::NotifyUnsubscribe { id } => notify::unsubscribe(&ctx, id),
+        Verb::NotifyResume { id } => notify::resume(&ctx, id),
         Verb::Edit(a) => tasks::edit(&ctx, a),
         Verb::Assign { id, profile } => tasks::assign(&ctx, id, profile),
         Verb::Reassign(a) => tasks::reassign(&ctx, a),

@@ -34,6 +34,7 @@ mod lanes;
 mod large_reads;
 mod mcp;
 mod migrate;
+mod notify;
 mod output_escapes;
 mod private_server;
 mod reading;

@@ -47,7 +47,7 @@ fn rows(board: &dyn BoardCopy) -> Vec<(String, Vec<String>, Vec<Vec<Datum>>)> {
 }
 
 /// A board with a row in every table: tasks in several states, a link, runs, events,
-/// comments, a file's bytes, the ledger, a decomposition lease, a breaker that has seen a fault and a
+/// comments, a file's bytes, a webhook, the ledger, a decomposition lease, a breaker that has seen a fault and a
 /// lane holding a run.
 fn fill(store: &SqliteStore) {
     let now = 1_700_000_000;
@@ -84,6 +84,13 @@ fn fill(store: &SqliteStore) {
         content: (0..=255u8).rev().collect(),
     };
     board_core::AttachmentShelf::attach(store, &child.id, &file, now + 4).unwrap();
+    let hook = board_core::notify::NewSubscription {
+        task_id: Some(child.id.clone()),
+        kinds: vec!["completed".into()],
+        url: "https://example.com/hook".into(),
+        secret: "a-secret-of-16-bytes".into(),
+    };
+    board_core::notify::NotifyDesk::subscribe(store, &hook, now + 4).unwrap();
     let mut card = NewTask::titled("a rough idea");
     card.triage = true;
     let card = store.create(&card, now + 5).unwrap();
