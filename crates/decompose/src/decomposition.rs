@@ -19,7 +19,7 @@ use crate::client::{
     ModelClient,
 };
 use crate::prompt::{build_request, build_specify_request};
-use crate::reply::parse_reply;
+use crate::reply::{parse_reply, template_reply};
 use crate::settings::DecomposerSettings;
 use board_core::LlmPurpose;
 
@@ -276,6 +276,15 @@ fn request_body(
         LlmPurpose::Decompose => build_request(task, roster, model, max_tokens),
         LlmPurpose::Specify => build_specify_request(task, roster, model, max_tokens),
     };
+    if purpose == LlmPurpose::Decompose && !settings.templates.is_empty() {
+        if let Some(system) = body["messages"][0]["content"].as_str() {
+            let with = format!(
+                "{system}{}",
+                crate::prompt::templates_paragraph(&settings.templates)
+            );
+            body["messages"][0]["content"] = serde_json::Value::from(with);
+        }
+    }
     crate::prompt::extend(
         &mut body,
         &settings.extra_body,
@@ -335,15 +344,11 @@ async fn attempt<C: ModelClient>(
             },
             false => Failed::uncounted(failure.message),
         })?;
-    let plan =
-        parse_reply(&completion.content, &settings.roster).map_err(|r| Failed::counted(r.to_string()))?;
-    if let (LlmPurpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
-        return Err(Failed::counted(format!(
-            "specify needs a single task, but the reply splits the card into {} tasks",
-            tasks.len()
-        )));
+    let (plan, root_profile) = read_reply(&completion.content, purpose, &facts.task.title, settings)?;
+    let (committer, card, mut plan_settings) = (Arc::clone(store), id.clone(), settings.plan.clone());
+    if let Some(profile) = root_profile {
+        plan_settings.orchestrator = profile;
     }
-    let (committer, card, plan_settings) = (Arc::clone(store), id.clone(), settings.plan.clone());
     let now = clock();
     let committed = blocking(move || committer.commit_plan(&card, &basis, mode, &plan, &plan_settings, now))
         .await
@@ -358,6 +363,30 @@ async fn attempt<C: ModelClient>(
         child_ids: committed.child_ids,
         unrecorded_failure: false,
     })
+}
+
+/// The plan a reply gives (and the profile that does the card last, when the reply picked
+/// one of the team's templates), or why it is refused.
+fn read_reply(
+    content: &str,
+    purpose: LlmPurpose,
+    goal: &str,
+    settings: &DecomposerSettings,
+) -> Result<(Plan, Option<String>), Failed> {
+    let (plan, root_profile) = match template_reply(content, &settings.templates, goal, settings) {
+        Some(chosen) => chosen.map_err(|r| Failed::counted(r.to_string()))?,
+        None => (
+            parse_reply(content, &settings.roster).map_err(|r| Failed::counted(r.to_string()))?,
+            None,
+        ),
+    };
+    if let (LlmPurpose::Specify, Plan::Fanout { tasks, .. }) = (purpose, &plan) {
+        return Err(Failed::counted(format!(
+            "specify needs a single task, but the reply splits the card into {} tasks",
+            tasks.len()
+        )));
+    }
+    Ok((plan, root_profile))
 }
 
 /// Refuses a call at a reached spend ceiling, unless a person passed `--over-budget`;

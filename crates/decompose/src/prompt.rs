@@ -175,6 +175,35 @@ fn cut_chars(text: &str, max: usize) -> &str {
     }
 }
 
+/// What the system prompt adds when the home has team templates: the shape of a reply
+/// that picks one, and each template in a line (its name, description and steps).
+pub fn templates_paragraph(templates: &[(String, board_core::Template)]) -> String {
+    let mut text = String::from(
+        "\n\nThe team keeps templates: shapes of work it repeats. When one of them fits the card, answer with it instead of inventing tasks (the card itself is then done last, by the template's root profile):\n{\"fanout\": true, \"rationale\": \"...\", \"template\": \"NAME\", \"workers\": 3}\n\"workers\" is how many cards each repeated step makes (1 to 32); leave it out for the template's own number.\nTemplates:",
+    );
+    for (name, t) in templates {
+        let steps: Vec<String> = t
+            .steps
+            .iter()
+            .map(|s| {
+                let repeat = if s.repeat.is_some() { " (repeated)" } else { "" };
+                let after = match s.after.is_empty() {
+                    true => String::new(),
+                    false => format!(" after {}", s.after.join(", ")),
+                };
+                format!("{}{repeat} by {}{after}", s.name, s.assignee)
+            })
+            .collect();
+        text.push_str(&format!(
+            "\n- {name}: {} (steps: {}; then the card itself by {})",
+            cut_chars(t.description.trim(), 200),
+            steps.join("; "),
+            t.root.assignee
+        ));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,6 +82,66 @@ pub fn parse_reply(text: &str, roster: &Roster) -> Result<Plan, Rejection> {
     }
 }
 
+/// A reply that picks one of the team's templates (`{"fanout": true, "template": NAME,
+/// "workers": N}`): the template made for `goal` as a plan, and the profile that does the
+/// card itself last. `None` when the reply names no template (it is then read as a
+/// plan of its own); a template not among `templates`, or one that cannot be made, is
+/// rejected.
+pub fn template_reply(
+    text: &str,
+    templates: &[(String, board_core::Template)],
+    goal: &str,
+    settings: &crate::DecomposerSettings,
+) -> Option<Result<(Plan, Option<String>), Rejection>> {
+    let object = read_object(text).ok()?;
+    let chosen = object.get("template")?;
+    Some(chosen_template(&object, chosen, templates, goal, settings))
+}
+
+fn chosen_template(
+    object: &Map<String, Value>,
+    chosen: &Value,
+    templates: &[(String, board_core::Template)],
+    goal: &str,
+    settings: &crate::DecomposerSettings,
+) -> Result<(Plan, Option<String>), Rejection> {
+    let Some(name) = chosen.as_str() else {
+        return Err(Rejection::invalid(format!(
+            "template must be a name, got {}",
+            describe(chosen)
+        )));
+    };
+    let Some((_, template)) = templates.iter().find(|(n, _)| n == name) else {
+        return Err(Rejection::invalid(format!(
+            "template {:?} is not one of the team's",
+            name.chars().take(ECHO_MAX_CHARS).collect::<String>()
+        )));
+    };
+    let workers = match object.get("workers") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| Rejection::invalid("workers must be a whole number from 1 to 32"))?,
+        ),
+        Some(other) => {
+            return Err(Rejection::invalid(format!(
+                "workers must be a number, got {}",
+                describe(other)
+            )))
+        }
+    };
+    let made = template
+        .instantiate(goal, workers, settings.plan.max_children)
+        .map_err(|e| Rejection::invalid(e.to_string()))?;
+    // The template's profiles are the team's own choice, kept as written.
+    let Plan::Fanout { tasks, .. } = made.plan else {
+        return Err(Rejection::invalid("a template makes a graph"));
+    };
+    let rationale = object.get("rationale").and_then(Value::as_str).map(one_line);
+    Ok((Plan::Fanout { rationale, tasks }, Some(made.root_assignee)))
+}
+
 /// Finds the one JSON object in the reply.
 fn read_object(text: &str) -> Result<Map<String, Value>, Rejection> {
     let text = strip_fences(text);
@@ -343,5 +403,75 @@ mod tests {
         let reason = one_line(&format!("a\nb{}", "x".repeat(1000)));
         assert!(!reason.contains('\n'));
         assert!(reason.chars().count() <= REASON_MAX_CHARS + 3);
+    }
+}
+
+#[cfg(test)]
+mod template_tests {
+    use super::*;
+    use board_core::template::{Repeat, Role, Step, Template};
+
+    fn templates() -> Vec<(String, Template)> {
+        let step = |name: &str, assignee: &str, repeat: Option<Repeat>, after: &[&str]| Step {
+            name: name.into(),
+            title: format!("{name} {{n}}: {{goal}}"),
+            body: String::new(),
+            assignee: assignee.into(),
+            repeat,
+            after: after.iter().map(|a| (*a).to_owned()).collect(),
+        };
+        let t = Template {
+            description: "research, then check".into(),
+            workers: Some(2),
+            steps: vec![
+                step(
+                    "research",
+                    "researcher",
+                    Some(Repeat::Word("workers".into())),
+                    &[],
+                ),
+                step("verify", "reviewer", None, &["research"]),
+            ],
+            root: Role {
+                title: "Write up".into(),
+                body: String::new(),
+                assignee: "writer".into(),
+            },
+        };
+        vec![("research".to_owned(), t)]
+    }
+
+    #[test]
+    fn a_reply_naming_a_template_gets_its_graph_and_root_profile() {
+        let settings = crate::DecomposerSettings::default();
+        let reply = r#"{"fanout": true, "rationale": "a known shape", "template": "research", "workers": 3}"#;
+        let (plan, root) = template_reply(reply, &templates(), "cheaper CI", &settings)
+            .unwrap()
+            .unwrap();
+        let Plan::Fanout { tasks, rationale } = plan else {
+            panic!()
+        };
+        assert_eq!(tasks.len(), 4);
+        assert_eq!(tasks[0].title, "research 1: cheaper CI");
+        assert_eq!(tasks[3].parents, vec![0, 1, 2]);
+        assert_eq!(
+            (root.as_deref(), rationale.as_deref()),
+            (Some("writer"), Some("a known shape"))
+        );
+        assert!(template_reply(r#"{"fanout": true, "tasks": []}"#, &templates(), "x", &settings).is_none());
+        for (bad, why) in [
+            (r#"{"template": "other"}"#, "not one of the team's"),
+            (r#"{"template": 7}"#, "must be a name"),
+            (r#"{"template": "research", "workers": 0}"#, "workers is"),
+            (
+                r#"{"template": "research", "workers": "many"}"#,
+                "must be a number",
+            ),
+        ] {
+            let e = template_reply(bad, &templates(), "x", &settings)
+                .unwrap()
+                .unwrap_err();
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
     }
 }

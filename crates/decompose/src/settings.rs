@@ -156,6 +156,9 @@ pub struct DecomposerSettings {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// `reasoning_effort` of every request, when set.
     pub reasoning_effort: Option<String>,
+    /// The home's team templates, by name: a decomposition may answer with one of them
+    /// instead of a graph of its own (docs/decomposer.md#templates).
+    pub templates: Vec<(String, board_core::Template)>,
 }
 
 impl DecomposerSettings {
@@ -198,6 +201,7 @@ impl fmt::Debug for DecomposerSettings {
             .field("prices", &self.prices)
             .field("extra_body", &self.extra_body)
             .field("reasoning_effort", &self.reasoning_effort)
+            .field("templates", &self.templates.len())
             .finish_non_exhaustive()
     }
 }
@@ -223,6 +227,7 @@ impl Default for DecomposerSettings {
             config_stamp: None,
             extra_body: serde_json::Map::new(),
             reasoning_effort: None,
+            templates: Vec::new(),
         }
     }
 }

@@ -134,9 +134,9 @@ fn write_status(home: &Home, daemon: &Status, dispatcher: &Dispatcher, last: &Ti
 fn background(
     runtime: &tokio::runtime::Runtime,
     store: &Arc<dyn Store>,
-    config: &Config,
+    (config, home): (&Config, &Home),
 ) -> Result<Box<dyn Decompositions>, GatewayError> {
-    let settings = config.decomposer_settings();
+    let settings = config.decomposer_settings_in(home);
     let pool =
         BackgroundDecompositions::new(runtime.handle().clone(), store.clone(), settings).map_err(|e| {
             GatewayError::Io {
@@ -186,7 +186,7 @@ pub fn dispatch_once(
         .enable_all()
         .build()
         .map_err(io("cannot start the runtime"))?;
-    let pool = background(&runtime, &store, config)?;
+    let pool = background(&runtime, &store, (config, home))?;
     // One pass exits before its workers do, so it serves no report channels.
     let processes = Box::new(OsProcesses::without_channels(home.clone()));
     let mut dispatcher =
@@ -239,7 +239,7 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         .build()
         .map_err(io("cannot start the runtime"))?;
     let started_at = now();
-    let pool = background(&runtime, &store, &config)?;
+    let pool = background(&runtime, &store, (&config, home))?;
     let monitor = Monitor::new(store.clone(), config.kanban.dispatch_interval());
     let notify = crate::notifier::NotifySettings {
         timeout: Duration::from_secs(config.gateway.notify_timeout_seconds),

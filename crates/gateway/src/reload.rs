@@ -62,7 +62,7 @@ pub fn reload(home: &Home, config: &mut Config, dispatcher: &mut Dispatcher) -> 
         .iter()
         .any(|key| key.starts_with("model.") || key.starts_with("auxiliary."));
     if model_changed {
-        if let Err(e) = dispatcher.reconfigure_decompositions(fresh.config.decomposer_settings()) {
+        if let Err(e) = dispatcher.reconfigure_decompositions(fresh.config.decomposer_settings_in(home)) {
             tracing::error!(error = %e, "config reload refused: the model client cannot be built; the running config is kept");
             return false;
         }

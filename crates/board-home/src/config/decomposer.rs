@@ -14,6 +14,17 @@ use super::Config;
 impl Config {
     /// The decomposer's settings: its endpoint and model (falling back to `model.*`),
     /// the roster of profiles, the plan's limits and the automatic failure policy.
+    /// [`Config::decomposer_settings`] with `home`'s team templates that pass their
+    /// checks: a decomposition may answer with one of them.
+    pub fn decomposer_settings_in(&self, home: &crate::Home) -> DecomposerSettings {
+        let mut settings = self.decomposer_settings();
+        settings.templates = super::templates(home)
+            .into_iter()
+            .filter_map(|(name, read)| Some((name, read.ok()?)))
+            .collect();
+        settings
+    }
+
     pub fn decomposer_settings(&self) -> DecomposerSettings {
         let k = &self.kanban;
         let profiles = self

@@ -21,9 +21,9 @@ pub enum Call {
 
 /// Runs the verb on its cards, one after the other. Exit 0 when every card was
 /// decomposed (or there was none), 1 when any was not.
-pub fn run(ctx: Ctx, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
+pub fn run(ctx: Ctx, home: &board_home::Home, args: ModelCallArgs, call: Call) -> Result<(), Failure> {
     let settings = match call {
-        Call::Decompose => ctx.config.decomposer_settings(),
+        Call::Decompose => ctx.config.decomposer_settings_in(home),
         Call::Specify => ctx.config.specifier_settings(),
     };
     let cards = match (args.id, args.all) {

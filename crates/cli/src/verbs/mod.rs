@@ -237,8 +237,8 @@ fn act(
         Verb::Diagnostics(a) => diagnostics::diagnostics(&ctx, &home, &warnings, a),
         Verb::Reopen { ids, reason } => by_hand::reopen(&ctx, ids, reason),
         Verb::Reclaim { id, run, reason } => work::reclaim(&ctx, &id, run, reason),
-        Verb::Decompose(a) => decompose::run(ctx, a, decompose::Call::Decompose),
-        Verb::Specify(a) => decompose::run(ctx, a, decompose::Call::Specify),
+        Verb::Decompose(a) => decompose::run(ctx, &home, a, decompose::Call::Decompose),
+        Verb::Specify(a) => decompose::run(ctx, &home, a, decompose::Call::Specify),
         Verb::Dispatch {
             dry_run,
             max,

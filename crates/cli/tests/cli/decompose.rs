@@ -256,3 +256,68 @@ fn each_call_sends_its_own_sides_model_and_request_keys() {
     assert_eq!(keys(&sent[0]), (json!("main-model"), json!("low"), json!(0.5)));
     assert_eq!(keys(&sent[1]), (json!("spec-model"), json!("high"), json!(0.5)));
 }
+
+/// With a team template in the home, the prompt names it, and a reply that picks it makes
+/// the template's graph under the card, the card itself left to the template's root
+/// profile; a reply naming a template the team does not have decomposes nothing.
+#[test]
+fn a_reply_may_pick_one_of_the_teams_templates() {
+    let board = Board::init();
+    let llm = fake();
+    let templates = board.home().join("templates");
+    std::fs::create_dir(&templates).unwrap();
+    std::fs::write(
+        templates.join("research.yaml"),
+        "description: research in parallel, then check\nsteps:\n  - name: research\n    title: \"Research {n}: {goal}\"\n    assignee: researcher\n    repeat: workers\n  - name: verify\n    title: \"Check: {goal}\"\n    assignee: reviewer\n    after: [research]\nroot:\n  title: unused\n  assignee: writer\n",
+    )
+    .unwrap();
+    let id = board.create(&["cheaper CI", "--triage"]);
+    llm.push_reply(Reply::text(
+        json!({ "fanout": true, "rationale": "the team's shape", "template": "research", "workers": 2 })
+            .to_string(),
+    ));
+    let out = kanban(&board, &llm, &["decompose", &id, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let system = llm.requests()[0].json().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("- research: research in parallel, then check"),
+        "{system}"
+    );
+    let children = lines(&out.stdout)[0]["child_ids"].as_array().unwrap().clone();
+    let titles: Vec<String> = children
+        .iter()
+        .map(|c| get(&board, c.as_str().unwrap()).title)
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Research 1: cheaper CI",
+            "Research 2: cheaper CI",
+            "Check: cheaper CI"
+        ]
+    );
+    let card = get(&board, &id);
+    assert_eq!(
+        (card.status, card.assignee.as_deref(), card.title.as_str()),
+        (Status::Todo, Some("writer"), "cheaper CI")
+    );
+
+    let other = board.create(&["another idea", "--triage"]);
+    llm.push_reply(Reply::text(
+        json!({ "fanout": true, "template": "nope" }).to_string(),
+    ));
+    let out = kanban(&board, &llm, &["decompose", &other, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(lines(&out.stdout)[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not one of the team's"));
+    assert_eq!(get(&board, &other).status, Status::Triage);
+}

@@ -31,6 +31,24 @@ fn with_template(dir: &std::path::Path, name: &str, text: &str) {
     std::fs::write(templates.join(format!("{name}.yaml")), text).unwrap();
 }
 
+/// A gateway board with the research template and its three profiles, the reviewer's
+/// worker running `reviewer`.
+fn research_board(reviewer: &str) -> GatewayBoard {
+    let profiles = [
+        worker_profile("researcher", "kanban complete --result found"),
+        worker_profile("reviewer", reviewer),
+        worker_profile("writer", "kanban complete --result written"),
+    ]
+    .concat();
+    let board = GatewayBoard::new(Setup {
+        profiles: &profiles,
+        max_spawn: 4,
+        ..Setup::default()
+    });
+    with_template(&board.path(), "research", RESEARCH);
+    board
+}
+
 #[test]
 fn swarm_and_create_make_the_templates_graph_routed_and_linked() {
     let board = Board::init();
@@ -135,21 +153,9 @@ fn bad_templates_and_requests_are_refused_in_one_line_writing_nothing() {
 /// goal's card: every card ends done, the verifier after two runs, the writer last.
 #[test]
 fn a_swarm_runs_end_to_end_with_its_verifier_failing_once() {
-    let profiles = [
-        worker_profile("researcher", "kanban complete --result found"),
-        worker_profile(
-            "reviewer",
-            "if [ -e tried ]; then kanban complete --result checked; else touch tried; exit 1; fi",
-        ),
-        worker_profile("writer", "kanban complete --result written"),
-    ]
-    .concat();
-    let mut board = GatewayBoard::new(Setup {
-        profiles: &profiles,
-        max_spawn: 4,
-        ..Setup::default()
-    });
-    with_template(&board.path(), "research", RESEARCH);
+    let mut board = research_board(
+        "if [ -e tried ]; then kanban complete --result checked; else touch tried; exit 1; fi",
+    );
     let made: serde_json::Value = serde_json::from_str(&board.kanban_ok(&[
         "swarm",
         "research",
@@ -187,4 +193,21 @@ fn a_swarm_runs_end_to_end_with_its_verifier_failing_once() {
         "the writer starts after the check"
     );
     assert_eq!(board.task(&root).result.as_deref(), Some("written"));
+}
+
+/// A triage card the gateway decomposes, the model picking the team's template: the
+/// template's graph is made under the card, and the card is done last by the writer.
+#[test]
+fn the_gateways_decomposer_may_pick_a_template_for_a_triage_card() {
+    let mut board = research_board("kanban complete --result checked");
+    let pick = serde_json::json!({ "fanout": true, "template": "research", "workers": 2 });
+    board.reply("cheaper CI", fake_llm::Reply::text(pick.to_string()));
+    board.start_gateway();
+    let card = board.create(&["cheaper CI", "--triage"]);
+    board.wait_for("the card done", || board.task(&card).status == Status::Done);
+    let children = board.children(&card);
+    assert_eq!(children.len(), 3, "two researchers and the check");
+    assert!(children.iter().all(|c| board.task(c).status == Status::Done));
+    assert_eq!(board.task(&card).assignee.as_deref(), Some("writer"));
+    assert_eq!(board.task(&card).result.as_deref(), Some("written"));
 }
