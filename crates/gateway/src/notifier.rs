@@ -257,6 +257,112 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_names_its_event_and_task_and_never_the_key() {
+        let sub = Subscription {
+            id: 3,
+            task_id: None,
+            kinds: vec!["completed".into()],
+            url: "http://127.0.0.1:9/".into(),
+            secret: "the-signing-key-of-the-hook".into(),
+            created_at: 0,
+            after_event: 0,
+            failures: 0,
+            next_attempt_at: None,
+            paused: false,
+            last_status: None,
+            last_attempt_at: None,
+        };
+        let task = board_core::graph::blank_task(
+            "t_0a0b0c0d".parse().unwrap(),
+            "ship it".into(),
+            board_core::Status::Done,
+            5,
+        );
+        let event = Event {
+            id: 42,
+            task_id: task.id.clone(),
+            run_id: Some(7),
+            kind: "completed".into(),
+            payload: json!({ "summary": "shipped" }),
+            created_at: 9,
+        };
+        assert_eq!(delivery_key(&sub, &event), "sub-3-event-42");
+        let sent: serde_json::Value = serde_json::from_slice(&body(&sub, &event, Some(&task))).unwrap();
+        assert_eq!(
+            sent,
+            json!({
+                "delivery": "sub-3-event-42",
+                "subscription": 3,
+                "event": { "id": 42, "task_id": "t_0a0b0c0d", "run_id": 7, "kind": "completed",
+                           "payload": { "summary": "shipped" }, "created_at": 9 },
+                "task": { "id": "t_0a0b0c0d", "title": "ship it", "status": "done", "assignee": null },
+            })
+        );
+        assert!(!String::from_utf8(body(&sub, &event, None))
+            .unwrap()
+            .contains("signing-key"));
+    }
+
+    #[test]
+    fn the_next_event_is_the_first_settled_one_it_hears_after_its_cursor() {
+        use board_core::memory::MemStore;
+        use board_core::{BoardWrites, NewTask};
+        let store = MemStore::new();
+        let t0 = 1_800_000_000;
+        let watched = store.create(&NewTask::titled("watched"), t0).unwrap();
+        let other = store.create(&NewTask::titled("other"), t0).unwrap();
+        for id in [&other.id, &watched.id] {
+            let claim = store.claim(id, 60, t0).unwrap();
+            let done = board_core::Completion {
+                expected_run_id: Some(claim.run_id),
+                ..board_core::Completion::default()
+            };
+            store.complete(id, &done, t0).unwrap();
+        }
+        let sub = Subscription {
+            id: 1,
+            task_id: Some(watched.id.clone()),
+            kinds: vec!["completed".into()],
+            url: "http://127.0.0.1:9/".into(),
+            secret: "0123456789abcdef".into(),
+            created_at: t0,
+            after_event: 0,
+            failures: 0,
+            next_attempt_at: None,
+            paused: false,
+            last_status: None,
+            last_attempt_at: None,
+        };
+        assert!(
+            matches!(next(&store, &sub, t0 + 1), Ok(Next::Wait)),
+            "not settled yet"
+        );
+        let Ok(Next::Send(sent)) = next(&store, &sub, t0 + SETTLE_SECONDS) else {
+            panic!("the watched task's completion")
+        };
+        assert_eq!(
+            (sent.0.task_id.clone(), sent.0.kind.as_str()),
+            (watched.id.clone(), "completed")
+        );
+        let past = Subscription {
+            after_event: sent.0.id,
+            ..sub.clone()
+        };
+        assert!(
+            matches!(next(&store, &past, t0 + 10), Ok(Next::Wait)),
+            "nothing after it"
+        );
+        let unheard = Subscription {
+            kinds: vec!["blocked".into()],
+            ..sub
+        };
+        let Ok(Next::Pass(upto)) = next(&store, &unheard, t0 + 10) else {
+            panic!("passes what it does not hear")
+        };
+        assert_eq!(upto, sent.0.id);
+    }
+
+    #[test]
     fn signatures_are_hmac_sha256_as_rfc_4231_says() {
         // RFC 4231, test case 2.
         assert_eq!(

@@ -150,6 +150,7 @@ mod tests {
         for (text, zone, why) in [
             ("often", "UTC", "not a period or a cron expression"),
             ("0 9 * *", "UTC", "not a cron expression"),
+            ("every day", "UTC", "not a cron expression"),
             ("0 0 9 * * 1-5", "UTC", "not a cron expression"),
             ("61 9 * * *", "UTC", "not a cron expression"),
             ("0 9 * * *", "Mars/Olympus", "not a time zone here"),
