@@ -231,11 +231,11 @@ async fn post(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_paused_subscription_or_one_backing_off_is_not_due() {
-        let sub = Subscription {
-            id: 1,
-            task_id: None,
+    /// A subscription to `completed` events, active, at the start of the events.
+    fn subscription(id: i64, task_id: Option<board_core::TaskId>) -> Subscription {
+        Subscription {
+            id,
+            task_id,
             kinds: vec!["completed".into()],
             url: "http://127.0.0.1:9/".into(),
             secret: "0123456789abcdef".into(),
@@ -246,7 +246,12 @@ mod tests {
             paused: false,
             last_status: None,
             last_attempt_at: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_paused_subscription_or_one_backing_off_is_not_due() {
+        let sub = subscription(1, None);
         assert!(due(&sub, 100));
         let backing_off = Subscription {
             next_attempt_at: Some(101),
@@ -259,18 +264,8 @@ mod tests {
     #[test]
     fn a_delivery_names_its_event_and_task_and_never_the_key() {
         let sub = Subscription {
-            id: 3,
-            task_id: None,
-            kinds: vec!["completed".into()],
-            url: "http://127.0.0.1:9/".into(),
             secret: "the-signing-key-of-the-hook".into(),
-            created_at: 0,
-            after_event: 0,
-            failures: 0,
-            next_attempt_at: None,
-            paused: false,
-            last_status: None,
-            last_attempt_at: None,
+            ..subscription(3, None)
         };
         let task = board_core::graph::blank_task(
             "t_0a0b0c0d".parse().unwrap(),
@@ -319,20 +314,7 @@ mod tests {
             };
             store.complete(id, &done, t0).unwrap();
         }
-        let sub = Subscription {
-            id: 1,
-            task_id: Some(watched.id.clone()),
-            kinds: vec!["completed".into()],
-            url: "http://127.0.0.1:9/".into(),
-            secret: "0123456789abcdef".into(),
-            created_at: t0,
-            after_event: 0,
-            failures: 0,
-            next_attempt_at: None,
-            paused: false,
-            last_status: None,
-            last_attempt_at: None,
-        };
+        let sub = subscription(1, Some(watched.id.clone()));
         assert!(
             matches!(next(&store, &sub, t0 + 1), Ok(Next::Wait)),
             "not settled yet"
