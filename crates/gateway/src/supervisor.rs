@@ -24,7 +24,7 @@ use crate::process::{Leader, Pidfd};
 mod files;
 mod privileges;
 
-pub use files::{WorkerFile, FILES_DIR};
+pub use files::WorkerFile;
 
 pub use privileges::holds_capabilities;
 use privileges::may_switch_users;

@@ -15,7 +15,7 @@ use std::path::Path;
 use board_home::safety::{private_dir, worker_dir};
 
 /// The directory of a workspace that holds its task's files.
-pub const FILES_DIR: &str = "attachments";
+const FILES_DIR: &str = "attachments";
 
 /// One file of the task, for its worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
