@@ -75,7 +75,13 @@ impl Home {
     /// The home's board (the one `open_store` opens), to copy from.
     pub fn open_copy_source(&self, config: &Config) -> Result<Box<dyn BoardCopy>, HomeError> {
         match &config.database_url {
-            Some(url) => CopyTarget::Postgres(url.expose().to_owned()).open(),
+            Some(url) => {
+                let options = board_postgres::Options {
+                    max_connections: 2,
+                    ..self.postgres_options(format!("kanban pid {} migrate", std::process::id()))
+                };
+                Ok(Box::new(PgStore::open(url.expose(), &options)?))
+            }
             None => Ok(Box::new(SqliteStore::open_read_only(self.database())?)),
         }
     }

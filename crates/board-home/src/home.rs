@@ -16,8 +16,9 @@ use board_core::{Store, TaskId};
 use board_postgres::PgStore;
 use board_sqlite::{Options, SqliteStore};
 
+use crate::boards::BoardSlug;
 use crate::config::{Config, ConfigError, Loaded};
-use crate::safety::{check_home, UnsafeHome};
+use crate::safety::{check_board_dir, check_home, UnsafeHome};
 use crate::{
     CONFIG_FILE, DATABASE_FILE, LOCK_FILE, LOGS_DIR, PID_FILE, SERVE_TOKEN_FILE, STATUS_FILE, WAITERS_DIR,
     WAKE_SOCKET, WORKSPACES_DIR,
@@ -63,6 +64,12 @@ pub enum HomeError {
     /// The current directory, which a relative home is taken against, is unusable.
     #[error("{}: cannot make the home's path absolute: {source}", path.display())]
     Absolute { path: PathBuf, source: std::io::Error },
+    /// A board that cannot be found or used, in one line.
+    #[error("{0}")]
+    Board(String),
+    /// A board named against the slug rule, in one line.
+    #[error("{0}")]
+    BadBoard(String),
     /// The home or a file in it is not ours alone.
     #[error("{0}")]
     Unsafe(#[from] UnsafeHome),
@@ -89,7 +96,11 @@ impl HomeError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            HomeError::NoHome | HomeError::EmptyFlag | HomeError::EmptyVariable | HomeError::NoTilde(_)
+            HomeError::NoHome
+                | HomeError::EmptyFlag
+                | HomeError::EmptyVariable
+                | HomeError::NoTilde(_)
+                | HomeError::BadBoard(_)
         )
     }
 }
@@ -107,6 +118,8 @@ pub struct Opened {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Home {
     dir: PathBuf,
+    /// The board of the home its verbs act on (docs/boards.md).
+    board: BoardSlug,
 }
 
 impl Home {
@@ -146,7 +159,23 @@ impl Home {
             path: dir.to_path_buf(),
             source,
         })?;
-        Ok(Home { dir })
+        Ok(Home {
+            dir,
+            board: BoardSlug::default_board(),
+        })
+    }
+
+    /// The same home, acting on `board`.
+    pub fn on_board(&self, board: BoardSlug) -> Home {
+        Home {
+            dir: self.dir.clone(),
+            board,
+        }
+    }
+
+    /// The board this home's verbs act on.
+    pub fn board(&self) -> &BoardSlug {
+        &self.board
     }
 
     /// The home directory itself.
@@ -154,8 +183,9 @@ impl Home {
         &self.dir
     }
 
+    /// The board's SQLite file: `kanban.db` in the board's directory.
     pub fn database(&self) -> PathBuf {
-        self.dir.join(DATABASE_FILE)
+        self.board_dir().join(DATABASE_FILE)
     }
 
     pub fn config(&self) -> PathBuf {
@@ -171,25 +201,25 @@ impl Home {
     }
 
     pub fn status_file(&self) -> PathBuf {
-        self.dir.join(STATUS_FILE)
+        self.board_dir().join(STATUS_FILE)
     }
 
     /// The socket a running gateway on a SQLite board hears wake-ups on.
     pub fn wake_socket(&self) -> PathBuf {
-        self.dir.join(WAKE_SOCKET)
+        self.board_dir().join(WAKE_SOCKET)
     }
 
     /// Where processes that wait for work (lanes' claims) bind their wake-up sockets.
     pub fn waiters(&self) -> PathBuf {
-        self.dir.join(WAITERS_DIR)
+        self.board_dir().join(WAITERS_DIR)
     }
 
     pub fn logs(&self) -> PathBuf {
-        self.dir.join(LOGS_DIR)
+        self.board_dir().join(LOGS_DIR)
     }
 
     pub fn workspaces(&self) -> PathBuf {
-        self.dir.join(WORKSPACES_DIR)
+        self.board_dir().join(WORKSPACES_DIR)
     }
 
     /// The working directory of `task`'s workers.
@@ -268,13 +298,19 @@ impl Home {
         Ok(true)
     }
 
-    /// The home's config (every default when it has none). A home that exists must be
-    /// ours alone first: whoever else can write to it chooses the commands we run.
+    /// The home's config (every default when it has none) as this home's board runs
+    /// under it ([`Config::for_board`]). A home that exists must be ours alone first:
+    /// whoever else can write to it chooses the commands we run.
     pub fn load_config(&self) -> Result<Loaded, HomeError> {
         if self.dir.exists() {
             check_home(&self.dir)?;
+            if !self.board.is_default() && self.board_exists() {
+                check_board_dir(&self.board_dir())?;
+            }
         }
-        Ok(Config::load(&self.dir)?)
+        let mut loaded = Config::load(&self.dir)?;
+        loaded.config = loaded.config.for_board(&self.board);
+        Ok(loaded)
     }
 
     /// `kanban config set`: one key of the config ([`crate::config::set_key`]), in a home
@@ -335,12 +371,15 @@ impl Home {
     /// every verb, the gateway and the web board open it: the PostgreSQL board of
     /// `database_url` when there is one, else the home's `kanban.db`.
     pub fn open_store(&self, config: &Config) -> Result<Arc<dyn Store>, HomeError> {
+        if !self.board_exists() {
+            return Err(HomeError::Board(format!(
+                "no board {} (`kanban boards list` shows the boards)",
+                self.board
+            )));
+        }
         if let Some(url) = &config.database_url {
-            let options = board_postgres::Options {
-                // Each process's sessions are told apart in `pg_stat_activity`.
-                application_name: format!("kanban pid {}", std::process::id()),
-                ..board_postgres::Options::default()
-            };
+            // Each process's sessions are told apart in `pg_stat_activity`.
+            let options = self.postgres_options(format!("kanban pid {}", std::process::id()));
             return Ok(Arc::new(PgStore::open(url.expose(), &options)?));
         }
         let options = Options {
@@ -351,11 +390,24 @@ impl Home {
         Ok(Arc::new(store.on_wake(crate::wake::nudger(self))))
     }
 
+    /// How this home's board is opened on PostgreSQL: in the URL's schema for the default
+    /// board, in its own schema ([`BoardSlug::schema`]) for another.
+    pub fn postgres_options(&self, application_name: String) -> board_postgres::Options {
+        board_postgres::Options {
+            application_name,
+            schema: self.board.schema(),
+            ..board_postgres::Options::default()
+        }
+    }
+
     /// The board `open_store` opens, as it may be shown: the URL with its password
     /// redacted, or the path of `kanban.db`.
     pub fn board_name(&self, config: &Config) -> String {
         match &config.database_url {
-            Some(url) => url.to_string(),
+            Some(url) => match self.board.schema() {
+                Some(schema) => format!("{url} (schema {schema})"),
+                None => url.to_string(),
+            },
             None => self.database().display().to_string(),
         }
     }

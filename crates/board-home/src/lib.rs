@@ -4,6 +4,7 @@
 //! The CLI and the gateway both stand on this crate; neither spells a file name.
 
 mod account;
+pub mod boards;
 pub mod config;
 mod copy;
 mod home;
@@ -11,6 +12,7 @@ pub mod safety;
 mod wake;
 
 pub use account::Account;
+pub use boards::{BoardMeta, BoardSlug, Removed, BOARD_VARIABLE};
 pub use config::{
     ApiKey, AuxiliaryConfig, Config, ConfigError, DatabaseUrl, DecomposerConfig, GatewayConfig, KanbanConfig,
     LanesConfig, Loaded, ModelConfig, ProfileConfig, SpecifierConfig, Warning, DATABASE_URL_VARIABLE,

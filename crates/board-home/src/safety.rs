@@ -10,6 +10,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::boards::{BOARDS_DIR, BOARD_FILE};
 use crate::{CONFIG_FILE, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR};
 
 /// A home (or a file in it) that another user could have chosen or could change.
@@ -76,12 +77,29 @@ pub fn check_home(home: &Path) -> Result<(), UnsafeHome> {
         });
     }
     check_owned(home, &meta)?;
-    for name in [CONFIG_FILE, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR] {
-        let path = home.join(name);
+    check_entries(
+        home,
+        &[CONFIG_FILE, DATABASE_FILE, LOGS_DIR, WORKSPACES_DIR, BOARDS_DIR],
+    )
+}
+
+/// Checks a board's directory under `boards/` as [`check_home`] checks the home: the
+/// directory, its `kanban.db`, `board.json`, `logs/` and `workspaces/`, none a link.
+pub fn check_board_dir(dir: &Path) -> Result<(), UnsafeHome> {
+    check_entries(dir, &["", DATABASE_FILE, BOARD_FILE, LOGS_DIR, WORKSPACES_DIR])
+}
+
+fn check_entries(dir: &Path, names: &[&str]) -> Result<(), UnsafeHome> {
+    for name in names {
+        let path = if name.is_empty() {
+            dir.to_path_buf()
+        } else {
+            dir.join(name)
+        };
         match std::fs::symlink_metadata(&path) {
             Ok(meta) => check_entry(&path, &meta)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&path)(e)),
+            Err(source) => return Err(UnsafeHome::Io { path, source }),
         }
     }
     Ok(())

@@ -92,9 +92,8 @@ impl Home {
         let listening = match &config.database_url {
             Some(url) => {
                 let options = board_postgres::Options {
-                    application_name: format!("kanban pid {} wake-ups", std::process::id()),
                     max_connections: 1,
-                    ..board_postgres::Options::default()
+                    ..self.postgres_options(format!("kanban pid {} wake-ups", std::process::id()))
                 };
                 let store = PgStore::open(url.expose(), &options)?;
                 let listener = store

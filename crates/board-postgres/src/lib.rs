@@ -235,6 +235,23 @@ impl PgStore {
         })
     }
 
+    /// Renames the schema that holds this board to `to` (`kanban boards rm` keeps a
+    /// removed board so), in one statement; the store is not to be used after it.
+    pub fn rename_schema(&self, to: &str) -> StoreResult<()> {
+        let mut lease = self.pool.get().map_err(StoreError::Backend)?;
+        let from = current_schema(&mut lease.client)
+            .map_err(|e| StoreError::Backend(describe(&e)))?
+            .ok_or_else(|| StoreError::Backend("the board has no schema".into()))?;
+        lease
+            .client
+            .batch_execute(&format!(
+                "ALTER SCHEMA {} RENAME TO {}",
+                quote_ident(&from),
+                quote_ident(to)
+            ))
+            .map_err(|e| StoreError::Backend(describe(&e)))
+    }
+
     /// The URL (password redacted) and schema this store writes to.
     pub fn target(&self) -> &str {
         &self.target

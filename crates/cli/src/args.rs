@@ -11,11 +11,13 @@ use clap::{Args, Parser, Subcommand};
 use clap_complete::Shell;
 use gateway::logging::{LogArgs, Verbosity};
 
+mod boards;
 mod config;
 mod lanes;
 mod reads;
 mod tasks;
 
+pub use boards::BoardsCommand;
 pub use config::ConfigCommand;
 pub use lanes::LaneCommand;
 pub use reads::{DiagnosticsArgs, EventsArgs, GcArgs, ListArgs, Since, WatchArgs, EVENTS_SHOWN};
@@ -40,6 +42,11 @@ pub struct Cli {
     /// The board's home directory [default: $KANBAN_HOME, else ~/.kanban]
     #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
+
+    /// The board of the home to act on [default: $KANBAN_BOARD, else the one `kanban
+    /// boards switch` chose, else default]
+    #[arg(long, global = true, value_name = "SLUG", help_heading = GLOBAL)]
+    pub board: Option<String>,
 
     /// Print pure JSON on stdout (warnings go to stderr)
     #[arg(long, global = true, help_heading = GLOBAL)]
@@ -367,10 +374,11 @@ pub enum Verb {
     Config(ConfigCommand),
     /// Bring a Hermes board's tasks, links, runs, events and comments over, ids kept
     #[command(
-        after_help = "Examples:\n  kanban import-hermes ~/.hermes/kanban.db\n  kanban import-hermes ~/.hermes/kanban.db --json\n\nThe Hermes file is only read, never written. Statuses this board lacks come over as\nthe nearest one (running -> ready, any other this board lacks -> blocked), the original kept\nin an `imported` event. Importing the same board again changes nothing."
+        after_help = "Examples:\n  kanban import-hermes ~/.hermes/kanban.db\n  kanban import-hermes ~/.hermes/kanban.db --json\n  kanban import-hermes ~/.hermes     # every Hermes board, each into the board of its slug\n\nThe Hermes file is only read, never written. Statuses this board lacks come over as\nthe nearest one (running -> ready, any other this board lacks -> blocked), the original kept\nin an `imported` event. Importing the same board again changes nothing."
     )]
     ImportHermes {
-        /// The Hermes board file (Hermes keeps it at ~/.hermes/kanban.db)
+        /// The Hermes board file (Hermes keeps it at ~/.hermes/kanban.db), or Hermes' root
+        /// directory for every board
         #[arg(value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
         path: std::path::PathBuf,
     },
@@ -404,6 +412,9 @@ pub enum Verb {
     /// Lanes: agents outside the gateway that claim, hold and report work
     #[command(subcommand)]
     Lane(LaneCommand),
+    /// Boards: one home, a board per project (list, create, rm, rename, switch, show)
+    #[command(subcommand)]
+    Boards(BoardsCommand),
     /// Serve the board as a live web page and a JSON API until stopped
     #[command(
         after_help = "Examples:\n  kanban serve\n  KANBAN_SERVE_TOKEN=\"$(openssl rand -hex 16)\" kanban serve --bind 0.0.0.0:8420\n\nBound to a loopback address no token is needed; bound anywhere else a token is\nrequired (KANBAN_SERVE_TOKEN, or --token, which shows in `ps`; at least 16 characters)

@@ -35,7 +35,12 @@ fn main() -> ExitCode {
         // A completion script and the manual need no board, so they create no home.
         Verb::Completions { shell } => verbs::completions(&shell),
         Verb::Man { out } => verbs::man(out.as_deref()),
+        // The boards' verbs name their boards themselves.
+        Verb::Boards(command) => Home::resolve(cli.home)
+            .map_err(Failure::from)
+            .and_then(|home| verbs::boards::run(&home, cli.json, cli.board.as_deref(), command)),
         verb => Home::resolve(cli.home)
+            .and_then(|home| home.choose_board(cli.board.as_deref()))
             .map_err(Failure::from)
             .and_then(|home| verbs::run(home, cli.json, verb)),
     };

@@ -1,8 +1,12 @@
-//! The gateway process (docs/gateway.md): one per home (an exclusive `flock` plus a pid
-//! file), a tick every `kanban.dispatch_interval_seconds` with missed ticks skipped, the
-//! status file, and a clean stop on SIGINT/SIGTERM. Its callers resolve the home, load
+//! The gateway process (docs/gateway.md, docs/boards.md): one per home (an exclusive
+//! `flock` plus a pid file), a loop per board it serves (`board_loop.rs`: its ticks and
+//! status file), a config reload on SIGHUP and a clean stop on SIGINT/SIGTERM; and one
+//! dispatcher pass on one board (`kanban dispatch`). Its callers resolve the home, load
 //! the config and open the store (`board_home`) and hand them over.
 
+mod board_loop;
+
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -16,9 +20,7 @@ use serde_json::json;
 
 use crate::decompositions::BackgroundDecompositions;
 use crate::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
-use crate::metrics::{self, Monitor};
 use crate::planner::{DispatchSettings, TickReport};
-use crate::reload;
 use crate::supervisor::OsProcesses;
 
 /// Why the gateway could not start or run.
@@ -106,16 +108,17 @@ pub fn lock_home(home: &Home, replace: bool) -> Result<HomeLock, GatewayError> {
 }
 
 /// The daemon's own figures in `gateway.json`.
-struct Status {
-    started_at: Timestamp,
-    wakeups: u64,
-    cost_safety: serde_json::Value,
+pub(crate) struct Status {
+    pub started_at: Timestamp,
+    pub wakeups: u64,
+    pub cost_safety: serde_json::Value,
 }
 
-/// The running gateway's status, rewritten after every tick.
-fn write_status(home: &Home, daemon: &Status, dispatcher: &Dispatcher, last: &TickReport) {
+/// A board's status under the running gateway, rewritten after every tick.
+pub(crate) fn write_status(home: &Home, daemon: &Status, dispatcher: &Dispatcher, last: &TickReport) {
     let status = json!({
         "pid": std::process::id(),
+        "board": home.board(),
         "started_at": daemon.started_at,
         "last_tick_at": now(),
         "ticks": dispatcher.counters.ticks,
@@ -131,19 +134,18 @@ fn write_status(home: &Home, daemon: &Status, dispatcher: &Dispatcher, last: &Ti
     }
 }
 
-fn background(
-    runtime: &tokio::runtime::Runtime,
+pub(crate) fn background(
+    runtime: &tokio::runtime::Handle,
     store: &Arc<dyn Store>,
     (config, home): (&Config, &Home),
 ) -> Result<Box<dyn Decompositions>, GatewayError> {
     let settings = config.decomposer_settings_in(home);
-    let pool =
-        BackgroundDecompositions::new(runtime.handle().clone(), store.clone(), settings).map_err(|e| {
-            GatewayError::Io {
-                what: "cannot build the model client".into(),
-                source: std::io::Error::other(e.to_string()),
-            }
-        })?;
+    let pool = BackgroundDecompositions::new(runtime.clone(), store.clone(), settings).map_err(|e| {
+        GatewayError::Io {
+            what: "cannot build the model client".into(),
+            source: std::io::Error::other(e.to_string()),
+        }
+    })?;
     Ok(Box::new(pool))
 }
 
@@ -186,7 +188,7 @@ pub fn dispatch_once(
         .enable_all()
         .build()
         .map_err(io("cannot start the runtime"))?;
-    let pool = background(&runtime, &store, (config, home))?;
+    let pool = background(runtime.handle(), &store, (config, home))?;
     // One pass exits before its workers do, so it serves no report channels.
     let processes = Box::new(OsProcesses::without_channels(home.clone()));
     let mut dispatcher =
@@ -225,8 +227,14 @@ fn finish_stops(dispatcher: &mut Dispatcher, settings: &DispatchSettings, report
 }
 
 /// Runs the gateway on `home` until SIGINT or SIGTERM, with the board and config its
-/// caller opened and loaded there. SIGHUP re-reads the config (`reload`).
+/// caller opened and loaded there: one loop per board the home's gateway serves
+/// (`gateway.boards`, else every board; docs/boards.md), each with its own store,
+/// dispatcher, decompositions, notifier and wake-ups, so a board whose store or
+/// provider is down, or that is busy, never holds another's ticks. Boards made later
+/// start at the next look (every dispatch interval); a removed board's loop ends.
+/// SIGHUP re-reads the config in every loop (`reload`).
 pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) -> Result<(), GatewayError> {
+    use tokio::signal::unix::{signal, SignalKind};
     keep_workers_out()?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -238,175 +246,106 @@ pub fn run(home: &Home, store: Arc<dyn Store>, loaded: Loaded, replace: bool) ->
         .enable_all()
         .build()
         .map_err(io("cannot start the runtime"))?;
-    let started_at = now();
-    let pool = background(&runtime, &store, (&config, home))?;
-    let monitor = Monitor::new(store.clone(), config.kanban.dispatch_interval());
-    let notify = crate::notifier::NotifySettings {
-        timeout: Duration::from_secs(config.gateway.notify_timeout_seconds),
-    };
-    crate::notifier::start(&runtime, store.clone(), notify);
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let finished = {
-        let wake = wake.clone();
-        Arc::new(move || wake.notify_one())
-    };
-    // A worker that ended its run through its channel wakes the tick once it is gone.
-    let processes = OsProcesses::new(home.clone(), store.clone()).on_finished(finished);
-    let mut dispatcher =
-        Dispatcher::with_processes(store, Box::new(processes), pool).on_host(&config.gateway.host_id());
-    dispatcher.adopt(started_at);
-    if let Some(bind) = config.gateway.metrics_bind() {
-        let token = std::env::var(metrics::TOKEN_ENV).ok();
-        let local = runtime
-            .block_on(metrics::serve(bind, token, monitor.clone()))
-            .map_err(|e| GatewayError::Io {
-                what: "cannot serve the metrics".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
-        tracing::info!(address = %local, "serving /healthz and /metrics");
-    }
-    let _listening = listen(home, &config, &wake);
-    tracing::info!(home = %home.dir().display(), board = %home.board_name(&config), host = dispatcher.host(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
+    tracing::info!(home = %home.dir().display(), store = %home.board_name(&config), host = %config.gateway.host_id(), pid = std::process::id(), interval = config.kanban.dispatch_interval_seconds, "gateway started");
     if crate::supervisor::holds_capabilities() {
         tracing::info!("this gateway holds capabilities (it runs as root): workers of a profile without `user` run as its user with none, no way to regain one (bounding set empty, no_new_privs), and cannot read its environment or memory; set profiles.<name>.user to run them as another user");
     }
-    let ticking = Ticking {
-        home: home.clone(),
-        config,
-        monitor,
-        started_at,
-        wake,
-        wakeups: 0,
-        next_due: None,
+    let mut boards = Boards {
+        root: home.on_board(board_home::BoardSlug::default_board()),
+        control: tokio::sync::watch::channel(Control::default()).0,
+        loops: BTreeMap::new(),
+        first: Some((home.board().clone(), store)),
+        metrics: config.gateway.metrics_bind(),
     };
-    runtime.block_on(ticking.run(dispatcher))
-}
-
-/// Starts hearing the board's wake-ups (docs/gateway.md#wake-ups); each one stores a
-/// permit in `wake`, so those that arrive during a tick make one more tick, not many.
-/// Without a listener the ticks carry on alone.
-fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Option<board_home::Listening> {
-    let notify = wake.clone();
-    match home.listen(config, Arc::new(move || notify.notify_one())) {
-        Ok(listening) => Some(listening),
-        Err(e) => {
-            tracing::warn!(error = %e, "not listening for wake-ups; only the ticks dispatch");
-            None
-        }
-    }
-}
-
-/// The least time between two ticks a wake-up starts: a burst of writes makes one tick
-/// at once and then at most one per gap, on top of the periodic ticks.
-pub const WAKE_GAP: Duration = Duration::from_millis(20);
-
-/// What the tick loop keeps beside the dispatcher.
-struct Ticking {
-    home: Home,
-    config: Config,
-    monitor: Arc<Monitor>,
-    started_at: Timestamp,
-    /// Holds a permit when a wake-up arrived since the last tick began.
-    wake: Arc<tokio::sync::Notify>,
-    /// Ticks a wake-up started.
-    wakeups: u64,
-    /// The earliest time a scheduled task waits for, as the last tick read it: the loop
-    /// ticks then too, so the task is resumed on time, not at the next periodic tick.
-    next_due: Option<Timestamp>,
-}
-
-fn every(period: Duration) -> tokio::time::Interval {
-    let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    interval
-}
-
-impl Ticking {
-    async fn run(mut self, mut dispatcher: Dispatcher) -> Result<(), GatewayError> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut interval = every(self.config.kanban.dispatch_interval());
+    runtime.block_on(async {
         let mut terminate = signal(SignalKind::terminate()).map_err(io("cannot watch SIGTERM"))?;
         let mut hangup = signal(SignalKind::hangup()).map_err(io("cannot watch SIGHUP"))?;
-        let mut last_tick = Instant::now();
+        let mut look = tokio::time::interval(config.kanban.dispatch_interval().max(Duration::from_secs(1)));
         loop {
-            let due_in = self
-                .next_due
-                .map(|at| Duration::from_secs(u64::try_from(at.saturating_sub(now())).unwrap_or(0)));
             tokio::select! {
-                _ = interval.tick() => {}
-                _ = tokio::time::sleep(due_in.unwrap_or_default()), if due_in.is_some() => {}
-                _ = self.wake.notified() => self.after_gap(last_tick).await,
+                _ = look.tick() => boards.look(&runtime).await?,
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
-                _ = hangup.recv() => {
-                    let before = self.config.kanban.dispatch_interval();
-                    if reload::reload(&self.home, &mut self.config, &mut dispatcher) {
-                        let period = self.config.kanban.dispatch_interval();
-                        self.monitor.set_interval(period);
-                        if period != before {
-                            interval = every(period);
-                            interval.reset();
-                        }
-                    }
-                    continue;
+                _ = hangup.recv() => boards.control.send_modify(|c| c.reloads += 1),
+            }
+        }
+        boards.stop().await;
+        Ok::<(), GatewayError>(())
+    })?;
+    tracing::info!("gateway stopped");
+    Ok(())
+}
+
+/// What the gateway tells every board's loop.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Control {
+    /// SIGHUPs so far: each re-reads the config.
+    pub reloads: u64,
+    /// The gateway is stopping.
+    pub stop: bool,
+}
+
+/// The gateway's boards and their loops.
+struct Boards {
+    /// The home on its default board; each board's home is this one on that board.
+    root: Home,
+    control: tokio::sync::watch::Sender<Control>,
+    loops: BTreeMap<board_home::BoardSlug, tokio::task::JoinHandle<()>>,
+    /// The board the caller opened, used for its loop instead of opening it again.
+    first: Option<(board_home::BoardSlug, Arc<dyn Store>)>,
+    /// Where `/metrics` is served, until the first board's loop serves it.
+    metrics: Option<std::net::SocketAddr>,
+}
+
+impl Boards {
+    /// Starts a loop for each served board that has none (or whose loop ended), and
+    /// forgets the loops that ended.
+    async fn look(&mut self, runtime: &tokio::runtime::Runtime) -> Result<(), GatewayError> {
+        self.loops.retain(|_, handle| !handle.is_finished());
+        let config = match self.root.load_config() {
+            Ok(loaded) => loaded.config,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the config; the boards are looked at again later");
+                return Ok(());
+            }
+        };
+        let boards = self.root.boards().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot list the boards");
+            Vec::new()
+        });
+        for slug in boards.into_iter().filter(|slug| config.serves(slug)) {
+            if self.loops.contains_key(&slug) {
+                continue;
+            }
+            let home = self.root.on_board(slug.clone());
+            let store = match self.first.take() {
+                Some((first, store)) if first == slug => Some(store),
+                other => {
+                    self.first = other;
+                    None
+                }
+            };
+            let metrics = self.metrics.take();
+            match crate::daemon::board_loop::start(runtime, home, store, metrics, self.control.subscribe())
+                .await
+            {
+                Ok(handle) => {
+                    self.loops.insert(slug, handle);
+                }
+                Err((e, metrics)) => {
+                    self.metrics = metrics;
+                    tracing::error!(board = %slug, error = %e, "cannot serve the board; tried again later");
                 }
             }
-            last_tick = Instant::now();
-            dispatcher = self.tick(dispatcher).await?;
         }
-        dispatcher.shutdown();
-        tracing::info!("gateway stopped");
         Ok(())
     }
 
-    /// Waits out what is left of [`WAKE_GAP`] since the tick that began at `last_tick`,
-    /// before a tick a wake-up starts.
-    async fn after_gap(&mut self, last_tick: Instant) {
-        self.wakeups += 1;
-        let since = last_tick.elapsed();
-        if since < WAKE_GAP {
-            tokio::time::sleep(WAKE_GAP - since).await;
-        }
-    }
-
-    /// One tick on the blocking pool (the store is synchronous), then `gateway.json`.
-    async fn tick(&mut self, mut dispatcher: Dispatcher) -> Result<Dispatcher, GatewayError> {
-        let settings = DispatchSettings::from_config(&self.config);
-        let joined = tokio::task::spawn_blocking(move || {
-            let start = Instant::now();
-            // A panic in a tick is a bug, but it must not take the gateway down: the
-            // next tick runs with the same dispatcher.
-            let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let report = dispatcher.tick(&settings, now());
-                let cost_safety = dispatcher.cost_safety(&settings, now());
-                (report, cost_safety)
-            }));
-            let next_due = dispatcher.next_scheduled(now());
-            (dispatcher, report, start.elapsed(), next_due)
-        })
-        .await;
-        if let Ok((_, _, _, next_due)) = &joined {
-            self.next_due = *next_due;
-        }
-        match joined {
-            Ok((d, Ok((report, cost_safety)), took, _)) => {
-                self.monitor.tick(&report, took, d.workers().count());
-                let status = Status {
-                    started_at: self.started_at,
-                    wakeups: self.wakeups,
-                    cost_safety,
-                };
-                write_status(&self.home, &status, &d, &report);
-                Ok(d)
-            }
-            Ok((d, Err(_), _, _)) => {
-                tracing::error!("a tick panicked; the next tick runs");
-                Ok(d)
-            }
-            Err(e) => Err(GatewayError::Io {
-                what: "tick".into(),
-                source: std::io::Error::other(e.to_string()),
-            }),
+    /// Tells every loop to stop and waits for each to shut its dispatcher down.
+    async fn stop(self) {
+        self.control.send_modify(|c| c.stop = true);
+        for (_, handle) in self.loops {
+            let _ = handle.await;
         }
     }
 }

@@ -31,8 +31,13 @@ pub struct NotifySettings {
     pub timeout: Duration,
 }
 
-/// Starts the notifier on `runtime`; it runs as long as the runtime does.
-pub fn start(runtime: &tokio::runtime::Runtime, store: Arc<dyn Store>, settings: NotifySettings) {
+/// Starts the notifier on `runtime`; it runs until its handle is aborted (its board
+/// stops being served) or the runtime ends.
+pub fn start(
+    runtime: &tokio::runtime::Runtime,
+    store: Arc<dyn Store>,
+    settings: NotifySettings,
+) -> Option<tokio::task::JoinHandle<()>> {
     let client = match reqwest::Client::builder()
         .timeout(settings.timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -42,15 +47,15 @@ pub fn start(runtime: &tokio::runtime::Runtime, store: Arc<dyn Store>, settings:
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the notifier; no webhook is called");
-            return;
+            return None;
         }
     };
-    runtime.spawn(async move {
+    Some(runtime.spawn(async move {
         loop {
             round(&store, &client).await;
             tokio::time::sleep(ROUND).await;
         }
-    });
+    }))
 }
 
 /// One round: every subscription that is due, side by side.

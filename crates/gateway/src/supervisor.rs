@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use board_core::{BoardWrites, RunId, Task, TaskId, Termination, Terminator};
 use board_home::safety::{open_append, private_dir, read_tail, rotate_log, worker_dir};
-use board_home::{worker_variables as vars, Account, Home, HOME_VARIABLE};
+use board_home::{worker_variables as vars, Account, Home, BOARD_VARIABLE, HOME_VARIABLE};
 
 use crate::channel::{self, Bound, Terms, CHANNEL_VARIABLE};
 
@@ -109,6 +109,7 @@ pub fn worker_env(
     }
     env.extend([
         (HOME_VARIABLE.to_owned(), home.dir().display().to_string()),
+        (BOARD_VARIABLE.to_owned(), home.board().to_string()),
         (vars::TASK.to_owned(), a.task.id.to_string()),
         (vars::RUN.to_owned(), a.run_id.to_string()),
         (vars::CLAIM_LOCK.to_owned(), a.claim_lock.to_owned()),

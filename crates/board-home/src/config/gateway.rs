@@ -21,6 +21,8 @@ pub struct GatewayConfig {
     #[default(10)]
     #[serde(deserialize_with = "fields::positive::<_, _, 120>")]
     pub notify_timeout_seconds: u64,
+    /// `gateway.boards`: the boards of the home this gateway serves; empty: every one.
+    pub boards: Vec<crate::BoardSlug>,
 }
 
 impl GatewayConfig {

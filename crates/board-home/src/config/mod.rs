@@ -23,6 +23,7 @@ use smart_default::SmartDefault;
 
 use crate::CONFIG_FILE;
 
+mod boards;
 mod decomposer;
 mod edit;
 mod error;
@@ -38,6 +39,7 @@ mod templates;
 mod text;
 mod yaml;
 
+pub use boards::BoardConfig;
 pub use edit::{as_yaml, set_key};
 pub use error::{ConfigError, Warning};
 pub use fields::parse_duration;
@@ -103,6 +105,9 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `lanes.*`: agents outside the gateway that claim work (docs/lanes.md).
     pub lanes: LanesConfig,
+    /// `boards.<slug>.*`: a board's own `max_spawn` and decomposer (docs/boards.md).
+    #[serde(deserialize_with = "boards::boards")]
+    pub boards: BTreeMap<crate::BoardSlug, BoardConfig>,
     /// `profiles.*`: the kinds of worker; always holds [`DEFAULT_PROFILE`].
     #[default(fields::implied_profiles())]
     #[serde(deserialize_with = "fields::profiles")]

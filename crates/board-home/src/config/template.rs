@@ -28,6 +28,16 @@ const FOOTER: &str = "
 # database_url: postgres://kanban@db.internal:5432/boards
 # gateway:
 #   host_id: build-01
+#
+# A board of the home (kanban boards create ops) may run fewer workers, or decompose
+# through a provider of its own:
+#
+# boards:
+#   ops:
+#     max_spawn: 2
+#     decomposer:
+#       provider: openrouter
+#       model: anthropic/claude-haiku
 ";
 
 /// A note for the key at a path; a test checks every path is a key of the config.
@@ -111,6 +121,11 @@ pub const NOTES: &[(&str, &str)] = &[
         "gateway.notify_timeout_seconds",
         "how long a webhook has to answer",
     ),
+    (
+        "gateway.boards",
+        "the boards this gateway serves, e.g. [default, ops]; empty: every board",
+    ),
+    ("boards", "a board's own max_spawn and decomposer (see below)"),
     ("lanes.max_held", "tasks one lane holds at once"),
     (
         "lanes.lease_seconds",

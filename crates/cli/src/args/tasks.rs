@@ -334,11 +334,11 @@ pub struct SwarmArgs {
 #[derive(Debug, Args)]
 pub struct NotifySubscribeArgs {
     /// The task whose events it hears
-    #[arg(value_name = "ID", required_unless_present = "board")]
+    #[arg(value_name = "ID", required_unless_present = "all")]
     pub id: Option<TaskId>,
-    /// Every task's events
+    /// Every task's events, on the whole board
     #[arg(long, conflicts_with = "id")]
-    pub board: bool,
+    pub all: bool,
     /// The event kinds it hears, comma-separated [default: completed, blocked,
     /// review_requested, gave_up]
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]

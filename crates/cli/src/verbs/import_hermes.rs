@@ -13,6 +13,8 @@ use board_sqlite::hermes::{Counts, HermesBoard, LinkPage, Skipped};
 use serde::Serialize;
 use serde_json::json;
 
+use board_home::{BoardMeta, BoardSlug, Home};
+
 use super::Ctx;
 use crate::failure::Failure;
 use crate::output::print_json;
@@ -44,7 +46,112 @@ struct Report {
     not_imported: Vec<Skipped>,
 }
 
-pub fn import_hermes(ctx: &Ctx, path: &Path) -> Result<(), Failure> {
+/// `kanban import-hermes PATH`: a Hermes board file into this board, or, for a Hermes
+/// root directory (`~/.hermes`), every Hermes board into the board of the same slug here
+/// (its `kanban.db` into `default`, each `kanban/boards/SLUG/kanban.db` into `SLUG`, made
+/// when missing).
+pub fn import_hermes(ctx: &Ctx, home: &Home, path: &Path) -> Result<(), Failure> {
+    if !path.is_dir() {
+        let report = import_board(ctx, path)?;
+        print_report(ctx, report, &waiting(ctx)?);
+        let others = hermes_boards(path.parent().unwrap_or(Path::new(".")));
+        if !others.is_empty() && !ctx.json {
+            let slugs: Vec<&str> = others.iter().map(|(slug, _)| slug.as_str()).collect();
+            println!(
+                "Hermes has {} more board(s) beside it ({}): `kanban import-hermes {}` imports every board",
+                slugs.len(),
+                plain(&slugs.join(", "), false),
+                plain(
+                    &path.parent().unwrap_or(Path::new(".")).display().to_string(),
+                    false
+                )
+            );
+        }
+        return Ok(());
+    }
+    let mut boards = vec![(BoardSlug::default_board(), path.join(board_home::DATABASE_FILE))];
+    boards.extend(hermes_boards(path));
+    boards.retain(|(_, file)| file.is_file());
+    if boards.is_empty() {
+        return Err(Failure::Refused(format!(
+            "{}: no Hermes board here (no kanban.db, no kanban/boards/SLUG/kanban.db)",
+            plain(&path.display().to_string(), false)
+        )));
+    }
+    let mut reports = Vec::new();
+    for (slug, file) in boards {
+        let board = home.on_board(slug.clone());
+        if !board.board_exists() {
+            board.write_board_meta(&BoardMeta {
+                name: slug.title(),
+                created_at: Some(ctx.now),
+                ..BoardMeta::default()
+            })?;
+        }
+        let (store, loaded, _) = super::open_board(&board)?;
+        let on_board = Ctx {
+            store,
+            config: loaded.config,
+            now: ctx.now,
+            json: ctx.json,
+            paint: ctx.paint,
+        };
+        let report = import_board(&on_board, &file)?;
+        if !ctx.json {
+            println!("Board {slug}:");
+            print_report(&on_board, report, &waiting(&on_board)?);
+        } else {
+            let mut shown = json!(report);
+            shown["board"] = json!(slug);
+            reports.push(shown);
+        }
+    }
+    if ctx.json {
+        print_json(&json!({ "boards": reports }));
+    }
+    Ok(())
+}
+
+/// The boards of a Hermes root but its default: `kanban/boards/SLUG/kanban.db`.
+fn hermes_boards(root: &Path) -> Vec<(BoardSlug, std::path::PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(root.join("kanban").join("boards")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(BoardSlug, std::path::PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let slug = BoardSlug::parse(&name)
+                .ok()
+                .filter(|s| s.as_str() == name && !s.is_default())?;
+            let file = entry.path().join(board_home::DATABASE_FILE);
+            file.is_file().then_some((slug, file))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Profiles the imported tasks are assigned to that this home cannot run.
+fn waiting(ctx: &Ctx) -> Result<Vec<super::profiles::Unrunnable>, Failure> {
+    Ok(super::profiles::unrunnable(ctx.store.as_ref(), &ctx.config)?)
+}
+
+fn print_report(ctx: &Ctx, report: Report, waiting: &[super::profiles::Unrunnable]) {
+    if ctx.json {
+        let mut shown = json!(report);
+        shown["profiles_without_command"] = super::profiles::to_json(waiting);
+        print_json(&shown);
+    } else {
+        report.print();
+        for line in super::profiles::lines(waiting) {
+            eprintln!("kanban: warning: {line}");
+        }
+    }
+}
+
+/// One Hermes board file into `ctx`'s board.
+fn import_board(ctx: &Ctx, path: &Path) -> Result<Report, Failure> {
     let hermes = HermesBoard::open(path, ctx.config.kanban.max_text_bytes)
         .map_err(|e| Failure::Refused(e.to_string()))?;
     let refused = |e: board_sqlite::hermes::HermesError| Failure::Refused(e.to_string());
@@ -75,19 +182,7 @@ pub fn import_hermes(ctx: &Ctx, path: &Path) -> Result<(), Failure> {
     }
     import_links(ctx, &hermes, &on_board, &mut report, &mut progress)?;
     progress.finish();
-    // Hermes' profiles do not come over: each assignee this home cannot run is named once.
-    let waiting = super::profiles::unrunnable(ctx.store.as_ref(), &ctx.config)?;
-    if ctx.json {
-        let mut shown = json!(report);
-        shown["profiles_without_command"] = super::profiles::to_json(&waiting);
-        print_json(&shown);
-    } else {
-        report.print();
-        for line in super::profiles::lines(&waiting) {
-            eprintln!("kanban: warning: {line}");
-        }
-    }
-    Ok(())
+    Ok(report)
 }
 
 fn import_links(

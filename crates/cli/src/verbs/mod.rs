@@ -2,6 +2,7 @@
 //! read once, the output mode, and the worker's identity when run inside a worker.
 
 mod attachments;
+pub mod boards;
 mod by_hand;
 mod comment;
 mod config;
@@ -138,7 +139,7 @@ fn only_reads(verb: &Verb) -> bool {
 fn has_board(home: &Home) -> bool {
     let dir = home.dir();
     (dir.exists() && !dir.is_dir())
-        || dir.join(board_home::DATABASE_FILE).exists()
+        || home.database().exists()
         || board_home::Config::path(dir).exists()
         || std::env::var_os(board_home::DATABASE_URL_VARIABLE).is_some_and(|v| !v.is_empty())
 }
@@ -222,7 +223,7 @@ fn act(
         Verb::Gc(a) => gc::gc(&ctx, a),
         Verb::Stats => stats::stats(&ctx),
         Verb::Assignees => profiles::assignees(&ctx),
-        Verb::ImportHermes { path } => import_hermes::import_hermes(&ctx, &path),
+        Verb::ImportHermes { path } => import_hermes::import_hermes(&ctx, &home, &path),
         Verb::Link { parent, child } => graph::link(&ctx, &parent, &child),
         Verb::Unlink { parent, child } => graph::unlink(&ctx, &parent, &child),
         Verb::Claim { id, lane, wait, ttl } => lanes::claim_verb(&ctx, &home, id, lane, (wait, ttl)),
@@ -249,6 +250,7 @@ fn act(
         Verb::Mcp => mcp::serve(ctx, home),
         Verb::Migrate { to } => migrate::migrate(&ctx, &home, &to),
         Verb::Config(command) => config::run(&home, json, command),
+        Verb::Boards(command) => boards::run(&home, json, Some(home.board().as_str()), command),
         Verb::ReopenReview { id, reason } => review::reopen_review(&ctx, &id, reason),
         verb @ (Verb::Context { .. }
         | Verb::Heartbeat { .. }

@@ -9,7 +9,7 @@ use crate::failure::Failure;
 use crate::output::{local_time, plain, print_json};
 use crate::verbs::Ctx;
 
-/// `kanban notify-subscribe ID|--board --webhook URL [--kinds a,b] [--secret S]`.
+/// `kanban notify-subscribe ID|--all --webhook URL [--kinds a,b] [--secret S]`.
 pub fn subscribe(ctx: &Ctx, a: NotifySubscribeArgs) -> Result<(), Failure> {
     let (secret, made_here) = match a.secret {
         Some(secret) => (secret, false),

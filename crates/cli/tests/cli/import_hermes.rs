@@ -203,6 +203,7 @@ fn a_file_that_is_not_a_hermes_board_gets_one_line() {
     let newer = dir.path().join("newer.db");
     std::fs::copy(&hermes, &newer).unwrap();
     python("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA user_version = 7'); c.commit()", &newer);
+    let empty = tempfile::tempdir().unwrap();
     let other = dir.path().join("other.db");
     python("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE notes (a)'); c.commit()", &other);
     let cases = [
@@ -211,7 +212,7 @@ fn a_file_that_is_not_a_hermes_board_gets_one_line() {
         (newer, "newer than this import knows (user_version 7)"),
         (other, "not a Hermes kanban board (no table tasks)"),
         (dir.path().join("absent.db"), "No such file"),
-        (dir.path().to_path_buf(), "is a directory"),
+        (empty.path().to_path_buf(), "no Hermes board here"),
     ];
     let before = board.snapshot();
     for (path, expected) in cases {

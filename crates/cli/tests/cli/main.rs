@@ -12,6 +12,7 @@ mod gateway_board;
 mod attachments;
 mod bad_input;
 mod bad_rows;
+mod boards;
 mod checks;
 mod config;
 mod cost_safety;

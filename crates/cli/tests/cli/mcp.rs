@@ -71,10 +71,21 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// `kanban mcp` on the board through rmcp's client, inside a worker when `worker` is given.
 async fn connect(board: &Board, worker: Option<(&str, &str)>) -> RunningService<RoleClient, ()> {
+    connect_with(board, worker, &[]).await
+}
+
+/// [`connect`] with `global` flags before the verb (`--board ops`).
+async fn connect_with(
+    board: &Board,
+    worker: Option<(&str, &str)>,
+    global: &[&str],
+) -> RunningService<RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(KANBAN);
     cmd.arg("--home")
         .arg(board.home())
+        .args(global)
         .arg("mcp")
+        .env_remove("KANBAN_BOARD")
         .env_remove("KANBAN_HOME")
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID");
@@ -186,6 +197,31 @@ fn the_rust_sdk_lists_the_tools_and_calls_them() {
     });
     let done = board.json(&["list", "--status", "done"]);
     assert_eq!(done[0]["result"], "ok", "{done}");
+}
+
+#[test]
+fn kanban_mcp_serves_the_board_it_is_given() {
+    let board = Board::init();
+    board.ok(&["boards", "create", "ops"]);
+    board.create(&["on default"]);
+    board.create(&["--board", "ops", "on ops"]);
+    runtime().block_on(async {
+        let client = connect_with(&board, None, &["--board", "ops"]).await;
+        let titles = |listed: Value| -> Vec<String> {
+            let tasks = listed.as_array().cloned().unwrap_or_default();
+            tasks
+                .iter()
+                .map(|t| t["title"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        let listed = answer(&call(&client, "list_tasks", json!({})).await);
+        assert_eq!(titles(listed), ["on ops"]);
+        answer(&call(&client, "create_task", json!({"title": "made over mcp"})).await);
+        client.cancel().await.expect("close");
+    });
+    let on_ops = board.json(&["--board", "ops", "list"]);
+    assert_eq!(on_ops.as_array().map(Vec::len), Some(2), "{on_ops}");
+    assert_eq!(board.json(&["list"]).as_array().map(Vec::len), Some(1));
 }
 
 #[test]

@@ -104,7 +104,7 @@ fn deliveries_survive_a_failure_and_a_timeout_and_land_once_each_in_order_signed
     let url = format!("http://127.0.0.1:{}/hook", receiver.port);
     let said = board.kanban_ok(&[
         "notify-subscribe",
-        "--board",
+        "--all",
         "--kinds",
         "completed",
         "--webhook",
@@ -171,12 +171,12 @@ fn bad_subscriptions_are_refused_in_one_line_and_the_secret_shows_once() {
     let before = board.snapshot();
     for (args, code, said) in [
         (
-            &["notify-subscribe", "--board", "--webhook", "ftp://x"][..],
+            &["notify-subscribe", "--all", "--webhook", "ftp://x"][..],
             1,
             "not a webhook URL",
         ),
         (
-            &["notify-subscribe", "--board", "--webhook", "http://u:p@host/"],
+            &["notify-subscribe", "--all", "--webhook", "http://u:p@host/"],
             1,
             "no credentials",
         ),
@@ -188,7 +188,7 @@ fn bad_subscriptions_are_refused_in_one_line_and_the_secret_shows_once() {
         (
             &[
                 "notify-subscribe",
-                "--board",
+                "--all",
                 "--webhook",
                 "http://h/",
                 "--secret",
@@ -200,7 +200,7 @@ fn bad_subscriptions_are_refused_in_one_line_and_the_secret_shows_once() {
         (
             &[
                 "notify-subscribe",
-                "--board",
+                "--all",
                 "--webhook",
                 "http://h/",
                 "--kinds",

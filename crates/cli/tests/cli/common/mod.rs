@@ -131,6 +131,7 @@ pub fn bare() -> Command {
 
 fn isolated(mut cmd: std::process::Command) -> std::process::Command {
     cmd.env_remove("KANBAN_HOME")
+        .env_remove("KANBAN_BOARD")
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID")
         .env_remove("KANBAN_PROFILE")

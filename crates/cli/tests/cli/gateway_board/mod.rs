@@ -47,6 +47,7 @@ pub fn kanban_at(home: &Path, args: &[&str]) -> Command {
         .arg(home)
         .args(args)
         .env_remove("KANBAN_HOME")
+        .env_remove("KANBAN_BOARD")
         .env_remove("KANBAN_TASK")
         .env_remove("KANBAN_RUN_ID")
         .env_remove("KANBAN_DATABASE_URL");
