@@ -84,7 +84,7 @@ async function move(id, to) {
   const card = cards.get(id);
   if (!card || card.task.status === to) return;
   try {
-    await api("/api/tasks/" + encodeURIComponent(id) + "/move", { to });
+    await api("api/tasks/" + encodeURIComponent(id) + "/move", { to });
     say("moved " + id + " to " + to);
     await refresh(id);
   } catch (e) {
@@ -100,7 +100,7 @@ function cardNode(c) {
   node.draggable = true;
   node.addEventListener("dragstart", (e) => e.dataTransfer.setData("text/plain", t.id));
   const title = el("a", "title", t.title);
-  title.href = "/tasks/" + encodeURIComponent(t.id);
+  title.href = "tasks/" + encodeURIComponent(t.id);
   const meta = el("p", "meta");
   meta.append(el("span", "id", t.id), el("span", "assignee", t.assignee || "unassigned"),
     el("span", "age", age(t.created_at)));
@@ -163,7 +163,7 @@ function assignees() {
 
 async function refresh(id) {
   try {
-    place(await api("/api/cards/" + encodeURIComponent(id)));
+    place(await api("api/cards/" + encodeURIComponent(id)));
     counts();
   } catch (e) {
     say(e.message, true);
@@ -172,7 +172,7 @@ async function refresh(id) {
 
 function listen(after) {
   const live = $("live");
-  const source = new EventSource("/api/events?after=" + after);
+  const source = new EventSource("api/events?after=" + after);
   source.onopen = () => { live.textContent = "● live"; live.className = "live on"; };
   source.onerror = () => { live.textContent = "○ reconnecting"; live.className = "live"; };
   source.onmessage = (m) => {
@@ -185,7 +185,7 @@ function listen(after) {
 async function loadColumn(status) {
   const query = new URLSearchParams({ status, limit: PAGE });
   if (nextPage.get(status)) query.set("after", nextPage.get(status));
-  const data = await api("/api/cards?" + query);
+  const data = await api("api/cards?" + query);
   for (const c of data.cards) cards.set(c.task.id, c);
   nextPage.set(status, data.next);
   totals.set(status, data.total);
@@ -213,7 +213,7 @@ async function create(e) {
   const body = { title: form.title.value, triage: form.into.value === "triage" };
   if (form.assignee.value.trim()) body.assignee = form.assignee.value.trim();
   try {
-    const task = await api("/api/tasks", body);
+    const task = await api("api/tasks", body);
     form.reset();
     say("created " + task.id + " in " + task.status);
     await refresh(task.id);

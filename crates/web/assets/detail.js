@@ -19,7 +19,7 @@ document.addEventListener("DOMContentLoaded", () => {
         message.textContent = "asking the model…";
         message.className = "message";
       }
-      const response = await fetch("/api/tasks/" + id + "/" + action, {
+      const response = await fetch("api/tasks/" + id + "/" + action, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify(body),

@@ -94,7 +94,8 @@ pub fn section(out: &mut String, files: &[Attachment]) {
     }
     out.push_str("<section><h2>Attachments</h2><ul class=\"attachments\">");
     for f in files {
-        let href = format!("/api/attachments/{}", f.id);
+        // Relative to the page's `<base>`: the board's own path.
+        let href = format!("api/attachments/{}", f.id);
         let _ = write!(
             out,
             "<li><a href=\"{href}\" download>{}</a> <span class=\"meta\">{} bytes · {}</span>",

@@ -21,7 +21,7 @@ mod lanes;
 mod pages;
 mod stats;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -132,12 +132,23 @@ pub(crate) struct App {
     pub store: Arc<dyn Store>,
     pub settings: Settings,
     pub clock: Clock,
+    /// Where the board's pages are served and the boards beside it.
+    pub chrome: Arc<pages::Chrome>,
     /// The newest event id seen by the poller; event streams wait on its changes.
     pub newest_event: tokio::sync::watch::Receiver<i64>,
     /// One permit per event stream open, [`Limits::streams`] in all.
     pub streams: Arc<tokio::sync::Semaphore>,
     /// One permit per lane's claim waiting, [`LaneSettings::max_waiting`] in all.
     pub waiting: Arc<tokio::sync::Semaphore>,
+}
+
+/// One board of several a server serves (docs/boards.md): its slug and display name, its
+/// store, and how it is served.
+pub struct ServedBoard {
+    pub slug: String,
+    pub name: String,
+    pub store: Arc<dyn Store>,
+    pub settings: Settings,
 }
 
 /// Listens on `bind` and serves the board until the process ends.
@@ -163,22 +174,91 @@ pub async fn serve_on(
     clock: Clock,
     token: Option<String>,
 ) -> Result<(), ServeError> {
+    let board = ServedBoard {
+        slug: "default".into(),
+        name: "Default".into(),
+        store,
+        settings,
+    };
+    serve_boards_on(listener, vec![board], "default", clock, token).await
+}
+
+/// Serves several boards on a listener already bound: each under `/b/SLUG/`, and
+/// `current` at the root too (its API where a single board's is); every page carries a
+/// switcher to the others. With one board, it is served at the root alone.
+pub async fn serve_boards_on(
+    listener: TcpListener,
+    boards: Vec<ServedBoard>,
+    current: &str,
+    clock: Clock,
+    token: Option<String>,
+) -> Result<(), ServeError> {
     let local = listener.local_addr()?;
     check_bind(local, token.as_deref(), SERVE_TOKEN_SOURCES)?;
-    let limits = settings.limits;
-    let app = router(store, settings, clock, local.ip(), token);
+    let limits = boards
+        .iter()
+        .find(|b| b.slug == current)
+        .or(boards.first())
+        .map_or_else(Limits::default, |b| b.settings.limits);
+    let app = router(boards, current, clock, http_guard::Access::new(token, local.ip()));
     http_guard::serve_connections(listener, app, limits).await
 }
 
-/// The whole site: pages, assets, API and event stream, behind the token and origin
-/// checks. Must be called inside a tokio runtime: it starts the event poller.
-fn router(
+/// The whole site: each board's pages, assets, API and event stream, behind the token
+/// and origin checks, and its lanes' routes beside them. Must be called inside a tokio
+/// runtime: it starts each board's event poller.
+fn router(boards: Vec<ServedBoard>, current: &str, clock: Clock, access: http_guard::Access) -> Router {
+    let several = boards.len() > 1;
+    let listed: Vec<(String, String)> = match several {
+        true => boards.iter().map(|b| (b.slug.clone(), b.name.clone())).collect(),
+        false => Vec::new(),
+    };
+    let (mut site, mut lanes) = (Router::new(), Router::new());
+    for board in boards {
+        let chrome = pages::Chrome {
+            base: if several {
+                format!("/b/{}", board.slug)
+            } else {
+                String::new()
+            },
+            slug: board.slug.clone(),
+            name: board.name.clone(),
+            boards: listed.clone(),
+        };
+        let (pages, lane_routes) = board_routes(board.store, board.settings, clock, chrome);
+        if several {
+            let home = format!("/b/{}", board.slug);
+            // The board's address with a slash after it is the same page.
+            let to = home.clone();
+            site = site.route(
+                &format!("{home}/"),
+                axum::routing::get(move || async move { axum::response::Redirect::permanent(&to) }),
+            );
+            site = site.nest(&home, pages.clone());
+            lanes = lanes.nest(&format!("/b/{}", board.slug), lane_routes.clone());
+        }
+        if board.slug == current || !several {
+            site = site.merge(pages);
+            lanes = lanes.merge(lane_routes);
+        }
+    }
+    let site = site
+        .fallback(error::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            http_guard::check_access,
+        ));
+    lanes.merge(site)
+}
+
+/// One board's routes: its pages and API (behind the board's guard once mounted), and its
+/// lanes' routes, which present their own token, not the board's (`lanes::Caller`).
+fn board_routes(
     store: Arc<dyn Store>,
     settings: Settings,
     clock: Clock,
-    bound: IpAddr,
-    token: Option<String>,
-) -> Router {
+    chrome: pages::Chrome,
+) -> (Router, Router) {
     let newest_event = events::start_poller(store.clone(), settings.poll_interval);
     let limit = settings.max_request_bytes;
     let app = App {
@@ -189,16 +269,14 @@ fn router(
         store,
         settings,
         clock,
+        chrome: Arc::new(chrome),
         newest_event,
     };
-    let access = http_guard::Access::new(token, bound);
     let mcp = app.settings.mcp.clone();
     let routes = match mcp {
         Some(verbs) => Router::new().nest_service("/mcp", mcp::http_service(verbs)),
         None => Router::new(),
     };
-    // Lanes present their own token, not the board's: their routes are outside the
-    // board's guard, each checking the lane's (`lanes::Caller`).
     let lanes = lanes::routes()
         .with_state(app.clone())
         .layer(DefaultBodyLimit::max(limit));
@@ -209,14 +287,9 @@ fn router(
         .merge(pages::routes())
         .merge(stats::routes())
         .route("/api/events", axum::routing::get(events::stream))
-        .fallback(error::not_found)
         .with_state(app)
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::from_fn_with_state(
-            access,
-            http_guard::check_access,
-        ));
-    lanes.merge(board)
+        .layer(DefaultBodyLimit::max(limit));
+    (board, lanes)
 }
 
 /// The clock the server stamps its writes and reads "now" with, in Unix seconds: the

@@ -20,14 +20,11 @@ use crate::html::{element, escape, markdown};
 use crate::{blocking, ApiError, App};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+                   connect-src 'self'; form-action 'self'; base-uri 'self'; frame-ancestors 'none'";
 
 pub fn routes() -> Router<App> {
     Router::new()
-        .route(
-            "/",
-            get(|| async { page(include_str!("../assets/board.html").to_owned()) }),
-        )
+        .route("/", get(board))
         .route("/tasks/{id}", get(detail))
         .route(
             "/assets/board.js",
@@ -66,18 +63,88 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     response
 }
 
+/// Where a board's pages are served, and the boards beside it (docs/boards.md): every
+/// page's links are relative to its `<base>`, so one set of pages serves any board.
+#[derive(Clone, Debug, Default)]
+pub struct Chrome {
+    /// The path the board is served under: empty when it is the server's only board,
+    /// else `/b/SLUG`.
+    pub base: String,
+    /// The board's slug and display name.
+    pub slug: String,
+    pub name: String,
+    /// Every board of the server, `(slug, name)`, when it serves more than one.
+    pub boards: Vec<(String, String)>,
+}
+
+impl Chrome {
+    /// The `<base>` every page's relative links resolve against.
+    fn base_tag(&self) -> String {
+        format!("<base href=\"{}/\">", escape(&self.base))
+    }
+
+    /// The board's own page.
+    fn home(&self) -> String {
+        match self.base.is_empty() {
+            true => "/".to_owned(),
+            false => escape(&self.base),
+        }
+    }
+
+    /// The board switcher: every board of the server, this one marked; nothing when it
+    /// serves one board.
+    fn switcher(&self) -> String {
+        if self.boards.len() < 2 {
+            return String::new();
+        }
+        let mut out = format!(
+            "<details class=\"boards\"><summary>Board: {}</summary><ul>",
+            escape(&self.name)
+        );
+        for (slug, name) in &self.boards {
+            let current = if *slug == self.slug {
+                " aria-current=\"page\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "<li><a href=\"/b/{}\"{current}>{}</a></li>",
+                escape(slug),
+                escape(name)
+            );
+        }
+        out.push_str("</ul></details>");
+        out
+    }
+}
+
+/// The board page: the static page with its board's base and switcher.
+async fn board(State(app): State<App>) -> Response {
+    let chrome = &app.chrome;
+    page(
+        include_str!("../assets/board.html")
+            .replace("{{base}}", &chrome.base_tag())
+            .replace("{{home}}", &chrome.home())
+            .replace("{{boards}}", &chrome.switcher()),
+    )
+}
+
 /// The head and top bar every page shares.
-pub fn shell(title: &str, script: Option<&str>) -> String {
+pub fn shell(chrome: &Chrome, title: &str, script: Option<&str>) -> String {
     let script = script.map_or_else(String::new, |s| {
-        format!("<script src=\"/assets/{s}\" defer></script>")
+        format!("<script src=\"assets/{s}\" defer></script>")
     });
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{base}\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><link rel=\"stylesheet\" href=\"/assets/kanban.css\">{script}</head><body>\
-         <header><a href=\"/\" class=\"brand\">kanban</a><nav><a href=\"/\">Board</a>\
-         <a href=\"/stats\">Stats</a></nav></header><main>",
-        escape(title)
+         <title>{}</title><link rel=\"stylesheet\" href=\"assets/kanban.css\">{script}</head><body>\
+         <header><a href=\"{home}\" class=\"brand\">kanban</a>{boards}<nav><a href=\"{home}\">Board</a>\
+         <a href=\"stats\">Stats</a></nav></header><main>",
+        escape(title),
+        base = chrome.base_tag(),
+        home = chrome.home(),
+        boards = chrome.switcher(),
     )
 }
 
@@ -85,6 +152,7 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
     let id = task_id(&id)?;
     let log_tail = app.settings.log_tail.clone();
     let secrets = app.settings.secrets.clone();
+    let chrome = app.chrome.clone();
     blocking(&app, move |s| {
         let shown = Shown::read(s, &id)?;
         let bill = s.llm_calls(Some(&id))?;
@@ -93,6 +161,7 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
             _ => None,
         };
         Ok(page(render_detail(
+            &chrome,
             &shown,
             &bill,
             log.as_deref(),
@@ -104,6 +173,7 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
 }
 
 fn render_detail(
+    chrome: &Chrome,
     s: &Shown,
     bill: &[LlmCall],
     log: Option<&str>,
@@ -111,7 +181,7 @@ fn render_detail(
     now: Timestamp,
 ) -> String {
     let t = &s.task;
-    let mut out = shell(&format!("{} {}", t.id, t.title), Some("detail.js"));
+    let mut out = shell(chrome, &format!("{} {}", t.id, t.title), Some("detail.js"));
     let _ = write!(
         out,
         "<article class=\"detail\" data-id=\"{id}\" data-status=\"{status}\"><h1><span class=\"id\">{id}</span> {title}</h1>\
@@ -215,7 +285,7 @@ fn task_links(out: &mut String, title: &str, tasks: &[board_core::Task]) {
     for t in tasks {
         let _ = write!(
             out,
-            "<li><a href=\"/tasks/{id}\">{id}</a> <span class=\"status s-{st}\">{st}</span> {title}</li>",
+            "<li><a href=\"tasks/{id}\">{id}</a> <span class=\"status s-{st}\">{st}</span> {title}</li>",
             id = escape(t.id.as_str()),
             st = t.status,
             title = escape(&t.title)

@@ -39,7 +39,8 @@ pub fn routes() -> Router<App> {
 
 async fn stats(State(app): State<App>) -> Result<Response, ApiError> {
     let ceilings = app.settings.ceilings;
-    blocking(&app, move |s| Ok(page(render(s, &ceilings, (app.clock)())?))).await
+    let (chrome, clock) = (app.chrome.clone(), app.clock);
+    blocking(&app, move |s| Ok(page(render(s, &chrome, &ceilings, clock())?))).await
 }
 
 /// The provider breaker and the last 24 hours' spend against the ceilings, in words.
@@ -104,7 +105,12 @@ fn lanes(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
     Ok(out)
 }
 
-fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult<String> {
+fn render(
+    store: &dyn Store,
+    chrome: &crate::pages::Chrome,
+    ceilings: &Ceilings,
+    now: Timestamp,
+) -> StoreResult<String> {
     // The last 24 hours up to now, slot 0 the oldest hour: a task done at `now` is in
     // the last slot.
     let since = now - HOURS * HOUR + 1;
@@ -125,7 +131,7 @@ fn render(store: &dyn Store, ceilings: &Ceilings, now: Timestamp) -> StoreResult
     let bill = daily_bill(store, now)?;
     let day_labels: Vec<String> = (0..DAYS).map(|i| format!("-{}d", DAYS - 1 - i)).collect();
 
-    let mut out = shell("kanban stats", None);
+    let mut out = shell(chrome, "kanban stats", None);
     out.push_str("<h1>Stats</h1>");
     out.push_str(&cost_safety(store, ceilings, now)?);
     out.push_str(&lanes(store, now)?);

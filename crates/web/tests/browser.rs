@@ -131,3 +131,46 @@ async fn the_board_in_a_real_browser() -> Result<(), String> {
     save_screenshot(&browser, "detail.png").await?;
     browser.quit().await
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_board_switcher_in_a_real_browser() -> Result<(), String> {
+    let (base, main, ops) = common::serve_two_boards().await;
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!("{base}/b/ops?token={}", common::TOKEN))
+        .await?;
+    let shows = "return document.getElementById('board').innerText.includes(arguments[0])";
+    browser
+        .until("the ops board's card", shows, json!(["on ops"]))
+        .await?;
+    browser
+        .until(
+            "the stream connected under the board's path",
+            "return document.getElementById('live').textContent.includes('live')",
+            json!([]),
+        )
+        .await?;
+    // A card written to ops from elsewhere shows without a reload; main's never does.
+    ops.create(&NewTask::titled("later on ops"), common::NOW).unwrap();
+    main.create(&NewTask::titled("later on main"), common::NOW)
+        .unwrap();
+    browser
+        .until("the new ops card", shows, json!(["later on ops"]))
+        .await?;
+    let mixed = browser.script(shows, json!(["on main"])).await?;
+    assert_eq!(mixed, json!(false), "main's cards are not on ops' page");
+    save_screenshot(&browser, "boards.png").await?;
+    // The switcher goes to main's page.
+    browser
+        .script(
+            "document.querySelector('.boards a[href=\"/b/main\"]').click(); return true;",
+            json!([]),
+        )
+        .await?;
+    browser
+        .until("main's card after switching", shows, json!(["later on main"]))
+        .await?;
+    let url = browser.script("return location.pathname", json!([])).await?;
+    assert_eq!(url, json!("/b/main"));
+    browser.quit().await
+}

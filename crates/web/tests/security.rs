@@ -551,11 +551,11 @@ async fn files_download_as_files_and_only_raster_images_show_inline() {
         "{html}"
     );
     assert!(
-        html.contains(&format!("<img src=\"/api/attachments/{}?inline=true\"", png.id)),
+        html.contains(&format!("<img src=\"api/attachments/{}?inline=true\"", png.id)),
         "{html}"
     );
     assert!(
-        !html.contains(&format!("<img src=\"/api/attachments/{}?", page.id)),
+        !html.contains(&format!("<img src=\"api/attachments/{}?", page.id)),
         "{html}"
     );
 

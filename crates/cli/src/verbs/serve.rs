@@ -10,57 +10,40 @@ use crate::failure::{one_line, Failure};
 
 use super::Ctx;
 
-/// Serves until the process is stopped. The token comes from `--token` (which any user
-/// sees in `ps`, so it is warned about), else from `KANBAN_SERVE_TOKEN`; `web::serve`
-/// refuses a non-loopback bind without one, and a token easy to guess.
+/// Serves until the process is stopped: every board of the home, each under `/b/SLUG/`
+/// with its own config, store, lanes and MCP tools, the board the command names at the
+/// root too (docs/boards.md). The token comes from `--token` (which any user sees in
+/// `ps`, so it is warned about), else from `KANBAN_SERVE_TOKEN`; `web::serve` refuses a
+/// non-loopback bind without one, and a token easy to guess.
 pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> Result<(), Failure> {
     undumpable()?;
     let (token, from_home) = serve_token(home, bind, flag)?;
-    let token = Some(token);
-    let max_text_bytes = ctx.config.kanban.max_text_bytes;
-    // The model as `kanban decompose` loads it; a client that cannot be built is the
-    // decompose action's refusal, not a server that does not start.
-    let model = ctx.config.decomposer_settings();
-    let secrets = model
-        .resolved_api_key()
-        .map(|key| key.expose().to_owned())
-        .into_iter()
-        .chain(token.clone())
-        .collect();
-    let defaults = web::Settings::default();
-    let (lanes, _listening) = lane_settings(&ctx.config, home)?;
-    let settings = web::Settings {
-        max_text_bytes,
-        // A body at the text cap, JSON-escaped, must still reach the cap's own message.
-        max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
-        terminator: Arc::new(ProcessGroupTerminator),
-        log_tail: Some(log_tail(home)),
-        ceilings: ctx.config.spend_ceilings(),
-        default_assignee: Some(ctx.config.kanban.default_assignee.clone()),
-        runnable: Some(runnable(&ctx.config)),
-        review_round_limit: ctx.config.kanban.review_round_limit,
-        decomposer: web::Decomposer::new(model)
-            .map(Arc::new)
-            .map_err(|e| e.to_string()),
-        secrets,
-        mcp: Some(Arc::new(super::mcp::Tools::served(
-            ctx.store.clone(),
-            ctx.config.clone(),
-            home.clone(),
-        ))),
-        // A waiting lane's claim holds a connection: room for them beside the board's.
-        limits: web::Limits {
-            connections: defaults.limits.connections + lanes.max_waiting,
-            ..defaults.limits
-        },
-        lanes: Some(lanes),
-        ..defaults
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::Refused(format!("cannot start the server: {e}")))?;
-    let store = ctx.store;
+    let mut boards = Vec::new();
+    // Each board's lanes wait on its wake-ups, heard while these live.
+    let mut listening = Vec::new();
+    for slug in home.boards()? {
+        let board = home.on_board(slug.clone());
+        let (store, config) = match &slug == home.board() {
+            true => (ctx.store.clone(), ctx.config.clone()),
+            false => {
+                let config = board.load_config()?.config;
+                (board.open_store(&config)?, config)
+            }
+        };
+        let (settings, heard) = board_settings(&board, store.clone(), &config, &token)?;
+        listening.push(heard);
+        boards.push(web::ServedBoard {
+            slug: slug.to_string(),
+            name: board.board_meta().name,
+            store,
+            settings,
+        });
+    }
+    let current = home.board().to_string();
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(bind)
             .await
@@ -71,12 +54,62 @@ pub fn serve(ctx: Ctx, home: &Home, bind: SocketAddr, flag: Option<String>) -> R
         // The actual port (`--bind 127.0.0.1:0` picks one) is what a script waits for.
         println!("serving the board at http://{local}/");
         if from_home {
-            sign_in_line(local, home, token.as_deref().unwrap_or_default());
+            sign_in_line(local, home, &token);
         }
-        web::serve_on(listener, store, settings, board_home::now, token)
+        web::serve_boards_on(listener, boards, &current, board_home::now, Some(token))
             .await
             .map_err(|e| Failure::Refused(one_line(&e.to_string())))
     })
+}
+
+/// How the server serves one board: its config's caps, its model, its lanes and its
+/// MCP tools, with the secrets it must never show (the model key, the token).
+fn board_settings(
+    board: &Home,
+    store: Arc<dyn board_core::Store>,
+    config: &board_home::Config,
+    token: &str,
+) -> Result<(web::Settings, board_home::Listening), Failure> {
+    let max_text_bytes = config.kanban.max_text_bytes;
+    // The model as `kanban decompose` loads it; a client that cannot be built is the
+    // decompose action's refusal, not a server that does not start.
+    let model = config.decomposer_settings();
+    let secrets = model
+        .resolved_api_key()
+        .map(|key| key.expose().to_owned())
+        .into_iter()
+        .chain([token.to_owned()])
+        .collect();
+    let defaults = web::Settings::default();
+    let (lanes, listening) = lane_settings(config, board)?;
+    let settings = web::Settings {
+        max_text_bytes,
+        // A body at the text cap, JSON-escaped, must still reach the cap's own message.
+        max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
+        terminator: Arc::new(ProcessGroupTerminator),
+        log_tail: Some(log_tail(board)),
+        ceilings: config.spend_ceilings(),
+        default_assignee: Some(config.kanban.default_assignee.clone()),
+        runnable: Some(runnable(config)),
+        review_round_limit: config.kanban.review_round_limit,
+        decomposer: web::Decomposer::new(model)
+            .map(Arc::new)
+            .map_err(|e| e.to_string()),
+        secrets,
+        mcp: Some(Arc::new(super::mcp::Tools::served(
+            store,
+            config.clone(),
+            board.clone(),
+        ))),
+        // A waiting lane's claim holds a connection: room for them beside the board's.
+        limits: web::Limits {
+            connections: defaults.limits.connections + lanes.max_waiting,
+            ..defaults.limits
+        },
+        lanes: Some(lanes),
+        ..defaults
+    };
+    Ok((settings, listening))
 }
 
 /// The token every request must carry: `--token` (said to show in `ps`), else

@@ -129,3 +129,30 @@ pub fn error(body: &Value) -> &str {
         .as_str()
         .unwrap_or_else(|| panic!("not a JSON error: {body}"))
 }
+
+/// Two boards on one server behind [`TOKEN`] (docs/boards.md): `main`, the current one,
+/// with the task "on main", and `ops` ("Ops <script>") with "on ops"; the server's
+/// address and both stores.
+pub async fn serve_two_boards() -> (
+    String,
+    Arc<board_core::memory::MemStore>,
+    Arc<board_core::memory::MemStore>,
+) {
+    use board_core::memory::MemStore;
+    let (main, ops) = (Arc::new(MemStore::new()), Arc::new(MemStore::new()));
+    main.create(&NewTask::titled("on main"), NOW).unwrap();
+    ops.create(&NewTask::titled("on ops"), NOW).unwrap();
+    let served = |slug: &str, name: &str, store: &Arc<MemStore>| web::ServedBoard {
+        slug: slug.into(),
+        name: name.into(),
+        store: store.clone() as Arc<dyn Store>,
+        settings: settings(),
+    };
+    let boards = vec![served("main", "Main", &main), served("ops", "Ops <script>", &ops)];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        web::serve_boards_on(listener, boards, "main", clock, Some(TOKEN.to_owned())).await
+    });
+    (format!("http://{addr}"), main, ops)
+}
