@@ -19,6 +19,7 @@ mod aggregates;
 pub mod attachments;
 pub mod backoff;
 pub mod breaker;
+pub mod card_actions;
 mod checks;
 pub mod comment;
 pub mod copy;

@@ -571,6 +571,24 @@ pub fn capped_delay(base_seconds: i64, n: i64, cap: i64, jitter: f64) -> i64 {
     (jittered.round() as i64).max(1)
 }
 
+/// The facts of a fresh task in `status`, with no run, created 100 s before `now`: what
+/// the core's tests decide on.
+#[cfg(test)]
+pub(crate) fn facts_of(status: crate::types::Status, now: Timestamp) -> TaskFacts {
+    TaskFacts {
+        task: crate::graph::blank_task(
+            crate::types::TaskId::from_random([0, 0, 0, 2]),
+            "t".into(),
+            status,
+            now - 100,
+        ),
+        newest_run: None,
+        run_count: 0,
+        open_parents: 0,
+        decomposed: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -646,22 +664,12 @@ mod tests {
         assert_eq!(retry_delay(30, 1, 5.0), 33, "jitter is clamped to 10%");
     }
 
-    fn facts_of(status: Status) -> TaskFacts {
-        TaskFacts {
-            task: blank_task(TaskId::from_random([0, 0, 0, 2]), "t".into(), status, T - 100),
-            newest_run: None,
-            run_count: 0,
-            open_parents: 0,
-            decomposed: false,
-        }
-    }
-
     #[test]
     fn an_unrunnable_task_is_noted_only_while_ready_and_left_as_it_is() {
         let skip = Request::SkipNonspawnable {
             profile: "writer".into(),
         };
-        let change = decide(&facts_of(Status::Ready), &skip, &Fresh::default(), T).unwrap();
+        let change = decide(&facts_of(Status::Ready, T), &skip, &Fresh::default(), T).unwrap();
         assert_eq!(change.task.status, Status::Ready);
         let [event] = change.events.as_slice() else {
             panic!("{:?}", change.events)
@@ -670,14 +678,14 @@ mod tests {
             (event.kind, &event.payload["profile"]),
             (EventKind::SkippedNonspawnable, &json!("writer"))
         );
-        let running = decide(&facts_of(Status::Running), &skip, &Fresh::default(), T);
+        let running = decide(&facts_of(Status::Running, T), &skip, &Fresh::default(), T);
         assert!(matches!(running, Err(Refusal::WrongStatus { .. })), "{running:?}");
     }
 
     #[test]
     fn clearing_decomposition_failures_needs_one_of_its_four_marks() {
         let clear = Request::ClearDecomposeFailures;
-        let nothing = decide(&facts_of(Status::Triage), &clear, &Fresh::default(), T);
+        let nothing = decide(&facts_of(Status::Triage, T), &clear, &Fresh::default(), T);
         assert!(matches!(nothing, Err(Refusal::Unchanged(_))), "{nothing:?}");
         let marks: [fn(&mut Task); 4] = [
             |t| t.decompose_failures = 1,
@@ -686,7 +694,7 @@ mod tests {
             |t| t.decompose_last_error = Some("no reply".into()),
         ];
         for mark in marks {
-            let mut facts = facts_of(Status::Triage);
+            let mut facts = facts_of(Status::Triage, T);
             mark(&mut facts.task);
             let t = decide(&facts, &clear, &Fresh::default(), T).unwrap().task;
             assert_eq!(

@@ -38,6 +38,8 @@ pub fn routes() -> Router<App> {
             "/assets/kanban.css",
             get(|| async { asset("text/css", include_str!("../assets/kanban.css")) }),
         )
+        .route("/assets/favicon.svg", get(icon))
+        .route("/favicon.ico", get(icon))
 }
 
 /// An HTML page with the security headers every page carries.
@@ -119,6 +121,11 @@ impl Chrome {
     }
 }
 
+/// The site's icon (browsers ask for `/favicon.ico` on every page).
+async fn icon() -> Response {
+    asset("image/svg+xml", include_str!("../assets/favicon.svg"))
+}
+
 /// The board page: the static page with its board's base and switcher.
 async fn board(State(app): State<App>) -> Response {
     let chrome = &app.chrome;
@@ -138,7 +145,8 @@ pub fn shell(chrome: &Chrome, title: &str, script: Option<&str>) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{base}\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><link rel=\"stylesheet\" href=\"assets/kanban.css\">{script}</head><body>\
+         <title>{}</title><link rel=\"icon\" href=\"assets/favicon.svg\" type=\"image/svg+xml\">\
+         <link rel=\"stylesheet\" href=\"assets/kanban.css\">{script}</head><body>\
          <header><a href=\"{home}\" class=\"brand\">kanban</a>{boards}<nav><a href=\"{home}\">Board</a>\
          <a href=\"stats\">Stats</a></nav></header><main>",
         escape(title),
@@ -199,10 +207,8 @@ fn render_detail(
             .as_deref()
             .map_or_else(String::new, |r| format!(" · reviewer {}", escape(r))),
     );
-    if t.status == Status::Review {
-        out.push_str(REVIEW_ACTIONS);
-    }
-    out.push_str(ACTIONS);
+    block_reason(&mut out, s);
+    actions(&mut out, t);
     out.push_str("<section><h2>Body</h2><div class=\"markdown\">");
     out.push_str(&markdown(&t.body));
     out.push_str("</div></section>");
@@ -246,6 +252,13 @@ fn render_detail(
     out
 }
 
+/// Why a blocked card waits: the reason of the event that blocked it.
+fn block_reason(out: &mut String, s: &Shown) {
+    if let (Status::Blocked, Some(reason)) = (s.task.status, &s.block_reason) {
+        let _ = write!(out, "<p class=\"blocked-reason\">Blocked: {}</p>", escape(reason));
+    }
+}
+
 /// A card's comments, each as Markdown.
 fn comments_section(out: &mut String, s: &Shown, now: Timestamp) {
     out.push_str("<section><h2>Comments</h2>");
@@ -261,21 +274,70 @@ fn comments_section(out: &mut String, s: &Shown, now: Timestamp) {
     out.push_str("</section>");
 }
 
-/// The verdict forms of a task waiting in review: a person reviews it here.
-const REVIEW_ACTIONS: &str = "<section class=\"actions review\"><h2>Review</h2>\
-    <form data-action=\"approve\"><button>Approve</button></form>\
-    <form data-action=\"request-changes\"><textarea name=\"reason\" placeholder=\"What must change\" required></textarea>\
-    <button>Request changes</button></form></section>";
-
-/// The forms the detail script sends to the API.
-const ACTIONS: &str = "<section class=\"actions\"><h2>Actions</h2>\
-    <form data-action=\"comment\"><textarea name=\"body\" placeholder=\"Comment\" required></textarea><button>Comment</button></form>\
-    <form data-action=\"assign\"><input name=\"assignee\" placeholder=\"profile (empty clears)\"><button>Assign</button></form>\
-    <form data-action=\"edit\"><input name=\"title\" placeholder=\"new title\"><button>Retitle</button></form>\
-    <form data-action=\"decompose\"><button>Decompose</button></form>\
-    <form data-action=\"unblock\"><button>Unblock</button></form>\
-    <form data-action=\"reclaim\"><button>Reclaim</button></form>\
-    <form data-action=\"archive\"><button>Archive</button></form></section>";
+/// The forms the detail script sends to the API: only the actions the card's status
+/// and claim allow (`board_core::card_actions`); assigning and retitling, which people
+/// reach for most, show why they are not offered. A task in review gets its verdicts
+/// first, in a section of their own.
+fn actions(out: &mut String, task: &board_core::Task) {
+    use board_core::card_actions::CardAction;
+    let form = |action: CardAction| -> &'static str {
+        match action {
+            CardAction::Approve => "<button>Approve</button>",
+            CardAction::RequestChanges => {
+                "<textarea name=\"reason\" placeholder=\"What must change\" required></textarea><button>Request changes</button>"
+            }
+            CardAction::Comment => {
+                "<textarea name=\"body\" placeholder=\"Comment\" required></textarea><button>Comment</button>"
+            }
+            CardAction::Assign => "<input name=\"assignee\" placeholder=\"profile (empty clears)\"><button>Assign</button>",
+            CardAction::Edit => "<input name=\"title\" placeholder=\"new title\"><button>Retitle</button>",
+            CardAction::Decompose => "<button>Decompose</button>",
+            CardAction::Unblock => "<button>Unblock</button>",
+            CardAction::Reclaim => "<button>Reclaim</button>",
+            CardAction::Archive => "<button>Archive</button>",
+        }
+    };
+    let review = [CardAction::Approve, CardAction::RequestChanges];
+    if review.iter().all(|a| a.refused(task).is_none()) {
+        out.push_str("<section class=\"actions review\"><h2>Review</h2>");
+        for action in review {
+            let _ = write!(
+                out,
+                "<form data-action=\"{}\">{}</form>",
+                action.as_str(),
+                form(action)
+            );
+        }
+        out.push_str("</section>");
+    }
+    out.push_str("<section class=\"actions\"><h2>Actions</h2>");
+    for action in CardAction::ALL.into_iter().filter(|a| !review.contains(a)) {
+        match action.refused(task) {
+            None => {
+                let _ = write!(
+                    out,
+                    "<form data-action=\"{}\">{}</form>",
+                    action.as_str(),
+                    form(action)
+                );
+            }
+            Some(why) if matches!(action, CardAction::Assign | CardAction::Edit) => {
+                let _ = write!(
+                    out,
+                    "<p class=\"unavailable\" data-action=\"{}\">{}: {why}</p>",
+                    action.as_str(),
+                    if action == CardAction::Assign {
+                        "Assign"
+                    } else {
+                        "Retitle"
+                    }
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    out.push_str("</section>");
+}
 
 fn task_links(out: &mut String, title: &str, tasks: &[board_core::Task]) {
     let _ = write!(out, "<section><h2>{title}</h2><ul>");
