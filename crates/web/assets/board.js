@@ -135,10 +135,11 @@ function place(c) {
 
 function render() {
   drawColumns();
+  // The assignee list first: a filter the address asks for applies to the first cards.
+  assignees();
   const sorted = [...cards.values()].sort((a, b) => b.task.priority - a.task.priority || a.task.created_at - b.task.created_at);
   for (const c of sorted) place(c);
   counts();
-  assignees();
 }
 
 function counts() {
@@ -152,13 +153,93 @@ function counts() {
   }
 }
 
+// The assignee the address asks for, kept until the list of assignees is drawn.
+let wantedAssignee = "";
+
 function assignees() {
   const select = $("filter-assignee");
-  const chosen = select.value;
-  const names = [...new Set([...cards.values()].map((c) => c.task.assignee).filter(Boolean))].sort();
+  const chosen = select.value || wantedAssignee;
+  const names = new Set([...cards.values()].map((c) => c.task.assignee).filter(Boolean));
+  if (chosen) names.add(chosen);
   select.length = 1;
-  for (const name of names) select.append(new Option(name, name));
-  select.value = names.includes(chosen) ? chosen : "";
+  for (const name of [...names].sort()) select.append(new Option(name, name));
+  select.value = chosen;
+  wantedAssignee = "";
+}
+
+// The filters live in the address (?q=TEXT&assignee=NAME&archived=1): a view can be
+// shared as a link and survives a reload. The sign-in token leaves the address once the
+// page has read it (its cookie carries on).
+function readFilters() {
+  const params = new URLSearchParams(location.search);
+  $("filter-text").value = params.get("q") || "";
+  wantedAssignee = params.get("assignee") || "";
+  $("show-archived").checked = params.get("archived") === "1";
+}
+
+function writeFilters() {
+  const params = new URLSearchParams(location.search);
+  params.delete("token");
+  const set = (key, value) => (value ? params.set(key, value) : params.delete(key));
+  set("q", $("filter-text").value.trim());
+  set("assignee", $("filter-assignee").value || wantedAssignee);
+  set("archived", $("show-archived").checked ? "1" : "");
+  const query = params.toString();
+  history.replaceState(null, "", location.pathname + (query ? "?" + query : ""));
+}
+
+function filtered() {
+  writeFilters();
+  render();
+}
+
+// Keys: `?` lists them, `/` filters, `n` starts a new card, `a` shows or hides the
+// archived column, Escape clears the filters or closes the list.
+const KEYS = [
+  ["?", "show or hide these keys"],
+  ["/", "filter by text"],
+  ["n", "new card"],
+  ["a", "show or hide archived cards"],
+  ["Esc", "clear the filters, close this list"],
+];
+
+function keysHelp() {
+  let help = $("keys");
+  if (!help) {
+    help = el("section", "keys");
+    help.id = "keys";
+    help.setAttribute("role", "dialog");
+    help.setAttribute("aria-label", "Keyboard shortcuts");
+    help.append(el("h2", null, "Keyboard shortcuts"));
+    const list = el("dl");
+    for (const [key, what] of KEYS) list.append(el("dt", null, key), el("dd", null, what));
+    help.append(list);
+    help.hidden = true;
+    document.body.append(help);
+  }
+  return help;
+}
+
+function onKey(e) {
+  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName);
+  if (e.key === "Escape") {
+    keysHelp().hidden = true;
+    if (typing) e.target.blur();
+    $("filter-text").value = "";
+    $("filter-assignee").value = "";
+    filtered();
+    return;
+  }
+  if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
+  if (e.key === "?") keysHelp().hidden = !keysHelp().hidden;
+  else if (e.key === "/") $("filter-text").focus();
+  else if (e.key === "n") $("create").title.focus();
+  else if (e.key === "a") {
+    $("show-archived").checked = !$("show-archived").checked;
+    writeFilters();
+    load().catch((err) => say(err.message, true));
+  } else return;
+  e.preventDefault();
 }
 
 async function refresh(id) {
@@ -224,9 +305,12 @@ async function create(e) {
 
 document.addEventListener("DOMContentLoaded", async () => {
   $("filters").addEventListener("submit", (e) => e.preventDefault());
-  $("filter-text").addEventListener("input", render);
-  $("filter-assignee").addEventListener("change", render);
-  $("show-archived").addEventListener("change", load);
+  readFilters();
+  writeFilters();
+  $("filter-text").addEventListener("input", filtered);
+  $("filter-assignee").addEventListener("change", filtered);
+  $("show-archived").addEventListener("change", () => { writeFilters(); load(); });
+  document.addEventListener("keydown", onKey);
   $("create").addEventListener("submit", create);
   try {
     listen(await load());

@@ -174,3 +174,91 @@ async fn the_board_switcher_in_a_real_browser() -> Result<(), String> {
     assert_eq!(url, json!("/b/main"));
     browser.quit().await
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn filters_live_in_the_address_and_keys_drive_the_board() -> Result<(), String> {
+    let s = common::serve().await;
+    for (title, assignee) in [("alpha one", "coder"), ("alpha two", "writer"), ("beta", "coder")] {
+        let task = NewTask {
+            assignee: Some(assignee.into()),
+            ..NewTask::titled(title)
+        };
+        s.store.create(&task, common::NOW).unwrap();
+    }
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!(
+            "{}/?token={}&q=alpha&assignee=coder",
+            s.base,
+            common::TOKEN
+        ))
+        .await?;
+    let shown =
+        "return [...document.querySelectorAll('.card .title')].map((n) => n.textContent).sort().join('|')";
+    let titles = browser
+        .until(
+            "the shared view",
+            &format!("const t = (() => {{ {shown} }})(); return t === 'alpha one' && t"),
+            json!([]),
+        )
+        .await?;
+    assert_eq!(titles, json!("alpha one"));
+    let address = browser.script("return location.search", json!([])).await?;
+    assert_eq!(
+        address,
+        json!("?q=alpha&assignee=coder"),
+        "the token leaves the address"
+    );
+    let inputs = browser
+        .script("return [document.getElementById('filter-text').value, document.getElementById('filter-assignee').value]", json!([]))
+        .await?;
+    assert_eq!(inputs, json!(["alpha", "coder"]));
+
+    // Escape clears the filters, and the address follows.
+    browser
+        .script("document.body.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true })); return true;", json!([]))
+        .await?;
+    browser
+        .until(
+            "every card again",
+            &format!("return (() => {{ {shown} }})() === 'alpha one|alpha two|beta'"),
+            json!([]),
+        )
+        .await?;
+    assert_eq!(
+        browser.script("return location.search", json!([])).await?,
+        json!("")
+    );
+    // `/` focuses the filter; typing there filters and is written to the address.
+    browser
+        .script("document.body.dispatchEvent(new KeyboardEvent('keydown', { key: '/', bubbles: true })); return document.activeElement.id;", json!([]))
+        .await
+        .and_then(|focused| (focused == json!("filter-text")).then_some(()).ok_or(format!("focus on {focused}")))?;
+    browser
+        .script("const f = document.getElementById('filter-text'); f.value = 'beta'; f.dispatchEvent(new Event('input')); return true;", json!([]))
+        .await?;
+    browser
+        .until(
+            "the typed filter in the address",
+            "return location.search === '?q=beta'",
+            json!([]),
+        )
+        .await?;
+    // `?` lists the keys.
+    browser
+        .script("document.body.dispatchEvent(new KeyboardEvent('keydown', { key: '?', bubbles: true })); return true;", json!([]))
+        .await?;
+    let help = browser
+        .until(
+            "the keys listed",
+            "const k = document.getElementById('keys'); return k && !k.hidden && k.innerText",
+            json!([]),
+        )
+        .await?;
+    assert!(
+        help.as_str().unwrap_or_default().contains("filter by text"),
+        "{help}"
+    );
+    save_screenshot(&browser, "keys.png").await?;
+    browser.quit().await
+}
