@@ -16,6 +16,7 @@ mod cards;
 mod error;
 mod events;
 mod files;
+mod graph;
 mod html;
 mod lanes;
 mod pages;

@@ -164,13 +164,14 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
     blocking(&app, move |s| {
         let shown = Shown::read(s, &id)?;
         let bill = s.llm_calls(Some(&id))?;
+        let graph = crate::graph::Graph::read(s, &shown.task)?;
         let log = match (&log_tail, shown.task.status) {
             (Some(read), Status::Running) => read(&id).map(|tail| shown_log(&tail, &secrets)),
             _ => None,
         };
         Ok(page(render_detail(
             &chrome,
-            &shown,
+            (&shown, &graph),
             &bill,
             log.as_deref(),
             &secrets,
@@ -182,7 +183,7 @@ async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Respon
 
 fn render_detail(
     chrome: &Chrome,
-    s: &Shown,
+    (s, graph): (&Shown, &crate::graph::Graph),
     bill: &[LlmCall],
     log: Option<&str>,
     secrets: &[String],
@@ -224,6 +225,7 @@ fn render_detail(
     crate::files::section(&mut out, &s.attachments);
     task_links(&mut out, "Parents", &s.parents);
     task_links(&mut out, "Children", &s.children);
+    graph.section(&mut out);
     runs_section(&mut out, s, now);
     evidence_section(&mut out, s, secrets);
     bill_section(&mut out, bill);
