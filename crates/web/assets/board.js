@@ -111,8 +111,90 @@ function cardNode(c) {
   if (c.lane) meta.append(el("span", "mark lane", "lane " + c.lane));
   if (c.unrunnable) meta.append(el("span", "mark unrunnable", "waits: no command for " + c.unrunnable));
   if (c.stale_lease) meta.append(el("span", "mark stale", "stale lease"));
-  node.append(title, meta);
+  const pick = el("input", "pick");
+  pick.type = "checkbox";
+  pick.checked = selected.has(t.id);
+  pick.setAttribute("aria-label", "select " + t.id);
+  pick.addEventListener("change", () => {
+    if (pick.checked) selected.add(t.id);
+    else selected.delete(t.id);
+    bulkBar();
+  });
+  node.append(pick, title, meta);
   return node;
+}
+
+// The cards selected for a bulk action, by id; a card that leaves the board leaves it.
+const selected = new Set();
+
+// What each bulk action asks for before its one confirmation.
+const BULK = {
+  archive: { label: "Archive" },
+  assign: { label: "Assign", input: "assignee", placeholder: "profile (empty clears)" },
+  block: { label: "Block", input: "reason", placeholder: "reason" },
+  unblock: { label: "Unblock" },
+  promote: { label: "Promote", input: "reason", placeholder: "reason (optional)" },
+};
+
+// The bar of bulk actions, shown while cards are selected.
+function bulkBar() {
+  for (const id of [...selected]) if (!cards.has(id)) selected.delete(id);
+  const bar = $("bulk");
+  bar.replaceChildren();
+  bar.hidden = selected.size === 0;
+  if (bar.hidden) return;
+  bar.append(el("span", "count", selected.size + " selected"));
+  for (const [action, spec] of Object.entries(BULK)) {
+    const button = el("button", null, spec.label);
+    button.type = "button";
+    button.dataset.bulk = action;
+    button.addEventListener("click", () => confirmBulk(action, spec));
+    bar.append(button);
+  }
+  const clear = el("button", null, "Clear");
+  clear.type = "button";
+  clear.addEventListener("click", () => { selected.clear(); render(); bulkBar(); });
+  bar.append(clear);
+}
+
+// One confirmation for the whole selection, then one request.
+function confirmBulk(action, spec) {
+  const bar = $("bulk");
+  bar.replaceChildren();
+  const n = selected.size;
+  bar.append(el("span", "confirm", spec.label + " " + n + (n === 1 ? " card?" : " cards?")));
+  let input = null;
+  if (spec.input) {
+    input = el("input");
+    input.name = spec.input;
+    input.placeholder = spec.placeholder;
+    bar.append(input);
+  }
+  const yes = el("button", null, "Confirm");
+  yes.type = "button";
+  yes.id = "bulk-confirm";
+  yes.addEventListener("click", () => runBulk(action, spec, input));
+  const no = el("button", null, "Cancel");
+  no.type = "button";
+  no.addEventListener("click", bulkBar);
+  bar.append(yes, no);
+}
+
+async function runBulk(action, spec, input) {
+  const body = { ids: [...selected], action };
+  if (spec.input === "assignee") body.assignee = input.value.trim() || null;
+  if (spec.input === "reason" && input.value.trim()) body.reason = input.value.trim();
+  try {
+    const answer = await api("api/bulk", body);
+    const refused = answer.refused.map((r) => r.task_id + ": " + r.error);
+    say(spec.label.toLowerCase() + ": " + answer.done + " done" +
+      (refused.length ? "; " + refused.length + " refused (" + refused.slice(0, 3).join("; ") + ")" : ""), refused.length > 0);
+    selected.clear();
+    await load();
+  } catch (err) {
+    say(err.message, true);
+  }
+  bulkBar();
 }
 
 function visible(c) {

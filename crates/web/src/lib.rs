@@ -12,6 +12,7 @@
 //! ```
 
 mod api;
+mod bulk;
 mod cards;
 mod error;
 mod events;
@@ -283,6 +284,7 @@ fn board_routes(
         .layer(DefaultBodyLimit::max(limit));
     let board = routes
         .merge(api::routes())
+        .merge(bulk::routes())
         .merge(cards::routes())
         .merge(files::routes())
         .merge(pages::routes())

@@ -11,7 +11,7 @@ mod webdriver;
 
 use std::path::{Path, PathBuf};
 
-use board_core::{BoardWrites, Completion, NewTask};
+use board_core::{BoardReads, BoardWrites, Completion, NewTask};
 use board_sqlite::{Options, SqliteStore};
 use serde_json::json;
 use webdriver::Driver;
@@ -260,5 +260,72 @@ async fn filters_live_in_the_address_and_keys_drive_the_board() -> Result<(), St
         "{help}"
     );
     save_screenshot(&browser, "keys.png").await?;
+    browser.quit().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bulk_actions_archive_fifty_cards_with_one_confirmation() -> Result<(), String> {
+    let s = common::serve().await;
+    let ids: Vec<String> = (0..50)
+        .map(|n| s.task(&format!("bulk {n}")).id.to_string())
+        .collect();
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!("{}/?token={}", s.base, common::TOKEN))
+        .await?;
+    browser
+        .until(
+            "fifty ready cards",
+            "return document.querySelectorAll('#col-ready .card').length === 50",
+            json!([]),
+        )
+        .await?;
+    browser
+        .script(
+            "for (const p of document.querySelectorAll('#col-ready .pick')) p.click(); return true;",
+            json!([]),
+        )
+        .await?;
+    let bar = browser
+        .until(
+            "the bulk bar",
+            "const b = document.getElementById('bulk'); return !b.hidden && b.innerText",
+            json!([]),
+        )
+        .await?;
+    assert!(bar.as_str().unwrap_or_default().contains("50 selected"), "{bar}");
+    browser
+        .script(
+            "document.querySelector('#bulk [data-bulk=archive]').click(); return true;",
+            json!([]),
+        )
+        .await?;
+    let asked = browser
+        .until("one confirmation", "const b = document.getElementById('bulk'); return b.innerText.includes('Archive 50 cards?') && b.innerText", json!([]))
+        .await?;
+    assert!(asked.as_str().is_some());
+    save_screenshot(&browser, "bulk.png").await?;
+    browser
+        .script(
+            "document.getElementById('bulk-confirm').click(); return true;",
+            json!([]),
+        )
+        .await?;
+    browser
+        .until(
+            "the column emptied",
+            "return document.querySelectorAll('#col-ready .card').length === 0",
+            json!([]),
+        )
+        .await?;
+    let message = browser
+        .script("return document.getElementById('message').textContent", json!([]))
+        .await?;
+    assert_eq!(message, json!("archive: 50 done"));
+    let archived = ids
+        .iter()
+        .filter(|id| s.store.get(&id.parse().unwrap()).unwrap().status == board_core::Status::Archived)
+        .count();
+    assert_eq!(archived, 50);
     browser.quit().await
 }
