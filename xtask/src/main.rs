@@ -22,7 +22,8 @@ commands:
   sizes   no source file over 600 lines, no function over 80, unless a `// size:` comment says why
   purity  board-core and the gateway planner name no clock, file, process, thread, socket or async
   deps    every crate uses each dependency it declares
-  venv    the Python virtualenv the tests drive our binaries from (target/venv)
+  venv    the Python virtualenv the tests drive our binaries from (target/venv), and axe-core
+          for the browser test (target/axe-core)
   e2e     the end-to-end suite alone (a real gateway, the fake model, the CLI)
   hosts   the host rig's suite alone: gateways on separate network and PID namespaces
           sharing one PostgreSQL board (root; iproute2, util-linux, tini)

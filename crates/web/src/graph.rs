@@ -108,7 +108,7 @@ impl Graph {
         let height = place.iter().map(|(_, y)| y + NODE_H + PAD).max().unwrap_or(0);
         let _ = write!(
             out,
-            "<section><h2>Graph</h2><div class=\"dag-scroll\"><svg class=\"dag\" role=\"img\" aria-label=\"the card's parents and children\" \
+            "<section><h2>Graph</h2><div class=\"dag-scroll\"><svg class=\"dag\" role=\"group\" aria-label=\"the cards linked to this one\" \
              width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">"
         );
         for &(from, to) in &self.edges {

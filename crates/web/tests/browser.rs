@@ -329,3 +329,96 @@ async fn bulk_actions_archive_fifty_cards_with_one_confirmation() -> Result<(), 
     assert_eq!(archived, 50);
     browser.quit().await
 }
+
+/// axe-core (npm), fetched beside the venv by `cargo xtask venv` (`target/axe-core`).
+fn axe_source() -> Result<String, String> {
+    let path = target_dir().join("axe-core").join("axe.min.js");
+    std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e}; `cargo xtask venv` fetches axe-core", path.display()))
+}
+
+/// axe-core's serious and critical violations on the page the browser shows, one line each.
+async fn serious_violations(browser: &Driver, axe: &str) -> Result<Vec<String>, String> {
+    // The source runs as the driver's own script, which the page's policy does not govern.
+    let loaded = browser
+        .script(&format!("{axe}\nreturn typeof window.axe;"), json!([]))
+        .await?;
+    if loaded != json!("object") {
+        return Err(format!("axe-core did not load: {loaded}"));
+    }
+    let found = browser
+        .script(
+            "return axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations);",
+            json!([]),
+        )
+        .await?;
+    Ok(found
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+        .map(|v| {
+            let targets: Vec<String> = v["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(3)
+                .map(|n| n["target"].to_string())
+                .collect();
+            format!("{} ({}): {}", v["id"], v["impact"], targets.join(", "))
+        })
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_board_a_card_and_stats_pass_axe_at_desktop_and_phone_width() -> Result<(), String> {
+    let axe = axe_source()?;
+    let s = common::serve().await;
+    let goal = s.task("a goal <script>alert(1)</script>");
+    let step = s.task("a step");
+    s.store.link(&goal.id, &step.id, common::NOW).unwrap();
+    s.store
+        .block(&goal.id, None, Some("needs input".into()), None, common::NOW)
+        .unwrap();
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!("{}/?token={}", s.base, common::TOKEN))
+        .await?;
+    let mut found = Vec::new();
+    for (width, height, suffix) in [(1280, 900, "desktop"), (390, 844, "phone")] {
+        browser.window_size(width, height).await?;
+        for (path, name) in [
+            ("/".to_owned(), "board"),
+            (format!("/tasks/{}", goal.id), "card"),
+            ("/stats".to_owned(), "stats"),
+        ] {
+            browser.go(&format!("{}{path}", s.base)).await?;
+            browser
+                .until(
+                    "the page drawn",
+                    "return document.readyState === 'complete' && !!document.querySelector('main')",
+                    json!([]),
+                )
+                .await?;
+            if name == "board" {
+                browser
+                    .until(
+                        "the cards",
+                        "return document.querySelectorAll('.card').length === 2",
+                        json!([]),
+                    )
+                    .await?;
+            }
+            save_screenshot(&browser, &format!("{name}-{suffix}.png")).await?;
+            for violation in serious_violations(&browser, &axe).await? {
+                found.push(format!("{name} at {width} px: {violation}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "serious or critical accessibility violations:\n{}",
+        found.join("\n")
+    );
+    browser.quit().await
+}

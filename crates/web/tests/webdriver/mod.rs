@@ -169,6 +169,14 @@ impl Driver {
         }
     }
 
+    /// Sets the browser window's size (a phone's width, a desktop's).
+    pub async fn window_size(&self, width: u32, height: u32) -> Result<(), String> {
+        let path = format!("/session/{}/window/rect", self.session);
+        self.call("POST", &path, Some(json!({ "width": width, "height": height })))
+            .await
+            .map(drop)
+    }
+
     /// The page as a PNG.
     pub async fn screenshot(&self) -> Result<Vec<u8>, String> {
         use base64::Engine;
