@@ -93,6 +93,19 @@ impl Pidfd {
         rc != 0 && poll.revents != 0
     }
 
+    /// Waits up to `limit` for the process to exit; whether it has.
+    pub fn wait_exit(&self, limit: std::time::Duration) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(limit.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd; poll waits at most `millis`.
+        let rc = unsafe { libc::poll(&mut poll, 1, millis) };
+        rc > 0 && poll.revents != 0
+    }
+
     /// Signals this process alone.
     fn signal(&self, sig: libc::c_int) {
         self.send(sig, 0);

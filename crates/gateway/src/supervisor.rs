@@ -410,15 +410,35 @@ impl OsProcesses {
     }
 }
 
+/// A worker's channel closes as its process exits, a moment before the exit can be read:
+/// `notify` is called once the process `leader` names has exited (a zombie of ours, so
+/// its pid names it still), or after a second at most, so the tick it starts finds the
+/// slot free rather than waiting for the next periodic tick.
+fn after_exit(
+    notify: channel::OnFinished,
+    leader: &Arc<std::sync::atomic::AtomicU32>,
+) -> channel::OnFinished {
+    let leader = leader.clone();
+    Arc::new(move || {
+        let pid = leader.load(std::sync::atomic::Ordering::Acquire);
+        if let Ok(pidfd) = crate::process::Pidfd::open(pid) {
+            pidfd.wait_exit(std::time::Duration::from_secs(1));
+        }
+        notify();
+    })
+}
+
 impl Processes for OsProcesses {
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
+        // The worker's pid, once it runs: its channel's end is told apart from its exit.
+        let leader = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let channel = match &self.channels {
             Some(store) => {
                 let bound = Bound {
                     task: assignment.task.id.clone(),
                     run: assignment.run_id,
                 };
-                let finished = self.finished.clone();
+                let finished = self.finished.clone().map(|notify| after_exit(notify, &leader));
                 Some(channel::open(
                     store.clone(),
                     bound,
@@ -430,6 +450,7 @@ impl Processes for OsProcesses {
         };
         let worker = spawn(&self.home, assignment, channel)?;
         let pid = worker.pid;
+        leader.store(pid, std::sync::atomic::Ordering::Release);
         self.workers.insert(assignment.task.id.clone(), worker);
         Ok(pid)
     }
