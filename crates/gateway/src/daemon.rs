@@ -318,12 +318,9 @@ impl Boards {
                 continue;
             }
             let home = self.root.on_board(slug.clone());
-            let store = match self.first.take() {
-                Some((first, store)) if first == slug => Some(store),
-                other => {
-                    self.first = other;
-                    None
-                }
+            let store = match &self.first {
+                Some((first, _)) if *first == slug => self.first.take().map(|(_, store)| store),
+                _ => None,
             };
             let metrics = self.metrics.take();
             match crate::daemon::board_loop::start(runtime, home, store, metrics, self.control.subscribe())

@@ -171,12 +171,18 @@ struct AssignBody {
 async fn assign(State(app): State<App>, Path(id): Path<String>, body: Body<AssignBody>) -> Reply {
     let id = task_id(&id)?;
     let Json(b) = body?;
-    if b.assignee.as_deref() == Some("") {
-        return Err(ApiError::bad_request(
-            "a profile name cannot be empty (send null to clear)",
-        ));
-    }
+    no_empty_profile(&b.assignee)?;
     task_reply(&app, move |s| s.assign(&id, b.assignee, (app.clock)())).await
+}
+
+/// An assignee is a profile's name or null (none); an empty name is neither.
+pub(crate) fn no_empty_profile(assignee: &Option<String>) -> Result<(), ApiError> {
+    match assignee.as_deref() {
+        Some("") => Err(ApiError::bad_request(
+            "a profile name cannot be empty (send null to clear)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[derive(Deserialize, Default)]

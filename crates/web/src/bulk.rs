@@ -58,11 +58,7 @@ async fn bulk(
         .iter()
         .map(|raw| crate::api::task_id(raw))
         .collect::<Result<Vec<TaskId>, _>>()?;
-    if b.assignee.as_deref() == Some("") {
-        return Err(ApiError::bad_request(
-            "a profile name cannot be empty (send null to clear)",
-        ));
-    }
+    crate::api::no_empty_profile(&b.assignee)?;
     if let Some(reason) = &b.reason {
         crate::api::within_cap(&app, "the reason", reason)?;
     }

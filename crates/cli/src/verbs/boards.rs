@@ -38,25 +38,17 @@ fn existing(home: &Home, given: &str) -> Result<Home, Failure> {
     Ok(home.on_existing_board(slug(given)?, None)?)
 }
 
-/// A board's tasks per status, read without creating anything: none for a SQLite board
-/// with no file yet.
-fn counts(board: &Home) -> Result<BTreeMap<String, u64>, Failure> {
-    let config = board.load_config()?.config;
-    if config.database_url.is_none() && !board.database().exists() {
-        return Ok(BTreeMap::new());
-    }
-    let (opened, _) = board.open_for_reading()?;
-    let mut counts = BTreeMap::new();
-    for count in opened.store.status_counts()? {
-        *counts.entry(count.status.as_str().to_owned()).or_insert(0) += count.tasks;
-    }
-    Ok(counts)
-}
-
-/// A board as `--json` shows it.
+/// A board as `--json` shows it, its tasks per status read without creating anything
+/// (none for a SQLite board with no file yet).
 fn shown(board: &Home, meta: &BoardMeta, current: bool) -> Result<Value, Failure> {
-    let counts = counts(board)?;
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     let config = board.load_config()?.config;
+    if config.database_url.is_some() || board.database().exists() {
+        let (opened, _) = board.open_for_reading()?;
+        for count in opened.store.status_counts()? {
+            *counts.entry(count.status.as_str().to_owned()).or_insert(0) += count.tasks;
+        }
+    }
     Ok(json!({
         "slug": board.board(),
         "name": meta.name,
