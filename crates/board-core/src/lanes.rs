@@ -194,6 +194,15 @@ impl LaneStats {
     pub fn last_seen(&self) -> Option<Timestamp> {
         self.lane.last_seen_at.max(self.last_heartbeat_at)
     }
+
+    /// Its row of `lane list --json`, `stats --json`, `gateway status --json` and the web
+    /// board's lanes: every field, its state and when it was last seen (never its token).
+    pub fn to_json(&self, now: Timestamp) -> serde_json::Value {
+        let mut shown = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        shown["state"] = serde_json::json!(self.state(now));
+        shown["last_seen_at"] = serde_json::json!(self.last_seen());
+        shown
+    }
 }
 
 /// The SQL list of the outcomes a lane's `failed` counts (`Outcome::counts_as_failure`),

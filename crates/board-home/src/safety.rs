@@ -223,9 +223,7 @@ pub fn read_tail(path: &Path, from: u64, max: u64) -> std::io::Result<String> {
     let mut file = open_read(path)?;
     let len = file.metadata()?.len();
     let start = from.max(len.saturating_sub(max));
-    file.seek(SeekFrom::Start(start))?;
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes)?;
+    let bytes = read_at(&mut file, start, max)?;
     let text = String::from_utf8_lossy(&bytes);
     let cut = if start > from {
         text.find('\n').map_or(0, |i| i + 1)
@@ -233,6 +231,41 @@ pub fn read_tail(path: &Path, from: u64, max: u64) -> std::io::Result<String> {
         0
     };
     Ok(text[cut..].to_owned())
+}
+
+/// At most `max` bytes of `file` from `start` on.
+fn read_at(file: &mut File, start: u64, max: u64) -> std::io::Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// A piece of a log as [`read_span`] read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSpan {
+    /// Where the piece starts in the file.
+    pub start: u64,
+    /// At most the `max` asked for.
+    pub bytes: Vec<u8>,
+    /// The file's length when it was read.
+    pub len: u64,
+}
+
+/// At most `max` bytes of a log of the home from `from` on, or its last `max` bytes for
+/// no `from`, opened without following a link: what a reader following the log (the web
+/// board's live tail) reads next. A log shorter than `from` was rotated and begun again;
+/// it is read from its start.
+pub fn read_span(path: &Path, from: Option<u64>, max: u64) -> std::io::Result<LogSpan> {
+    let mut file = open_read(path)?;
+    let len = file.metadata()?.len();
+    let start = match from {
+        Some(from) if from <= len => from,
+        Some(_) => 0,
+        None => len.saturating_sub(max),
+    };
+    let bytes = read_at(&mut file, start, max)?;
+    Ok(LogSpan { start, bytes, len })
 }
 
 /// Opens (creating it 0600) a file of the home for writing in place, without truncating

@@ -178,3 +178,63 @@ fn a_log_tail_starts_at_a_line_keeps_to_its_attempt_and_never_follows_a_link() {
     let refused = read_tail(&linked, 0, 1024);
     assert!(refused.is_err(), "a link is not followed: {refused:?}");
 }
+
+#[test]
+fn a_followed_log_is_read_on_from_where_it_was_left_and_again_after_a_rotation() {
+    use board_home::safety::{read_span, LogSpan};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("t_00000001.log");
+    std::fs::write(&log, "one\ntwo\n").unwrap();
+    let first = read_span(&log, None, 1024).unwrap();
+    assert_eq!(
+        first,
+        LogSpan {
+            start: 0,
+            bytes: b"one\ntwo\n".to_vec(),
+            len: 8
+        }
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(b"three\n")
+        .unwrap();
+    let next = read_span(&log, Some(8), 1024).unwrap();
+    assert_eq!(
+        next,
+        LogSpan {
+            start: 8,
+            bytes: b"three\n".to_vec(),
+            len: 14
+        }
+    );
+    assert_eq!(read_span(&log, Some(14), 1024).unwrap().bytes, b"", "nothing new");
+    let tail = read_span(&log, None, 4).unwrap();
+    assert_eq!(
+        (tail.start, tail.bytes),
+        (10, b"ree\n".to_vec()),
+        "the last 4 bytes"
+    );
+    let piece = read_span(&log, Some(0), 4).unwrap();
+    assert_eq!(
+        (piece.start, piece.bytes),
+        (0, b"one\n".to_vec()),
+        "4 bytes from 0 on"
+    );
+    std::fs::write(&log, "new\n").unwrap();
+    let rotated = read_span(&log, Some(14), 1024).unwrap();
+    assert_eq!(
+        rotated,
+        LogSpan {
+            start: 0,
+            bytes: b"new\n".to_vec(),
+            len: 4
+        },
+        "begun again"
+    );
+    let linked = dir.path().join("t_00000002.log");
+    std::os::unix::fs::symlink(&log, &linked).unwrap();
+    assert!(read_span(&linked, None, 1024).is_err(), "a link is not followed");
+}

@@ -1,6 +1,8 @@
 // The board page: draws the columns from /api/cards, a page of each column (a "more"
 // button loads the next), then keeps them live from the event stream: each event names
 // a task, whose card is read again and put in its column.
+// A card opens in a drawer beside the board: its page's article, read from the server
+// (which escapes every piece of card text), its log followed live (detail.js).
 // Card text is untrusted: it only ever reaches the page through textContent.
 "use strict";
 
@@ -101,6 +103,11 @@ function cardNode(c) {
   node.addEventListener("dragstart", (e) => e.dataTransfer.setData("text/plain", t.id));
   const title = el("a", "title", t.title);
   title.href = "tasks/" + encodeURIComponent(t.id);
+  title.addEventListener("click", (e) => {
+    if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    openDrawer(t.id);
+  });
   const meta = el("p", "meta");
   meta.append(el("span", "id", t.id), el("span", "assignee", t.assignee || "unassigned"),
     el("span", "age", age(t.created_at)));
@@ -202,6 +209,7 @@ function visible(c) {
   const who = $("filter-assignee").value;
   if (c.task.status === "archived" && !$("show-archived").checked) return false;
   if (who && (c.task.assignee || "") !== who) return false;
+  if (laneFilter && c.lane !== laneFilter) return false;
   if (text && !(c.task.title + "\n" + c.task.body + "\n" + c.task.id).toLowerCase().includes(text)) return false;
   return true;
 }
@@ -235,8 +243,12 @@ function counts() {
   }
 }
 
-// The assignee the address asks for, kept until the list of assignees is drawn.
+// The assignee the address asks for, kept until the list of assignees is drawn; the card
+// it opens in the drawer.
 let wantedAssignee = "";
+let wantedCard = "";
+// The lane whose cards alone are shown (`?lane=NAME`), or "".
+let laneFilter = "";
 
 function assignees() {
   const select = $("filter-assignee");
@@ -257,6 +269,8 @@ function readFilters() {
   $("filter-text").value = params.get("q") || "";
   wantedAssignee = params.get("assignee") || "";
   $("show-archived").checked = params.get("archived") === "1";
+  wantedCard = params.get("card") || "";
+  laneFilter = params.get("lane") || "";
 }
 
 function writeFilters() {
@@ -266,6 +280,8 @@ function writeFilters() {
   set("q", $("filter-text").value.trim());
   set("assignee", $("filter-assignee").value || wantedAssignee);
   set("archived", $("show-archived").checked ? "1" : "");
+  set("lane", laneFilter);
+  set("card", drawer.id || "");
   const query = params.toString();
   history.replaceState(null, "", location.pathname + (query ? "?" + query : ""));
 }
@@ -282,7 +298,9 @@ const KEYS = [
   ["/", "filter by text"],
   ["n", "new card"],
   ["a", "show or hide archived cards"],
-  ["Esc", "clear the filters, close this list"],
+  ["j / k", "the next or previous card"],
+  ["Enter", "open the card in the drawer"],
+  ["Esc", "close the drawer, or clear the filters and close this list"],
 ];
 
 function keysHelp() {
@@ -304,18 +322,26 @@ function keysHelp() {
 
 function onKey(e) {
   const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName);
+  if (e.key === "Escape" && drawer.id) {
+    closeDrawer();
+    e.preventDefault();
+    return;
+  }
   if (e.key === "Escape") {
     keysHelp().hidden = true;
     if (typing) e.target.blur();
     $("filter-text").value = "";
     $("filter-assignee").value = "";
+    laneFilter = "";
     filtered();
+    drawLanes();
     return;
   }
   if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
   if (e.key === "?") keysHelp().hidden = !keysHelp().hidden;
   else if (e.key === "/") $("filter-text").focus();
   else if (e.key === "n") $("create").title.focus();
+  else if (e.key === "j" || e.key === "k") step(e.key === "j" ? 1 : -1);
   else if (e.key === "a") {
     $("show-archived").checked = !$("show-archived").checked;
     writeFilters();
@@ -324,12 +350,132 @@ function onKey(e) {
   e.preventDefault();
 }
 
+// Moves the focus to the next (or previous) card on the board, in reading order.
+function step(by) {
+  const titles = [...document.querySelectorAll("#board .card .title")];
+  if (!titles.length) return;
+  const at = titles.indexOf(document.activeElement);
+  const next = at < 0 ? (by > 0 ? 0 : titles.length - 1) : Math.min(titles.length - 1, Math.max(0, at + by));
+  titles[next].focus();
+  titles[next].scrollIntoView({ block: "nearest" });
+}
+
+// The drawer's card and what stops its live log; a read is in flight while `reading`,
+// and `again` asks for one more after it (the card changed meanwhile).
+const drawer = { id: null, stop: null, reading: false, again: false };
+
+async function openDrawer(id) {
+  if (drawer.reading && drawer.id === id) {
+    drawer.again = true;
+    return;
+  }
+  const opening = drawer.id !== id;
+  drawer.id = id;
+  drawer.reading = true;
+  try {
+    const response = await fetch("tasks/" + encodeURIComponent(id) + "/drawer");
+    if (drawer.id !== id) return;
+    if (!response.ok) {
+      const data = await response.json().catch(() => ({ error: response.statusText }));
+      throw new Error(data.error || response.statusText);
+    }
+    const html = await response.text();
+    if (drawer.id !== id) return;
+    const article = new DOMParser().parseFromString(html, "text/html").querySelector("article.detail");
+    if (drawer.stop) drawer.stop();
+    const aside = $("drawer");
+    aside.querySelector(".drawer-body").replaceChildren(document.adoptNode(article));
+    aside.setAttribute("aria-label", "Card " + id);
+    $("drawer-page").href = "tasks/" + encodeURIComponent(id);
+    aside.hidden = false;
+    drawer.stop = bindCard(article, () => refresh(id));
+    if (opening) {
+      writeFilters();
+      $("drawer-close").focus();
+    }
+  } catch (e) {
+    say(e.message, true);
+    if (opening) closeDrawer();
+  } finally {
+    if (drawer.id === id) drawer.reading = false;
+  }
+  if (drawer.again && drawer.id === id) {
+    drawer.again = false;
+    openDrawer(id);
+  }
+}
+
+function closeDrawer() {
+  const id = drawer.id;
+  if (drawer.stop) drawer.stop();
+  Object.assign(drawer, { id: null, stop: null, reading: false, again: false });
+  $("drawer").hidden = true;
+  $("drawer").querySelector(".drawer-body").replaceChildren();
+  writeFilters();
+  const title = id && document.querySelector("#card-" + CSS.escape(id) + " .title");
+  if (title) title.focus();
+}
+
+// A change to the drawer's card reads it again, unless someone is typing in it.
+function drawerChanged(id) {
+  if (drawer.id !== id) return;
+  const typing = document.activeElement && $("drawer").contains(document.activeElement) &&
+    /^(INPUT|TEXTAREA)$/.test(document.activeElement.tagName) && document.activeElement.value;
+  if (!typing) openDrawer(id);
+}
+
 async function refresh(id) {
+  drawerChanged(id);
   try {
     place(await api("api/cards/" + encodeURIComponent(id)));
     counts();
   } catch (e) {
     say(e.message, true);
+  }
+}
+
+// The lanes (agents that pull work, docs/lanes.md): each one's state and what it holds;
+// choosing one shows only the cards it holds. Read again at most every two seconds
+// while events come.
+let lanes = [];
+let lanesRead = 0;
+let lanesTimer = null;
+
+async function readLanes() {
+  lanesRead = Date.now();
+  try {
+    lanes = (await api("api/lane-list")).lanes;
+  } catch (e) {
+    say(e.message, true);
+  }
+  drawLanes();
+}
+
+function lanesLater() {
+  if (lanesTimer) return;
+  lanesTimer = setTimeout(() => { lanesTimer = null; readLanes(); }, Math.max(0, 2000 - (Date.now() - lanesRead)));
+}
+
+function drawLanes() {
+  const strip = $("lane-strip");
+  strip.replaceChildren();
+  strip.hidden = lanes.length === 0;
+  if (strip.hidden) return;
+  strip.append(el("span", "label", "Lanes:"));
+  for (const lane of lanes) {
+    const button = el("button", "lane " + lane.state,
+      lane.name + " · " + lane.state + (lane.held ? " " + lane.held : "") + " · " + lane.done + " done" +
+      (lane.failed ? ", " + lane.failed + " failed" : ""));
+    button.type = "button";
+    button.dataset.lane = lane.name;
+    button.title = "profiles: " + lane.profiles.join(", ");
+    button.setAttribute("aria-pressed", String(laneFilter === lane.name));
+    button.addEventListener("click", () => {
+      laneFilter = laneFilter === lane.name ? "" : lane.name;
+      filtered();
+      drawLanes();
+    });
+    strip.append(button);
   }
 }
 
@@ -341,6 +487,7 @@ function listen(after) {
   source.onmessage = (m) => {
     const event = JSON.parse(m.data);
     refresh(event.task_id);
+    if (lanes.length || event.payload && event.payload.lane) lanesLater();
   };
 }
 
@@ -394,6 +541,9 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("show-archived").addEventListener("change", () => { writeFilters(); load(); });
   document.addEventListener("keydown", onKey);
   $("create").addEventListener("submit", create);
+  $("drawer-close").addEventListener("click", closeDrawer);
+  if (wantedCard) openDrawer(wantedCard);
+  readLanes();
   try {
     listen(await load());
   } catch (e) {

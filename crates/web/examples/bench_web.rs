@@ -1,8 +1,9 @@
 //! The web board's benchmark (`cargo xtask bench --only web`), in headless Chromium
 //! driven over WebDriver like the browser tests: the first render of a board as a user
-//! opening it sees it, a CLI write reaching the open page over the event stream, and the
-//! server's memory idle and with 100 open event streams. It runs the release `kanban
-//! serve` on a home xtask prepared and prints one JSON line of samples.
+//! opening it sees it and the page's weight, a CLI write reaching the open page over the
+//! event stream, a card's drawer opening, and the server's memory idle and with 100 open
+//! event streams. It runs the release `kanban serve` on a home xtask prepared and prints
+//! one JSON line of samples.
 //!
 //! Each first render is a browser started for it (an empty profile, so nothing cached)
 //! navigating to the board once. A script installed before the page's own watches the
@@ -123,6 +124,10 @@ return {
   loaded: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,
   reads_start: reads.length ? reads[0].startTime : null,
   reads_end: reads.length ? Math.max(...reads.map((r) => r.responseEnd)) : null,
+  weight: [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]
+    .filter((r) => !r.name.includes('/api/'))
+    .map((r) => [new URL(r.name).pathname, r.encodedBodySize]),
+  data: reads.reduce((sum, r) => sum + r.encodedBodySize, 0),
 };";
 
 /// One first render: its times (ms from navigation start) and what the page showed.
@@ -235,6 +240,62 @@ async fn cli_to_page(
     Ok((visible, cli))
 }
 
+/// Opens a card in the board's drawer by a click on its title: the time from the click to
+/// the first frame after the drawer holds the card's article.
+const OPEN_DRAWER: &str = "const id = arguments[0];
+const drawer = document.getElementById('drawer');
+const title = document.querySelector('#card-' + CSS.escape(id) + ' .title');
+return new Promise((resolve) => {
+  const start = performance.now();
+  const watch = new MutationObserver(() => {
+    const article = drawer.querySelector('article.detail');
+    if (!article || article.dataset.id !== id) return;
+    watch.disconnect();
+    requestAnimationFrame(() => setTimeout(() => resolve(performance.now() - start), 0));
+  });
+  watch.observe(drawer, { childList: true, subtree: true });
+  title.click();
+});";
+
+/// The drawer opened on the first cards of the open board, each closed again; and the
+/// drawer's HTML read alone for the same cards. The first of each is a warm-up.
+async fn drawer_opens(browser: &Driver, base: &str, runs: usize) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let ids = browser
+        .script(
+            "return [...document.querySelectorAll('#board .card')].map((c) => c.dataset.id).slice(0, arguments[0])",
+            json!([runs + 1]),
+        )
+        .await?;
+    let ids: Vec<String> = serde_json::from_value(ids).map_err(|e| e.to_string())?;
+    let http = client(Duration::from_secs(60))?;
+    let (mut opened, mut read) = (Vec::new(), Vec::new());
+    for (run, id) in ids.iter().enumerate() {
+        let took = browser.script(OPEN_DRAWER, json!([id])).await?;
+        browser
+            .script(
+                "document.getElementById('drawer-close').click(); return true;",
+                json!([]),
+            )
+            .await?;
+        let started = Instant::now();
+        let page = http
+            .get(format!("{base}/tasks/{id}/drawer"))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| format!("the drawer of {id}: {e}"))?;
+        page.bytes().await.map_err(|e| e.to_string())?;
+        if run > 0 {
+            opened.push(took.as_f64().ok_or("no drawer time")?);
+            read.push(ms_since(started));
+        }
+    }
+    if opened.len() < runs {
+        return Err(format!("only {} cards to open", ids.len()));
+    }
+    Ok((opened, read))
+}
+
 /// The server's RSS idle, then with `STREAMS` event streams open, each having carried
 /// an event.
 async fn memory(a: &Args) -> Result<(f64, f64), String> {
@@ -311,6 +372,8 @@ async fn renders(a: &Args, base: &str) -> Result<Value, String> {
     }
     let [loaded, reads_start, reads_end] = phases;
     Ok(json!({
+        "weight": shown["weight"],
+        "data_bytes": shown["data"],
         "cards": shown["cards"],
         "columns": shown["columns"],
         "api_cards_ms": api,
@@ -327,8 +390,13 @@ async fn measure(a: &Args) -> Result<Value, String> {
     let mut figures = renders(a, &server.base).await?;
     let browser = Driver::start().await?;
     let writes = cli_to_page(&browser, &server.base, a, a.runs * 4).await;
+    let drawer = match writes {
+        Ok(_) => drawer_opens(&browser, &server.base, a.runs).await,
+        Err(_) => Ok(Default::default()),
+    };
     browser.quit().await?;
     let (visible, cli) = writes?;
+    let (opened, read) = drawer?;
     drop(server);
     let (mut idle, mut busy) = (Vec::new(), Vec::new());
     for _ in 0..a.runs {
@@ -338,6 +406,8 @@ async fn measure(a: &Args) -> Result<Value, String> {
     }
     figures["cli_to_page_ms"] = json!(visible);
     figures["cli_write_ms"] = json!(cli);
+    figures["drawer_open_ms"] = json!(opened);
+    figures["drawer_read_ms"] = json!(read);
     figures["rss_idle_mib"] = json!(idle);
     figures["rss_streams_mib"] = json!(busy);
     figures["streams"] = json!(STREAMS);

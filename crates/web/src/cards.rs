@@ -21,6 +21,20 @@ pub fn routes() -> Router<App> {
     Router::new()
         .route("/api/cards", get(cards))
         .route("/api/cards/{id}", get(card))
+        .route("/api/lane-list", get(lane_list))
+}
+
+/// The board's lanes as `kanban lane list --json` gives them (docs/lanes.md), for the
+/// board page's strip of lanes: each one's state, what it holds and did, its profiles.
+async fn lane_list(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    let now = (app.clock)();
+    blocking(&app, move |s| {
+        let lanes = s.lane_stats()?;
+        Ok(Json(json!({
+            "lanes": lanes.iter().map(|l| l.to_json(now)).collect::<Vec<_>>(),
+        })))
+    })
+    .await
 }
 
 #[derive(Deserialize)]

@@ -70,6 +70,30 @@ pub struct StreamQuery {
     task: Option<String>,
 }
 
+/// One of the server's [`crate::Limits::streams`] places, held while a stream is open; a
+/// 503 when every one is taken.
+pub(crate) fn stream_slot(app: &App) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    app.streams.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this server has {} event streams open, its most; close one or try again later",
+                app.settings.limits.streams
+            ),
+        )
+    })
+}
+
+/// Where a stream resumes: its `Last-Event-ID` (a browser reconnecting), else `?after=`.
+pub(crate) fn resume_point(headers: &HeaderMap, after: Option<&str>) -> Result<Option<i64>, ApiError> {
+    let after = after.map(|a| event_id(a.as_bytes(), "?after=")).transpose()?;
+    let resume = headers
+        .get("last-event-id")
+        .map(|v| event_id(v.as_bytes(), "Last-Event-ID"))
+        .transpose()?;
+    Ok(resume.or(after))
+}
+
 /// A resume point as a client names it: digits only, an id from 0 up.
 fn event_id(text: &[u8], named: &str) -> Result<i64, ApiError> {
     std::str::from_utf8(text)
@@ -90,25 +114,13 @@ pub async fn stream(
     query: Result<Query<StreamQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let Query(q) = query?;
-    let Ok(stream_slot) = app.streams.clone().try_acquire_owned() else {
-        return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "this server has {} event streams open, its most; close one or try again later",
-                app.settings.limits.streams
-            ),
-        ));
-    };
-    let after = q.after.map(|a| event_id(a.as_bytes(), "?after=")).transpose()?;
-    let resume = headers
-        .get("last-event-id")
-        .map(|v| event_id(v.as_bytes(), "Last-Event-ID"))
-        .transpose()?;
+    let stream_slot = stream_slot(&app)?;
+    let resume = resume_point(&headers, q.after.as_deref())?;
     let task = q.task.as_deref().map(task_id).transpose()?;
     if let Some(id) = task.clone() {
         blocking(&app, move |s| Ok(s.get(&id).map(drop)?)).await?;
     }
-    let wanted = resume.or(after).unwrap_or(0);
+    let wanted = resume.unwrap_or(0);
     let newest = blocking(&app, |s| Ok(newest_after(s, 0)?)).await?;
     let cursor = Cursor {
         after: wanted.min(newest.unwrap_or(0)),

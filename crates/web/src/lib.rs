@@ -20,6 +20,7 @@ mod files;
 mod graph;
 mod html;
 mod lanes;
+mod log;
 mod pages;
 mod stats;
 
@@ -37,10 +38,23 @@ pub use error::ApiError;
 pub use http_guard::{check_bind, Limits, ServeError, MIN_TOKEN_CHARS};
 pub use lanes::{claim_json as lane_claim_json, LaneSettings};
 
-/// How a card's worker log is read: its end, or `None` when there is none.
-pub type LogTail = Arc<dyn Fn(&TaskId) -> Option<String> + Send + Sync>;
+/// A piece of a card's worker log as a [`LogRead`] read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSpan {
+    /// Where the piece starts in the log.
+    pub start: u64,
+    /// At most the bytes asked for.
+    pub bytes: Vec<u8>,
+    /// The log's length when it was read.
+    pub len: u64,
+}
 
-/// How much of a running card's worker log its page shows.
+/// How a card's worker log is read: at most `max` bytes from `from` on (from its start
+/// when the log is shorter than `from`: a rotated log), or its last `max` bytes for no
+/// `from`; `None` when the card has no log. Called as `read(id, from, max)`.
+pub type LogRead = Arc<dyn Fn(&TaskId, Option<u64>, u64) -> Option<LogSpan> + Send + Sync>;
+
+/// How much of a card's worker log its page shows when it opens.
 pub const LOG_TAIL_BYTES: u64 = 8 * 1024;
 
 /// Where `kanban serve` listens unless told otherwise.
@@ -63,9 +77,10 @@ pub struct Settings {
     pub poll_interval: Duration,
     /// Stops a running task's worker before a reclaim.
     pub terminator: Arc<dyn Terminator + Send + Sync>,
-    /// The end of a running card's worker log (at most [`LOG_TAIL_BYTES`]), read by the
-    /// caller, which knows the home and opens its files safely; none shows no log.
-    pub log_tail: Option<LogTail>,
+    /// Reads a card's worker log: its end on the card's page, then what is appended, as it
+    /// is, over `/api/tasks/{id}/log`. The caller knows the home and opens its files
+    /// safely; none shows no log.
+    pub log: Option<LogRead>,
     /// The decomposer's daily spend ceilings, shown on the stats page.
     pub ceilings: board_core::Ceilings,
     /// The model the decompose action calls, or why there is none (the refusal shown).
@@ -114,7 +129,7 @@ impl Default for Settings {
             max_request_bytes: 256 * 1024,
             poll_interval: Duration::from_millis(100),
             terminator: Arc::new(NoWorkers),
-            log_tail: None,
+            log: None,
             ceilings: board_core::Ceilings::default(),
             decomposer: Err(NO_MODEL.to_owned()),
             secrets: Vec::new(),
@@ -290,6 +305,7 @@ fn board_routes(
         .merge(pages::routes())
         .merge(stats::routes())
         .route("/api/events", axum::routing::get(events::stream))
+        .route("/api/tasks/{id}/log", axum::routing::get(log::stream))
         .with_state(app)
         .layer(DefaultBodyLimit::max(limit));
     (board, lanes)

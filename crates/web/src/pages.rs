@@ -10,10 +10,8 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use board_core::shapes::{age, plain, Shown};
+use board_core::shapes::{age, Shown};
 use board_core::{LlmCall, Status, Timestamp};
-
-use decompose::mask_secret;
 
 use crate::api::task_id;
 use crate::html::{element, escape, markdown};
@@ -26,6 +24,7 @@ pub fn routes() -> Router<App> {
     Router::new()
         .route("/", get(board))
         .route("/tasks/{id}", get(detail))
+        .route("/tasks/{id}/drawer", get(drawer))
         .route(
             "/assets/board.js",
             get(|| async { asset("text/javascript", include_str!("../assets/board.js")) }),
@@ -157,45 +156,54 @@ pub fn shell(chrome: &Chrome, title: &str, script: Option<&str>) -> String {
 }
 
 async fn detail(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let id = task_id(&id)?;
-    let log_tail = app.settings.log_tail.clone();
-    let secrets = app.settings.secrets.clone();
     let chrome = app.chrome.clone();
-    blocking(&app, move |s| {
+    let (title, article) = card(&app, &id).await?;
+    let mut out = shell(&chrome, &title, Some("detail.js"));
+    out.push_str(&article);
+    out.push_str("</main></body></html>");
+    Ok(page(out))
+}
+
+/// A card as the board's drawer shows it: its page's article alone.
+async fn drawer(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let (_, article) = card(&app, &id).await?;
+    Ok(page(article))
+}
+
+/// A card's page title and its article, every section read from the board.
+async fn card(app: &App, id: &str) -> Result<(String, String), ApiError> {
+    let id = task_id(id)?;
+    let log = app.settings.log.clone();
+    let secrets = app.settings.secrets.clone();
+    let now = (app.clock)();
+    blocking(app, move |s| {
         let shown = Shown::read(s, &id)?;
         let bill = s.llm_calls(Some(&id))?;
         let graph = crate::graph::Graph::read(s, &shown.task)?;
-        let log = match (&log_tail, shown.task.status) {
-            (Some(read), Status::Running) => read(&id).map(|tail| shown_log(&tail, &secrets)),
-            _ => None,
-        };
-        Ok(page(render_detail(
-            &chrome,
-            (&shown, &graph),
-            &bill,
-            log.as_deref(),
-            &secrets,
-            (app.clock)(),
-        )))
+        let tail = log
+            .as_ref()
+            .and_then(|read| crate::log::tail(read, &id, &secrets));
+        let title = format!("{} {}", shown.task.id, shown.task.title);
+        let article = render_card((&shown, &graph), &bill, tail.as_ref(), &secrets, now);
+        Ok((title, article))
     })
     .await
 }
 
-fn render_detail(
-    chrome: &Chrome,
+fn render_card(
     (s, graph): (&Shown, &crate::graph::Graph),
     bill: &[LlmCall],
-    log: Option<&str>,
+    log: Option<&crate::log::Tail>,
     secrets: &[String],
     now: Timestamp,
 ) -> String {
     let t = &s.task;
-    let mut out = shell(chrome, &format!("{} {}", t.id, t.title), Some("detail.js"));
+    let mut out = String::new();
     let _ = write!(
         out,
         "<article class=\"detail\" data-id=\"{id}\" data-status=\"{status}\"><h1><span class=\"id\">{id}</span> {title}</h1>\
          <p class=\"facts\"><span class=\"status s-{status}\">{status}</span> · priority {pri} · assignee {who} · \
-         created {age} ago · revision {rev}{reviewer}</p><p id=\"message\" class=\"message\" role=\"status\"></p>",
+         created {age} ago · revision {rev}{reviewer}</p><p class=\"message\" role=\"status\"></p>",
         id = escape(t.id.as_str()),
         status = t.status,
         title = escape(&t.title),
@@ -210,6 +218,7 @@ fn render_detail(
     );
     block_reason(&mut out, s);
     actions(&mut out, t);
+    log_section(&mut out, t, log);
     out.push_str("<section><h2>Body</h2><div class=\"markdown\">");
     out.push_str(&markdown(&t.body));
     out.push_str("</div></section>");
@@ -229,13 +238,6 @@ fn render_detail(
     runs_section(&mut out, s, now);
     evidence_section(&mut out, s, secrets);
     bill_section(&mut out, bill);
-    if let Some(log) = log {
-        let _ = write!(
-            out,
-            "<section><h2>Worker log (tail)</h2><pre class=\"log\">{}</pre></section>",
-            escape(log)
-        );
-    }
     comments_section(&mut out, s, now);
     out.push_str("<section><h2>Events</h2><ol class=\"events\">");
     for e in &s.events {
@@ -250,8 +252,26 @@ fn render_detail(
         }
         out.push_str("</li>");
     }
-    out.push_str("</ol></section></article></main></body></html>");
+    out.push_str("</ol></section></article>");
     out
+}
+
+/// The card's worker log: its end as read now and, while a worker or verifier runs, the
+/// rest as it comes (the page's script follows `api/tasks/ID/log` from `data-after`).
+/// A card that has no log and runs nothing has no section.
+fn log_section(out: &mut String, t: &board_core::Task, log: Option<&crate::log::Tail>) {
+    let live = matches!(t.status, Status::Running | Status::Verifying);
+    if log.is_none() && !live {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<section class=\"worker-log\"><h2>Worker log{}</h2><pre class=\"log\" tabindex=\"0\" data-after=\"{}\"{}>{}</pre></section>",
+        if live { " (live)" } else { "" },
+        log.map_or(0, |l| l.end),
+        if live { " data-live" } else { "" },
+        escape(log.map_or("", |l| l.text.as_str())),
+    );
 }
 
 /// Why a blocked card waits: the reason of the event that blocked it.
@@ -407,7 +427,7 @@ fn evidence_section(out: &mut String, s: &Shown, secrets: &[String]) {
             r.id,
             r.kind,
             escape(r.outcome.map_or("running", |o| o.as_str())),
-            escape(&shown_log(&evidence.unwrap_or_default(), secrets))
+            escape(&crate::log::shown(&evidence.unwrap_or_default(), secrets))
         );
     }
     out.push_str("</section>");
@@ -427,13 +447,4 @@ fn bill_section(out: &mut String, bill: &[LlmCall]) {
         "<section><h2>LLM bill</h2><p class=\"bill\">{} requests · {tokens} tokens · {failed} failed</p></section>",
         bill.len()
     );
-}
-
-/// A worker's log as the page shows it: what a worker prints is untrusted, so every
-/// control character is blanked as the command line blanks it, and every secret the
-/// server knows (or a piece of one) is masked.
-fn shown_log(tail: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .fold(plain(tail, true), |text, secret| mask_secret(&text, secret))
 }

@@ -29,6 +29,17 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
 }
 
+/// Presses `key` on the page, as a person would with nothing focused.
+async fn press(browser: &Driver, key: &str) -> Result<(), String> {
+    browser
+        .script(
+            "document.body.dispatchEvent(new KeyboardEvent('keydown', { key: arguments[0], bubbles: true })); return true;",
+            json!([key]),
+        )
+        .await
+        .map(drop)
+}
+
 const IN_COLUMN: &str =
     "const c = document.querySelector('#col-' + arguments[0] + ' #card-' + arguments[1]); return !!c;";
 
@@ -215,9 +226,7 @@ async fn filters_live_in_the_address_and_keys_drive_the_board() -> Result<(), St
     assert_eq!(inputs, json!(["alpha", "coder"]));
 
     // Escape clears the filters, and the address follows.
-    browser
-        .script("document.body.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true })); return true;", json!([]))
-        .await?;
+    press(&browser, "Escape").await?;
     browser
         .until(
             "every card again",
@@ -230,10 +239,15 @@ async fn filters_live_in_the_address_and_keys_drive_the_board() -> Result<(), St
         json!("")
     );
     // `/` focuses the filter; typing there filters and is written to the address.
+    press(&browser, "/").await?;
     browser
-        .script("document.body.dispatchEvent(new KeyboardEvent('keydown', { key: '/', bubbles: true })); return document.activeElement.id;", json!([]))
+        .script("return document.activeElement.id;", json!([]))
         .await
-        .and_then(|focused| (focused == json!("filter-text")).then_some(()).ok_or(format!("focus on {focused}")))?;
+        .and_then(|focused| {
+            (focused == json!("filter-text"))
+                .then_some(())
+                .ok_or(format!("focus on {focused}"))
+        })?;
     browser
         .script("const f = document.getElementById('filter-text'); f.value = 'beta'; f.dispatchEvent(new Event('input')); return true;", json!([]))
         .await?;
@@ -245,9 +259,7 @@ async fn filters_live_in_the_address_and_keys_drive_the_board() -> Result<(), St
         )
         .await?;
     // `?` lists the keys.
-    browser
-        .script("document.body.dispatchEvent(new KeyboardEvent('keydown', { key: '?', bubbles: true })); return true;", json!([]))
-        .await?;
+    press(&browser, "?").await?;
     let help = browser
         .until(
             "the keys listed",
@@ -420,5 +432,296 @@ async fn the_board_a_card_and_stats_pass_axe_at_desktop_and_phone_width() -> Res
         "serious or critical accessibility violations:\n{}",
         found.join("\n")
     );
+    browser.quit().await
+}
+
+/// The time in the page's clock (Unix ms), which is this machine's.
+fn epoch_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// Clicks what `selector` names in the page.
+async fn click(browser: &Driver, selector: &str) -> Result<(), String> {
+    let clicked = browser
+        .script(
+            "const n = document.querySelector(arguments[0]); if (!n) return false; n.click(); return true;",
+            json!([selector]),
+        )
+        .await?;
+    (clicked == json!(true))
+        .then_some(())
+        .ok_or_else(|| format!("nothing to click at {selector}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cards_drawer_follows_its_worker_log_live_and_its_actions_change_the_board() -> Result<(), String> {
+    let logs = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let s = common::serve_with(web::Settings {
+        log: Some(common::logs_in(logs.path())),
+        ..common::settings()
+    })
+    .await;
+    let running = s.task("a running card <img src=x>");
+    s.store.claim(&running.id, 900, common::NOW).unwrap();
+    let log = logs.path().join(format!("{}.log", running.id));
+    std::fs::write(&log, "started\n<script>window.owned = 1</script>\n").map_err(|e| e.to_string())?;
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!("{}/?token={}", s.base, common::TOKEN))
+        .await?;
+    browser
+        .until("the running card", IN_COLUMN, json!(["running", running.id]))
+        .await?;
+    browser
+        .until(
+            "the stream connected",
+            "return document.getElementById('live').textContent.includes('live')",
+            json!([]),
+        )
+        .await?;
+    click(&browser, &format!("#card-{} .title", running.id)).await?;
+    let shown = browser
+        .until(
+            "the drawer's log",
+            "const d = document.getElementById('drawer'); const pre = d.querySelector('pre.log');
+             return !d.hidden && pre && pre.textContent.includes('started') && pre.textContent;",
+            json!([]),
+        )
+        .await?;
+    assert_eq!(
+        shown,
+        json!("started\n<script>window.owned = 1</script>\n"),
+        "log text as text"
+    );
+    assert_eq!(
+        browser.script("return location.search", json!([])).await?,
+        json!(format!("?card={}", running.id)),
+        "the open card is in the address"
+    );
+    let title = browser
+        .script(
+            "return document.querySelector('#drawer h1').textContent",
+            json!([]),
+        )
+        .await?;
+    assert_eq!(title, json!(format!("{} a running card <img src=x>", running.id)));
+
+    // A line the worker prints reaches the open drawer within a second.
+    browser
+        .script(
+            "const pre = document.querySelector('#drawer pre.log');
+             new MutationObserver(() => {
+               if (!window.lineSeen && pre.textContent.includes('step two')) window.lineSeen = Date.now();
+             }).observe(pre, { childList: true, characterData: true, subtree: true });
+             return true;",
+            json!([]),
+        )
+        .await?;
+    let wrote = epoch_ms();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut file, b"step two \x1b[31m<b>bold</b>\n").map_err(|e| e.to_string())?;
+    let seen = browser
+        .until("the new line", "return window.lineSeen || null", json!([]))
+        .await?;
+    let took = seen.as_f64().unwrap_or(f64::MAX) - wrote;
+    assert!(took < 1000.0, "the line took {took} ms to show");
+    let text = browser
+        .script(
+            "return document.querySelector('#drawer pre.log').textContent",
+            json!([]),
+        )
+        .await?;
+    assert!(
+        text.as_str()
+            .unwrap_or_default()
+            .ends_with("step two  [31m<b>bold</b>\n"),
+        "{text}"
+    );
+    assert_eq!(
+        browser
+            .script("return [window.owned === undefined, document.querySelectorAll('#drawer b, #drawer script, #drawer img').length]", json!([]))
+            .await?,
+        json!([true, 0]),
+        "nothing of the card or its log became markup"
+    );
+    save_screenshot(&browser, "drawer-desktop.png").await?;
+
+    // A comment from the drawer lands on the board, and the drawer shows it.
+    browser
+        .script(
+            "const f = document.querySelector('#drawer form[data-action=comment]');
+             f.body.value = arguments[0]; f.requestSubmit(); return true;",
+            json!(["a comment from the drawer"]),
+        )
+        .await?;
+    browser
+        .until(
+            "the comment in the drawer",
+            "return document.querySelector('#drawer .comment') && document.querySelector('#drawer .comment').innerText.includes(arguments[0])",
+            json!(["a comment from the drawer"]),
+        )
+        .await?;
+    let comments = s.store.comments(&running.id).unwrap();
+    assert_eq!(comments.len(), 1);
+    assert_eq!(comments[0].body, "a comment from the drawer");
+    // Another writer finishes the card: the drawer follows without a reload.
+    let other = SqliteStore::open(s.store_path(), &Options::default()).unwrap();
+    other
+        .block(&running.id, None, Some("needs a key".into()), None, common::NOW)
+        .unwrap();
+    browser
+        .until(
+            "the drawer showing the card blocked",
+            "const a = document.querySelector('#drawer article'); return a && a.dataset.status === 'blocked' && a.innerText.includes('needs a key')",
+            json!([]),
+        )
+        .await?;
+    // Unblock from the drawer: the card moves on the board.
+    click(&browser, "#drawer form[data-action=unblock] button").await?;
+    browser
+        .until(
+            "the card unblocked on the board",
+            IN_COLUMN,
+            json!(["ready", running.id]),
+        )
+        .await?;
+
+    // The address opens the same drawer after a reload; Escape closes it.
+    browser.go(&format!("{}/?card={}", s.base, running.id)).await?;
+    browser
+        .until(
+            "the drawer from the address",
+            "const d = document.getElementById('drawer'); return !d.hidden && !!d.querySelector('article.detail')",
+            json!([]),
+        )
+        .await?;
+    browser.window_size(390, 844).await?;
+    save_screenshot(&browser, "drawer-phone.png").await?;
+    browser.window_size(1280, 900).await?;
+    press(&browser, "Escape").await?;
+    browser
+        .until(
+            "the drawer closed",
+            "return document.getElementById('drawer').hidden && location.search === ''",
+            json!([]),
+        )
+        .await?;
+    // j moves to the first card, Enter (a click on its title) opens it.
+    press(&browser, "j").await?;
+    browser
+        .script(
+            "return document.activeElement.closest('.card').dataset.id;",
+            json!([]),
+        )
+        .await
+        .and_then(|id| {
+            (id == json!(running.id.as_str()))
+                .then_some(())
+                .ok_or(format!("focus on {id}"))
+        })?;
+    browser
+        .script("document.activeElement.click(); return true;", json!([]))
+        .await?;
+    browser
+        .until(
+            "the drawer opened from the keyboard",
+            "return !document.getElementById('drawer').hidden",
+            json!([]),
+        )
+        .await?;
+    browser.quit().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lanes_strip_shows_each_lane_and_filters_to_the_cards_it_holds() -> Result<(), String> {
+    use board_core::lanes::{Lane, LaneClaim};
+    use board_core::{Checks, LaneDesk};
+    let s = common::serve().await;
+    let now = common::clock();
+    for (name, token) in [("laptop", "1"), ("ci", "2")] {
+        let lane = Lane::new(
+            name,
+            &["ext".to_owned()],
+            &format!("kl_{}", token.repeat(64)),
+            now,
+        )
+        .unwrap();
+        s.store.create_lane(&lane).unwrap();
+    }
+    let ext = |title: &str| NewTask {
+        assignee: Some("ext".into()),
+        ..NewTask::titled(title)
+    };
+    let held = s.store.create(&ext("held by the laptop"), now).unwrap();
+    let other = s.task("the gateway's");
+    match s
+        .store
+        .claim_for_lane("laptop", 600, 4, &|_| Checks::default(), now)
+        .unwrap()
+    {
+        LaneClaim::Claimed(c) => assert_eq!(c.task.id, held.id),
+        LaneClaim::Nothing => return Err("the lane claimed nothing".into()),
+    }
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!("{}/?token={}", s.base, common::TOKEN))
+        .await?;
+    let strip = browser
+        .until(
+            "the lanes",
+            "const s = document.getElementById('lane-strip'); return !s.hidden && s.querySelectorAll('.lane').length === 2 && s.innerText",
+            json!([]),
+        )
+        .await?;
+    let strip = strip.as_str().unwrap_or_default();
+    assert!(strip.contains("laptop · holding 1 · 0 done"), "{strip}");
+    assert!(strip.contains("ci · idle · 0 done"), "{strip}");
+    browser
+        .until("both cards", IN_COLUMN, json!(["ready", other.id]))
+        .await?;
+    click(&browser, "#lane-strip .lane[data-lane=laptop]").await?;
+    let shown = browser
+        .until(
+            "only the laptop's card",
+            "const ids = [...document.querySelectorAll('#board .card')].map((c) => c.dataset.id); return ids.length === 1 && ids[0]",
+            json!([]),
+        )
+        .await?;
+    assert_eq!(shown, json!(held.id.as_str()));
+    assert_eq!(
+        browser.script("return location.search", json!([])).await?,
+        json!("?lane=laptop")
+    );
+    // The address keeps the view: a reload shows the laptop's cards alone.
+    browser.go(&format!("{}/?lane=laptop", s.base)).await?;
+    browser
+        .until(
+            "the lane's view from the address",
+            "const ids = [...document.querySelectorAll('#board .card')].map((c) => c.dataset.id);
+             const pressed = document.querySelector('#lane-strip .lane[aria-pressed=true]');
+             return ids.length === 1 && ids[0] === arguments[0] && pressed && pressed.dataset.lane === 'laptop'",
+            json!([held.id]),
+        )
+        .await?;
+    // The lane finishing its task shows on the strip without a reload.
+    let run = s.store.runs(&held.id).unwrap().pop().map(|r| r.id);
+    let other_writer = SqliteStore::open(s.store_path(), &Options::default()).unwrap();
+    let done = Completion {
+        expected_run_id: run,
+        ..Completion::default()
+    };
+    assert!(other_writer.complete(&held.id, &done, common::clock()).unwrap());
+    browser
+        .until(
+            "the strip updated",
+            "return document.getElementById('lane-strip').innerText.includes('laptop · idle · 1 done')",
+            json!([]),
+        )
+        .await?;
     browser.quit().await
 }

@@ -308,6 +308,8 @@ async fn everything(s: &Served, token: &str) -> String {
         "/".to_owned(),
         "/stats".to_owned(),
         format!("/tasks/{}", t.id),
+        format!("/tasks/{}/drawer", t.id),
+        "/api/lane-list".to_owned(),
         "/api/tasks".to_owned(),
         format!("/api/tasks/{}", t.id),
         "/api/cards".to_owned(),
@@ -385,10 +387,9 @@ async fn no_response_or_stream_carries_a_secret_of_the_environment() {
     }
 }
 
-/// A card's log as a caller of the web board reads it: the whole file in `dir`.
-fn read_logs_in(dir: &std::path::Path) -> web::LogTail {
-    let dir = dir.to_owned();
-    std::sync::Arc::new(move |id| std::fs::read_to_string(dir.join(format!("{id}.log"))).ok())
+/// A card's log as a caller of the web board reads it: its file in `dir`.
+fn read_logs_in(dir: &std::path::Path) -> web::LogRead {
+    common::logs_in(dir)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -398,7 +399,7 @@ async fn a_workers_log_is_shown_without_secrets_or_control_characters() {
     let s = serve_at(
         "127.0.0.1",
         web::Settings {
-            log_tail: Some(read_logs_in(logs.path())),
+            log: Some(read_logs_in(logs.path())),
             secrets: vec![KEY.to_owned()],
             ..settings()
         },

@@ -144,10 +144,7 @@ pub fn status(ctx: &Ctx, home: &Home) -> Result<(), Failure> {
         value["systemd"] = json!(systemd);
         value["service"] = json!(service);
         value["foreign_unit"] = json!(foreign);
-        value["lanes"] = json!(lanes
-            .iter()
-            .map(|l| super::lanes::stats_json(l, ctx.now))
-            .collect::<Vec<_>>());
+        value["lanes"] = json!(lanes.iter().map(|l| l.to_json(ctx.now)).collect::<Vec<_>>());
         value["unrunnable"] = super::profiles::to_json(&waiting);
         print_json(&value);
         return Ok(());

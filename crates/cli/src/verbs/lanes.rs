@@ -61,20 +61,10 @@ fn lane_json(lane: &Lane) -> Value {
     serde_json::to_value(lane).unwrap_or(Value::Null)
 }
 
-/// A lane's row of `lane list --json`, `stats --json` and `gateway status --json`.
-pub fn stats_json(stats: &LaneStats, now: Timestamp) -> Value {
-    let mut shown = serde_json::to_value(stats).unwrap_or(Value::Null);
-    shown["state"] = json!(stats.state(now));
-    shown["last_seen_at"] = json!(stats.last_seen());
-    shown
-}
-
 fn list(ctx: &Ctx) -> Result<(), Failure> {
     let lanes = ctx.store.lane_stats()?;
     if ctx.json {
-        print_json(&Value::Array(
-            lanes.iter().map(|l| stats_json(l, ctx.now)).collect(),
-        ));
+        print_json(&Value::Array(lanes.iter().map(|l| l.to_json(ctx.now)).collect()));
         return Ok(());
     }
     if lanes.is_empty() {

@@ -87,7 +87,7 @@ fn board_settings(
         // A body at the text cap, JSON-escaped, must still reach the cap's own message.
         max_request_bytes: defaults.max_request_bytes.max(max_text_bytes.saturating_mul(2)),
         terminator: Arc::new(ProcessGroupTerminator),
-        log_tail: Some(log_tail(board)),
+        log: Some(log_reader(board)),
         ceilings: config.spend_ceilings(),
         default_assignee: Some(config.kanban.default_assignee.clone()),
         runnable: Some(runnable(config)),
@@ -198,12 +198,16 @@ fn sign_in_line(local: SocketAddr, home: &Home, token: &str) {
     }
 }
 
-/// A running card's worker log as the web board reads it: through the home, never
-/// following a link the worker may have put in its place.
-fn log_tail(home: &Home) -> web::LogTail {
+/// A card's worker log as the web board reads it: through the home, never following a
+/// link the worker may have put in its place.
+fn log_reader(home: &Home) -> web::LogRead {
     let home = home.clone();
-    Arc::new(move |id: &board_core::TaskId| {
-        let log = home.log(id);
-        board_home::safety::read_tail(&log, 0, web::LOG_TAIL_BYTES).ok()
+    Arc::new(move |id: &board_core::TaskId, from: Option<u64>, max: u64| {
+        let span = board_home::safety::read_span(&home.log(id), from, max).ok()?;
+        Some(web::LogSpan {
+            start: span.start,
+            bytes: span.bytes,
+            len: span.len,
+        })
     })
 }

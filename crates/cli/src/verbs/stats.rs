@@ -145,7 +145,7 @@ fn stats_json(
             "verify_failed": bill.verdicts.get("verify_failed").copied().unwrap_or(0),
             "changes_requested": bill.verdicts.get("changes_requested").copied().unwrap_or(0),
         },
-        "lanes": lanes.iter().map(|l| super::lanes::stats_json(l, ctx.now)).collect::<Vec<_>>(),
+        "lanes": lanes.iter().map(|l| l.to_json(ctx.now)).collect::<Vec<_>>(),
     })
 }
 

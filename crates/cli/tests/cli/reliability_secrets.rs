@@ -529,6 +529,7 @@ fn kanban_serve_serves_no_secret() {
     for id in &ids {
         for path in [
             format!("/tasks/{id}"),
+            format!("/tasks/{id}/drawer"),
             format!("/api/tasks/{id}"),
             format!("/api/cards/{id}"),
         ] {
@@ -544,6 +545,7 @@ fn kanban_serve_serves_no_secret() {
         "/api/tasks",
         "/api/tasks?archived=true",
         "/api/cards",
+        "/api/lane-list",
         "/api/tasks/nope",
         "/api/tasks?bogus=1",
         "/no/such/page",
@@ -563,6 +565,10 @@ fn kanban_serve_serves_no_secret() {
         stream.contains("decompos"),
         "the stream carried the decompositions: {stream}"
     );
+
+    // The live log, read through the home as `kanban log` reads it, is masked as well.
+    let log = fetch("GET", &format!("/api/tasks/{running}/log"), None);
+    assert!(log.contains("data: \"key [redacted]\\n\""), "{log}");
 
     let _ = serve.kill();
     let out = serve.wait_with_output().unwrap();

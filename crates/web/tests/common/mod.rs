@@ -156,3 +156,24 @@ pub async fn serve_two_boards() -> (
     });
     (format!("http://{addr}"), main, ops)
 }
+
+/// A card's worker log read as `kanban serve` reads it (`LogRead`'s contract), from the
+/// file `ID.log` in `dir`.
+pub fn logs_in(dir: &std::path::Path) -> web::LogRead {
+    let dir = dir.to_owned();
+    Arc::new(move |id, from, max| {
+        let bytes = std::fs::read(dir.join(format!("{id}.log"))).ok()?;
+        let len = bytes.len() as u64;
+        let start = match from {
+            Some(from) if from <= len => from,
+            Some(_) => 0,
+            None => len.saturating_sub(max),
+        };
+        let end = len.min(start + max);
+        Some(web::LogSpan {
+            start,
+            bytes: bytes[start as usize..end as usize].to_vec(),
+            len,
+        })
+    })
+}
