@@ -353,27 +353,6 @@ async fn pages_escape_card_text() {
 
 const KEY: &str = "sk-webcanary-4e1f9a7c03b2d865";
 
-/// A server whose decompose action calls `fake` with `KEY`, as `kanban serve` builds it
-/// from a home's config.
-async fn serve_with_model(fake: &fake_llm::FakeLlm) -> common::Served {
-    let model = decompose::DecomposerSettings {
-        base_url: fake.base_url(),
-        model: "fake".into(),
-        api_key: Some(decompose::ApiKey::new(KEY)),
-        api_key_env: None,
-        transient_retries: 0,
-        retry_backoff: std::time::Duration::ZERO,
-        ..decompose::DecomposerSettings::default()
-    };
-    let settings = web::Settings {
-        decomposer: web::Decomposer::new(model)
-            .map(std::sync::Arc::new)
-            .map_err(|e| e.to_string()),
-        ..common::settings()
-    };
-    common::serve_with(settings).await
-}
-
 const FANOUT: &str = r#"{"fanout": true, "rationale": "two parts", "tasks": [
     {"title": "first part", "body": "a", "parents": []},
     {"title": "second part", "body": "b", "parents": [0]}]}"#;
@@ -386,7 +365,7 @@ async fn decompose_is_kanban_decompose_over_http() {
     })
     .await
     .unwrap();
-    let s = serve_with_model(&fake).await;
+    let s = common::serve_with_model(&fake, KEY).await;
     let card = s
         .store
         .create(
@@ -566,28 +545,6 @@ async fn short_fields_over_their_cap_are_refused() {
     );
 }
 
-/// Work of `id` reported by its worker under checks that send it to review.
-fn into_review(s: &common::Served, id: &board_core::TaskId, evidence: serde_json::Value) {
-    let offer = board_core::Offer {
-        task: id.clone(),
-        assign: None,
-        kind: board_core::RunKind::Work,
-        checks: board_core::Checks {
-            review: true,
-            reviewer: Some("critic".into()),
-            ..board_core::Checks::default()
-        },
-    };
-    let claim = s.store.claim_offer(&offer, 60, None, NOW).unwrap();
-    let completion = board_core::Completion {
-        expected_run_id: Some(claim.run_id),
-        evidence: Some(evidence),
-        ..board_core::Completion::default()
-    };
-    assert!(s.store.complete(id, &completion, NOW).unwrap());
-    assert_eq!(s.store.get(id).unwrap().status, Status::Review);
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_reviews_on_the_page_and_through_the_api() {
     let s = serve().await;
@@ -602,7 +559,7 @@ async fn a_person_reviews_on_the_page_and_through_the_api() {
         )
         .unwrap();
     let ready = s.task("not in review");
-    into_review(&s, &t.id, json!({ "tests": "<b>42</b>" }));
+    common::into_review(&s, &t.id, json!({ "tests": "<b>42</b>" }));
     let html = s.text(&format!("/tasks/{}", t.id)).await;
     assert!(html.contains("data-action=\"approve\"") && html.contains("data-action=\"request-changes\""));
     assert!(html.contains("reviewer critic"), "{html}");
@@ -624,7 +581,7 @@ async fn a_person_reviews_on_the_page_and_through_the_api() {
     let comment = s.store.comments(&t.id).unwrap().pop().unwrap();
     assert_eq!(comment.body, "CHANGES REQUESTED: add a test");
 
-    into_review(&s, &t.id, json!("second try"));
+    common::into_review(&s, &t.id, json!("second try"));
     let (status, body) = s
         .post(&format!("/api/tasks/{}/move", t.id), json!({ "to": "done" }))
         .await;

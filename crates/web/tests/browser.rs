@@ -40,6 +40,23 @@ async fn press(browser: &Driver, key: &str) -> Result<(), String> {
         .map(drop)
 }
 
+/// A browser signed in to the board `s` serves (the first page opened with the token
+/// sets the cookie the page's own requests carry), its event stream connected.
+async fn signed_in(s: &common::Served) -> Result<Driver, String> {
+    let browser = Driver::start().await?;
+    browser
+        .go(&format!("{}/?token={}", s.base, common::TOKEN))
+        .await?;
+    browser
+        .until(
+            "the stream connected",
+            "return document.getElementById('live').textContent.includes('live')",
+            json!([]),
+        )
+        .await?;
+    Ok(browser)
+}
+
 const IN_COLUMN: &str =
     "const c = document.querySelector('#col-' + arguments[0] + ' #card-' + arguments[1]); return !!c;";
 
@@ -58,12 +75,7 @@ async fn the_board_in_a_real_browser() -> Result<(), String> {
         .unwrap();
     let running = s.task("running card");
     let claim = s.store.claim(&running.id, 900, common::NOW).unwrap();
-    let browser = Driver::start().await?;
-
-    // The first page opened with the token sets the cookie the page's own requests carry.
-    browser
-        .go(&format!("{}/?token={}", s.base, common::TOKEN))
-        .await?;
+    let browser = signed_in(&s).await?;
     browser
         .until("the seeded card in ready", IN_COLUMN, json!(["ready", seeded.id]))
         .await?;
@@ -72,13 +84,6 @@ async fn the_board_in_a_real_browser() -> Result<(), String> {
             "the running card in running",
             IN_COLUMN,
             json!(["running", running.id]),
-        )
-        .await?;
-    browser
-        .until(
-            "the stream connected",
-            "return document.getElementById('live').textContent.includes('live')",
-            json!([]),
         )
         .await?;
 
@@ -281,10 +286,7 @@ async fn bulk_actions_archive_fifty_cards_with_one_confirmation() -> Result<(), 
     let ids: Vec<String> = (0..50)
         .map(|n| s.task(&format!("bulk {n}")).id.to_string())
         .collect();
-    let browser = Driver::start().await?;
-    browser
-        .go(&format!("{}/?token={}", s.base, common::TOKEN))
-        .await?;
+    let browser = signed_in(&s).await?;
     browser
         .until(
             "fifty ready cards",
@@ -383,7 +385,7 @@ async fn serious_violations(browser: &Driver, axe: &str) -> Result<Vec<String>, 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_board_a_card_and_stats_pass_axe_at_desktop_and_phone_width() -> Result<(), String> {
+async fn the_board_a_card_its_drawer_and_stats_pass_axe_at_desktop_and_phone_width() -> Result<(), String> {
     let axe = axe_source()?;
     let s = common::serve().await;
     let goal = s.task("a goal <script>alert(1)</script>");
@@ -392,10 +394,7 @@ async fn the_board_a_card_and_stats_pass_axe_at_desktop_and_phone_width() -> Res
     s.store
         .block(&goal.id, None, Some("needs input".into()), None, common::NOW)
         .unwrap();
-    let browser = Driver::start().await?;
-    browser
-        .go(&format!("{}/?token={}", s.base, common::TOKEN))
-        .await?;
+    let browser = signed_in(&s).await?;
     let mut found = Vec::new();
     for (width, height, suffix) in [(1280, 900, "desktop"), (390, 844, "phone")] {
         browser.window_size(width, height).await?;
@@ -425,6 +424,18 @@ async fn the_board_a_card_and_stats_pass_axe_at_desktop_and_phone_width() -> Res
             for violation in serious_violations(&browser, &axe).await? {
                 found.push(format!("{name} at {width} px: {violation}"));
             }
+        }
+        // The board with a card open in its drawer.
+        browser.go(&format!("{}/?card={}", s.base, goal.id)).await?;
+        browser
+            .until(
+                "the drawer",
+                "return !!document.querySelector('#drawer article.detail') && document.querySelectorAll('.card').length === 2",
+                json!([]),
+            )
+            .await?;
+        for violation in serious_violations(&browser, &axe).await? {
+            found.push(format!("drawer at {width} px: {violation}"));
         }
     }
     assert!(
@@ -467,19 +478,9 @@ async fn a_cards_drawer_follows_its_worker_log_live_and_its_actions_change_the_b
     s.store.claim(&running.id, 900, common::NOW).unwrap();
     let log = logs.path().join(format!("{}.log", running.id));
     std::fs::write(&log, "started\n<script>window.owned = 1</script>\n").map_err(|e| e.to_string())?;
-    let browser = Driver::start().await?;
-    browser
-        .go(&format!("{}/?token={}", s.base, common::TOKEN))
-        .await?;
+    let browser = signed_in(&s).await?;
     browser
         .until("the running card", IN_COLUMN, json!(["running", running.id]))
-        .await?;
-    browser
-        .until(
-            "the stream connected",
-            "return document.getElementById('live').textContent.includes('live')",
-            json!([]),
-        )
         .await?;
     click(&browser, &format!("#card-{} .title", running.id)).await?;
     let shown = browser
@@ -551,24 +552,26 @@ async fn a_cards_drawer_follows_its_worker_log_live_and_its_actions_change_the_b
     );
     save_screenshot(&browser, "drawer-desktop.png").await?;
 
-    // A comment from the drawer lands on the board, and the drawer shows it.
-    browser
-        .script(
-            "const f = document.querySelector('#drawer form[data-action=comment]');
-             f.body.value = arguments[0]; f.requestSubmit(); return true;",
-            json!(["a comment from the drawer"]),
-        )
-        .await?;
+    // A comment from the drawer lands on the board, and the drawer shows it as text.
+    const HOSTILE: &str = "a comment <img src=x onerror=\"window.owned=2\"><script>window.owned=3</script>";
+    act(&browser, "comment", json!({ "body": HOSTILE })).await?;
     browser
         .until(
             "the comment in the drawer",
-            "return document.querySelector('#drawer .comment') && document.querySelector('#drawer .comment').innerText.includes(arguments[0])",
-            json!(["a comment from the drawer"]),
+            "const c = document.querySelector('#drawer .comment'); return !!c && c.innerText.includes(arguments[0])",
+            json!([HOSTILE]),
         )
         .await?;
+    assert_eq!(
+        browser
+            .script("return [window.owned === undefined, document.querySelectorAll('#drawer img, #drawer script').length]", json!([]))
+            .await?,
+        json!([true, 0]),
+        "the comment stayed text"
+    );
     let comments = s.store.comments(&running.id).unwrap();
     assert_eq!(comments.len(), 1);
-    assert_eq!(comments[0].body, "a comment from the drawer");
+    assert_eq!(comments[0].body, HOSTILE);
     // Another writer finishes the card: the drawer follows without a reload.
     let other = SqliteStore::open(s.store_path(), &Options::default()).unwrap();
     other
@@ -667,10 +670,7 @@ async fn the_lanes_strip_shows_each_lane_and_filters_to_the_cards_it_holds() -> 
         LaneClaim::Claimed(c) => assert_eq!(c.task.id, held.id),
         LaneClaim::Nothing => return Err("the lane claimed nothing".into()),
     }
-    let browser = Driver::start().await?;
-    browser
-        .go(&format!("{}/?token={}", s.base, common::TOKEN))
-        .await?;
+    let browser = signed_in(&s).await?;
     let strip = browser
         .until(
             "the lanes",
@@ -723,5 +723,155 @@ async fn the_lanes_strip_shows_each_lane_and_filters_to_the_cards_it_holds() -> 
             json!([]),
         )
         .await?;
+    browser.quit().await
+}
+
+/// Opens `id` in the board's drawer and waits for its article.
+async fn open_card(browser: &Driver, id: &board_core::TaskId) -> Result<(), String> {
+    click(browser, &format!("#card-{id} .title")).await?;
+    browser
+        .until(
+            "the card in the drawer",
+            "const a = document.querySelector('#drawer article.detail'); return !!a && a.dataset.id === arguments[0]",
+            json!([id]),
+        )
+        .await
+        .map(drop)
+}
+
+/// Fills the drawer's `action` form with `fields` and sends it.
+async fn act(browser: &Driver, action: &str, fields: serde_json::Value) -> Result<(), String> {
+    let sent = browser
+        .script(
+            "const f = document.querySelector('#drawer form[data-action=' + arguments[0] + ']');
+             if (!f) return false;
+             for (const [name, value] of Object.entries(arguments[1])) f[name].value = value;
+             f.requestSubmit();
+             return true;",
+            json!([action, fields]),
+        )
+        .await?;
+    (sent == json!(true))
+        .then_some(())
+        .ok_or_else(|| format!("the drawer offers no {action}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_action_of_a_cards_drawer_changes_the_board_and_the_page_follows() -> Result<(), String> {
+    use board_core::Status;
+    let fake = fake_llm::FakeLlm::start(fake_llm::Settings::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let s = common::serve_with_model(&fake, "sk-browser-0123456789").await;
+    let ready = s.task("to assign, retitle and archive");
+    let running = s.task("to reclaim");
+    s.store.claim(&running.id, 900, common::NOW).unwrap();
+    let approved = s.task("to approve");
+    common::into_review(&s, &approved.id, json!("tests pass"));
+    let changed = s.task("to send back");
+    common::into_review(&s, &changed.id, json!("tests pass"));
+    let blocked = s.task("to unblock");
+    s.store
+        .block(&blocked.id, None, Some("waits".into()), None, common::NOW)
+        .unwrap();
+    let triage = s
+        .store
+        .create(
+            &NewTask {
+                triage: true,
+                ..NewTask::titled("a rough idea")
+            },
+            common::NOW,
+        )
+        .unwrap();
+    let browser = signed_in(&s).await?;
+    let on_card = "const c = document.querySelector('#card-' + arguments[0]); return !!c && c.innerText.includes(arguments[1])";
+
+    open_card(&browser, &ready.id).await?;
+    act(&browser, "assign", json!({ "assignee": "writer" })).await?;
+    browser
+        .until("the assignee on the card", on_card, json!([ready.id, "writer"]))
+        .await?;
+    assert_eq!(
+        s.store.get(&ready.id).unwrap().assignee.as_deref(),
+        Some("writer")
+    );
+    act(&browser, "edit", json!({ "title": "retitled in the drawer" })).await?;
+    browser
+        .until(
+            "the new title on the card",
+            on_card,
+            json!([ready.id, "retitled in the drawer"]),
+        )
+        .await?;
+    browser
+        .until(
+            "the new title in the drawer",
+            "return document.querySelector('#drawer h1').textContent.includes('retitled in the drawer')",
+            json!([]),
+        )
+        .await?;
+    act(&browser, "archive", json!({})).await?;
+    browser
+        .until(
+            "the card off the board",
+            "return !document.querySelector('#card-' + arguments[0])",
+            json!([ready.id]),
+        )
+        .await?;
+    assert_eq!(s.store.get(&ready.id).unwrap().status, Status::Archived);
+
+    for (card, action, fields, column) in [
+        (&running, "reclaim", json!({}), "ready"),
+        (&approved, "approve", json!({}), "done"),
+        (
+            &changed,
+            "request-changes",
+            json!({ "reason": "add a test" }),
+            "ready",
+        ),
+        (&blocked, "unblock", json!({}), "ready"),
+    ] {
+        open_card(&browser, &card.id).await?;
+        act(&browser, action, fields).await?;
+        browser
+            .until(
+                &format!("{action} moving the card"),
+                IN_COLUMN,
+                json!([column, card.id]),
+            )
+            .await?;
+        browser
+            .until(
+                "the drawer following",
+                "const a = document.querySelector('#drawer article.detail'); return !!a && a.dataset.status === arguments[0]",
+                json!([column]),
+            )
+            .await?;
+        assert_eq!(s.store.get(&card.id).unwrap().status.as_str(), column, "{action}");
+    }
+    let comments = s.store.comments(&changed.id).unwrap();
+    assert!(
+        comments.iter().any(|c| c.body.contains("add a test")),
+        "{comments:?}"
+    );
+
+    // Decompose asks the model; the plan's cards appear on the board.
+    fake.push_reply(fake_llm::Reply::text(
+        r#"{"fanout": true, "rationale": "two parts", "tasks": [
+            {"title": "first part <i>", "body": "a", "parents": []},
+            {"title": "second part", "body": "b", "parents": [0]}]}"#,
+    ));
+    open_card(&browser, &triage.id).await?;
+    act(&browser, "decompose", json!({})).await?;
+    browser
+        .until(
+            "the plan's cards on the board",
+            "const t = document.getElementById('board').innerText; return t.includes('first part <i>') && t.includes('second part')",
+            json!([]),
+        )
+        .await?;
+    assert_ne!(s.store.get(&triage.id).unwrap().status, Status::Triage);
+    assert_eq!(fake.requests().len(), 1);
     browser.quit().await
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use board_core::BoardWrites;
+use board_core::{BoardReads, BoardWrites};
 use board_core::{NewTask, Store, Task};
 use board_sqlite::{Options, SqliteStore};
 use serde_json::Value;
@@ -176,4 +176,47 @@ pub fn logs_in(dir: &std::path::Path) -> web::LogRead {
             len,
         })
     })
+}
+
+/// Work of `id` reported by its worker under checks that send it to review.
+pub fn into_review(s: &Served, id: &board_core::TaskId, evidence: serde_json::Value) {
+    let offer = board_core::Offer {
+        task: id.clone(),
+        assign: None,
+        kind: board_core::RunKind::Work,
+        checks: board_core::Checks {
+            review: true,
+            reviewer: Some("critic".into()),
+            ..board_core::Checks::default()
+        },
+    };
+    let claim = s.store.claim_offer(&offer, 60, None, NOW).unwrap();
+    let completion = board_core::Completion {
+        expected_run_id: Some(claim.run_id),
+        evidence: Some(evidence),
+        ..board_core::Completion::default()
+    };
+    assert!(s.store.complete(id, &completion, NOW).unwrap());
+    assert_eq!(s.store.get(id).unwrap().status, board_core::Status::Review);
+}
+
+/// A server whose decompose action calls `fake` with `key`, as `kanban serve` builds it
+/// from a home's config.
+pub async fn serve_with_model(fake: &fake_llm::FakeLlm, key: &str) -> Served {
+    let model = decompose::DecomposerSettings {
+        base_url: fake.base_url(),
+        model: "fake".into(),
+        api_key: Some(decompose::ApiKey::new(key)),
+        api_key_env: None,
+        transient_retries: 0,
+        retry_backoff: std::time::Duration::ZERO,
+        ..decompose::DecomposerSettings::default()
+    };
+    let settings = web::Settings {
+        decomposer: web::Decomposer::new(model)
+            .map(std::sync::Arc::new)
+            .map_err(|e| e.to_string()),
+        ..settings()
+    };
+    serve_with(settings).await
 }
