@@ -100,14 +100,8 @@ function cardNode(c) {
   node.id = "card-" + t.id;
   node.dataset.id = t.id;
   node.draggable = true;
-  node.addEventListener("dragstart", (e) => e.dataTransfer.setData("text/plain", t.id));
   const title = el("a", "title", t.title);
   title.href = "tasks/" + encodeURIComponent(t.id);
-  title.addEventListener("click", (e) => {
-    if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
-    e.preventDefault();
-    openDrawer(t.id);
-  });
   const meta = el("p", "meta");
   meta.append(el("span", "id", t.id), el("span", "assignee", t.assignee || "unassigned"),
     el("span", "age", age(t.created_at)));
@@ -122,11 +116,6 @@ function cardNode(c) {
   pick.type = "checkbox";
   pick.checked = selected.has(t.id);
   pick.setAttribute("aria-label", "select " + t.id);
-  pick.addEventListener("change", () => {
-    if (pick.checked) selected.add(t.id);
-    else selected.delete(t.id);
-    bulkBar();
-  });
   node.append(pick, title, meta);
   return node;
 }
@@ -223,13 +212,46 @@ function place(c) {
   if (column) column.querySelector(".cards").append(cardNode(c));
 }
 
+// Draws every card, each column's cards put in place at once.
 function render() {
   drawColumns();
   // The assignee list first: a filter the address asks for applies to the first cards.
   assignees();
   const sorted = [...cards.values()].sort((a, b) => b.task.priority - a.task.priority || a.task.created_at - b.task.created_at);
-  for (const c of sorted) place(c);
+  const columns = new Map();
+  for (const c of sorted) {
+    if (!visible(c)) continue;
+    if (!columns.has(c.task.status)) columns.set(c.task.status, document.createDocumentFragment());
+    columns.get(c.task.status).append(cardNode(c));
+  }
+  for (const [status, cardsOf] of columns) {
+    const column = $("col-" + status);
+    if (column) column.querySelector(".cards").append(cardsOf);
+  }
   counts();
+}
+
+// What a card does when used, one listener each for the whole board: its title opens
+// it in the drawer (with a modifier, its page), it is dragged by its id, and its
+// checkbox selects it for a bulk action.
+function cardEvents(board) {
+  const idOf = (node) => node.closest(".card").dataset.id;
+  board.addEventListener("click", (e) => {
+    if (!e.target.matches(".card .title")) return;
+    if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    openDrawer(idOf(e.target));
+  });
+  board.addEventListener("dragstart", (e) => {
+    const card = e.target.closest && e.target.closest(".card");
+    if (card) e.dataTransfer.setData("text/plain", card.dataset.id);
+  });
+  board.addEventListener("change", (e) => {
+    if (!e.target.matches(".card .pick")) return;
+    if (e.target.checked) selected.add(idOf(e.target));
+    else selected.delete(idOf(e.target));
+    bulkBar();
+  });
 }
 
 function counts() {
@@ -502,19 +524,23 @@ async function loadColumn(status) {
   return data;
 }
 
-// The first page of every column shown, read all at once; the stream resumes after the
-// oldest of their newest event ids, so no change made while they were read is missed (a
-// change seen twice only refreshes its card again).
+// The first page of every column shown, read at once (`/api/columns`); the stream
+// resumes after the newest event id read before them, so no change made while they were
+// read is missed (a change seen twice only refreshes its card again).
 async function load() {
   const archived = $("show-archived").checked;
+  const data = await api("api/columns?" + new URLSearchParams({ limit: PAGE, archived }));
   cards.clear();
   nextPage.clear();
   totals.clear();
-  const shown = STATUSES.filter((status) => status !== "archived" || archived);
-  const pages = await Promise.all(shown.map(loadColumn));
-  serverSkew = pages[0].now - Date.now() / 1000;
+  for (const column of data.columns) {
+    for (const c of column.cards) cards.set(c.task.id, c);
+    nextPage.set(column.status, column.next);
+    totals.set(column.status, column.total);
+  }
+  serverSkew = data.now - Date.now() / 1000;
   render();
-  return Math.min(...pages.map((page) => page.newest_event));
+  return data.newest_event;
 }
 
 async function create(e) {
@@ -542,6 +568,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   document.addEventListener("keydown", onKey);
   $("create").addEventListener("submit", create);
   $("drawer-close").addEventListener("click", closeDrawer);
+  cardEvents($("board"));
   if (wantedCard) openDrawer(wantedCard);
   readLanes();
   try {

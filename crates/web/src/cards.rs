@@ -12,7 +12,7 @@ use board_core::shapes::{list_filter, task_json};
 use board_core::{BoardReads, Status, StoreResult, Task, TaskFilter, Timestamp};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::task_id;
 use crate::{blocking, ApiError, App};
@@ -21,6 +21,7 @@ pub fn routes() -> Router<App> {
     Router::new()
         .route("/api/cards", get(cards))
         .route("/api/cards/{id}", get(card))
+        .route("/api/columns", get(columns))
         .route("/api/lane-list", get(lane_list))
 }
 
@@ -81,19 +82,11 @@ async fn cards(
     let (clock, runnable) = (app.clock, app.settings.runnable.clone());
     blocking(&app, move |s| {
         let at = clock();
-        let tasks = s.list(&filter)?;
-        let next = (tasks.len() == limit)
-            .then(|| tasks.last().map(|t| t.id.clone()))
-            .flatten();
+        let (cards, next) = page(s, &s.list(&filter)?, limit, at, runnable.as_ref())?;
         let total = match status {
-            // The tally leaves out a status without tasks: that column's count is 0.
-            Some(status) => Some(s.tally()?.tasks.get(status.as_str()).copied().unwrap_or(0)),
+            Some(status) => Some(column_totals(s)?.get(&status).copied().unwrap_or(0)),
             None => None,
         };
-        let cards = tasks
-            .iter()
-            .map(|t| card_json(s, t, at, runnable.as_ref()))
-            .collect::<StoreResult<Vec<_>>>()?;
         Ok(Json(json!({
             "newest_event": newest_event,
             "now": at,
@@ -101,6 +94,82 @@ async fn cards(
             "next": next,
             "total": total,
         })))
+    })
+    .await
+}
+
+/// A page of `limit` tasks as cards, and the id to ask the next page `after` (none on
+/// the last page, one shorter than `limit`).
+fn page(
+    s: &dyn BoardReads,
+    tasks: &[Task],
+    limit: usize,
+    now: Timestamp,
+    runnable: Option<&BTreeSet<String>>,
+) -> StoreResult<(Vec<Value>, Option<board_core::TaskId>)> {
+    let next = (tasks.len() == limit)
+        .then(|| tasks.last().map(|t| t.id.clone()))
+        .flatten();
+    let cards = tasks
+        .iter()
+        .map(|t| card_json(s, t, now, runnable))
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok((cards, next))
+}
+
+/// Tasks per status, in one aggregate of the store; a status without tasks is absent.
+fn column_totals(s: &dyn board_core::Store) -> StoreResult<BTreeMap<Status, u64>> {
+    let mut totals = BTreeMap::new();
+    for count in s.status_counts()? {
+        *totals.entry(count.status).or_insert(0) += count.tasks;
+    }
+    Ok(totals)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ColumnsQuery {
+    #[serde(default)]
+    archived: bool,
+    /// Cards in each column's page [default and most: [`PAGE`]].
+    limit: Option<usize>,
+}
+
+/// `GET /api/columns`: the first page of every column at once, as the board page draws
+/// it when it opens: one request and one count of the board rather than one of each per
+/// column, and no read at all of a column the count says is empty. Each column is
+/// `/api/cards?status=S`'s answer without its `newest_event` and `now`, which the whole
+/// answer carries once; archived only with `archived=true`.
+async fn columns(
+    State(app): State<App>,
+    query: Result<Query<ColumnsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query?;
+    let newest_event = *app.newest_event.borrow();
+    let limit = q.limit.unwrap_or(PAGE).clamp(1, PAGE);
+    let (clock, runnable) = (app.clock, app.settings.runnable.clone());
+    blocking(&app, move |s| {
+        let at = clock();
+        let totals = column_totals(s)?;
+        let mut columns = Vec::new();
+        for &status in Status::ALL {
+            if status == Status::Archived && !q.archived {
+                continue;
+            }
+            let total = totals.get(&status).copied().unwrap_or(0);
+            let tasks = match total {
+                0 => Vec::new(),
+                _ => s.list(&TaskFilter {
+                    limit: Some(limit),
+                    ..list_filter(Some(status), None, true)
+                })?,
+            };
+            let (cards, next) = page(s, &tasks, limit, at, runnable.as_ref())?;
+            columns.push(json!({ "status": status, "cards": cards, "next": next, "total": total }));
+        }
+        Ok(Json(
+            json!({ "newest_event": newest_event, "now": at, "columns": columns }),
+        ))
     })
     .await
 }

@@ -5,8 +5,9 @@
 //! browser reconnecting keeps the page's URL and names the last event it saw. An id past
 //! the newest event resumes at the newest, so the next new event is sent.
 //!
-//! One poller reads the newest event id at a short interval and publishes it; each stream
-//! sleeps until it changes and then reads its own events after its own id. A hundred open
+//! One poller reads the newest event id at a short interval, and at once on each of the
+//! board's wake-ups when the server hears them, and publishes it; each stream sleeps
+//! until it changes and then reads its own events after its own id. A hundred open
 //! streams cost the board one query per interval while nothing happens.
 
 use std::convert::Infallible;
@@ -29,8 +30,14 @@ use crate::{blocking, ApiError, App};
 /// The most events one read sends; a stream far behind catches up in batches.
 const BATCH: usize = 500;
 
-/// Starts the task that publishes the newest event id.
-pub fn start_poller(store: Arc<dyn BoardReads>, interval: Duration) -> watch::Receiver<i64> {
+/// Starts the task that publishes the newest event id: read every `interval`, and at
+/// once on each of the board's wake-ups when the caller hears them (`wakes`), so a
+/// write that wakes the board reaches the pages without waiting out the interval.
+pub fn start_poller(
+    store: Arc<dyn BoardReads>,
+    interval: Duration,
+    mut wakes: Option<watch::Receiver<u64>>,
+) -> watch::Receiver<i64> {
     let (tx, rx) = watch::channel(0);
     tokio::spawn(async move {
         let mut newest = 0;
@@ -46,7 +53,15 @@ pub fn start_poller(store: Arc<dyn BoardReads>, interval: Duration) -> watch::Re
             if tx.is_closed() {
                 return;
             }
-            tokio::time::sleep(interval).await;
+            match wakes.as_mut() {
+                Some(woken) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(interval) => {}
+                        changed = woken.changed() => if changed.is_err() { wakes = None },
+                    }
+                }
+                None => tokio::time::sleep(interval).await,
+            }
         }
     });
     rx

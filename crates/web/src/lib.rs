@@ -73,7 +73,8 @@ pub struct Settings {
     pub max_text_bytes: usize,
     /// The largest request body read at all; anything longer is refused unread.
     pub max_request_bytes: usize,
-    /// How often the board's events are polled for the event streams.
+    /// How often the board's events are polled for the event streams (and at once on each
+    /// of the board's wake-ups, when [`LaneSettings::wakes`] hears them).
     pub poll_interval: Duration,
     /// Stops a running task's worker before a reclaim.
     pub terminator: Arc<dyn Terminator + Send + Sync>,
@@ -276,7 +277,8 @@ fn board_routes(
     clock: Clock,
     chrome: pages::Chrome,
 ) -> (Router, Router) {
-    let newest_event = events::start_poller(store.clone(), settings.poll_interval);
+    let wakes = settings.lanes.as_ref().map(|l| l.wakes.clone());
+    let newest_event = events::start_poller(store.clone(), settings.poll_interval, wakes);
     let limit = settings.max_request_bytes;
     let app = App {
         streams: Arc::new(tokio::sync::Semaphore::new(settings.limits.streams)),

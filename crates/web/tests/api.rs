@@ -514,6 +514,56 @@ async fn cards_come_in_pages_of_a_column() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn every_columns_first_page_comes_in_one_read_the_same_as_each_columns() {
+    let s = serve().await;
+    for i in 0..5 {
+        s.task(&format!("ready {i}"));
+    }
+    let gone = s.task("archived");
+    s.store.archive(&gone.id, NOW).unwrap();
+    let triage = board_core::NewTask {
+        triage: true,
+        ..board_core::NewTask::titled("an idea")
+    };
+    s.store.create(&triage, NOW).unwrap();
+    let (status, all) = s.get("/api/columns?limit=3").await;
+    assert_eq!(status, 200, "{all}");
+    let columns = all["columns"].as_array().unwrap();
+    let names: Vec<&str> = columns.iter().map(|c| c["status"].as_str().unwrap()).collect();
+    let shown: Vec<&str> = Status::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .filter(|s| *s != "archived")
+        .collect();
+    assert_eq!(names, shown, "every column but archived, in the board's order");
+    assert!(all["newest_event"].is_i64() && all["now"].is_i64(), "{all}");
+    for column in columns {
+        let path = format!("/api/cards?status={}&limit=3", column["status"].as_str().unwrap());
+        let (_, alone) = s.get(&path).await;
+        for key in ["cards", "next", "total"] {
+            assert_eq!(column[key], alone[key], "{key} of {path}");
+        }
+    }
+    let ready = &columns[names.iter().position(|n| *n == "ready").unwrap()];
+    assert_eq!(
+        (ready["cards"].as_array().unwrap().len(), &ready["total"]),
+        (3, &json!(5))
+    );
+    let (_, with) = s.get("/api/columns?archived=true").await;
+    let archived = with["columns"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(archived["status"], "archived");
+    assert_eq!(archived["cards"][0]["task"]["id"], json!(gone.id));
+    for bad in [
+        "/api/columns?limit=x",
+        "/api/columns?status=ready",
+        "/api/columns?archived=2",
+    ] {
+        let (code, body) = s.get(bad).await;
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
+}
+
 /// Short fields (assignee, idempotency key, comment author) are capped at the store: a
 /// megabyte through the API is refused with 400, and nothing lands.
 #[tokio::test(flavor = "multi_thread")]

@@ -208,3 +208,37 @@ async fn every_malformed_resume_point_is_a_clear_error() {
         );
     }
 }
+
+/// With a poll interval of a minute, an event reaches an open stream at once when the
+/// board's wake-up is heard (as `kanban serve` hears a `kanban create`), and not before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wake_up_sends_new_events_without_waiting_for_the_poll() {
+    let (wake, wakes) = tokio::sync::watch::channel(0u64);
+    let lanes = web::LaneSettings {
+        max_held: 1,
+        lease_seconds: 60,
+        max_wait_seconds: 1,
+        max_waiting: 1,
+        checks: std::sync::Arc::new(|_| board_core::Checks::default()),
+        brief: std::sync::Arc::new(|_, _, _| Ok(Value::Null)),
+        wakes,
+    };
+    let s = common::serve_with(web::Settings {
+        poll_interval: Duration::from_secs(60),
+        lanes: Some(lanes),
+        ..common::settings()
+    })
+    .await;
+    let mut r = open(&s, "/api/events?after=0", None).await;
+    let task = s.task("written while a page is open");
+    let quiet = tokio::time::timeout(Duration::from_millis(700), r.chunk()).await;
+    assert!(
+        quiet.is_err(),
+        "an event before the wake-up: the poll is a minute: {quiet:?}"
+    );
+    let woke = std::time::Instant::now();
+    wake.send_modify(|n| *n += 1);
+    let got = read_events(r, 1).await;
+    assert_eq!(got[0].1["task_id"], serde_json::json!(task.id));
+    assert!(woke.elapsed() < Duration::from_secs(2), "{:?}", woke.elapsed());
+}
