@@ -248,8 +248,6 @@ pub struct LogSpan {
     pub start: u64,
     /// At most the `max` asked for.
     pub bytes: Vec<u8>,
-    /// The file's length when it was read.
-    pub len: u64,
 }
 
 /// At most `max` bytes of a log of the home from `from` on, or its last `max` bytes for
@@ -265,7 +263,7 @@ pub fn read_span(path: &Path, from: Option<u64>, max: u64) -> std::io::Result<Lo
         None => len.saturating_sub(max),
     };
     let bytes = read_at(&mut file, start, max)?;
-    Ok(LogSpan { start, bytes, len })
+    Ok(LogSpan { start, bytes })
 }
 
 /// Opens (creating it 0600) a file of the home for writing in place, without truncating

@@ -570,12 +570,13 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("drawer-close").addEventListener("click", closeDrawer);
   cardEvents($("board"));
   if (wantedCard) openDrawer(wantedCard);
-  readLanes();
   try {
     listen(await load());
   } catch (e) {
     say(e.message, true);
   }
+  // The lanes after the cards: the board's first frame waits for one read only.
+  readLanes();
   setInterval(() => { for (const node of document.querySelectorAll(".card .age")) {
     const c = cards.get(node.closest(".card").dataset.id);
     if (c) node.textContent = age(c.task.created_at);

@@ -45,8 +45,6 @@ pub struct LogSpan {
     pub start: u64,
     /// At most the bytes asked for.
     pub bytes: Vec<u8>,
-    /// The log's length when it was read.
-    pub len: u64,
 }
 
 /// How a card's worker log is read: at most `max` bytes from `from` on (from its start

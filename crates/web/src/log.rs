@@ -202,7 +202,6 @@ mod tests {
         LogSpan {
             start,
             bytes: bytes.as_bytes().to_vec(),
-            len: start + bytes.len() as u64,
         }
     }
 

@@ -148,9 +148,39 @@ fn commands(ready_id: &str) -> Vec<(&'static str, &'static str, Vec<String>)> {
             "kanban list --json (all)",
             words(&["list", "--json", "--archived"]),
         ),
+        (
+            "list_jsonl",
+            "kanban list --jsonl (all)",
+            words(&["list", "--jsonl", "--archived"]),
+        ),
         ("stats", "kanban stats", words(&["stats"])),
         ("events", "kanban events (newest 100)", words(&["events"])),
     ]
+}
+
+/// The limit of `list --json` on this machine: SQLite's own shell dumping the same rows,
+/// every column, in the same order, as JSON (`sqlite3 -json`).
+fn sqlite_json(home: &Path) -> Result<Measured, String> {
+    let db = home.join("kanban.db");
+    let args = [
+        "-json".to_owned(),
+        path_str(&db)?.to_owned(),
+        "SELECT * FROM tasks ORDER BY priority DESC, created_at, rowid".to_owned(),
+    ];
+    let (mut times, mut rss) = (Vec::new(), Vec::new());
+    for run in 0..=SCALE_RUNS {
+        let (ms, mb) = measured(Path::new("sqlite3"), &args)?;
+        if run > 0 {
+            times.push(ms);
+            rss.push(mb);
+        }
+    }
+    Ok((
+        "sqlite_json".to_owned(),
+        "sqlite3 -json, the same rows (the limit)".to_owned(),
+        times,
+        rss,
+    ))
 }
 
 /// One command on one board: key, label, times in ms, peak RSS in MB.
@@ -223,6 +253,7 @@ fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
         }
         rows.push((key.to_owned(), label.to_owned(), times, rss));
     }
+    rows.push(sqlite_json(&home)?);
     rows.push(tick_row(paths, &home)?);
     let gc = ["gc", "--archived-older-than", "30d", "--events-older-than", "30d"].map(str::to_owned);
     let (ms, mb, completes) = gc_beside_writer(&kanban, &with_home(&gc), &with_home)?;
@@ -325,7 +356,7 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
             if let (Some(base), true) = (base, *size != sizes[0]) {
                 let ratio = row.median() / base;
                 row = row.ratio(ratio, &format!("{n}/{}", name(sizes[0])));
-                if !matches!(key.as_str(), "list_json" | "gc") {
+                if !matches!(key.as_str(), "list_json" | "list_jsonl" | "sqlite_json" | "gc") {
                     row = row.goal("within 1.5x of 1k", ratio <= 1.5);
                 }
             }
@@ -337,23 +368,34 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 rss.clone(),
             );
             let pass = peak.median() < 30.0;
-            results.rows.push(if *key == "tick" {
-                peak
-            } else {
-                peak.goal("< 30 MB", pass)
-            });
+            results
+                .rows
+                .push(if matches!(key.as_str(), "tick" | "sqlite_json") {
+                    peak
+                } else {
+                    peak.goal("< 30 MB", pass)
+                });
         }
-        if let Some((_, _, times, _)) = rows.iter().find(|(key, ..)| key == "list_json") {
-            let rows_per_s = *size as f64 / (super::median(times) / 1e3);
-            let row = Row::new(
-                &format!("scale.list_rate.{}", name(*size)),
-                &format!("list --json rows/s, {}", name(*size)),
+        let rate = |key: &str| {
+            rows.iter()
+                .find(|(k, ..)| k == key)
+                .map(|(_, _, times, _)| *size as f64 / (super::median(times) / 1e3))
+        };
+        let limit = rate("sqlite_json");
+        for (key, label) in [("list_json", "list --json"), ("list_jsonl", "list --jsonl")] {
+            let Some(rows_per_s) = rate(key) else { continue };
+            let mut row = Row::new(
+                &format!("scale.{key}_rate.{}", name(*size)),
+                &format!("{label} rows/s, {}", name(*size)),
                 "rows/s",
                 vec![rows_per_s],
             );
+            if let Some(limit) = limit {
+                row = row.ratio(rows_per_s / limit, "sqlite3 -json's rows/s");
+            }
             results
                 .rows
-                .push(row.clone().goal(">= 500k rows/s", rows_per_s >= 500_000.0));
+                .push(row.goal(">= 500k rows/s", rows_per_s >= 500_000.0));
         }
     }
     Ok(())

@@ -207,7 +207,6 @@ fn log_reader(home: &Home) -> web::LogRead {
         Some(web::LogSpan {
             start: span.start,
             bytes: span.bytes,
-            len: span.len,
         })
     })
 }

@@ -173,7 +173,6 @@ pub fn logs_in(dir: &std::path::Path) -> web::LogRead {
         Some(web::LogSpan {
             start,
             bytes: bytes[start as usize..end as usize].to_vec(),
-            len,
         })
     })
 }
