@@ -240,7 +240,10 @@ pub(super) fn gateway_footprint(paths: &Paths, results: &mut Results) -> Result<
     results.rows.push(row.goal("< 20 MiB", pass));
     let row = Row::new("gateway.rss.busy", "gateway RSS, 100 workers", "MiB", busy);
     let ratio = row.median() / idle_median;
-    results.rows.push(row.ratio(ratio, "gateway RSS, idle"));
+    let pass = row.median() < 20.0;
+    results
+        .rows
+        .push(row.ratio(ratio, "gateway RSS, idle").goal("< 20 MiB", pass));
     Ok(())
 }
 
