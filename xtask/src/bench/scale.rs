@@ -263,6 +263,19 @@ fn latency(
         }
     }
     let parts = Parts::measure(&home, scale.latency_runs)?;
+    latency_rows(backend, (samples, creates), parts, results);
+    Ok(())
+}
+
+/// The latency's rows: p50 against what no gateway can beat (the command that makes the
+/// task ready, then the worker's own start to its first instruction), p99, the command
+/// alone and, once, what a spawn costs here.
+fn latency_rows(
+    backend: &str,
+    (samples, creates): (Vec<f64>, Vec<f64>),
+    parts: Parts,
+    results: &mut Results,
+) {
     let mut sorted = samples.clone();
     sorted.sort_by(f64::total_cmp);
     let p99 = sorted[((sorted.len() as f64 * 0.99).ceil() as usize).clamp(1, sorted.len()) - 1];
@@ -272,10 +285,9 @@ fn latency(
         "ms",
         samples,
     );
-    let (goal, limit) = if server.is_some() {
-        (20.0, "< 20 ms")
-    } else {
-        (10.0, "< 10 ms")
+    let (goal, limit) = match backend {
+        "postgres" => (20.0, "< 20 ms"),
+        _ => (10.0, "< 10 ms"),
     };
     let create = Row::new(
         &format!("latency.{backend}.create"),
@@ -283,8 +295,6 @@ fn latency(
         "ms",
         creates,
     );
-    // What no gateway can beat: the command that makes the task ready, then the
-    // worker's own start to its first instruction.
     let floor = create.median() + median(&parts.worker);
     let pass = row.median() < goal;
     let ratio = row.median() / floor;
@@ -299,7 +309,7 @@ fn latency(
         vec![p99],
     ));
     results.rows.push(create);
-    if server.is_none() {
+    if backend == "sqlite" {
         results.rows.push(Row::new(
             "latency.spawn_true",
             "fork+exec+wait of /bin/true",
@@ -313,7 +323,6 @@ fn latency(
             parts.worker,
         ));
     }
-    Ok(())
 }
 
 /// What a spawn costs on this machine, measured beside the latency: a bare
