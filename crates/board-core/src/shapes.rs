@@ -150,6 +150,14 @@ pub fn plain(text: &str, lines: bool) -> String {
         .collect()
 }
 
+/// A piece of a worker's log as read from its file (`board_home::safety::read_span`, read
+/// by `kanban serve` for a card's live log): where it starts in the log, and its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSpan {
+    pub start: u64,
+    pub bytes: Vec<u8>,
+}
+
 /// The `list` document: the tasks in the order given.
 pub fn list_json(tasks: &[Task]) -> Value {
     Value::Array(tasks.iter().map(task_json).collect())

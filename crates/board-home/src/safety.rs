@@ -241,20 +241,11 @@ fn read_at(file: &mut File, start: u64, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// A piece of a log as [`read_span`] read it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogSpan {
-    /// Where the piece starts in the file.
-    pub start: u64,
-    /// At most the `max` asked for.
-    pub bytes: Vec<u8>,
-}
-
 /// At most `max` bytes of a log of the home from `from` on, or its last `max` bytes for
 /// no `from`, opened without following a link: what a reader following the log (the web
 /// board's live tail) reads next. A log shorter than `from` was rotated and begun again;
 /// it is read from its start.
-pub fn read_span(path: &Path, from: Option<u64>, max: u64) -> std::io::Result<LogSpan> {
+pub fn read_span(path: &Path, from: Option<u64>, max: u64) -> std::io::Result<board_core::shapes::LogSpan> {
     let mut file = open_read(path)?;
     let len = file.metadata()?.len();
     let start = match from {
@@ -263,7 +254,7 @@ pub fn read_span(path: &Path, from: Option<u64>, max: u64) -> std::io::Result<Lo
         None => len.saturating_sub(max),
     };
     let bytes = read_at(&mut file, start, max)?;
-    Ok(LogSpan { start, bytes })
+    Ok(board_core::shapes::LogSpan { start, bytes })
 }
 
 /// Opens (creating it 0600) a file of the home for writing in place, without truncating

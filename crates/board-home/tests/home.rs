@@ -181,7 +181,8 @@ fn a_log_tail_starts_at_a_line_keeps_to_its_attempt_and_never_follows_a_link() {
 
 #[test]
 fn a_followed_log_is_read_on_from_where_it_was_left_and_again_after_a_rotation() {
-    use board_home::safety::{read_span, LogSpan};
+    use board_core::shapes::LogSpan;
+    use board_home::safety::read_span;
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("t_00000001.log");

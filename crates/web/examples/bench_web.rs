@@ -393,14 +393,14 @@ async fn measure(a: &Args) -> Result<Value, String> {
     let server = Server::start(&a.kanban, &a.home)?;
     let mut figures = renders(a, &server.base).await?;
     let browser = Driver::start().await?;
-    let writes = cli_to_page(&browser, &server.base, a, a.runs * 4).await;
-    let drawer = match writes {
-        Ok(_) => drawer_opens(&browser, &server.base, a.runs).await,
-        Err(_) => Ok(Default::default()),
-    };
+    // One open page for both; the browser quits whichever way they end.
+    let in_page = async {
+        let writes = cli_to_page(&browser, &server.base, a, a.runs * 4).await?;
+        Ok::<_, String>((writes, drawer_opens(&browser, &server.base, a.runs).await?))
+    }
+    .await;
     browser.quit().await?;
-    let (visible, cli) = writes?;
-    let (opened, read) = drawer?;
+    let ((visible, cli), (opened, read)) = in_page?;
     drop(server);
     let (mut idle, mut busy) = (Vec::new(), Vec::new());
     for _ in 0..a.runs {

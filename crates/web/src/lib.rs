@@ -34,18 +34,10 @@ use board_core::{NoWorkers, Store, TaskId, Terminator, Timestamp};
 use decompose::{DecomposerSettings, HttpModel};
 use tokio::net::TcpListener;
 
+pub use board_core::shapes::LogSpan;
 pub use error::ApiError;
 pub use http_guard::{check_bind, Limits, ServeError, MIN_TOKEN_CHARS};
 pub use lanes::{claim_json as lane_claim_json, LaneSettings};
-
-/// A piece of a card's worker log as a [`LogRead`] read it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogSpan {
-    /// Where the piece starts in the log.
-    pub start: u64,
-    /// At most the bytes asked for.
-    pub bytes: Vec<u8>,
-}
 
 /// How a card's worker log is read: at most `max` bytes from `from` on (from its start
 /// when the log is shorter than `from`: a rotated log), or its last `max` bytes for no

@@ -101,6 +101,20 @@ fn measured(program: &Path, args: &[String]) -> Result<(f64, f64), String> {
     Ok((ms, mb))
 }
 
+/// `program args` run `SCALE_RUNS` times after one discarded: its wall times in ms and
+/// peak RSS in MB.
+fn repeated(program: &Path, args: &[String]) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let (mut times, mut rss) = (Vec::new(), Vec::new());
+    for run in 0..=SCALE_RUNS {
+        let (ms, mb) = measured(program, args)?;
+        if run > 0 {
+            times.push(ms);
+            rss.push(mb);
+        }
+    }
+    Ok((times, rss))
+}
+
 /// `program args` under `/usr/bin/time`: its wall time in ms, peak RSS in MB and stdout
 /// (empty unless `stdout` is piped).
 fn timed(
@@ -167,14 +181,7 @@ fn sqlite_json(home: &Path) -> Result<Measured, String> {
         path_str(&db)?.to_owned(),
         "SELECT * FROM tasks ORDER BY priority DESC, created_at, rowid".to_owned(),
     ];
-    let (mut times, mut rss) = (Vec::new(), Vec::new());
-    for run in 0..=SCALE_RUNS {
-        let (ms, mb) = measured(Path::new("sqlite3"), &args)?;
-        if run > 0 {
-            times.push(ms);
-            rss.push(mb);
-        }
-    }
+    let (times, rss) = repeated(Path::new("sqlite3"), &args)?;
     Ok((
         "sqlite_json".to_owned(),
         "sqlite3 -json, the same rows (the limit)".to_owned(),
@@ -243,14 +250,7 @@ fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
     let ready_id = first["id"].as_str().ok_or("no ready task")?.to_owned();
     let mut rows = Vec::new();
     for (key, label, args) in commands(&ready_id) {
-        let (mut times, mut rss) = (Vec::new(), Vec::new());
-        for run in 0..=SCALE_RUNS {
-            let (ms, mb) = measured(&kanban, &with_home(&args))?;
-            if run > 0 {
-                times.push(ms);
-                rss.push(mb);
-            }
-        }
+        let (times, rss) = repeated(&kanban, &with_home(&args))?;
         rows.push((key.to_owned(), label.to_owned(), times, rss));
     }
     rows.push(sqlite_json(&home)?);

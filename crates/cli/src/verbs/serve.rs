@@ -203,10 +203,6 @@ fn sign_in_line(local: SocketAddr, home: &Home, token: &str) {
 fn log_reader(home: &Home) -> web::LogRead {
     let home = home.clone();
     Arc::new(move |id: &board_core::TaskId, from: Option<u64>, max: u64| {
-        let span = board_home::safety::read_span(&home.log(id), from, max).ok()?;
-        Some(web::LogSpan {
-            start: span.start,
-            bytes: span.bytes,
-        })
+        board_home::safety::read_span(&home.log(id), from, max).ok()
     })
 }
