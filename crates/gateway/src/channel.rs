@@ -574,8 +574,8 @@ fn is_seqpacket(fd: RawFd) -> bool {
     rc == 0 && kind == libc::SOCK_SEQPACKET
 }
 
-/// Lets a worker inherit `fd`: clears close-on-exec in the child only (between fork and
-/// exec), so no other child of the gateway ever holds it.
+/// Lets a worker inherit `fd`: clears close-on-exec in the child only (between its clone
+/// and its exec), so no other child of the gateway ever holds it.
 pub(crate) fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
     // SAFETY: fcntl is async-signal-safe and touches no memory.
     if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {

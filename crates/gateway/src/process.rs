@@ -10,7 +10,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -181,21 +181,22 @@ fn group_of(pid: u32) -> Option<libc::pid_t> {
 /// to run a task's current run.
 #[derive(Debug)]
 pub enum Leader {
-    Own { child: Child, pidfd: Pidfd },
+    Own(Pidfd),
     Adopted(Pidfd),
 }
 
 impl Leader {
-    /// A freshly spawned child; its pid is ours until we reap it. A child that cannot be
-    /// held is killed with its group rather than left running unsupervised.
-    pub fn own(mut child: Child) -> std::io::Result<Leader> {
-        match Pidfd::open(child.id()) {
-            Ok(pidfd) => Ok(Leader::Own { child, pidfd }),
+    /// A freshly started child of this process; its pid is ours until we reap it. A
+    /// child that cannot be held is killed with its group rather than left running
+    /// unsupervised.
+    pub fn own(pid: libc::pid_t) -> std::io::Result<Leader> {
+        match Pidfd::open(pid as u32) {
+            Ok(pidfd) => Ok(Leader::Own(pidfd)),
             Err(e) => {
                 // SAFETY: kill has no memory effects; the child is unreaped, so its pid
                 // still names its own group.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                let _ = child.wait();
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                let _ = reap(pid);
                 Err(std::io::Error::new(
                     e.kind(),
                     format!("cannot hold the worker: {e}"),
@@ -206,7 +207,7 @@ impl Leader {
 
     pub fn pid(&self) -> u32 {
         match self {
-            Leader::Own { pidfd, .. } | Leader::Adopted(pidfd) => pidfd.pid(),
+            Leader::Own(pidfd) | Leader::Adopted(pidfd) => pidfd.pid(),
         }
     }
 
@@ -220,7 +221,7 @@ impl Leader {
     /// unknowable.
     pub fn poll(&self) -> Option<Exit> {
         match self {
-            Leader::Own { pidfd, .. } => own_child_exit(pidfd.pid),
+            Leader::Own(pidfd) => own_child_exit(pidfd.pid),
             Leader::Adopted(pidfd) => pidfd.exited().then_some(Exit::Unknown),
         }
     }
@@ -232,7 +233,7 @@ impl Leader {
 
     fn signal_group(&self, sig: libc::c_int) {
         match self {
-            Leader::Own { pidfd, .. } => pidfd.signal_group(sig, true),
+            Leader::Own(pidfd) => pidfd.signal_group(sig, true),
             Leader::Adopted(pidfd) => pidfd.signal_group(sig, false),
         }
     }
@@ -243,7 +244,7 @@ impl Leader {
     pub fn finish(&mut self) -> Option<std::io::Result<ExitStatus>> {
         self.signal_group(libc::SIGKILL);
         match self {
-            Leader::Own { child, .. } => Some(child.wait()),
+            Leader::Own(pidfd) => Some(reap(pidfd.pid)),
             Leader::Adopted(_) => None,
         }
     }
@@ -259,6 +260,21 @@ impl Leader {
         }
         let _ = self.finish();
         Termination::Stopped
+    }
+}
+
+/// Waits for our child `pid` to end and reaps it.
+fn reap(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child writes one int we own.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } >= 0 {
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 

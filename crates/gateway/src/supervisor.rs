@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use board_core::{BoardWrites, RunId, Task, TaskId, Termination, Terminator};
@@ -22,10 +20,12 @@ pub use crate::process::Signal;
 use crate::process::{Leader, Pidfd};
 
 mod files;
+mod launch;
 mod privileges;
 
 pub use files::WorkerFile;
 
+use launch::{Launch, Plan};
 pub use privileges::holds_capabilities;
 use privileges::may_switch_users;
 
@@ -227,33 +227,31 @@ pub fn spawn(home: &Home, a: &Assignment<'_>, channel: Option<OwnedFd>) -> std::
         ));
     };
     let channel_fd = channel.as_ref().map(AsRawFd::as_raw_fd);
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .current_dir(&workspace)
-        .env_clear()
-        .envs(worker_env(std::env::vars(), home, a, channel_fd))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0);
-    let ids = account.map(|user| (user.uid, user.gid, user.groups));
+    let env = worker_env(std::env::vars(), home, a, channel_fd);
     // A worker that stays this process's user gets none of its capabilities: a root
     // gateway's worker would otherwise read the gateway's environment and memory (the
     // model key, PGPASSWORD) whatever the gateway's dumpable flag says.
-    let strip = ids.is_none() && holds_capabilities();
-    privileges::prepare_child(&mut command, channel_fd, ids, strip);
-    let child = command
-        .spawn()
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {program:?}: {e}")))?;
+    let strip = account.is_none() && holds_capabilities();
+    let pid = Launch::prepare(Plan {
+        program,
+        args,
+        env: &env,
+        cwd: &workspace,
+        output: &log,
+        channel: channel_fd,
+        ids: account.map(|user| (user.uid, user.gid, user.groups)),
+        strip,
+    })
+    .and_then(|launch| launch.start())
+    .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {program:?}: {e}")))?;
     // The worker holds its end now; ours closes, so the channel ends with the worker.
     drop(channel);
     Ok(Worker {
         task_id: a.task.id.clone(),
         run_id: a.run_id,
         claim_lock: a.claim_lock.to_owned(),
-        pid: child.id(),
-        leader: Leader::own(child)?,
+        pid: pid as u32,
+        leader: Leader::own(pid)?,
         log: log_path,
         log_offset,
     })

@@ -1,42 +1,34 @@
 //! What a worker may hold: the user it runs as, no capability when the gateway has some,
-//! and no descriptor of the gateway's but its channel. Everything here runs between fork
-//! and exec, so it makes only async-signal-safe calls on values prepared before the fork.
+//! and no descriptor of the gateway's but its channel. Everything here but the checks of
+//! this process's own capabilities runs between a worker's clone and its exec, so it
+//! makes only system calls on values prepared before the clone.
 
 use std::os::fd::RawFd;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 
 use crate::channel;
 
-/// Sets up `command`'s child before it runs the worker: every inherited descriptor but
-/// the channel closes at exec, then the switch to the profile's user (`ids`) and, for a
-/// worker that stays a gateway's user holding capabilities (`strip`), dropping them all.
-pub(super) fn prepare_child(
-    command: &mut Command,
+/// What a worker's start does between its clone and its exec (see `launch`): every
+/// inherited descriptor but the channel closes at exec, then the switch to the profile's
+/// user (`ids`) and, for a worker that stays a gateway's user holding capabilities
+/// (`strip`), dropping them all. Only system calls, on values prepared before the clone.
+pub(super) fn in_child(
     channel_fd: Option<RawFd>,
-    ids: Option<(u32, u32, Vec<u32>)>,
+    ids: Option<&(u32, u32, Vec<u32>)>,
     strip: bool,
-) {
-    // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
-    // calls (close_range, fcntl, setgroups, setgid, setuid, prctl, capset) on values
-    // prepared before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            // Descriptors the gateway holds, its own or inherited from whoever started
-            // it, close at exec: the worker gets stdio and its channel only.
-            close_at_exec_from(3)?;
-            if let Some(fd) = channel_fd {
-                channel::inherit_in_child(fd)?;
-            }
-            if let Some((uid, gid, groups)) = &ids {
-                become_user(*uid, *gid, groups)?;
-            }
-            if strip {
-                drop_capabilities()?;
-            }
-            Ok(())
-        });
+) -> std::io::Result<()> {
+    // Descriptors the gateway holds, its own or inherited from whoever started it,
+    // close at exec: the worker gets stdio and its channel only.
+    close_at_exec_from(3)?;
+    if let Some(fd) = channel_fd {
+        channel::inherit_in_child(fd)?;
     }
+    if let Some((uid, gid, groups)) = ids {
+        become_user(*uid, *gid, groups)?;
+    }
+    if strip {
+        drop_capabilities()?;
+    }
+    Ok(())
 }
 
 /// Whether this process holds CAP_SETUID and CAP_SETGID (root does).
@@ -60,12 +52,14 @@ fn effective_capabilities() -> u64 {
 }
 
 /// Whether this process holds any capability (root does): then its workers without a
-/// `user` are started with none.
+/// `user` are started with none. Read once: a process's capabilities are what it
+/// started with.
 pub fn holds_capabilities() -> bool {
-    effective_capabilities() != 0
+    static HOLDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HOLDS.get_or_init(|| effective_capabilities() != 0)
 }
 
-/// Leaves the (forked) worker no capability and no way to regain one: root's exec grants
+/// Leaves the (cloned) worker no capability and no way to regain one: root's exec grants
 /// nothing (`SECBIT_NOROOT`, locked), the bounding set is empty, no ambient capability,
 /// the permitted, effective and inheritable sets are cleared, and `no_new_privs` stops
 /// set-user-id and file-capability programs. Any step that fails fails the spawn.
@@ -88,7 +82,7 @@ fn drop_capabilities() -> std::io::Result<()> {
         inheritable: u32,
     }
     let check = |rc: libc::c_long| succeeded(rc as libc::c_int);
-    // SAFETY: prctl and capset change this (forked) process's credentials; capset reads
+    // SAFETY: prctl and capset change this (cloned) process's credentials; capset reads
     // the two structures given, which live for the call.
     unsafe {
         check(libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0).into())?;
@@ -123,7 +117,7 @@ fn drop_capabilities() -> std::io::Result<()> {
 /// standard library reports a failed exec.
 fn close_at_exec_from(first: libc::c_uint) -> std::io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range, getrlimit and fcntl change only this (forked) process's
+    // SAFETY: close_range, getrlimit and fcntl change only this (cloned) process's
     // descriptor flags; getrlimit writes one rlimit we own.
     unsafe {
         if libc::syscall(
@@ -157,15 +151,18 @@ fn succeeded(rc: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// Drops to `uid` with its groups, for good (real, effective and saved ids).
+/// Drops to `uid` with its groups, for good (real, effective and saved ids). The system
+/// calls themselves, not the C library's wrappers: in a child that shares the gateway's
+/// memory those would take it for the multi-threaded gateway and signal the gateway's
+/// threads to change their credentials too.
 fn become_user(uid: u32, gid: u32, groups: &[u32]) -> std::io::Result<()> {
-    let check = succeeded;
-    // SAFETY: each call changes this (forked) process's credentials and reads `groups`
-    // for its length.
+    let check = |rc: libc::c_long| succeeded(rc as libc::c_int);
+    // SAFETY: each call changes this (cloned) process's credentials only and reads
+    // `groups` for its length.
     unsafe {
-        check(libc::setgroups(groups.len(), groups.as_ptr()))?;
-        check(libc::setgid(gid))?;
-        check(libc::setuid(uid))?;
+        check(libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()))?;
+        check(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+        check(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
     }
     Ok(())
 }
