@@ -8,6 +8,7 @@
 
 mod copy;
 pub mod hermes;
+mod identity;
 mod rows;
 mod schema;
 mod store;
@@ -21,6 +22,9 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use board_core::{StoreError, StoreResult};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
+
+use identity::{check_existing, check_identity, identity, open_existing, uri_path};
+pub(crate) use identity::{open_for_identity, wal_pending, SQLITE_MAGIC};
 
 /// `PRAGMA synchronous` for the board's connections.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,6 +122,9 @@ impl SqliteStore {
             path: path.clone(),
             message: e.to_string(),
         };
+        if let Some(store) = SqliteStore::open_held(&path, options)? {
+            return Ok(store);
+        }
         let found = check_existing(&path)?;
         if found.is_none() {
             create_private_file(&path)?;
@@ -127,20 +134,62 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sqlite_err)?;
+        SqliteStore::serving(
+            conn,
+            &path,
+            options,
+            found == Some((APPLICATION_ID, SCHEMA_VERSION)),
+        )
+    }
+
+    /// The store on `conn`, configured, and migrated unless the board is `current`: a
+    /// current board needs no write to open, so read-only homes can still be read.
+    fn serving(
+        conn: Connection,
+        path: &Path,
+        options: &Options,
+        current: bool,
+    ) -> Result<SqliteStore, OpenError> {
         configure(&conn, options).map_err(|e| OpenError::Sqlite {
-            path: path.clone(),
+            path: path.to_path_buf(),
             message: e.to_string(),
         })?;
         let mut store = SqliteStore {
             conn: Mutex::new(conn),
-            path: path.clone(),
+            path: path.to_path_buf(),
             on_wake: None,
         };
-        // A current board needs no write to open, so read-only homes can still be read.
-        if found != Some((APPLICATION_ID, SCHEMA_VERSION)) {
+        if !current {
             store.migrate()?;
         }
         Ok(store)
+    }
+
+    /// Opens a board that another connection holds open (its WAL is there): the
+    /// connection that will serve reads the board's identity through the WAL before
+    /// anything is set on it (reading writes nothing, and the side files are there
+    /// already), instead of a connection of its own first. `None` when the file is not
+    /// plainly a board of ours, for the long way, which refuses what is not; a board of a
+    /// newer kanban is refused here as there.
+    fn open_held(path: &Path, options: &Options) -> Result<Option<SqliteStore>, OpenError> {
+        // Only through SQLite: a descriptor of our own on the file, closed, would drop the
+        // locks of every connection of this process (see `check_existing`).
+        if !wal_pending(path) {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let Ok(conn) = Connection::open_with_flags(path, flags) else {
+            return Ok(None);
+        };
+        if conn.busy_timeout(options.busy_timeout).is_err() {
+            return Ok(None);
+        }
+        let (app_id, version, tables) = match identity(&conn) {
+            Ok(found) if found.0 == APPLICATION_ID => found,
+            _ => return Ok(None),
+        };
+        check_identity(path, app_id, version, tables)?;
+        SqliteStore::serving(conn, path, options, version == SCHEMA_VERSION).map(Some)
     }
 
     /// Opens an existing board for reading only: nothing is created or migrated.
@@ -261,205 +310,6 @@ impl SqliteStore {
     }
 }
 
-/// Refuses a file that is not ours without writing to it. Returns the
-/// `(application_id, user_version)` of an existing board, `None` when there is no file
-/// or an empty one (a new board).
-///
-/// The file is only ever read through SQLite, never through a descriptor of our own:
-/// POSIX record locks belong to the process, so closing any descriptor of the file would
-/// drop the locks every SQLite connection of this process holds on it, and another
-/// process would then take the board for its own alone (and, closing, remove the WAL
-/// this process still writes to). SQLite keeps its descriptors open while they matter.
-///
-/// The read takes no lock (it must not make side files for a file it may refuse), so it
-/// can land in the middle of another process making or checkpointing the board and see
-/// half of it. A refusal is therefore read again a few times, a little apart, before it
-/// stands: a board in the making settles in milliseconds, a file that is not ours reads
-/// the same every time.
-/// A connection to the existing board at `path`, opened as `target` (the path, or a
-/// URI naming it) with `flags`; a missing board is refused, nothing is created.
-fn open_existing(path: &Path, target: &Path, flags: OpenFlags) -> Result<Connection, OpenError> {
-    if check_existing(path)?.is_none() {
-        return Err(OpenError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no board here"),
-        });
-    }
-    Connection::open_with_flags(target, flags).map_err(|e| OpenError::Sqlite {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
-}
-
-/// A path as the path of a `file:` URI: every byte but unreserved ones and `/`
-/// percent-encoded (a `?`, `#` or `%` in a directory name stays a name).
-fn uri_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::new();
-    for &b in path.as_os_str().as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-fn check_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
-    let mut wait = Duration::from_millis(5);
-    for _ in 0..IDENTITY_REREADS {
-        match read_existing(path) {
-            Err(OpenError::NotSqlite { .. } | OpenError::Foreign { .. } | OpenError::Sqlite { .. }) => {
-                std::thread::sleep(wait);
-                wait *= 2;
-            }
-            verdict => return verdict,
-        }
-    }
-    read_existing(path)
-}
-
-/// How many times a refusal of a board file is read again before it stands (waiting 5,
-/// 10, 20 and 40 ms between: 75 ms in all, only ever on the way to refusing).
-const IDENTITY_REREADS: usize = 4;
-
-fn read_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
-    let io_err = |source| OpenError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(e)),
-    };
-    if meta.is_dir() {
-        return Err(io_err(std::io::Error::other("is a directory, not a board file")));
-    }
-    match meta.len() {
-        0 => return Ok(None),
-        // Shorter than SQLite's header: not a database of any kind.
-        1..100 => {
-            return Err(OpenError::NotSqlite {
-                path: path.to_path_buf(),
-            })
-        }
-        _ => {}
-    }
-    if let Some((app_id, version)) = stamped_header(path) {
-        check_identity(path, app_id, version, 0)?;
-        return Ok(Some((app_id, version)));
-    }
-    let conn = open_for_identity(path).map_err(|e| OpenError::Sqlite {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let _ = conn.busy_timeout(Options::default().busy_timeout);
-    let (app_id, version, tables) = identity(&conn).map_err(|e| match e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
-            OpenError::NotSqlite {
-                path: path.to_path_buf(),
-            }
-        }
-        e => OpenError::Sqlite {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        },
-    })?;
-    check_identity(path, app_id, version, tables)?;
-    Ok(Some((app_id, version)))
-}
-
-/// The first 16 bytes of every SQLite database file.
-pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// Whether a write-ahead log lies beside the board file (its header may then lag
-/// behind the log).
-pub(crate) fn wal_pending(path: &Path) -> bool {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    Path::new(&wal).symlink_metadata().is_ok()
-}
-
-/// The `(application_id, user_version)` of a board file stamped as ours, read from its
-/// 100-byte header without a connection: what a one-shot command needs to know before
-/// it opens the board, for the price of one `pread`. Only a file with no `-wal` beside
-/// it is read this way (its header is then the board's own); anything not plainly ours
-/// (`None`: a WAL pending, another magic or application id, a symlink, a short read) is
-/// left to SQLite, the long way.
-fn stamped_header(path: &Path) -> Option<(i32, i64)> {
-    use std::io::Read;
-    if wal_pending(path) {
-        return None;
-    }
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
-    let mut header = [0u8; 100];
-    options.open(path).ok()?.read_exact(&mut header).ok()?;
-    let field = |at: usize| i32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
-    let (version, app_id) = (field(60), field(68));
-    (header.starts_with(SQLITE_MAGIC) && app_id == APPLICATION_ID).then_some((app_id, i64::from(version)))
-}
-
-/// A read-only connection that creates nothing beside the file. With a WAL pending
-/// (`-wal` present) the header may lag behind it, so SQLite reads through the WAL, whose
-/// side files exist already; without one, the file is complete and is opened
-/// `immutable`, which makes SQLite create no `-wal`/`-shm` files for a file it may refuse.
-pub(crate) fn open_for_identity(path: &Path) -> rusqlite::Result<Connection> {
-    if wal_pending(path) {
-        return Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY);
-    }
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let Some(text) = absolute.to_str() else {
-        // A URI cannot carry a path that is not UTF-8.
-        return Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY);
-    };
-    let mut uri = String::from("file:");
-    for c in text.chars() {
-        match c {
-            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
-            c => uri.push(c),
-        }
-    }
-    uri.push_str("?immutable=1");
-    Connection::open_with_flags(uri, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI)
-}
-
-/// `(application_id, user_version, number of schema objects)`. Both numbers are in the
-/// file's header; the schema objects are counted only in a file not stamped as ours (is
-/// it empty?), since reading `sqlite_master` parses the whole schema, which the
-/// connection that then serves the command parses again.
-fn identity(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
-    let app_id = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
-    let version = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    let tables = if app_id == APPLICATION_ID {
-        0
-    } else {
-        conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))?
-    };
-    Ok((app_id, version, tables))
-}
-
-fn check_identity(path: &Path, app_id: i32, version: i64, tables: i64) -> Result<(), OpenError> {
-    let ours = app_id == APPLICATION_ID || (app_id == 0 && tables == 0 && version == 0);
-    if !ours {
-        return Err(OpenError::Foreign {
-            path: path.to_path_buf(),
-            found: app_id,
-        });
-    }
-    if version > SCHEMA_VERSION {
-        return Err(OpenError::Newer {
-            path: path.to_path_buf(),
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
-}
-
 /// Creates the board file readable and writable by its owner only.
 fn create_private_file(path: &Path) -> Result<(), OpenError> {
     let mut options = OpenOptions::new();
@@ -566,49 +416,4 @@ fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_closed_board_is_known_by_its_header_and_anything_else_goes_the_long_way() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kanban.db");
-        let store = SqliteStore::open(&path, &Options::default()).unwrap();
-        // Open: a WAL is pending, so the header may lag behind it.
-        assert_eq!(stamped_header(&path), None);
-        drop(store);
-        assert_eq!(stamped_header(&path), Some((APPLICATION_ID, SCHEMA_VERSION)));
-
-        // A change in the WAL is not yet in the file's header: the header is not used.
-        let store = SqliteStore::open(&path, &Options::default()).unwrap();
-        let conn = Connection::open(&path).unwrap();
-        conn.pragma_update(None, "user_version", 7).unwrap();
-        drop(conn);
-        assert_eq!(stamped_header(&path), None, "a pending WAL holds a newer header");
-        drop(store);
-        assert_eq!(
-            stamped_header(&path),
-            Some((APPLICATION_ID, 7)),
-            "the version is read, not assumed"
-        );
-
-        #[cfg(unix)]
-        {
-            let link = dir.path().join("link.db");
-            std::os::unix::fs::symlink(&path, &link).unwrap();
-            assert_eq!(stamped_header(&link), None, "a symlink is not followed");
-        }
-        let foreign = dir.path().join("foreign.db");
-        let conn = Connection::open(&foreign).unwrap();
-        conn.execute_batch("PRAGMA application_id = 5; CREATE TABLE t (x);")
-            .unwrap();
-        drop(conn);
-        assert_eq!(stamped_header(&foreign), None);
-        let short = dir.path().join("short.db");
-        std::fs::write(&short, b"SQLite format 3\0").unwrap();
-        assert_eq!(stamped_header(&short), None);
-        let text = dir.path().join("text.db");
-        std::fs::write(&text, [b'x'; 200]).unwrap();
-        assert_eq!(stamped_header(&text), None);
-    }
-}
+mod tests;
