@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::{background, io, write_status, Control, GatewayError, Status};
 use crate::dispatcher::Dispatcher;
 use crate::metrics::{self, Monitor};
+use crate::pace::Pace;
 use crate::planner::DispatchSettings;
 use crate::reload;
 use crate::supervisor::OsProcesses;
@@ -77,6 +78,7 @@ pub(super) async fn start(
         monitor,
         started_at,
         wake,
+        pace: Pace::new(Instant::now(), 1.0 / WAKE_GAP.as_secs_f64(), WAKE_BURST),
         wakeups: 0,
         next_due: None,
         control,
@@ -126,9 +128,13 @@ fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Opti
     }
 }
 
-/// The least time between two ticks a wake-up starts: a burst of writes makes one tick
-/// at once and then at most one per gap, on top of the periodic ticks.
+/// The least time between two ticks wake-ups start once their burst is spent: a stream
+/// of writes makes at most one tick per gap, on top of the periodic ticks.
 pub const WAKE_GAP: Duration = Duration::from_millis(20);
+
+/// Ticks wake-ups may start at once, one right after another, before they are paced
+/// [`WAKE_GAP`] apart: a write soon after a tick is dispatched at once, not a gap later.
+const WAKE_BURST: f64 = 4.0;
 
 /// What the tick loop keeps beside the dispatcher.
 struct Ticking {
@@ -138,6 +144,8 @@ struct Ticking {
     started_at: Timestamp,
     /// Holds a permit when a wake-up arrived since the last tick began.
     wake: Arc<tokio::sync::Notify>,
+    /// When the ticks wake-ups start may begin.
+    pace: Pace,
     /// Ticks a wake-up started.
     wakeups: u64,
     /// The earliest time a scheduled task waits for, as the last tick read it: the loop
@@ -156,7 +164,6 @@ fn every(period: Duration) -> tokio::time::Interval {
 impl Ticking {
     async fn run(mut self, mut dispatcher: Dispatcher) {
         let mut interval = every(self.config.kanban.dispatch_interval());
-        let mut last_tick = Instant::now();
         let mut reloads = self.control.borrow().reloads;
         loop {
             let due_in = self
@@ -165,7 +172,7 @@ impl Ticking {
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = tokio::time::sleep(due_in.unwrap_or_default()), if due_in.is_some() => {}
-                _ = self.wake.notified() => self.after_gap(last_tick).await,
+                _ = self.wake.notified() => self.in_turn().await,
                 changed = self.control.changed() => {
                     let control = *self.control.borrow();
                     if changed.is_err() || control.stop {
@@ -190,7 +197,6 @@ impl Ticking {
                 tracing::warn!(board = %self.home.board(), "the board was removed; its loop stops");
                 break;
             }
-            last_tick = Instant::now();
             dispatcher = match self.tick(dispatcher).await {
                 Some(dispatcher) => dispatcher,
                 None => return,
@@ -201,13 +207,13 @@ impl Ticking {
         tracing::info!(board = %board, "stopped serving the board");
     }
 
-    /// Waits out what is left of [`WAKE_GAP`] since the tick that began at `last_tick`,
-    /// before a tick a wake-up starts.
-    async fn after_gap(&mut self, last_tick: Instant) {
+    /// Waits for the turn of a tick a wake-up starts: at once within the burst, then
+    /// [`WAKE_GAP`] after the one before.
+    async fn in_turn(&mut self) {
         self.wakeups += 1;
-        let since = last_tick.elapsed();
-        if since < WAKE_GAP {
-            tokio::time::sleep(WAKE_GAP - since).await;
+        let wait = self.pace.take(Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
         }
     }
 
