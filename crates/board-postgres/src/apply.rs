@@ -65,10 +65,9 @@ pub(crate) const PROMOTION_CANDIDATES: &str = concat!(
      ORDER BY t.id FOR NO KEY UPDATE OF t"
 );
 
-/// The facts of `task`, read (in one statement) after its row was read, and locked by a
-/// writer.
-pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
-    let row = tx.query_one(
+/// The statement reading a task's facts, with `$extra` (`""`, or more columns).
+macro_rules! facts_sql {
+    ($extra:literal) => {
         concat!(
             "SELECT (SELECT count(*) FROM task_runs WHERE task_id = $1) AS run_count,
                     (SELECT count(*) FROM task_links l JOIN tasks p ON p.id = l.parent_id
@@ -77,14 +76,38 @@ pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
             ")) AS open_parents,
                     EXISTS (SELECT 1 FROM task_events WHERE task_id = $1 AND kind = ",
             board_core::decomposed_event_sql!(),
-            ") AS decomposed,
-                    newest.*
+            ") AS decomposed",
+            $extra,
+            ", newest.*
              FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ",
             run_columns!(),
             " FROM task_runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1) AS newest ON TRUE"
-        ),
+        )
+    };
+}
+
+/// The facts of `task`, read (in one statement) after its row was read, and locked by a
+/// writer.
+pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
+    let row = tx.query_one(facts_sql!(""), &[&task.id.as_str()])?;
+    facts_from(&row, task)
+}
+
+/// The facts of `task` (as [`facts_of`]) and, in the same round trip, a fresh run id and
+/// claim lock, for a request that may open a run.
+pub(crate) fn facts_and_fresh(tx: &mut Tx<'_>, task: Task) -> StoreResult<(TaskFacts, Fresh)> {
+    let row = tx.query_one(
+        facts_sql!(", nextval('task_runs_id_seq') AS fresh_run_id"),
         &[&task.id.as_str()],
     )?;
+    let fresh = Fresh {
+        run_id: row.try_get("fresh_run_id").map_err(crate::backend)?,
+        claim_lock: claim_lock()?,
+    };
+    Ok((facts_from(&row, task)?, fresh))
+}
+
+fn facts_from(row: &postgres::Row, task: Task) -> StoreResult<TaskFacts> {
     let has_run = row
         .try_get::<_, Option<i64>>("id")
         .map_err(crate::backend)?
@@ -93,7 +116,7 @@ pub(crate) fn facts_of(tx: &mut Tx<'_>, task: Task) -> StoreResult<TaskFacts> {
         run_count: row.try_get("run_count").map_err(crate::backend)?,
         open_parents: row.try_get("open_parents").map_err(crate::backend)?,
         decomposed: row.try_get("decomposed").map_err(crate::backend)?,
-        newest_run: if has_run { Some(rows::run(&row)?) } else { None },
+        newest_run: if has_run { Some(rows::run(row)?) } else { None },
         task,
     })
 }
@@ -104,14 +127,15 @@ pub(crate) fn locked_facts(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<TaskFact
     facts_of(tx, task)
 }
 
-/// A fresh run id (from the sequence) and claim lock, for a request that may open a run.
-pub(crate) fn fresh_ids(tx: &mut Tx<'_>) -> StoreResult<Fresh> {
-    let row = tx.query_one("SELECT nextval('task_runs_id_seq')", &[])?;
-    let claim_lock = random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(Fresh {
-        run_id: row.try_get(0).map_err(crate::backend)?,
-        claim_lock,
-    })
+/// Locks the task, then reads its facts and fresh ids for a run it may open.
+pub(crate) fn locked_facts_and_fresh(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<(TaskFacts, Fresh)> {
+    let task = task_by(tx, LOCK_TASK, id)?;
+    facts_and_fresh(tx, task)
+}
+
+/// A claim lock: 16 random bytes in hex.
+fn claim_lock() -> StoreResult<String> {
+    Ok(random_bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A task id not yet on the board (random; a clash with a concurrent insert is a
@@ -371,8 +395,7 @@ pub(crate) fn claim_rows(
         let Some(offer) = offers.iter().find(|o| o.task == task.id) else {
             continue;
         };
-        let f = facts_of(tx, task)?;
-        let fresh = fresh_ids(tx)?;
+        let (f, fresh) = facts_and_fresh(tx, task)?;
         let change = match decide(&f, &offer.request(ttl, host), &fresh, now) {
             Err(refusal) if refusal.not_claimable_now() => continue,
             decided => decided?,

@@ -11,7 +11,7 @@ use board_core::transition::decide;
 use board_core::{Checks, LaneDesk, Refusal, StoreError, Task, Timestamp};
 use postgres::Row;
 
-use crate::apply::{apply, facts_of, fresh_ids};
+use crate::apply::{apply, facts_and_fresh};
 use crate::rows::{self, task_columns};
 use crate::tx::Tx;
 use crate::PgStore;
@@ -174,8 +174,7 @@ impl LaneDesk for PgStore {
             };
             let task = rows::task(&row)?;
             let request = lanes::claim_request(&lane, ttl, checks(&task));
-            let f = facts_of(tx, task)?;
-            let fresh = fresh_ids(tx)?;
+            let (f, fresh) = facts_and_fresh(tx, task)?;
             let change = decide(&f, &request, &fresh, now)?;
             apply(tx, &f.task, &change, now)?;
             Ok(LaneClaim::Claimed(Box::new(Claim {

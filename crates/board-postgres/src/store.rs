@@ -49,9 +49,9 @@ use board_core::{
 };
 
 use crate::apply::{
-    all, apply, claim_rows, facts_of, fresh_ids, insert_created, link, locked_facts, promote, require_task,
-    task_by, tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, PROMOTABLE, PROMOTION_CANDIDATES,
-    SHARE_TASK,
+    all, apply, claim_rows, facts_of, insert_created, link, locked_facts, locked_facts_and_fresh, promote,
+    require_task, task_by, tasks, unused_task_id, PlanTx, GET_TASK, LOCK_TASK, PROMOTABLE,
+    PROMOTION_CANDIDATES, SHARE_TASK,
 };
 use crate::rows::{
     self, comment_columns, event_columns, llm_call_columns, run_columns, task_columns, with_params,
@@ -206,11 +206,9 @@ impl BoardWrites for PgStore {
 
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
         self.write(|tx| {
-            let f = locked_facts(tx, id)?;
-            let fresh = if request.opens_run() {
-                fresh_ids(tx)?
-            } else {
-                Fresh::default()
+            let (f, fresh) = match request.opens_run() {
+                true => locked_facts_and_fresh(tx, id)?,
+                false => (locked_facts(tx, id)?, Fresh::default()),
             };
             let change = decide(&f, request, &fresh, now)?;
             apply(tx, &f.task, &change, now)?;
