@@ -1,7 +1,7 @@
 //! A token bucket: a burst at once, then a steady rate. A worker's reports through its
-//! channel are paced with one, and so are the ticks the board's wake-ups start.
+//! channel are paced with one.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Up to `burst` at once, then `per_second`.
 #[derive(Debug)]
@@ -39,24 +39,12 @@ impl Pace {
             false
         }
     }
-
-    /// How long something arriving `now` waits for its turn (zero when a token is
-    /// there), the token spent either way: things that wait go one after another.
-    pub(crate) fn take(&mut self, now: Instant) -> Duration {
-        if self.admit(now) {
-            return Duration::ZERO;
-        }
-        // The bucket is counted from `at`, which is later than `now` while others wait.
-        let turn = self.at + Duration::from_secs_f64((1.0 - self.tokens) / self.per_second);
-        self.tokens = 0.0;
-        self.at = turn;
-        turn.saturating_duration_since(now)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_burst_goes_at_once_a_flood_is_paced() {
@@ -72,17 +60,5 @@ mod tests {
         // Never more than the burst, however long it was quiet.
         let much_later = later + Duration::from_secs(3600);
         assert_eq!((0..1000).take_while(|_| pace.admit(much_later)).count(), 100);
-    }
-
-    #[test]
-    fn past_the_burst_each_waits_its_turn() {
-        let start = Instant::now();
-        let mut pace = Pace::new(start, 50.0, 4.0);
-        let waits: Vec<Duration> = (0..7).map(|_| pace.take(start)).collect();
-        let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
-        assert_eq!(ms, [0, 0, 0, 0, 20, 40, 60]);
-        // After a quiet spell the burst is back.
-        let quiet = start + Duration::from_secs(10);
-        assert_eq!(pace.take(quiet), Duration::ZERO);
     }
 }

@@ -14,7 +14,6 @@ use tokio::sync::watch;
 use super::{background, io, write_status, Control, GatewayError, Status};
 use crate::dispatcher::Dispatcher;
 use crate::metrics::{self, Monitor};
-use crate::pace::Pace;
 use crate::planner::DispatchSettings;
 use crate::reload;
 use crate::supervisor::OsProcesses;
@@ -78,7 +77,7 @@ pub(super) async fn start(
         monitor,
         started_at,
         wake,
-        pace: Pace::new(Instant::now(), 1.0 / WAKE_GAP.as_secs_f64(), WAKE_BURST),
+        rest_until: Instant::now(),
         wakeups: 0,
         next_due: None,
         control,
@@ -128,13 +127,16 @@ fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Opti
     }
 }
 
-/// The least time between two ticks wake-ups start once their burst is spent: a stream
-/// of writes makes at most one tick per gap, on top of the periodic ticks.
-pub const WAKE_GAP: Duration = Duration::from_millis(20);
+/// How long the loop rests after a tick before a wake-up may start another, in units of
+/// the tick's own length: ticks wake-ups start take at most a quarter of the gateway's
+/// time however fast the board is written to, and a write after a quiet spell is
+/// dispatched at once. A cheap tick (a millisecond) rests three; a long one, longer.
+pub const WAKE_REST: u32 = 3;
 
-/// Ticks wake-ups may start at once, one right after another, before they are paced
-/// [`WAKE_GAP`] apart: a write soon after a tick is dispatched at once, not a gap later.
-const WAKE_BURST: f64 = 4.0;
+/// The rest after a tick that took `took`.
+pub fn rest_after(took: Duration) -> Duration {
+    took * WAKE_REST
+}
 
 /// What the tick loop keeps beside the dispatcher.
 struct Ticking {
@@ -144,8 +146,8 @@ struct Ticking {
     started_at: Timestamp,
     /// Holds a permit when a wake-up arrived since the last tick began.
     wake: Arc<tokio::sync::Notify>,
-    /// When the ticks wake-ups start may begin.
-    pace: Pace,
+    /// The earliest a tick a wake-up starts may begin: the last tick's end and its rest.
+    rest_until: Instant,
     /// Ticks a wake-up started.
     wakeups: u64,
     /// The earliest time a scheduled task waits for, as the last tick read it: the loop
@@ -207,11 +209,11 @@ impl Ticking {
         tracing::info!(board = %board, "stopped serving the board");
     }
 
-    /// Waits for the turn of a tick a wake-up starts: at once within the burst, then
-    /// [`WAKE_GAP`] after the one before.
+    /// Waits out the rest after the last tick ([`WAKE_REST`]) before a tick a wake-up
+    /// starts.
     async fn in_turn(&mut self) {
         self.wakeups += 1;
-        let wait = self.pace.take(Instant::now());
+        let wait = self.rest_until.saturating_duration_since(Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
@@ -235,6 +237,7 @@ impl Ticking {
         .await;
         match joined {
             Ok((d, Ok((report, cost_safety)), took, next_due)) => {
+                self.rest_until = Instant::now() + rest_after(took);
                 self.next_due = next_due;
                 self.monitor.tick(&report, took, d.workers().count());
                 let status = Status {
