@@ -128,14 +128,18 @@ fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Opti
 }
 
 /// How long the loop rests after a tick before a wake-up may start another, in units of
-/// the tick's own length: ticks wake-ups start take at most a quarter of the gateway's
-/// time however fast the board is written to, and a write after a quiet spell is
-/// dispatched at once. A cheap tick (a millisecond) rests three; a long one, longer.
+/// the tick's own length, up to [`WAKE_REST_MAX`]: ticks wake-ups start take at most a
+/// quarter of the gateway's time however fast the board is written to, and a write after
+/// a cheap tick (a millisecond: three of rest) is dispatched within milliseconds.
 pub const WAKE_REST: u32 = 3;
+
+/// The longest rest: a tick made long by an unreachable database or a huge board never
+/// holds the next one back for long (the loop waits out the rest before it ticks).
+pub const WAKE_REST_MAX: Duration = Duration::from_millis(20);
 
 /// The rest after a tick that took `took`.
 pub fn rest_after(took: Duration) -> Duration {
-    took * WAKE_REST
+    (took * WAKE_REST).min(WAKE_REST_MAX)
 }
 
 /// What the tick loop keeps beside the dispatcher.
@@ -258,5 +262,18 @@ impl Ticking {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_rests_three_times_its_length_and_never_long() {
+        assert_eq!(rest_after(Duration::from_millis(1)), Duration::from_millis(3));
+        assert_eq!(rest_after(Duration::ZERO), Duration::ZERO);
+        // A tick that waited seconds on a database that does not answer.
+        assert_eq!(rest_after(Duration::from_secs(15)), WAKE_REST_MAX);
     }
 }
