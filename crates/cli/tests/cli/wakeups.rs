@@ -232,8 +232,8 @@ fn postgres_a_finished_worker_frees_its_slot_at_once() {
 }
 
 /// A burst of wake-ups while the gateway ticks is one pending wake-up, not one tick
-/// each: 500 datagrams sent at once start a handful of ticks (each after a rest three
-/// times as long as the tick before), where one tick apiece would take over ten seconds.
+/// each: 500 datagrams sent at once start a handful of ticks (each 20 ms after the last
+/// at the earliest), where one tick apiece would take over ten seconds.
 #[test]
 fn a_burst_of_wake_ups_starts_few_ticks() {
     let mut b = WakeBoard::new(false);

@@ -77,7 +77,6 @@ pub(super) async fn start(
         monitor,
         started_at,
         wake,
-        rest_until: Instant::now(),
         wakeups: 0,
         next_due: None,
         control,
@@ -127,20 +126,9 @@ fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Opti
     }
 }
 
-/// How long the loop rests after a tick before a wake-up may start another, in units of
-/// the tick's own length, up to [`WAKE_REST_MAX`]: ticks wake-ups start take at most a
-/// quarter of the gateway's time however fast the board is written to, and a write after
-/// a cheap tick (a millisecond: three of rest) is dispatched within milliseconds.
-pub const WAKE_REST: u32 = 3;
-
-/// The longest rest: a tick made long by an unreachable database or a huge board never
-/// holds the next one back for long (the loop waits out the rest before it ticks).
-pub const WAKE_REST_MAX: Duration = Duration::from_millis(20);
-
-/// The rest after a tick that took `took`.
-pub fn rest_after(took: Duration) -> Duration {
-    (took * WAKE_REST).min(WAKE_REST_MAX)
-}
+/// The least time between two ticks a wake-up starts: a burst of writes makes one tick
+/// at once and then at most one per gap, on top of the periodic ticks.
+pub const WAKE_GAP: Duration = Duration::from_millis(20);
 
 /// What the tick loop keeps beside the dispatcher.
 struct Ticking {
@@ -150,8 +138,6 @@ struct Ticking {
     started_at: Timestamp,
     /// Holds a permit when a wake-up arrived since the last tick began.
     wake: Arc<tokio::sync::Notify>,
-    /// The earliest a tick a wake-up starts may begin: the last tick's end and its rest.
-    rest_until: Instant,
     /// Ticks a wake-up started.
     wakeups: u64,
     /// The earliest time a scheduled task waits for, as the last tick read it: the loop
@@ -170,6 +156,7 @@ fn every(period: Duration) -> tokio::time::Interval {
 impl Ticking {
     async fn run(mut self, mut dispatcher: Dispatcher) {
         let mut interval = every(self.config.kanban.dispatch_interval());
+        let mut last_tick = Instant::now();
         let mut reloads = self.control.borrow().reloads;
         loop {
             let due_in = self
@@ -178,7 +165,7 @@ impl Ticking {
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = tokio::time::sleep(due_in.unwrap_or_default()), if due_in.is_some() => {}
-                _ = self.wake.notified() => self.in_turn().await,
+                _ = self.wake.notified() => self.after_gap(last_tick).await,
                 changed = self.control.changed() => {
                     let control = *self.control.borrow();
                     if changed.is_err() || control.stop {
@@ -203,6 +190,7 @@ impl Ticking {
                 tracing::warn!(board = %self.home.board(), "the board was removed; its loop stops");
                 break;
             }
+            last_tick = Instant::now();
             dispatcher = match self.tick(dispatcher).await {
                 Some(dispatcher) => dispatcher,
                 None => return,
@@ -213,13 +201,13 @@ impl Ticking {
         tracing::info!(board = %board, "stopped serving the board");
     }
 
-    /// Waits out the rest after the last tick ([`WAKE_REST`]) before a tick a wake-up
-    /// starts.
-    async fn in_turn(&mut self) {
+    /// Waits out what is left of [`WAKE_GAP`] since the tick that began at `last_tick`,
+    /// before a tick a wake-up starts.
+    async fn after_gap(&mut self, last_tick: Instant) {
         self.wakeups += 1;
-        let wait = self.rest_until.saturating_duration_since(Instant::now());
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        let since = last_tick.elapsed();
+        if since < WAKE_GAP {
+            tokio::time::sleep(WAKE_GAP - since).await;
         }
     }
 
@@ -241,7 +229,6 @@ impl Ticking {
         .await;
         match joined {
             Ok((d, Ok((report, cost_safety)), took, next_due)) => {
-                self.rest_until = Instant::now() + rest_after(took);
                 self.next_due = next_due;
                 self.monitor.tick(&report, took, d.workers().count());
                 let status = Status {
@@ -262,18 +249,5 @@ impl Ticking {
                 None
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_tick_rests_three_times_its_length_and_never_long() {
-        assert_eq!(rest_after(Duration::from_millis(1)), Duration::from_millis(3));
-        assert_eq!(rest_after(Duration::ZERO), Duration::ZERO);
-        // A tick that waited seconds on a database that does not answer.
-        assert_eq!(rest_after(Duration::from_secs(15)), WAKE_REST_MAX);
     }
 }
