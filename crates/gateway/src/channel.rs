@@ -23,8 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use board_core::{BlockKind, BoardWrites, Comment, Run, RunId, Task, TaskId};
-
-use crate::pace::Pace;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -224,13 +222,7 @@ fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= 3) that we then own.
-    let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if dup < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `dup` was just created.
-    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+    crate::process::copy_above_stdio(fd.as_raw_fd())
 }
 
 /// Serves one worker's channel: each packet brings the end of a conversation, served
@@ -239,7 +231,7 @@ fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 /// run through it.
 fn serve(channel: &OwnedFd, store: &dyn BoardWrites, bound: &Bound, terms: &Terms) -> bool {
     let mut ended = false;
-    let mut pace = Pace::new(Instant::now(), f64::from(REPORTS_PER_SECOND), REPORT_BURST);
+    let mut pace = Pace::new(Instant::now());
     loop {
         match receive_fd(channel) {
             Ok(Some(conversation)) => {
@@ -307,6 +299,34 @@ fn converse(
 /// [`REPORT_BURST`]: a flood of comments or notes cannot fill the board or starve it.
 const REPORTS_PER_SECOND: u32 = 20;
 const REPORT_BURST: f64 = 100.0;
+
+/// The pace of one worker's reports: a token bucket filled at [`REPORTS_PER_SECOND`].
+struct Pace {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Pace {
+    fn new(now: Instant) -> Pace {
+        Pace {
+            tokens: REPORT_BURST,
+            at: now,
+        }
+    }
+
+    /// Whether a report arriving `now` is answered, spending one token if so.
+    fn admit(&mut self, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * f64::from(REPORTS_PER_SECOND);
+        self.tokens = (self.tokens + refill).min(REPORT_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// One line without its newline; `None` at the end of the stream. A line over `limit`
 /// ends the conversation.
@@ -556,4 +576,28 @@ pub(crate) fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_answered_a_flood_is_paced() {
+        let start = Instant::now();
+        let mut pace = Pace::new(start);
+        let burst = (0..1000).take_while(|_| pace.admit(start)).count();
+        assert_eq!(burst as f64, REPORT_BURST);
+        assert!(!pace.admit(start + Duration::from_millis(10)));
+        // A second later, a second's worth more.
+        let later = start + Duration::from_secs(1);
+        let refilled = (0..1000).take_while(|_| pace.admit(later)).count();
+        assert_eq!(refilled, REPORTS_PER_SECOND as usize);
+        // Never more than the burst, however long the worker was quiet.
+        let much_later = later + Duration::from_secs(3600);
+        assert_eq!(
+            (0..1000).take_while(|_| pace.admit(much_later)).count() as f64,
+            REPORT_BURST
+        );
+    }
 }

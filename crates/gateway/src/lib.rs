@@ -10,7 +10,6 @@ pub mod dispatcher;
 pub mod logging;
 pub mod metrics;
 pub mod notifier;
-mod pace;
 pub mod planner;
 pub mod process;
 pub mod recurrence;

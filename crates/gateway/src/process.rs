@@ -263,8 +263,20 @@ impl Leader {
     }
 }
 
+/// A close-on-exec copy of `fd` numbered 3 or above: never one of the standard streams a
+/// worker's own replace.
+pub(crate) fn copy_above_stdio(fd: std::os::fd::RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= 3) that only we own, or -1.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if copy < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
 /// Waits for our child `pid` to end and reaps it.
-fn reap(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
+pub(crate) fn reap(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
     let mut status = 0;
     loop {
         // SAFETY: waitpid on our own child writes one int we own.

@@ -7,12 +7,13 @@
 //! state, since that memory is the gateway's own.
 
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::privileges;
+use super::privileges::{self, succeeded};
+use crate::process::{copy_above_stdio, reap};
 
 /// The child's own stack: it makes a few dozen system calls and nothing deep.
 const CHILD_STACK: usize = 64 * 1024;
@@ -75,9 +76,9 @@ impl Launch {
             .collect::<std::io::Result<Vec<_>>>()?;
         let null = std::fs::File::open("/dev/null")?;
         let stdio = [
-            above_stdio(null.as_raw_fd())?,
-            above_stdio(plan.output.as_raw_fd())?,
-            above_stdio(plan.output.as_raw_fd())?,
+            copy_above_stdio(null.as_raw_fd())?,
+            copy_above_stdio(plan.output.as_raw_fd())?,
+            copy_above_stdio(plan.output.as_raw_fd())?,
         ];
         Ok(Launch {
             program: c(program.as_os_str().as_bytes())?,
@@ -127,7 +128,7 @@ impl Launch {
         };
         drop(stack);
         if shared.errno != 0 {
-            reap(pid);
+            let _ = reap(pid);
             return Err(std::io::Error::from_raw_os_error(shared.errno));
         }
         Ok(pid)
@@ -146,39 +147,34 @@ struct Shared<'a> {
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `Shared`, alive and untouched while the parent waits.
     let shared = unsafe { &mut *arg.cast::<Shared<'_>>() };
-    let errno = match become_worker(shared.launch) {
-        Ok(()) => std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOEXEC),
-        Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
-    };
-    shared.errno = if errno == 0 { libc::ENOEXEC } else { errno };
+    let Err(e) = become_worker(shared.launch);
+    shared.errno = e.raw_os_error().filter(|n| *n != 0).unwrap_or(libc::ENOEXEC);
     // SAFETY: _exit ends this child alone (it is a process of its own) without running
     // anything of the gateway's.
     unsafe { libc::_exit(127) }
 }
 
 /// Everything between the clone and the exec; returns only when a step or the exec
-/// failed (`Ok` when the exec did, its errno still set).
-fn become_worker(l: &Launch) -> std::io::Result<()> {
+/// failed, with why.
+fn become_worker(l: &Launch) -> std::io::Result<std::convert::Infallible> {
     // SAFETY: system calls on this (cloned) process and on values prepared before the
     // clone: signal dispositions, descriptors, directory, credentials, then execve with
     // NUL-terminated arrays of pointers into live C strings.
     unsafe {
         default_signals();
-        check(libc::setpgid(0, 0))?;
+        succeeded(libc::setpgid(0, 0))?;
         for (fd, target) in l.stdio.iter().zip(0..) {
             if libc::dup2(fd.as_raw_fd(), target) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
         }
-        check(libc::chdir(l.cwd.as_ptr()))?;
+        succeeded(libc::chdir(l.cwd.as_ptr()))?;
         privileges::in_child(l.channel, l.ids.as_ref(), l.strip)?;
         let none: libc::sigset_t = std::mem::zeroed();
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         libc::execve(l.program.as_ptr(), l.argv_ptrs.as_ptr(), l.envp_ptrs.as_ptr());
     }
-    Ok(())
+    Err(std::io::Error::last_os_error())
 }
 
 /// Every signal the gateway handles goes back to its default, and SIGPIPE too (the
@@ -204,24 +200,6 @@ unsafe fn default_signals() {
     }
 }
 
-fn check(rc: libc::c_int) -> std::io::Result<()> {
-    match rc {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
-}
-
-/// A close-on-exec copy of `fd` numbered 3 or above.
-fn above_stdio(fd: RawFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor that only we own, or -1.
-    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if copy < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: just made, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
-}
-
 /// A NULL-terminated array of pointers into `strings`.
 fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
     strings
@@ -229,15 +207,6 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
         .map(|s| s.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect()
-}
-
-/// Reaps a child that never became the worker.
-fn reap(pid: libc::pid_t) {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child writes one int we own.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-    {}
 }
 
 /// The file `execvp` would run for `program`: a name with a slash as it is (relative to

@@ -143,7 +143,7 @@ fn close_at_exec_from(first: libc::c_uint) -> std::io::Result<()> {
 }
 
 /// A system call's 0 as success, anything else as the error it left in `errno`.
-fn succeeded(rc: libc::c_int) -> std::io::Result<()> {
+pub(super) fn succeeded(rc: libc::c_int) -> std::io::Result<()> {
     if rc == 0 {
         Ok(())
     } else {
