@@ -3,8 +3,11 @@
 //! promotion of the children a change releases. The locking rules they follow are in
 //! `store.rs`.
 
+use std::sync::LazyLock;
+
 use board_core::graph;
-use board_core::store::Claim;
+use board_core::row::Stored;
+use board_core::store::{guarded_update, Claim};
 use board_core::transition::{decide, Change, Fresh, TaskFacts};
 use board_core::{Link, Offer, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
 use postgres::Row;
@@ -194,40 +197,128 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
     );
     let guard: Params<'_> = &[&old.status.as_str(), &run_id, &claim_lock];
     let changed = with_params(t, guard, |params| tx.execute(sql, params))?;
-    if changed == 1 {
-        Ok(())
-    } else {
-        Err(Refusal::ClaimChanged {
-            id: t.id.clone(),
-            run_id: run_id.unwrap_or_default(),
-        }
-        .into())
-    }
+    guarded_update(changed, &t.id, run_id)
+}
+
+/// What a run's upsert changes when the run is there already.
+macro_rules! run_upsert_set {
+    () => {
+        "ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
+            claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
+            worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,
+            last_heartbeat_at = excluded.last_heartbeat_at,
+            ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
+            metadata = excluded.metadata, checks = excluded.checks, evidence = excluded.evidence
+         WHERE task_runs.task_id = excluded.task_id"
+    };
 }
 
 pub(crate) fn upsert_run(tx: &mut Tx<'_>, r: &Run) -> StoreResult<()> {
     let sql = concat!(
         "INSERT INTO task_runs (",
         run_columns!(),
-        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
-             ON CONFLICT (id) DO UPDATE SET status = excluded.status, outcome = excluded.outcome,
-                claim_lock = excluded.claim_lock, claim_expires = excluded.claim_expires,
-                worker_pid = excluded.worker_pid, worker_host = excluded.worker_host,
-                last_heartbeat_at = excluded.last_heartbeat_at,
-                ended_at = excluded.ended_at, summary = excluded.summary, error = excluded.error,
-                metadata = excluded.metadata, checks = excluded.checks, evidence = excluded.evidence
-             WHERE task_runs.task_id = excluded.task_id"
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) ",
+        run_upsert_set!()
     );
     with_params(r, &[], |params| tx.execute(sql, params))?;
     Ok(())
 }
 
-/// Applies a decided change, then promotes the children it released.
-pub(crate) fn apply(tx: &mut Tx<'_>, old: &Task, change: &Change, now: Timestamp) -> StoreResult<()> {
+/// The `todo` children of task `$1`, locked in id order before their facts are read (see
+/// the module doc): those a change that releases its children may promote.
+const WAITING_CHILDREN: &str = "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id
+     WHERE l.parent_id = $1 AND c.status = 'todo' ORDER BY c.id FOR NO KEY UPDATE OF c";
+
+/// [`UPDATE_TASK`] and the upsert of the change's one run in one statement (one round
+/// trip): the run is written only when the task's row was, and the statement says how
+/// many task rows it changed. The run's parameters follow the guard's. With `waking`,
+/// the same statement locks [`WAITING_CHILDREN`] and returns their ids.
+fn update_task_and_run_sql(waking: bool) -> String {
+    let first = Task::COLUMNS.len() + 4;
+    let run: Vec<String> = (first..first + Run::COLUMNS.len())
+        .map(|i| format!("${i}"))
+        .collect();
+    let (waiting, ids) = match waking {
+        true => (
+            format!(", waiting AS ({WAITING_CHILDREN})"),
+            "ARRAY(SELECT id FROM waiting)",
+        ),
+        false => (String::new(), "ARRAY[]::text[]"),
+    };
+    format!(
+        "WITH updated AS ({UPDATE_TASK} RETURNING 1),
+              run AS (INSERT INTO task_runs ({}) SELECT {} WHERE EXISTS (SELECT 1 FROM updated) {}){waiting}
+         SELECT (SELECT count(*) FROM updated), {ids}",
+        run_columns!(),
+        run.join(", "),
+        run_upsert_set!()
+    )
+}
+
+pub(crate) static UPDATE_TASK_AND_RUN: LazyLock<String> = LazyLock::new(|| update_task_and_run_sql(false));
+pub(crate) static UPDATE_TASK_AND_RUN_WAKING: LazyLock<String> =
+    LazyLock::new(|| update_task_and_run_sql(true));
+
+/// [`update_task`] and [`upsert_run`] of `run` in one round trip; with `waking`, the
+/// waiting children too, locked, their ids returned.
+fn update_task_and_run(
+    tx: &mut Tx<'_>,
+    (old, t, run): (&Task, &Task, &Run),
+    waking: bool,
+) -> StoreResult<Vec<TaskId>> {
+    let (run_id, claim_lock) = (
+        old.current_run_id(),
+        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
+    );
+    let guard: Params<'_> = &[&old.status.as_str(), &run_id, &claim_lock];
+    let sql: &'static str = match waking {
+        true => &UPDATE_TASK_AND_RUN_WAKING,
+        false => &UPDATE_TASK_AND_RUN,
+    };
+    let row = with_params(t, guard, |task| {
+        with_params(run, task, |run_after| {
+            // `with_params` puts its row first: the run's parameters go after the task's.
+            let (run_params, task_params) = run_after.split_at(Run::COLUMNS.len());
+            let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                task_params.iter().chain(run_params).copied().collect();
+            tx.query_one(sql, &params)
+        })
+    })?;
+    let changed: i64 = row.try_get(0).map_err(crate::backend)?;
+    guarded_update(u64::try_from(changed).unwrap_or(0), &t.id, run_id)?;
+    let mut waiting: Vec<String> = row.try_get(1).map_err(crate::backend)?;
+    waiting.sort_unstable();
+    waiting
+        .into_iter()
+        .map(|id| {
+            id.parse()
+                .map_err(|e| StoreError::Backend(format!("reading a child's id: {e}")))
+        })
+        .collect()
+}
+
+/// Writes a decided change's task row and runs; when it releases its children, locks
+/// those waiting and returns their ids, in id order.
+fn write_rows(tx: &mut Tx<'_>, old: &Task, change: &Change) -> StoreResult<Vec<TaskId>> {
+    if let [run] = change.runs.as_slice() {
+        return update_task_and_run(tx, (old, &change.task, run), change.wake_children);
+    }
     update_task(tx, old, &change.task)?;
     for run in &change.runs {
         upsert_run(tx, run)?;
     }
+    match change.wake_children {
+        true => all(
+            tx.query(WAITING_CHILDREN, &[&change.task.id.as_str()])?,
+            rows::task_id,
+        ),
+        false => Ok(Vec::new()),
+    }
+}
+
+/// Applies a decided change, then promotes the children it released.
+pub(crate) fn apply(tx: &mut Tx<'_>, old: &Task, change: &Change, now: Timestamp) -> StoreResult<()> {
+    let waiting = write_rows(tx, old, change)?;
     tx.push_events(&change.task.id, &change.events, now);
     if let Some(c) = &change.comment {
         let row = tx.query_one(
@@ -239,16 +330,8 @@ pub(crate) fn apply(tx: &mut Tx<'_>, old: &Task, change: &Change, now: Timestamp
         let event = board_core::comment::event(comment_id, c.author.as_deref(), None);
         tx.push_events(&change.task.id, &[event], now);
     }
-    if change.wake_children {
-        // Locked before their facts are read: see the module doc.
-        let waiting = tx.query(
-            "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id
-             WHERE l.parent_id = $1 AND c.status = 'todo' ORDER BY c.id FOR NO KEY UPDATE OF c",
-            &[&change.task.id.as_str()],
-        )?;
-        for child in all(waiting, rows::task_id)? {
-            promote(tx, &child, now)?;
-        }
+    for child in waiting {
+        promote(tx, &child, now)?;
     }
     if change.hold_children {
         let started = tx.query(

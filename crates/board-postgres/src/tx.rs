@@ -218,11 +218,8 @@ impl<'a> Tx<'a> {
     /// transaction commits.
     pub fn commit(mut self, events_lock: (i32, i32), wake: &str) -> Result<(), (StoreError, bool)> {
         let events = std::mem::take(&mut self.events);
-        let mut done = self.insert_events(&events, events_lock);
-        if done.is_ok() && events.iter().any(|e| e.wakes) {
-            done = self.execute("SELECT pg_notify($1, '')", &[&wake]).map(drop);
-        }
-        if let Err(e) = done {
+        let wake = events.iter().any(|e| e.wakes).then_some(wake);
+        if let Err(e) = self.insert_events(&events, events_lock, wake) {
             return Err((e, self.retry));
         }
         self.open = false;
@@ -232,7 +229,13 @@ impl<'a> Tx<'a> {
         })
     }
 
-    fn insert_events(&mut self, events: &[PendingEvent], (class, key): (i32, i32)) -> StoreResult<()> {
+    /// Inserts `events` and, with `wake`, notifies that channel, in one round trip.
+    fn insert_events(
+        &mut self,
+        events: &[PendingEvent],
+        (class, key): (i32, i32),
+        wake: Option<&str>,
+    ) -> StoreResult<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -244,15 +247,20 @@ impl<'a> Tx<'a> {
         // One round trip under the lock, which is held to commit: the lock's row is
         // joined to every event row, so it is taken before the first id is drawn, and
         // the sorted subquery hands the rows to the insert (which draws the ids) in
-        // the order they were queued.
+        // the order they were queued. The notification, if any, rides along: the
+        // server sends it at commit whatever its place in the transaction.
         self.execute(
-            "INSERT INTO task_events (task_id, run_id, kind, payload, created_at)
-             SELECT task_id, run_id, kind, payload, created_at FROM (
-                SELECT e.* FROM (SELECT pg_advisory_xact_lock($1, $2)) AS event_lock,
-                    unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::int8[])
-                        WITH ORDINALITY AS e(task_id, run_id, kind, payload, created_at, n)
-                ORDER BY e.n) AS queued",
-            &[&class, &key, &task_ids, &run_ids, &kinds, &payloads, &created],
+            "WITH inserted AS (
+                INSERT INTO task_events (task_id, run_id, kind, payload, created_at)
+                SELECT task_id, run_id, kind, payload, created_at FROM (
+                   SELECT e.* FROM (SELECT pg_advisory_xact_lock($1, $2)) AS event_lock,
+                       unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::int8[])
+                           WITH ORDINALITY AS e(task_id, run_id, kind, payload, created_at, n)
+                   ORDER BY e.n) AS queued)
+             SELECT pg_notify($8, '') WHERE $8::text IS NOT NULL",
+            &[
+                &class, &key, &task_ids, &run_ids, &kinds, &payloads, &created, &wake,
+            ],
         )?;
         Ok(())
     }

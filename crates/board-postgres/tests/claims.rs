@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
-use board_core::{BoardReads, BoardStats, DispatchQueue};
+use board_core::{BoardReads, BoardStats, BoardWrites, DispatchQueue};
 use board_core::{NewTask, Status, Store, TaskId};
 use common::TestSchema;
 
@@ -118,4 +118,31 @@ fn a_row_held_by_another_transaction_is_skipped_without_waiting() {
     held.rollback().unwrap();
     let claims = store.claim_next(1, 60, T).unwrap();
     assert_eq!(claims[0].task.id, first, "released, it is claimed next");
+}
+
+/// The task's guarded update and its run's upsert are one statement: when the update
+/// changes no row (here a trigger skips it), the write is refused as a changed claim
+/// and nothing of it is left, neither the run nor an event.
+#[test]
+fn a_claim_whose_task_row_is_not_written_is_refused_and_leaves_nothing() {
+    let schema = TestSchema::new();
+    let store = schema.open();
+    let id = task(&store, "guarded", 0);
+    let before = schema.dump();
+    schema.execute(
+        "CREATE FUNCTION skip_update() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
+         CREATE TRIGGER skip_update BEFORE UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION skip_update()",
+    );
+    let refused = store.claim(&id, 60, T).expect_err("the update changed no row");
+    assert!(
+        matches!(
+            refused,
+            board_core::StoreError::Refused(board_core::Refusal::ClaimChanged { .. })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(schema.dump(), before, "nothing of the refused claim stays");
+    schema.execute("DROP TRIGGER skip_update ON tasks");
+    let claim = store.claim(&id, 60, T).expect("the same claim, the row written");
+    assert_eq!(store.get(&id).unwrap().current_run_id(), Some(claim.run_id));
 }

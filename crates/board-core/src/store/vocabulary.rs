@@ -226,3 +226,18 @@ impl Offer {
         }
     }
 }
+
+/// The outcome of a task row's guarded update, written only if its status, run and claim
+/// were still as read: `changed` rows, one when it was written; none is a claim that
+/// changed under the write (`run_id` the one it was read with).
+pub fn guarded_update(changed: u64, id: &TaskId, run_id: Option<RunId>) -> StoreResult<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(crate::refusal::Refusal::ClaimChanged {
+            id: id.clone(),
+            run_id: run_id.unwrap_or_default(),
+        }
+        .into())
+    }
+}

@@ -7,7 +7,7 @@ use board_core::releasing_statuses_sql;
 use board_core::store::StoreResult;
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{graph, plan};
-use board_core::{Link, Refusal, Request, Run, StoreError, Task, TaskId, Timestamp};
+use board_core::{Link, Request, Run, StoreError, Task, TaskId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::backend;
@@ -135,15 +135,7 @@ fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
         .prepare_cached(&UPDATE_TASK)
         .and_then(|mut s| with_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
         .map_err(backend)?;
-    if changed == 1 {
-        Ok(())
-    } else {
-        Err(Refusal::ClaimChanged {
-            id: t.id.clone(),
-            run_id: run_id.unwrap_or_default(),
-        }
-        .into())
-    }
+    board_core::store::guarded_update(u64::try_from(changed).unwrap_or(0), &t.id, run_id)
 }
 
 pub(super) fn upsert_run(tx: &Connection, r: &Run) -> StoreResult<()> {
