@@ -190,6 +190,27 @@ fn sqlite_json(home: &Path) -> Result<Measured, String> {
     ))
 }
 
+/// The floor under any listing in claim order: SQLite visiting the same rows in the same
+/// order, each read from the table, with `kanban`'s page cache and no output at all.
+fn sqlite_visit(home: &Path) -> Result<Measured, String> {
+    let db = home.join("kanban.db");
+    let args = [
+        "-cmd".to_owned(),
+        "PRAGMA cache_size = -8192".to_owned(),
+        path_str(&db)?.to_owned(),
+        // LIMIT -1 keeps the ordered scan a subquery of its own: every row is visited.
+        "SELECT count(title) FROM (SELECT title FROM tasks ORDER BY priority DESC, created_at, rowid LIMIT -1)"
+            .to_owned(),
+    ];
+    let (times, rss) = repeated(Path::new("sqlite3"), &args)?;
+    Ok((
+        "sqlite_visit".to_owned(),
+        "SQLite visiting the same rows in claim order, no output (the floor)".to_owned(),
+        times,
+        rss,
+    ))
+}
+
 /// One command on one board: key, label, times in ms, peak RSS in MB.
 type Measured = (String, String, Vec<f64>, Vec<f64>);
 
@@ -254,6 +275,7 @@ fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
         rows.push((key.to_owned(), label.to_owned(), times, rss));
     }
     rows.push(sqlite_json(&home)?);
+    rows.push(sqlite_visit(&home)?);
     rows.push(tick_row(paths, &home)?);
     let gc = ["gc", "--archived-older-than", "30d", "--events-older-than", "30d"].map(str::to_owned);
     let (ms, mb, completes) = gc_beside_writer(&kanban, &with_home(&gc), &with_home)?;
@@ -356,7 +378,10 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
             if let (Some(base), true) = (base, *size != sizes[0]) {
                 let ratio = row.median() / base;
                 row = row.ratio(ratio, &format!("{n}/{}", name(sizes[0])));
-                if !matches!(key.as_str(), "list_json" | "list_jsonl" | "sqlite_json" | "gc") {
+                if !matches!(
+                    key.as_str(),
+                    "list_json" | "list_jsonl" | "sqlite_json" | "sqlite_visit" | "gc"
+                ) {
                     row = row.goal("within 1.5x of 1k", ratio <= 1.5);
                 }
             }
@@ -370,7 +395,7 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
             let pass = peak.median() < 30.0;
             results
                 .rows
-                .push(if matches!(key.as_str(), "tick" | "sqlite_json") {
+                .push(if matches!(key.as_str(), "tick" | "sqlite_json" | "sqlite_visit") {
                     peak
                 } else {
                     peak.goal("< 30 MB", pass)
@@ -382,6 +407,14 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 .map(|(_, _, times, _)| *size as f64 / (super::median(times) / 1e3))
         };
         let limit = rate("sqlite_json");
+        if let Some(floor) = rate("sqlite_visit") {
+            results.rows.push(Row::new(
+                &format!("scale.sqlite_visit_rate.{}", name(*size)),
+                &format!("SQLite's visit in claim order rows/s, {} (the floor)", name(*size)),
+                "rows/s",
+                vec![floor],
+            ));
+        }
         for (key, label) in [("list_json", "list --json"), ("list_jsonl", "list --jsonl")] {
             let Some(rows_per_s) = rate(key) else { continue };
             let mut row = Row::new(
