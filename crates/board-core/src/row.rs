@@ -64,7 +64,7 @@ pub trait Stored: Sized {
     fn cells(&self) -> Vec<Cell<'_>>;
 
     /// The value a row holds, given its cells in the order of `COLUMNS`.
-    fn from_cells(cells: Vec<Cell<'static>>) -> Result<Self, BadRow>;
+    fn from_cells(cells: Vec<Cell<'_>>) -> Result<Self, BadRow>;
 }
 
 /// The column names of `T`, comma-separated, as a statement's text shows them
@@ -99,7 +99,7 @@ impl<T: Stored> std::fmt::Display for Columns<T> {
 pub trait Field: Sized {
     const KIND: Kind;
     fn cell(&self) -> Cell<'_>;
-    fn read(cell: Cell<'static>) -> Result<Self, String>;
+    fn read(cell: Cell<'_>) -> Result<Self, String>;
 }
 
 fn wrong(cell: &Cell<'_>, wanted: &str) -> String {
@@ -113,7 +113,7 @@ impl<T: Field> Field for Option<T> {
         self.as_ref().map_or(Cell::Null, T::cell)
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
         match cell {
             Cell::Null => Ok(None),
             cell => T::read(cell).map(Some),
@@ -128,7 +128,7 @@ impl Field for String {
         Cell::Text(Cow::Borrowed(self))
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
         match cell {
             Cell::Text(text) => Ok(text.into_owned()),
             other => Err(wrong(&other, "text")),
@@ -143,7 +143,7 @@ impl Field for i64 {
         Cell::Int(*self)
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
         match cell {
             Cell::Int(n) => Ok(n),
             other => Err(wrong(&other, "an integer")),
@@ -158,7 +158,7 @@ impl Field for f64 {
         Cell::Real(*self)
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
         match cell {
             Cell::Real(x) => Ok(x),
             // SQLite hands back a whole REAL as an integer.
@@ -175,13 +175,21 @@ impl Field for bool {
         Cell::Bool(*self)
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
         match cell {
             Cell::Bool(b) => Ok(b),
             // SQLite stores a boolean as 0 or 1.
             Cell::Int(n @ (0 | 1)) => Ok(n == 1),
             other => Err(wrong(&other, "a boolean")),
         }
+    }
+}
+
+/// A text cell's text, borrowed: a word or JSON is read from it without a copy.
+fn text<'c>(cell: &'c Cell<'_>) -> Result<&'c str, String> {
+    match cell {
+        Cell::Text(text) => Ok(text),
+        other => Err(wrong(other, "text")),
     }
 }
 
@@ -193,8 +201,8 @@ impl Field for serde_json::Value {
         Cell::Text(Cow::Owned(self.to_string()))
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
-        serde_json::from_str(&String::read(cell)?).map_err(|e| e.to_string())
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
+        serde_json::from_str(text(&cell)?).map_err(|e| e.to_string())
     }
 }
 
@@ -208,8 +216,8 @@ macro_rules! word_fields {
                 Cell::Text(Cow::Borrowed(self.as_str()))
             }
 
-            fn read(cell: Cell<'static>) -> Result<Self, String> {
-                <$word as FromStr>::from_str(&String::read(cell)?).map_err(|e| e.to_string())
+            fn read(cell: Cell<'_>) -> Result<Self, String> {
+                <$word as FromStr>::from_str(text(&cell)?).map_err(|e| e.to_string())
             }
         }
     )*};
@@ -229,10 +237,10 @@ impl Field for Checks {
         }
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
-        match Option::<String>::read(cell)? {
-            None => Ok(Checks::default()),
-            Some(text) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
+        match cell {
+            Cell::Null => Ok(Checks::default()),
+            cell => serde_json::from_str(text(&cell)?).map_err(|e| e.to_string()),
         }
     }
 }
@@ -250,18 +258,15 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Field for JsonText<T> {
         Cell::Text(Cow::Owned(serde_json::to_string(&self.0).unwrap_or_default()))
     }
 
-    fn read(cell: Cell<'static>) -> Result<Self, String> {
-        serde_json::from_str(&String::read(cell)?)
+    fn read(cell: Cell<'_>) -> Result<Self, String> {
+        serde_json::from_str(text(&cell)?)
             .map(JsonText)
             .map_err(|e| e.to_string())
     }
 }
 
 /// Takes the next cell as the column it is stored in.
-fn take<T: Field>(
-    cells: &mut impl Iterator<Item = Cell<'static>>,
-    column: &'static str,
-) -> Result<T, BadRow> {
+fn take<'a, T: Field>(cells: &mut impl Iterator<Item = Cell<'a>>, column: &'static str) -> Result<T, BadRow> {
     let cell = cells.next().ok_or_else(|| BadRow {
         column,
         message: "missing".to_owned(),
@@ -286,7 +291,7 @@ macro_rules! stored {
                 vec![$(<$fty as Field>::cell(&self.$field)),*]
             }
 
-            fn from_cells(cells: Vec<Cell<'static>>) -> Result<Self, BadRow> {
+            fn from_cells(cells: Vec<Cell<'_>>) -> Result<Self, BadRow> {
                 let mut cells = cells.into_iter();
                 Ok($ty { $($field: take::<$fty>(&mut cells, stringify!($field))?),* })
             }
@@ -443,7 +448,7 @@ impl Stored for Task {
         row.cells().into_iter().map(Cell::into_owned).collect()
     }
 
-    fn from_cells(cells: Vec<Cell<'static>>) -> Result<Self, BadRow> {
+    fn from_cells(cells: Vec<Cell<'_>>) -> Result<Self, BadRow> {
         let r = TaskRow::from_cells(cells)?;
         let lease = LeaseColumns {
             current_run_id: r.current_run_id,

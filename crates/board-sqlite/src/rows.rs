@@ -128,23 +128,23 @@ pub fn read<T: Stored>(r: &Row<'_>) -> rusqlite::Result<T> {
     let failure = |at: usize, e: Box<dyn std::error::Error + Send + Sync>| {
         rusqlite::Error::FromSqlConversionFailure(at, Type::Text, e)
     };
-    let cells = (0..T::COLUMNS.len())
-        .map(|at| {
-            Ok(match r.get_ref(at)? {
-                ValueRef::Null => Cell::Null,
-                ValueRef::Integer(n) => Cell::Int(n),
-                ValueRef::Real(x) => Cell::Real(x),
-                ValueRef::Text(bytes) => Cell::Text(
-                    String::from_utf8(bytes.to_vec())
-                        .map_err(|e| failure(at, Box::new(e)))?
-                        .into(),
-                ),
-                ValueRef::Blob(_) => {
-                    return Err(failure(at, "a blob where the board keeps text or numbers".into()))
-                }
-            })
-        })
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut cells = Vec::with_capacity(T::COLUMNS.len());
+    for at in 0..T::COLUMNS.len() {
+        cells.push(match r.get_ref(at)? {
+            ValueRef::Null => Cell::Null,
+            ValueRef::Integer(n) => Cell::Int(n),
+            ValueRef::Real(x) => Cell::Real(x),
+            // Borrowed from the row: a word or JSON is read from it without a copy.
+            ValueRef::Text(bytes) => Cell::Text(
+                std::str::from_utf8(bytes)
+                    .map_err(|e| failure(at, Box::new(e)))?
+                    .into(),
+            ),
+            ValueRef::Blob(_) => {
+                return Err(failure(at, "a blob where the board keeps text or numbers".into()))
+            }
+        });
+    }
     T::from_cells(cells).map_err(|e| {
         let at = T::COLUMNS.iter().position(|(c, _)| *c == e.column).unwrap_or(0);
         failure(at, Box::new(e))

@@ -393,13 +393,13 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 rss.clone(),
             );
             let pass = peak.median() < 30.0;
-            results
-                .rows
-                .push(if matches!(key.as_str(), "tick" | "sqlite_json" | "sqlite_visit") {
+            results.rows.push(
+                if matches!(key.as_str(), "tick" | "sqlite_json" | "sqlite_visit") {
                     peak
                 } else {
                     peak.goal("< 30 MB", pass)
-                });
+                },
+            );
         }
         let rate = |key: &str| {
             rows.iter()
@@ -410,7 +410,10 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
         if let Some(floor) = rate("sqlite_visit") {
             results.rows.push(Row::new(
                 &format!("scale.sqlite_visit_rate.{}", name(*size)),
-                &format!("SQLite's visit in claim order rows/s, {} (the floor)", name(*size)),
+                &format!(
+                    "SQLite's visit in claim order rows/s, {} (the floor)",
+                    name(*size)
+                ),
                 "rows/s",
                 vec![floor],
             ));
