@@ -35,15 +35,26 @@ fn insert<T: Stored>(table: &str, columns: &Columns<T>) -> String {
 
 pub static INSERT_TASK: LazyLock<String> = LazyLock::new(|| insert("tasks", &TASK_COLUMNS));
 
+/// Columns indexes order by that a transition rarely changes: the update sets them only
+/// when their value does, since SQLite rewrites an index's entry whenever a column of it
+/// is set, to the same value or not (a page of `tasks_by_priority` written to the WAL at
+/// every claim and completion for nothing).
+pub const TASK_EDITED_COLUMNS: [&str; 2] = ["priority", "tenant"];
+
 /// Writes a task's new row only if its status, run and claim are as read: the values
-/// are `task_params`, then the old status, run id and claim lock.
-pub static UPDATE_TASK: LazyLock<String> = LazyLock::new(|| {
+/// are `task_params`, then the old status, run id and claim lock. Bit `i` of `edited`
+/// sets `TASK_EDITED_COLUMNS[i]` too; left out, its parameter is bound and unused.
+fn update_task(edited: usize) -> String {
     let columns: Vec<&str> = names(&TASK_COLUMNS).collect();
     let at = |name: &str| columns.iter().position(|c| *c == name).map_or(0, |i| i + 1);
+    let kept = |c: &str| match TASK_EDITED_COLUMNS.iter().position(|e| *e == c) {
+        Some(bit) => edited & (1 << bit) != 0,
+        None => !TASK_FIXED_COLUMNS.contains(&c),
+    };
     let set: Vec<String> = columns
         .iter()
         .enumerate()
-        .filter(|(_, c)| !TASK_FIXED_COLUMNS.contains(c))
+        .filter(|(_, c)| kept(c))
         .map(|(i, c)| format!("{c} = ?{}", i + 1))
         .collect();
     let n = columns.len();
@@ -55,7 +66,22 @@ pub static UPDATE_TASK: LazyLock<String> = LazyLock::new(|| {
         n + 2,
         n + 3
     )
-});
+}
+
+/// The task updates, by which of `TASK_EDITED_COLUMNS` changed (bit 0 priority, bit 1
+/// tenant): see [`task_update`].
+pub static UPDATE_TASK: [LazyLock<String>; 4] = [
+    LazyLock::new(|| update_task(0)),
+    LazyLock::new(|| update_task(1)),
+    LazyLock::new(|| update_task(2)),
+    LazyLock::new(|| update_task(3)),
+];
+
+/// The update that writes `new` over `old`, setting an edited column only if it changed.
+pub fn task_update(old: &Task, new: &Task) -> &'static str {
+    let edited = usize::from(old.priority != new.priority) | usize::from(old.tenant != new.tenant) << 1;
+    &UPDATE_TASK[edited]
+}
 
 /// Upserts a run by id; a run never moves to another task.
 pub static UPSERT_RUN: LazyLock<String> = LazyLock::new(|| {
@@ -187,7 +213,7 @@ mod tests {
     #[test]
     fn statements_follow_the_column_lists() {
         assert!(INSERT_TASK.ends_with("?38, ?39)"), "{}", *INSERT_TASK);
-        let update = &*UPDATE_TASK;
+        let update = &*UPDATE_TASK[3];
         for set in [
             "title = ?2",
             "current_run_id = ?13",
@@ -202,6 +228,13 @@ mod tests {
         }
         assert!(update
             .ends_with("WHERE id = ?1 AND status = ?40 AND current_run_id IS ?41 AND claim_lock IS ?42"));
+        for (edited, sets) in [(0, [false, false]), (1, [true, false]), (2, [false, true])] {
+            let (set, _) = UPDATE_TASK[edited].split_once(" WHERE ").expect("a guard");
+            assert!(set.contains("title = ?2"), "{set}");
+            for (column, wanted) in TASK_EDITED_COLUMNS.iter().zip(sets) {
+                assert_eq!(set.contains(&format!("{column} = ?")), wanted, "{edited}: {set}");
+            }
+        }
         assert!(UPSERT_RUN.contains("metadata = excluded.metadata"));
         assert!(!UPSERT_RUN.contains("started_at = excluded"), "{}", *UPSERT_RUN);
         assert!(INSERT_LLM_CALL.ends_with("?12)"));

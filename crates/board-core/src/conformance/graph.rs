@@ -116,6 +116,11 @@ pub fn edit_assign_and_archive(board: &dyn Backend) {
         .edit(&t.id, Some("sharper".into()), None, Some(5), T0 + 1)
         .unwrap();
     assert_eq!((edited.revision, edited.priority), (1, 5));
+    let kept = s.get(&t.id).unwrap();
+    assert_eq!(
+        (kept.revision, kept.priority, kept.title.as_str()),
+        (1, 5, "sharper")
+    );
     assert!(!edited.decompose_parked);
     assert_eq!(edited.decompose_failures, 0);
     let assigned = s.assign(&t.id, Some("coder".into()), T0).unwrap();

@@ -13,7 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::backend;
 use super::tasks::{decoded, get_task};
 use crate::rows::{
-    run_from_row, with_params, Word, INSERT_EVENT, INSERT_TASK, RUN_COLUMNS, UPDATE_TASK, UPSERT_RUN,
+    run_from_row, task_update, with_params, Word, INSERT_EVENT, INSERT_TASK, RUN_COLUMNS, UPSERT_RUN,
 };
 
 /// Random hex from the operating system, for task ids and claim locks.
@@ -132,7 +132,7 @@ fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
         old.lease.as_ref().map(|l| l.claim_lock.as_str()),
     );
     let changed = tx
-        .prepare_cached(&UPDATE_TASK)
+        .prepare_cached(task_update(old, t))
         .and_then(|mut s| with_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
         .map_err(backend)?;
     board_core::store::guarded_update(u64::try_from(changed).unwrap_or(0), &t.id, run_id)

@@ -1,0 +1,73 @@
+//! What a commit writes: the pages a transition appends to the WAL are those of the rows
+//! and index entries it changes, and no others (each is a frame written, and with
+//! `synchronous = FULL` made durable, at every commit).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use board_core::transition::Completion;
+use board_core::{BoardWrites, NewTask};
+use board_sqlite::{Options, SqliteStore};
+use rusqlite::Connection;
+
+const PAGE: u64 = 1024;
+const WAL_HEADER: u64 = 32;
+const FRAME_HEADER: u64 = 24;
+
+/// The b-trees (tables and indexes) of the pages the WAL holds from byte `from` on.
+fn written_since(db: &Path, from: u64) -> BTreeSet<String> {
+    let wal = std::fs::read(db.with_extension("db-wal")).unwrap();
+    let frame = FRAME_HEADER + PAGE;
+    let first = from.saturating_sub(WAL_HEADER).div_ceil(frame);
+    let pages: Vec<u32> = (first..)
+        .map(|n| usize::try_from(WAL_HEADER + n * frame).unwrap())
+        .take_while(|at| at + usize::try_from(frame).unwrap() <= wal.len())
+        .map(|at| u32::from_be_bytes(wal[at..at + 4].try_into().unwrap()))
+        .collect();
+    let conn = Connection::open(db).unwrap();
+    let mut names = conn.prepare("SELECT name FROM dbstat WHERE pageno = ?1").unwrap();
+    pages
+        .iter()
+        .map(|page| names.query_row([page], |r| r.get(0)).unwrap())
+        .collect()
+}
+
+fn wal_len(db: &Path) -> u64 {
+    std::fs::metadata(db.with_extension("db-wal")).unwrap().len()
+}
+
+#[test]
+fn a_claim_and_a_completion_write_no_entry_of_an_index_whose_columns_they_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kanban.db");
+    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    let tenanted = NewTask {
+        tenant: Some("acme".into()),
+        ..NewTask::titled("tenanted")
+    };
+    let ids: Vec<_> = [NewTask::titled("plain"), tenanted.clone(), tenanted]
+        .iter()
+        .map(|t| store.create(t, 1).unwrap().id)
+        .collect();
+    for id in &ids[..2] {
+        let before = wal_len(&db);
+        let claim = store.claim(id, 60, 2).unwrap();
+        let completion = Completion {
+            expected_run_id: Some(claim.run_id),
+            ..Completion::default()
+        };
+        assert!(store.complete(id, &completion, 3).unwrap());
+        let written = written_since(&db, before);
+        assert!(written.contains("tasks_by_status"), "{written:?}");
+        for kept in ["tasks_by_priority", "tasks_by_tenant"] {
+            assert!(!written.contains(kept), "{kept} written: {written:?}");
+        }
+    }
+    // An edit that changes them does write them.
+    let before = wal_len(&db);
+    store.edit(&ids[2], None, None, Some(7), 4).unwrap();
+    let written = written_since(&db, before);
+    for changed in ["tasks_by_priority", "tasks_by_tenant"] {
+        assert!(written.contains(changed), "{changed} not written: {written:?}");
+    }
+}
