@@ -401,38 +401,41 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 },
             );
         }
-        let rate = |key: &str| {
-            rows.iter()
-                .find(|(k, ..)| k == key)
-                .map(|(_, _, times, _)| *size as f64 / (super::median(times) / 1e3))
-        };
-        let limit = rate("sqlite_json");
-        if let Some(floor) = rate("sqlite_visit") {
-            results.rows.push(Row::new(
-                &format!("scale.sqlite_visit_rate.{}", name(*size)),
-                &format!(
-                    "SQLite's visit in claim order rows/s, {} (the floor)",
-                    name(*size)
-                ),
-                "rows/s",
-                vec![floor],
-            ));
-        }
-        for (key, label) in [("list_json", "list --json"), ("list_jsonl", "list --jsonl")] {
-            let Some(rows_per_s) = rate(key) else { continue };
-            let mut row = Row::new(
-                &format!("scale.{key}_rate.{}", name(*size)),
-                &format!("{label} rows/s, {}", name(*size)),
-                "rows/s",
-                vec![rows_per_s],
-            );
-            if let Some(limit) = limit {
-                row = row.ratio(rows_per_s / limit, "sqlite3 -json's rows/s");
-            }
-            results
-                .rows
-                .push(row.goal(">= 500k rows/s", rows_per_s >= 500_000.0));
-        }
+        rate_rows(results, *size, rows);
     }
     Ok(())
+}
+
+/// The listing's rows per second on the board of `size`, beside the floor's and with
+/// their ratio to `sqlite3 -json`'s.
+fn rate_rows(results: &mut Results, size: usize, rows: &[Measured]) {
+    let rate = |key: &str| {
+        rows.iter()
+            .find(|(k, ..)| k == key)
+            .map(|(_, _, times, _)| size as f64 / (super::median(times) / 1e3))
+    };
+    let limit = rate("sqlite_json");
+    if let Some(floor) = rate("sqlite_visit") {
+        results.rows.push(Row::new(
+            &format!("scale.sqlite_visit_rate.{}", name(size)),
+            &format!("SQLite's visit in claim order rows/s, {} (the floor)", name(size)),
+            "rows/s",
+            vec![floor],
+        ));
+    }
+    for (key, label) in [("list_json", "list --json"), ("list_jsonl", "list --jsonl")] {
+        let Some(rows_per_s) = rate(key) else { continue };
+        let mut row = Row::new(
+            &format!("scale.{key}_rate.{}", name(size)),
+            &format!("{label} rows/s, {}", name(size)),
+            "rows/s",
+            vec![rows_per_s],
+        );
+        if let Some(limit) = limit {
+            row = row.ratio(rows_per_s / limit, "sqlite3 -json's rows/s");
+        }
+        results
+            .rows
+            .push(row.goal(">= 500k rows/s", rows_per_s >= 500_000.0));
+    }
 }
