@@ -97,6 +97,19 @@ fn a_schema_stamped_by_another_application_is_refused_untouched() {
     assert_eq!(schema.dump(), before, "a refused schema is not written");
 }
 
+/// A `kanban_meta` table without its row is no stamp: the schema is another
+/// application's (its tables are counted), not an empty one to make a board in.
+#[test]
+fn a_schema_whose_stamp_table_is_empty_is_refused_untouched() {
+    let schema = TestSchema::new();
+    schema.execute("CREATE TABLE kanban_meta (application_id BIGINT, schema_version BIGINT)");
+    let before = schema.dump();
+    let e = refusal(&schema);
+    assert!(matches!(e, OpenError::Foreign { .. }), "{e:?}");
+    assert!(e.to_string().contains("(1 tables, no kanban stamp)"), "{e}");
+    assert_eq!(schema.dump(), before);
+}
+
 #[test]
 fn a_schema_with_tables_and_no_stamp_is_refused_untouched() {
     let schema = TestSchema::new();
