@@ -232,7 +232,7 @@ fn postgres_a_finished_worker_frees_its_slot_at_once() {
 }
 
 /// A burst of wake-ups while the gateway ticks is one pending wake-up, not one tick
-/// each: 500 datagrams sent at once start a handful of ticks (each 20 ms after the last
+/// each: 500 datagrams sent at once start a handful of ticks (each 5 ms after the last
 /// at the earliest), where one tick apiece would take over ten seconds.
 #[test]
 fn a_burst_of_wake_ups_starts_few_ticks() {

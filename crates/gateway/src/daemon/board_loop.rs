@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::time::Instant as TickStart;
+
 use board_core::{Store, Timestamp};
 use board_home::{now, Config, Home};
 use tokio::sync::watch;
@@ -28,6 +30,7 @@ pub(super) async fn start(
     control: watch::Receiver<Control>,
 ) -> Result<tokio::task::JoinHandle<()>, (GatewayError, Option<SocketAddr>)> {
     let wake = Arc::new(tokio::sync::Notify::new());
+    let finished = Arc::new(tokio::sync::Notify::new());
     let (config, store, listening) = match open(&home, store, &wake).await {
         Ok(opened) => opened,
         Err(e) => return Err((e, metrics_bind)),
@@ -51,12 +54,12 @@ pub(super) async fn start(
         timeout: Duration::from_secs(config.gateway.notify_timeout_seconds),
     };
     let notifier = crate::notifier::start(runtime, store.clone(), notify);
-    let finished = {
-        let wake = wake.clone();
-        Arc::new(move || wake.notify_one())
-    };
     // A worker that ended its run through its channel wakes the tick once it is gone.
-    let processes = OsProcesses::new(home.clone(), store.clone()).on_finished(finished);
+    let on_finished = {
+        let finished = finished.clone();
+        Arc::new(move || finished.notify_one())
+    };
+    let processes = OsProcesses::new(home.clone(), store.clone()).on_finished(on_finished);
     let mut dispatcher =
         Dispatcher::with_processes(store, Box::new(processes), pool).on_host(&config.gateway.host_id());
     let dispatcher = tokio::task::spawn_blocking(move || {
@@ -77,6 +80,7 @@ pub(super) async fn start(
         monitor,
         started_at,
         wake,
+        finished,
         wakeups: 0,
         next_due: None,
         control,
@@ -126,9 +130,15 @@ fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Opti
     }
 }
 
-/// The least time between two ticks a wake-up starts: a burst of writes makes one tick
-/// at once and then at most one per gap, on top of the periodic ticks.
+/// The least time from a tick's start to the next one a worker's end starts: a stream of
+/// finished workers makes one tick at once and then at most one per gap, each freeing
+/// every slot that has come free since, on top of the periodic ticks.
 pub const WAKE_GAP: Duration = Duration::from_millis(20);
+
+/// The least time from a tick's start to the next one the board's wake-up starts (new
+/// work: a task made, promoted, unblocked): short, since someone waits for its worker,
+/// but a burst of writes still makes at most one tick per gap.
+pub const NEW_WORK_GAP: Duration = Duration::from_millis(5);
 
 /// What the tick loop keeps beside the dispatcher.
 struct Ticking {
@@ -136,8 +146,10 @@ struct Ticking {
     config: Config,
     monitor: Arc<Monitor>,
     started_at: Timestamp,
-    /// Holds a permit when a wake-up arrived since the last tick began.
+    /// Holds a permit when the board's wake-up arrived since the last tick began.
     wake: Arc<tokio::sync::Notify>,
+    /// Holds a permit when one of this gateway's workers ended its run since then.
+    finished: Arc<tokio::sync::Notify>,
     /// Ticks a wake-up started.
     wakeups: u64,
     /// The earliest time a scheduled task waits for, as the last tick read it: the loop
@@ -145,6 +157,21 @@ struct Ticking {
     next_due: Option<Timestamp>,
     /// The gateway's reloads and stop.
     control: watch::Receiver<Control>,
+}
+
+/// What is left of `gap` since the tick that began at `last_tick`: the wait before a
+/// tick a wake-up starts.
+fn rest(last_tick: TickStart, gap: Duration) -> tokio::time::Sleep {
+    tokio::time::sleep_until(last_tick + gap)
+}
+
+/// The rest before a tick a worker's end starts: [`WAKE_GAP`] since the last tick began,
+/// cut to [`NEW_WORK_GAP`] when the board's wake-up for new work arrives meanwhile.
+async fn after_finished(wake: &tokio::sync::Notify, last_tick: TickStart) {
+    tokio::select! {
+        _ = rest(last_tick, WAKE_GAP) => {}
+        _ = wake.notified() => rest(last_tick, NEW_WORK_GAP).await,
+    }
 }
 
 fn every(period: Duration) -> tokio::time::Interval {
@@ -156,7 +183,7 @@ fn every(period: Duration) -> tokio::time::Interval {
 impl Ticking {
     async fn run(mut self, mut dispatcher: Dispatcher) {
         let mut interval = every(self.config.kanban.dispatch_interval());
-        let mut last_tick = Instant::now();
+        let mut last_tick = TickStart::now();
         let mut reloads = self.control.borrow().reloads;
         loop {
             let due_in = self
@@ -165,7 +192,14 @@ impl Ticking {
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = tokio::time::sleep(due_in.unwrap_or_default()), if due_in.is_some() => {}
-                _ = self.wake.notified() => self.after_gap(last_tick).await,
+                _ = self.wake.notified() => {
+                    self.wakeups += 1;
+                    rest(last_tick, NEW_WORK_GAP).await;
+                }
+                _ = self.finished.notified() => {
+                    self.wakeups += 1;
+                    after_finished(&self.wake, last_tick).await;
+                }
                 changed = self.control.changed() => {
                     let control = *self.control.borrow();
                     if changed.is_err() || control.stop {
@@ -190,7 +224,7 @@ impl Ticking {
                 tracing::warn!(board = %self.home.board(), "the board was removed; its loop stops");
                 break;
             }
-            last_tick = Instant::now();
+            last_tick = TickStart::now();
             dispatcher = match self.tick(dispatcher).await {
                 Some(dispatcher) => dispatcher,
                 None => return,
@@ -199,16 +233,6 @@ impl Ticking {
         let board = self.home.board().clone();
         let _ = tokio::task::spawn_blocking(move || dispatcher.shutdown()).await;
         tracing::info!(board = %board, "stopped serving the board");
-    }
-
-    /// Waits out what is left of [`WAKE_GAP`] since the tick that began at `last_tick`,
-    /// before a tick a wake-up starts.
-    async fn after_gap(&mut self, last_tick: Instant) {
-        self.wakeups += 1;
-        let since = last_tick.elapsed();
-        if since < WAKE_GAP {
-            tokio::time::sleep(WAKE_GAP - since).await;
-        }
     }
 
     /// One tick on the blocking pool (the store is synchronous), then `gateway.json`.
@@ -249,5 +273,34 @@ impl Ticking {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How long after the last tick's start a tick for a worker's end begins, with the
+    /// board's wake-up for new work arriving `new_work` after it (or never).
+    async fn tick_after(new_work: Option<Duration>) -> Duration {
+        let (wake, last_tick) = (Arc::new(tokio::sync::Notify::new()), TickStart::now());
+        if let Some(after) = new_work {
+            let wake = wake.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                wake.notify_one();
+            });
+        }
+        after_finished(&wake, last_tick).await;
+        last_tick.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn new_work_cuts_short_the_rest_a_finished_worker_waits_out() {
+        let ms = Duration::from_millis;
+        assert_eq!(tick_after(None).await, WAKE_GAP);
+        assert_eq!(tick_after(Some(ms(2))).await, NEW_WORK_GAP);
+        assert_eq!(tick_after(Some(ms(12))).await, ms(12));
+        assert_eq!(tick_after(Some(ms(30))).await, WAKE_GAP);
     }
 }
