@@ -130,7 +130,7 @@ fn report(samples: Samples, results: &mut Results) {
     let ratio = paired(&cycles, &ceilings);
     let cycle = Row::new("pg.cycle", "store cycle (PostgreSQL)", "cycles/s", cycles)
         .ratio(ratio, "pgbench/2, per run")
-        .goal(">= 0.5 x pgbench/2", ratio >= 0.5);
+        .goal(">= 0.8 x pgbench/2", ratio >= 0.8);
     results.rows.push(Row::new(
         "pg.pgbench",
         "pgbench simple-update, 1 client",

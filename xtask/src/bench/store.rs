@@ -56,7 +56,7 @@ pub(super) fn store_cycle(paths: &Paths, results: &mut Results) -> Result<(), St
         let ratio = row.median() / ceiling;
         row = row.ratio(ratio, &format!("raw/2 ({shown})"));
         row = match *sync {
-            "full" => row.goal(">= 80% of raw/2", ratio >= 0.8),
+            "full" => row.goal(">= 0.9 x raw/2", ratio >= 0.9),
             _ => {
                 let pass = row.median() >= 10_000.0;
                 row.goal(">= 10,000 cycles/s", pass)
