@@ -256,8 +256,7 @@ fn update_task_and_run_sql(waking: bool) -> String {
 }
 
 static UPDATE_TASK_AND_RUN: LazyLock<String> = LazyLock::new(|| update_task_and_run_sql(false));
-static UPDATE_TASK_AND_RUN_WAKING: LazyLock<String> =
-    LazyLock::new(|| update_task_and_run_sql(true));
+static UPDATE_TASK_AND_RUN_WAKING: LazyLock<String> = LazyLock::new(|| update_task_and_run_sql(true));
 
 /// [`update_task`] and [`upsert_run`] of `run` in one round trip; with `waking`, the
 /// waiting children too, locked, their ids returned.
