@@ -172,43 +172,42 @@ fn commands(ready_id: &str) -> Vec<(&'static str, &'static str, Vec<String>)> {
     ]
 }
 
+/// The claim order of a whole listing, as SQL.
+const CLAIM_ORDER: &str = "ORDER BY priority DESC, created_at, rowid";
+
+/// SQLite's own shell on the board of `home`: `options`, then `sql`, timed as a command.
+fn sqlite3(home: &Path, (key, label): (&str, &str), options: &[&str], sql: &str) -> Result<Measured, String> {
+    let db = home.join("kanban.db");
+    let mut args: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+    args.extend([path_str(&db)?.to_owned(), sql.to_owned()]);
+    let (times, rss) = repeated(Path::new("sqlite3"), &args)?;
+    Ok((key.to_owned(), label.to_owned(), times, rss))
+}
+
 /// The limit of `list --json` on this machine: SQLite's own shell dumping the same rows,
 /// every column, in the same order, as JSON (`sqlite3 -json`).
 fn sqlite_json(home: &Path) -> Result<Measured, String> {
-    let db = home.join("kanban.db");
-    let args = [
-        "-json".to_owned(),
-        path_str(&db)?.to_owned(),
-        "SELECT * FROM tasks ORDER BY priority DESC, created_at, rowid".to_owned(),
-    ];
-    let (times, rss) = repeated(Path::new("sqlite3"), &args)?;
-    Ok((
-        "sqlite_json".to_owned(),
-        "sqlite3 -json, the same rows (the limit)".to_owned(),
-        times,
-        rss,
-    ))
+    sqlite3(
+        home,
+        ("sqlite_json", "sqlite3 -json, the same rows (the limit)"),
+        &["-json"],
+        &format!("SELECT * FROM tasks {CLAIM_ORDER}"),
+    )
 }
 
 /// The floor under any listing in claim order: SQLite visiting the same rows in the same
 /// order, each read from the table, with `kanban`'s page cache and no output at all.
 fn sqlite_visit(home: &Path) -> Result<Measured, String> {
-    let db = home.join("kanban.db");
-    let args = [
-        "-cmd".to_owned(),
-        "PRAGMA cache_size = -8192".to_owned(),
-        path_str(&db)?.to_owned(),
+    sqlite3(
+        home,
+        (
+            "sqlite_visit",
+            "SQLite visiting the same rows in claim order, no output (the floor)",
+        ),
+        &["-cmd", "PRAGMA cache_size = -8192"],
         // LIMIT -1 keeps the ordered scan a subquery of its own: every row is visited.
-        "SELECT count(title) FROM (SELECT title FROM tasks ORDER BY priority DESC, created_at, rowid LIMIT -1)"
-            .to_owned(),
-    ];
-    let (times, rss) = repeated(Path::new("sqlite3"), &args)?;
-    Ok((
-        "sqlite_visit".to_owned(),
-        "SQLite visiting the same rows in claim order, no output (the floor)".to_owned(),
-        times,
-        rss,
-    ))
+        &format!("SELECT count(title) FROM (SELECT title FROM tasks {CLAIM_ORDER} LIMIT -1)"),
+    )
 }
 
 /// One command on one board: key, label, times in ms, peak RSS in MB.
