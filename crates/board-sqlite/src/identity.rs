@@ -104,11 +104,9 @@ fn read_existing(path: &Path) -> Result<Option<(i32, i64)>, OpenError> {
     })?;
     let _ = conn.busy_timeout(Options::default().busy_timeout);
     let (app_id, version, tables) = identity(&conn).map_err(|e| match e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
-            OpenError::NotSqlite {
-                path: path.to_path_buf(),
-            }
-        }
+        e if crate::is_not_a_database(&e) => OpenError::NotSqlite {
+            path: path.to_path_buf(),
+        },
         e => OpenError::Sqlite {
             path: path.to_path_buf(),
             message: e.to_string(),

@@ -364,6 +364,11 @@ pub enum ConfigureError {
     Sqlite(#[from] rusqlite::Error),
 }
 
+/// Whether SQLite found the file is not a database at all.
+fn is_not_a_database(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase)
+}
+
 /// Whether SQLite refused because another connection holds the file.
 fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(

@@ -403,11 +403,9 @@ fn check_header(path: &Path) -> Result<(), HermesError> {
 
 fn not_a_database(path: &Path, e: rusqlite::Error) -> HermesError {
     match e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
-            HermesError::NotSqlite {
-                path: path.to_path_buf(),
-            }
-        }
+        e if crate::is_not_a_database(&e) => HermesError::NotSqlite {
+            path: path.to_path_buf(),
+        },
         e => HermesError::Sqlite {
             path: path.to_path_buf(),
             message: e.to_string(),
