@@ -12,8 +12,8 @@ use std::ops::ControlFlow;
 mod vocabulary;
 
 pub use vocabulary::{
-    after_cursor, guarded_update, Claim, Committed, Creation, CursorRange, EventFilter, NoWorkers, Offer,
-    ReclaimOutcome, RetryPolicy, TaskFilter, Termination, Terminator, Visit,
+    after_cursor, guarded_update, update_guard, Claim, Committed, Creation, CursorRange, EventFilter,
+    NoWorkers, Offer, ReclaimOutcome, RetryPolicy, TaskFilter, Termination, Terminator, Visit,
 };
 
 pub use crate::attachments::AttachmentShelf;

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use board_core::graph;
 use board_core::row::Stored;
-use board_core::store::{guarded_update, Claim};
+use board_core::store::{guarded_update, update_guard, Claim};
 use board_core::transition::{decide, Change, Fresh, TaskFacts};
 use board_core::{Link, Offer, Refusal, Request, Run, StoreError, StoreResult, Task, TaskId, Timestamp};
 use postgres::Row;
@@ -190,13 +190,9 @@ pub(crate) fn update_task(tx: &mut Tx<'_>, old: &Task, t: &Task) -> StoreResult<
     // Single winner: the row changes only if status, run and claim are as read. The id
     // is written unchanged, which PostgreSQL does not count as a key update. The guard's
     // three parameters follow the row's (a test holds their numbers to the column count).
-    let sql = UPDATE_TASK;
-    let (run_id, claim_lock) = (
-        old.current_run_id(),
-        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
-    );
-    let guard: Params<'_> = &[&old.status.as_str(), &run_id, &claim_lock];
-    let changed = with_params(t, guard, |params| tx.execute(sql, params))?;
+    let (status, run_id, claim_lock) = update_guard(old);
+    let guard: Params<'_> = &[&status, &run_id, &claim_lock];
+    let changed = with_params(t, guard, |params| tx.execute(UPDATE_TASK, params))?;
     guarded_update(changed, &t.id, run_id)
 }
 
@@ -265,11 +261,8 @@ fn update_task_and_run(
     (old, t, run): (&Task, &Task, &Run),
     waking: bool,
 ) -> StoreResult<Vec<TaskId>> {
-    let (run_id, claim_lock) = (
-        old.current_run_id(),
-        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
-    );
-    let guard: Params<'_> = &[&old.status.as_str(), &run_id, &claim_lock];
+    let (status, run_id, claim_lock) = update_guard(old);
+    let guard: Params<'_> = &[&status, &run_id, &claim_lock];
     let sql: &'static str = match waking {
         true => &UPDATE_TASK_AND_RUN_WAKING,
         false => &UPDATE_TASK_AND_RUN,

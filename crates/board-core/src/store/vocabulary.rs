@@ -227,6 +227,16 @@ impl Offer {
     }
 }
 
+/// What a task row's guarded update compares, as `old` was read: its status, current run
+/// and claim lock.
+pub fn update_guard(old: &Task) -> (&'static str, Option<RunId>, Option<&str>) {
+    (
+        old.status.as_str(),
+        old.current_run_id(),
+        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
+    )
+}
+
 /// The outcome of a task row's guarded update, written only if its status, run and claim
 /// were still as read: `changed` rows, one when it was written; none is a claim that
 /// changed under the write (`run_id` the one it was read with).

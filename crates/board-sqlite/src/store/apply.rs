@@ -126,11 +126,7 @@ pub(super) fn insert_task(tx: &Connection, t: &Task) -> StoreResult<()> {
 /// based on (compare-and-set on status, current run and claim lock).
 fn update_task(tx: &Connection, old: &Task, t: &Task) -> StoreResult<()> {
     // Single winner: the row changes only if status, run and claim are as read.
-    let (status, run_id, claim_lock) = (
-        old.status.as_str(),
-        old.current_run_id(),
-        old.lease.as_ref().map(|l| l.claim_lock.as_str()),
-    );
+    let (status, run_id, claim_lock) = board_core::store::update_guard(old);
     let changed = tx
         .prepare_cached(task_update(old, t))
         .and_then(|mut s| with_params(t, &[&status, &run_id, &claim_lock], |params| s.execute(params)))
