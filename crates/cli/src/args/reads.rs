@@ -71,6 +71,9 @@ pub struct EventsArgs {
     /// Only events of the tasks of this tenant
     #[arg(long, value_name = "NAME")]
     pub tenant: Option<String>,
+    /// With --follow: read the board every S seconds (0.05 to 60) [default: 0.2]
+    #[arg(long, value_name = "S", value_parser = super::parse_interval, requires = "follow")]
+    pub interval: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]

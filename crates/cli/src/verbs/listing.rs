@@ -236,7 +236,8 @@ fn warn_unknown_kinds(kinds: &[String]) {
 }
 
 pub fn events(ctx: &Ctx, a: EventsArgs) -> Result<(), Failure> {
-    events_every(ctx, a, FOLLOW_POLL)
+    let poll = a.interval.unwrap_or(FOLLOW_POLL);
+    events_every(ctx, a, poll)
 }
 
 /// `kanban tail ID [--interval S]`: the task's events, followed.
@@ -250,6 +251,7 @@ pub fn tail(ctx: &Ctx, id: board_core::TaskId, interval: Option<Duration>) -> Re
         kinds: Vec::new(),
         assignee: None,
         tenant: None,
+        interval: None,
     };
     events_every(ctx, args, interval.unwrap_or(FOLLOW_POLL))
 }
@@ -268,6 +270,7 @@ pub fn watch(ctx: &Ctx, a: WatchArgs) -> Result<(), Failure> {
         kinds: a.kinds,
         assignee: a.assignee,
         tenant: a.tenant,
+        interval: None,
     };
     events_every(ctx, args, a.interval.unwrap_or(WATCH_POLL))
 }
@@ -315,8 +318,8 @@ fn events_every(ctx: &Ctx, a: EventsArgs, poll: Duration) -> Result<(), Failure>
     Ok(())
 }
 
-/// How often `events --follow` asks the board for what was appended since (`tail
-/// --interval` sets its own).
+/// How often `events --follow` asks the board for what was appended since unless
+/// `--interval` says otherwise.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// How often `watch` reads the board unless `--interval` says otherwise (Hermes' 0.5 s).

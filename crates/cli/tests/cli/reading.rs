@@ -374,6 +374,25 @@ fn events_follow_of_one_task_stops_on_sigterm() {
     follows_one_task(&["events", "--follow"], libc::SIGTERM);
 }
 
+/// `events --follow --interval S` reads the board every S seconds: with 60 a new event
+/// is not printed within a second, where the default 0.2 s would print it. Without
+/// `--follow` the flag is refused.
+#[test]
+fn events_follow_reads_the_board_at_its_interval() {
+    follows_one_task(&["events", "--follow", "--interval", "0.05"], libc::SIGTERM);
+    let board = Board::init();
+    let id = board.create(&["slow"]);
+    let (mut child, rx) = spawn_lines(&board, &["events", &id, "--follow", "--interval", "60"]);
+    next_line(&rx, "created");
+    board.ok(&["comment", &id, "hello"]);
+    let early = rx.recv_timeout(Duration::from_secs(1));
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    assert!(early.is_err(), "read before its interval: {early:?}");
+    let bad = board.kanban(&["events", "--interval", "0.05"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+}
+
 #[test]
 fn tail_follows_one_tasks_events_as_hermes_tail_does() {
     follows_one_task(&["tail", "--interval", "0.05"], libc::SIGINT);
