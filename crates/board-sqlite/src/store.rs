@@ -4,8 +4,8 @@
 use std::{collections::BTreeMap, sync::MutexGuard};
 
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Committed, Creation, EventFilter, StoreResult, TaskFilter, Visit};
-use board_core::transition::{decide, Fresh, TaskFacts};
+use board_core::store::{Claim, Committed, Creation, EventFilter, Offer, StoreResult, TaskFilter, Visit};
+use board_core::transition::TaskFacts;
 use board_core::{comment, graph};
 use board_core::{
     BoardImport, BoardReads, BoardSnapshot, BoardStats, BoardWrites, Breaker, BreakerSettings, BreakerSignal,
@@ -28,36 +28,21 @@ mod import;
 mod lanes;
 mod leases;
 mod notify;
+mod pipeline;
 mod reads;
 mod retention;
 mod tasks;
 mod templates;
 
 use apply::{
-    apply, facts, insert_created, insert_events, link, new_claim_lock, next_run_id, pause_before_commit,
-    promote, query_ids, take_wakes, unused_task_id, PlanTx, PROMOTABLE,
+    apply, claim_offers, facts, insert_created, insert_events, link, pause_before_commit, promote, query_ids,
+    take_wakes, transition_in, unused_task_id, PlanTx, PROMOTABLE,
 };
 use board_core::EventKind;
 use tasks::{get_task, query_tasks};
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
-}
-
-/// One request decided and applied inside the caller's write transaction.
-fn transition_in(tx: &Transaction<'_>, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
-    let f = facts(tx, id)?;
-    let fresh = if request.opens_run() {
-        Fresh {
-            run_id: next_run_id(tx)?,
-            claim_lock: new_claim_lock()?,
-        }
-    } else {
-        Fresh::default()
-    };
-    let change = decide(&f, request, &fresh, now)?;
-    apply(tx, &f.task, &change, now)?;
-    Ok(change.task)
 }
 
 fn no_such(id: &TaskId) -> StoreError {
@@ -175,8 +160,12 @@ impl BoardReads for SqliteStore {
         get_task(&self.conn(), id)
     }
 
+    /// A whole listing is read on two threads (`pipeline`); a page on this one.
     fn for_each_task(&self, filter: &TaskFilter, visit: &mut dyn FnMut(Task) -> Visit) -> StoreResult<()> {
-        self.read(|tx| reads::for_each_task(tx, filter, visit))
+        match reads::whole_listing(filter) {
+            Some((sql, params)) => pipeline::for_each(&mut self.conn(), &sql, &params, visit),
+            None => self.read(|tx| reads::for_each_task(tx, filter, visit)),
+        }
     }
 
     fn parents(&self, id: &TaskId) -> StoreResult<Vec<Task>> {
@@ -371,6 +360,20 @@ impl DispatchQueue for SqliteStore {
             "SELECT {TASK_COLUMNS} FROM tasks WHERE status = 'running' ORDER BY priority DESC, created_at, rowid"
         );
         query_tasks(&self.conn(), &sql, [])
+    }
+
+    /// One transaction, one commit for the tick's claims: each offered task still waiting
+    /// is claimed in the offers' order (the write lock is held throughout, so no other
+    /// claimer takes one meanwhile); a task that cannot be claimed now is passed over, and
+    /// any other failure claims none.
+    fn claim_ready(
+        &self,
+        offers: &[Offer],
+        ttl: i64,
+        host: Option<&str>,
+        now: Timestamp,
+    ) -> StoreResult<Vec<Claim>> {
+        self.write(|tx| claim_offers(tx, offers, ttl, host, now))
     }
 }
 

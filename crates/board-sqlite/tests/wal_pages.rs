@@ -5,8 +5,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use board_core::store::Offer;
 use board_core::transition::Completion;
-use board_core::{BoardWrites, NewTask};
+use board_core::{BoardWrites, DispatchQueue, NewTask};
 use board_sqlite::{Options, SqliteStore};
 use rusqlite::Connection;
 
@@ -70,4 +71,36 @@ fn a_claim_and_a_completion_write_no_entry_of_an_index_whose_columns_they_keep()
     for changed in ["tasks_by_priority", "tasks_by_tenant"] {
         assert!(written.contains(changed), "{changed} not written: {written:?}");
     }
+}
+
+/// The commits appended to the WAL from byte `from` on: the frames whose header holds
+/// the database's size after the commit (other frames hold 0 there).
+fn commits_since(db: &Path, from: u64) -> usize {
+    let wal = std::fs::read(db.with_extension("db-wal")).unwrap();
+    let frame = usize::try_from(FRAME_HEADER + PAGE).unwrap();
+    let first = usize::try_from(from.saturating_sub(WAL_HEADER).div_ceil(FRAME_HEADER + PAGE)).unwrap();
+    (first..)
+        .map(|n| usize::try_from(WAL_HEADER).unwrap() + n * frame)
+        .take_while(|at| at + frame <= wal.len())
+        .filter(|at| wal[at + 4..at + 8] != [0; 4])
+        .count()
+}
+
+/// A tick's claims are one transaction and one commit (one `fsync` with `synchronous =
+/// FULL`); an offered task that cannot be claimed now is passed over.
+#[test]
+fn the_claims_of_a_tick_are_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kanban.db");
+    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    let ids: Vec<_> = (0..4)
+        .map(|i| store.create(&NewTask::titled(format!("task {i}")), 1).unwrap().id)
+        .collect();
+    store.claim(&ids[1], 60, 2).unwrap();
+    let offers: Vec<Offer> = ids.iter().cloned().map(Offer::work).collect();
+    let before = wal_len(&db);
+    let claims = store.claim_ready(&offers, 60, Some("host-a"), 3).unwrap();
+    let claimed: Vec<_> = claims.iter().map(|c| c.task.id.clone()).collect();
+    assert_eq!(claimed, [ids[0].clone(), ids[2].clone(), ids[3].clone()]);
+    assert_eq!(commits_since(&db, before), 1);
 }

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 
 use board_core::releasing_statuses_sql;
-use board_core::store::StoreResult;
+use board_core::store::{Claim, Offer, StoreResult};
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{graph, plan};
 use board_core::{Link, Request, Run, StoreError, Task, TaskId, Timestamp};
@@ -317,4 +317,46 @@ impl plan::PlanWrites for PlanTx<'_> {
             })
             .map_err(backend)
     }
+}
+
+/// One request decided and applied inside the caller's write transaction.
+pub(super) fn transition_in(
+    tx: &Connection,
+    id: &TaskId,
+    request: &Request,
+    now: Timestamp,
+) -> StoreResult<Task> {
+    let f = facts(tx, id)?;
+    let fresh = if request.opens_run() {
+        Fresh {
+            run_id: next_run_id(tx)?,
+            claim_lock: new_claim_lock()?,
+        }
+    } else {
+        Fresh::default()
+    };
+    let change = decide(&f, request, &fresh, now)?;
+    apply(tx, &f.task, &change, now)?;
+    Ok(change.task)
+}
+
+/// Claims each offered task still waiting, in the offers' order, inside the caller's
+/// write transaction: a task that cannot be claimed now is passed over, and any other
+/// failure is the whole call's (the caller's transaction rolls back every claim).
+pub(super) fn claim_offers(
+    tx: &Connection,
+    offers: &[Offer],
+    ttl: i64,
+    host: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<Vec<Claim>> {
+    let mut claims = Vec::with_capacity(offers.len());
+    for offer in offers {
+        match transition_in(tx, &offer.task, &offer.request(ttl, host), now) {
+            Ok(task) => claims.push(Claim::of(task)?),
+            Err(StoreError::Refused(r)) if r.not_claimable_now() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(claims)
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use board_core::store::{after_cursor, CursorRange, EventFilter, StoreResult, TaskFilter, Visit};
 use board_core::{DaySpend, Event, Finished, Status, StatusCount, Task, TaskId, TaskOrder};
+use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tasks::{each_decoded, query_tasks};
@@ -27,13 +28,10 @@ fn cursor(conn: &Connection, after: Option<&TaskId>) -> StoreResult<Option<(i64,
         .ok_or_else(|| no_such(id))
 }
 
-pub(super) fn for_each_task(
-    conn: &Connection,
-    filter: &TaskFilter,
-    visit: &mut dyn FnMut(Task) -> Visit,
-) -> StoreResult<()> {
-    // One statement per shape of filter, so that a status filter is an index range
-    // of tasks_by_status rather than a scan of the whole board.
+/// The `WHERE` of a listing: ?1 status, ?2 assignee, the tenant at `tenant_at`. One
+/// statement per shape of filter, so that a status filter is an index range of
+/// tasks_by_status rather than a scan of the whole board.
+fn list_clause(filter: &TaskFilter, tenant_at: u8) -> String {
     let status_clause = match (filter.status, filter.include_archived) {
         (Some(_), _) => "status = ?1",
         (None, true) => "?1 IS NULL",
@@ -44,20 +42,57 @@ pub(super) fn for_each_task(
         (None, true) => "?2 IS NULL AND assignee IS NULL",
         (None, false) => "?2 IS NULL",
     };
-    let clause = |tenant_at: u8| {
-        format!(
-            "{status_clause} AND {assignee_clause} AND {}",
-            tenant_clause(filter, tenant_at)
-        )
-    };
+    format!(
+        "{status_clause} AND {assignee_clause} AND {}",
+        tenant_clause(filter, tenant_at)
+    )
+}
+
+/// The first page of a listing in claim order: ?3 the limit, ?4 the tenant.
+fn first_page_sql(filter: &TaskFilter) -> String {
+    format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {} ORDER BY priority DESC, created_at, rowid LIMIT ?3",
+        list_clause(filter, 4)
+    )
+}
+
+/// A whole listing (no limit, no cursor) as one statement and its parameters, owned so
+/// that a thread of its own can read it (`pipeline`); `None` for a page.
+pub(super) fn whole_listing(filter: &TaskFilter) -> Option<(String, Vec<Value>)> {
+    if filter.limit.is_some() || filter.after.is_some() {
+        return None;
+    }
+    let text = |t: Option<&str>| t.map_or(Value::Null, |t| Value::Text(t.to_owned()));
+    let status = text(filter.status.map(|s| s.as_str()));
+    let (assignee, tenant) = (text(filter.assignee.as_deref()), text(filter.tenant.as_deref()));
+    let none = Value::Integer(limit_of(None));
+    Some(match filter.order {
+        TaskOrder::Priority => (first_page_sql(filter), vec![status, assignee, none, tenant]),
+        _ => (
+            sorted_sql(filter),
+            vec![status, assignee, none, Value::Null, tenant],
+        ),
+    })
+}
+
+pub(super) fn for_each_task(
+    conn: &Connection,
+    filter: &TaskFilter,
+    visit: &mut dyn FnMut(Task) -> Visit,
+) -> StoreResult<()> {
     if filter.order != TaskOrder::Priority {
-        return for_each_sorted(conn, filter, &clause(5), visit);
+        return for_each_sorted(conn, filter, visit);
     }
     let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter.limit));
-    let head = |tenant_at: u8| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {}", clause(tenant_at));
+    let head = |tenant_at: u8| {
+        format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE {}",
+            list_clause(filter, tenant_at)
+        )
+    };
     let tenant = &filter.tenant;
     let Some((priority, created_at, rowid)) = cursor(conn, filter.after.as_ref())? else {
-        let sql = format!("{} ORDER BY priority DESC, created_at, rowid LIMIT ?3", head(4));
+        let sql = first_page_sql(filter);
         return visit_tasks(conn, &sql, params![status, filter.assignee, limit, tenant], visit);
     };
     after_cursor(filter.limit, visit, |range, limit, visit| {
@@ -125,17 +160,10 @@ fn visit_tasks(
 fn for_each_sorted(
     conn: &Connection,
     filter: &TaskFilter,
-    clause: &str,
     visit: &mut dyn FnMut(Task) -> Visit,
 ) -> StoreResult<()> {
     cursor(conn, filter.after.as_ref())?;
-    // rowid breaks the ties that remain.
-    let key = filter.order.sql_key("");
-    let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE {clause}
-           AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
-         ORDER BY {key}, rowid LIMIT ?3"
-    );
+    let sql = sorted_sql(filter);
     let (status, limit) = (filter.status.map(|s| s.as_str()), limit_of(filter.limit));
     let after = filter.after.as_ref().map(TaskId::as_str);
     visit_tasks(
@@ -143,6 +171,17 @@ fn for_each_sorted(
         &sql,
         params![status, filter.assignee, limit, after, filter.tenant],
         visit,
+    )
+}
+
+/// The statement of `list --sort`; rowid breaks the ties that remain.
+fn sorted_sql(filter: &TaskFilter) -> String {
+    let key = filter.order.sql_key("");
+    format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {}
+           AND (?4 IS NULL OR ({key}, rowid) > (SELECT {key}, rowid FROM tasks WHERE id = ?4))
+         ORDER BY {key}, rowid LIMIT ?3",
+        list_clause(filter, 5)
     )
 }
 

@@ -41,12 +41,17 @@ fn is_undecodable(e: &rusqlite::Error) -> bool {
 /// Says once per process, naming the row's id as stored, that a task row cannot be read
 /// and is skipped: one bad row must not stop the board.
 fn skip_unreadable(row: &Row<'_>, e: &rusqlite::Error) {
-    static REPORTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let id = match row.get_ref(0) {
         Ok(ValueRef::Text(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
         Ok(other) => format!("{other:?}"),
         Err(_) => String::new(),
     };
+    report_unreadable(id, e);
+}
+
+/// The report of [`skip_unreadable`], for the row whose id (as stored) is `id`.
+pub(super) fn report_unreadable(id: String, e: &dyn std::fmt::Display) {
+    static REPORTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let mut reported = REPORTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if reported.insert(id.clone()) {
         tracing::warn!("task row {id:?} cannot be read ({e}); skipped until it is fixed or deleted");

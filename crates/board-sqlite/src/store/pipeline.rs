@@ -1,0 +1,155 @@
+//! A whole listing read on two threads. One thread steps SQLite and copies each row's
+//! cells into a batch; the caller's thread decodes the rows and visits them (for `list
+//! --json`, the JSON and the writes). Stepping a million rows in claim order and
+//! decoding and printing them cost about the same, so the two overlap instead of
+//! adding up.
+//!
+//! The reader holds the store's one connection (the caller holds its lock meanwhile)
+//! and reads in one transaction, so the listing is one snapshot as before. At most
+//! `IN_FLIGHT` batches wait between the threads: the memory is a few batches, whatever
+//! the board's size. A visitor that stops drops its end and the reader stops at its
+//! next batch.
+
+use std::sync::mpsc::{sync_channel, SyncSender};
+
+use board_core::row::{Cell, Stored};
+use board_core::store::{StoreResult, Visit};
+use board_core::StoreError;
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::Connection;
+
+use super::backend;
+use super::tasks::report_unreadable;
+
+/// Rows per batch: enough that handing one over costs nothing beside its rows.
+const BATCH_ROWS: usize = 256;
+
+/// Batches read ahead of the visitor.
+const IN_FLIGHT: usize = 2;
+
+/// One cell as copied out of SQLite; text is a range of its batch's bytes.
+#[derive(Clone, Copy)]
+enum Raw {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(usize, usize),
+    Blob,
+}
+
+/// Rows of `width` cells each, their text in one buffer.
+#[derive(Default)]
+struct Batch {
+    text: Vec<u8>,
+    cells: Vec<Raw>,
+}
+
+impl Batch {
+    fn push(&mut self, value: ValueRef<'_>) {
+        self.cells.push(match value {
+            ValueRef::Null => Raw::Null,
+            ValueRef::Integer(n) => Raw::Int(n),
+            ValueRef::Real(x) => Raw::Real(x),
+            ValueRef::Text(bytes) => {
+                let start = self.text.len();
+                self.text.extend_from_slice(bytes);
+                Raw::Text(start, self.text.len())
+            }
+            ValueRef::Blob(_) => Raw::Blob,
+        });
+    }
+
+    /// A row's cells as the core reads them, borrowing the batch's text; why not, for a
+    /// value the board never writes (a blob, text that is not UTF-8).
+    fn cells<'a>(&'a self, row: &[Raw]) -> Result<Vec<Cell<'a>>, String> {
+        row.iter()
+            .map(|raw| match *raw {
+                Raw::Null => Ok(Cell::Null),
+                Raw::Int(n) => Ok(Cell::Int(n)),
+                Raw::Real(x) => Ok(Cell::Real(x)),
+                Raw::Text(start, end) => std::str::from_utf8(&self.text[start..end])
+                    .map(|t| Cell::Text(t.into()))
+                    .map_err(|e| e.to_string()),
+                Raw::Blob => Err("a blob where the board keeps text or numbers".to_owned()),
+            })
+            .collect()
+    }
+
+    /// The id a skipped row is reported by: its first cell as stored.
+    fn id(&self, row: &[Raw]) -> String {
+        match row.first() {
+            Some(Raw::Text(start, end)) => String::from_utf8_lossy(&self.text[*start..*end]).into_owned(),
+            Some(Raw::Int(n)) => n.to_string(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Runs `sql` with `params` on `conn` in a thread of its own, handing `visit` each row
+/// that decodes as a `T`, in the statement's order, until `visit` breaks; a row that
+/// does not decode is reported and skipped, as the one-thread reads do.
+pub(super) fn for_each<T: Stored>(
+    conn: &mut Connection,
+    sql: &str,
+    params: &[Value],
+    visit: &mut dyn FnMut(T) -> Visit,
+) -> StoreResult<()> {
+    let width = T::COLUMNS.len();
+    std::thread::scope(|scope| {
+        let (batches, arriving) = sync_channel(IN_FLIGHT);
+        let reader = std::thread::Builder::new()
+            .name("list reader".into())
+            .spawn_scoped(scope, move || read(conn, sql, params, width, batches))
+            .map_err(|e| StoreError::Backend(format!("cannot start the listing's reader: {e}")))?;
+        'batches: for batch in arriving.iter() {
+            for row in batch.cells.chunks(width) {
+                let decoded = batch
+                    .cells(row)
+                    .and_then(|cells| T::from_cells(cells).map_err(|e| e.to_string()));
+                match decoded {
+                    Ok(value) => {
+                        if visit(value).is_break() {
+                            break 'batches;
+                        }
+                    }
+                    Err(why) => report_unreadable(batch.id(row), &why),
+                }
+            }
+        }
+        // Hung up: a reader still stepping stops at its next batch.
+        drop(arriving);
+        reader
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Backend("the listing's reader panicked".into())))
+    })
+}
+
+/// The reader: steps the statement in one read transaction, sending full batches, until
+/// the rows end or the visitor hangs up.
+fn read(
+    conn: &mut Connection,
+    sql: &str,
+    params: &[Value],
+    width: usize,
+    batches: SyncSender<Batch>,
+) -> StoreResult<()> {
+    let tx = conn.transaction().map_err(backend)?;
+    {
+        let mut stmt = tx.prepare_cached(sql).map_err(backend)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(backend)?;
+        let mut batch = Batch::default();
+        while let Some(row) = rows.next().map_err(backend)? {
+            for at in 0..width {
+                batch.push(row.get_ref(at).map_err(backend)?);
+            }
+            if batch.cells.len() == BATCH_ROWS * width && batches.send(std::mem::take(&mut batch)).is_err() {
+                break;
+            }
+        }
+        if !batch.cells.is_empty() {
+            // A visitor that already hung up needs no more.
+            let _ = batches.send(batch);
+        }
+    }
+    tx.finish().map_err(backend)
+}
