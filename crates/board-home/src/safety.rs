@@ -311,13 +311,31 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// [`write_private`] for a file others may read (`mode`, less the umask): a systemd
 /// unit, which lives outside the home.
 pub fn write_replacing(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    replace(path, bytes, mode, true)
+}
+
+/// [`write_private`] for a report rewritten every few milliseconds (the gateway's
+/// status, at each tick): replaced as atomically, but not flushed to the disk first. A
+/// crash may leave the last report unwritten; the next one is a tick away, and a flush
+/// per tick would cost the gateway a disk round trip each time.
+pub fn write_report(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace(path, bytes, 0o600, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> std::io::Result<()> {
     let tmp = unique_temp(path)?;
     let written = no_follow()
         .mode(mode)
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            match durable {
+                true => f.sync_data(),
+                false => Ok(()),
+            }
+        })
         .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -369,6 +387,29 @@ mod tests {
 
     fn len(path: &Path) -> Option<u64> {
         std::fs::symlink_metadata(path).ok().map(|m| m.len())
+    }
+
+    /// The gateway's status (written unflushed) is replaced whole, owner-only, over a
+    /// link rather than through it, and leaves no temp file behind.
+    #[test]
+    fn a_report_replaces_its_file_owner_only_and_never_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.json");
+        write_report(&path, b"one").unwrap();
+        write_report(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let elsewhere = dir.path().join("elsewhere");
+        write(&elsewhere, 3);
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        write_report(&path, b"three").unwrap();
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"xxx");
+        assert_eq!(std::fs::read(&path).unwrap(), b"three");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[test]

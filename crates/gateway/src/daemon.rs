@@ -129,7 +129,7 @@ pub(crate) fn write_status(home: &Home, daemon: &Status, dispatcher: &Dispatcher
         "last_tick": last,
         "cost_safety": daemon.cost_safety,
     });
-    if let Err(e) = write_private(&home.status_file(), format!("{status:#}\n").as_bytes()) {
+    if let Err(e) = safety::write_report(&home.status_file(), format!("{status:#}\n").as_bytes()) {
         tracing::warn!(error = %e, "could not write {STATUS_FILE}");
     }
 }
