@@ -153,3 +153,46 @@ fn read(
     }
     tx.finish().map_err(backend)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader hands over full batches of `BATCH_ROWS` rows, then the rest; each
+    /// row's cells and its id come back as SQLite gave them, and a blob is refused.
+    #[test]
+    fn the_reader_sends_full_batches_then_the_rest() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (id TEXT, n INTEGER, x BLOB)")
+            .unwrap();
+        let rows = 2 * BATCH_ROWS + 88;
+        for n in 0..rows {
+            conn.execute(
+                "INSERT INTO t VALUES (?1, ?2, NULL)",
+                rusqlite::params![format!("r{n}"), n],
+            )
+            .unwrap();
+        }
+        conn.execute("UPDATE t SET x = x'00' WHERE n = 5", []).unwrap();
+        let (sent, arriving) = sync_channel(rows);
+        read(&mut conn, "SELECT id, n, x FROM t ORDER BY n", &[], 3, sent).unwrap();
+        let batches: Vec<Batch> = arriving.iter().collect();
+        let sizes: Vec<usize> = batches.iter().map(|b| b.cells.len() / 3).collect();
+        assert_eq!(sizes, [BATCH_ROWS, BATCH_ROWS, 88]);
+        let first = &batches[0];
+        let cells = first.cells(&first.cells[..3]).unwrap();
+        assert!(
+            matches!(&cells[..], [Cell::Text(t), Cell::Int(0), Cell::Null] if t == "r0"),
+            "{cells:?}"
+        );
+        let blob = &first.cells[15..18];
+        assert!(first.cells(blob).is_err());
+        assert_eq!(first.id(blob), "r5");
+        assert_eq!(first.id(&[Raw::Int(7)]), "7");
+        let last = &batches[2];
+        assert_eq!(
+            last.id(&last.cells[last.cells.len() - 3..]),
+            format!("r{}", rows - 1)
+        );
+    }
+}
