@@ -7,7 +7,7 @@ use std::path::Path;
 
 use board_core::store::Offer;
 use board_core::transition::Completion;
-use board_core::{BoardWrites, DispatchQueue, NewTask};
+use board_core::{BoardReads, BoardWrites, DispatchQueue, NewTask, Status};
 use board_sqlite::{Options, SqliteStore};
 use rusqlite::Connection;
 
@@ -87,7 +87,8 @@ fn commits_since(db: &Path, from: u64) -> usize {
 }
 
 /// A tick's claims are one transaction and one commit (one `fsync` with `synchronous =
-/// FULL`); an offered task that cannot be claimed now is passed over.
+/// FULL`); an offered task that cannot be claimed now is passed over, and any other
+/// refusal claims none.
 #[test]
 fn the_claims_of_a_tick_are_one_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -103,4 +104,13 @@ fn the_claims_of_a_tick_are_one_commit() {
     let claimed: Vec<_> = claims.iter().map(|c| c.task.id.clone()).collect();
     assert_eq!(claimed, [ids[0].clone(), ids[2].clone(), ids[3].clone()]);
     assert_eq!(commits_since(&db, before), 1);
+    // Any other refusal (here a lease of no time) claims none of the offers.
+    let more: Vec<_> = (0..2)
+        .map(|i| store.create(&NewTask::titled(format!("more {i}")), 4).unwrap().id)
+        .collect();
+    let offers: Vec<Offer> = more.iter().cloned().map(Offer::work).collect();
+    assert!(store.claim_ready(&offers, 0, None, 5).is_err());
+    for id in &more {
+        assert_eq!(store.get(id).unwrap().status, Status::Ready);
+    }
 }
