@@ -12,8 +12,8 @@ use std::ops::ControlFlow;
 mod vocabulary;
 
 pub use vocabulary::{
-    after_cursor, guarded_update, update_guard, Claim, Committed, Creation, CursorRange, EventFilter,
-    NoWorkers, Offer, ReclaimOutcome, RetryPolicy, TaskFilter, Termination, Terminator, Visit,
+    after_cursor, claim_in_order, guarded_update, update_guard, Claim, Committed, Creation, CursorRange,
+    EventFilter, NoWorkers, Offer, ReclaimOutcome, RetryPolicy, TaskFilter, Termination, Terminator, Visit,
 };
 
 pub use crate::attachments::AttachmentShelf;
@@ -339,16 +339,7 @@ pub trait DispatchQueue: BoardWrites + Send + Sync {
         host: Option<&str>,
         now: Timestamp,
     ) -> StoreResult<Vec<Claim>> {
-        let mut claims = Vec::with_capacity(offers.len());
-        for offer in offers {
-            match self.claim_offer(offer, ttl, host, now) {
-                Ok(claim) => claims.push(claim),
-                Err(StoreError::Refused(r)) if r.is_lost_race() || r.not_claimable_now() => {}
-                Err(e) if claims.is_empty() => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(claims)
+        claim_in_order(offers, false, |offer| self.claim_offer(offer, ttl, host, now))
     }
 }
 

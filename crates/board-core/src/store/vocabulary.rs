@@ -116,6 +116,27 @@ pub struct Claim {
     pub claim_lock: String,
 }
 
+/// Claims `offers` in order with `claim`, passing over a task another claimer took or
+/// that cannot be claimed now. Any other failure is the whole call's when `atomic` (the
+/// claims share one transaction, which the failure rolls back) and when nothing was
+/// claimed yet; otherwise it ends the batch with the claims already made.
+pub fn claim_in_order(
+    offers: &[Offer],
+    atomic: bool,
+    mut claim: impl FnMut(&Offer) -> StoreResult<Claim>,
+) -> StoreResult<Vec<Claim>> {
+    let mut claims = Vec::with_capacity(offers.len());
+    for offer in offers {
+        match claim(offer) {
+            Ok(c) => claims.push(c),
+            Err(super::StoreError::Refused(r)) if r.is_lost_race() || r.not_claimable_now() => {}
+            Err(e) if atomic || claims.is_empty() => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(claims)
+}
+
 impl Claim {
     /// The claim a task just claimed holds: its lease's run and lock.
     pub fn of(task: Task) -> StoreResult<Claim> {

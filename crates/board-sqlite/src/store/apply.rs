@@ -4,7 +4,7 @@
 use std::cell::Cell;
 
 use board_core::releasing_statuses_sql;
-use board_core::store::{Claim, Offer, StoreResult};
+use board_core::store::{claim_in_order, Claim, Offer, StoreResult};
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{graph, plan};
 use board_core::{Link, Request, Run, StoreError, Task, TaskId, Timestamp};
@@ -350,13 +350,7 @@ pub(super) fn claim_offers(
     host: Option<&str>,
     now: Timestamp,
 ) -> StoreResult<Vec<Claim>> {
-    let mut claims = Vec::with_capacity(offers.len());
-    for offer in offers {
-        match transition_in(tx, &offer.task, &offer.request(ttl, host), now) {
-            Ok(task) => claims.push(Claim::of(task)?),
-            Err(StoreError::Refused(r)) if r.not_claimable_now() => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(claims)
+    claim_in_order(offers, true, |offer| {
+        Claim::of(transition_in(tx, &offer.task, &offer.request(ttl, host), now)?)
+    })
 }
