@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::board::{boards, home_with_board};
-use super::gateway::{new_home, populate, Running};
+use super::gateway::{new_home, populate, Running, Spent};
 use super::{example, json_line, median, mkdir, output, path_str, Paths, Results, Row, RUNS};
 use crate::pg::{Server, HINT};
 
@@ -65,8 +65,9 @@ impl Scale {
 
 pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
     let scale = Scale::of(paths);
+    let mut spent = Spent(Vec::new());
     latency(paths, &scale, None, results)?;
-    let sqlite = whole_loop(paths, &scale, None, 1)?;
+    let sqlite = whole_loop(paths, &scale, None, 1, &mut spent)?;
     let floor = Row::new(
         "loop.processes",
         "a worker's process alone, 8 at a time: kanban --version",
@@ -93,7 +94,7 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
     latency(paths, &scale, Some(&server), results)?;
     let mut single = Vec::new();
     for gateways in GATEWAYS {
-        let samples = whole_loop(paths, &scale, Some(&server), gateways)?;
+        let samples = whole_loop(paths, &scale, Some(&server), gateways, &mut spent)?;
         let mut row = Row::new(
             &format!("loop.pg.{gateways}"),
             &format!("whole loop, PostgreSQL, {gateways} gateway(s)"),
@@ -487,21 +488,24 @@ impl Completions {
 }
 
 /// One figure per run: tasks/s through the whole loop with `gateways` gateways, each
-/// on a home of its own, from their start until every task is done.
+/// on a home of its own (new each run, kept in `spent`), from start to every task done.
 fn whole_loop(
     paths: &Paths,
     scale: &Scale,
     server: Option<&Server>,
     gateways: usize,
+    spent: &mut Spent,
 ) -> Result<Vec<f64>, String> {
     let backend = if server.is_some() { "postgres" } else { "sqlite" };
     let mut samples = Vec::new();
     for run in 0..=scale.runs {
         let schema = server.map(|s| Schema::create(s, "loop")).transpose()?;
         let url = schema.as_ref().map(Schema::url);
+        let name = |g| format!("loop-{backend}-{gateways}-{g}-run{run}");
         let homes = (0..gateways)
-            .map(|g| loop_home(paths, &format!("loop-{backend}-{gateways}-{g}"), (1, g), ""))
+            .map(|g| loop_home(paths, &name(g), (1, g), ""))
             .collect::<Result<Vec<_>, _>>()?;
+        spent.0.extend(homes.iter().cloned());
         populate(paths, &homes[0].join("kanban.db"), scale.loop_tasks, "quick")?;
         if let Some(url) = &url {
             output(kanban(paths, &homes[0], None).args(["migrate", "--to", url]))?;
