@@ -81,7 +81,7 @@ pub use retention::{
 };
 pub use runs::{
     block_loop_sends_task_to_triage, block_recurrence_counts_same_kind_only, failures_count_to_give_up,
-    replay_completes_after_block, replay_refused_after_replacement,
+    replay_completes_after_block, replay_refused_after_replacement, transition_each_applies_each_in_order,
 };
 pub use schedules::{
     a_recurring_task_records_its_copies_and_moves_on, a_schedule_without_a_time_ahead_waits_for_a_person,
@@ -204,6 +204,7 @@ macro_rules! store_conformance_tests {
             decomposition_lease_holds_a_card,
             a_plan_commits_only_under_its_live_lease,
             claim_ready_takes_what_is_still_ready,
+            transition_each_applies_each_in_order,
             history_blocks_automatic_decomposition,
             reads_and_unknown_ids,
             listings_and_queues,

@@ -58,6 +58,9 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// What [`Store::transition_each`] says of its requests: each one's task, or why not.
+pub type Transitions = Vec<StoreResult<Task>>;
+
 /// Reading tasks and what hangs off them (links, runs, comments, events): what every
 /// surface that shows the board needs.
 pub trait BoardReads: Send + Sync {
@@ -123,6 +126,19 @@ pub trait BoardWrites: BoardReads + Send + Sync {
     /// Decides `request` against the task as it is now and applies the change with its
     /// events in one transaction; children the change releases are promoted in it too.
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task>;
+
+    /// Each of `requests` as [`Store::transition`] applies it, each all or nothing and
+    /// decided against the changes before it; the outcomes in order, one per request. A
+    /// refused request changes nothing and the others go on. By default each is a
+    /// transaction of its own, and a failure of the storage is that request's outcome;
+    /// a store that commits them together (SQLite: one transaction, one flush for a
+    /// tick's worth of writes) fails the whole call instead, with none applied.
+    fn transition_each(&self, requests: &[(TaskId, Request)], now: Timestamp) -> StoreResult<Transitions> {
+        Ok(requests
+            .iter()
+            .map(|(id, request)| self.transition(id, request, now))
+            .collect())
+    }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()>;
 

@@ -4,7 +4,9 @@
 use std::{collections::BTreeMap, sync::MutexGuard};
 
 use board_core::plan::{self, Mode, Plan, PlanBasis, PlanSettings};
-use board_core::store::{Claim, Committed, Creation, EventFilter, Offer, StoreResult, TaskFilter, Visit};
+use board_core::store::{
+    Claim, Committed, Creation, EventFilter, Offer, StoreResult, TaskFilter, Transitions, Visit,
+};
 use board_core::transition::TaskFacts;
 use board_core::{comment, graph};
 use board_core::{
@@ -36,7 +38,7 @@ mod templates;
 
 use apply::{
     apply, claim_offers, facts, insert_created, insert_events, link, pause_before_commit, promote, query_ids,
-    take_wakes, transition_in, unused_task_id, PlanTx, PROMOTABLE,
+    take_wakes, transition_in, transitions_in, unused_task_id, PlanTx, PROMOTABLE,
 };
 use board_core::EventKind;
 use tasks::{get_task, query_tasks};
@@ -247,6 +249,10 @@ impl BoardWrites for SqliteStore {
 
     fn transition(&self, id: &TaskId, request: &Request, now: Timestamp) -> StoreResult<Task> {
         self.write(|tx| transition_in(tx, id, request, now))
+    }
+
+    fn transition_each(&self, requests: &[(TaskId, Request)], now: Timestamp) -> StoreResult<Transitions> {
+        self.write(|tx| transitions_in(tx, requests, now))
     }
 
     fn link(&self, parent: &TaskId, child: &TaskId, now: Timestamp) -> StoreResult<()> {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use board_core::store::Offer;
 use board_core::transition::Completion;
-use board_core::{BoardReads, BoardWrites, DispatchQueue, NewTask, Status};
+use board_core::{BoardReads, BoardWrites, DispatchQueue, NewTask, Request, Status};
 use board_sqlite::{Options, SqliteStore};
 use rusqlite::Connection;
 
@@ -113,4 +113,45 @@ fn the_claims_of_a_tick_are_one_commit() {
     for id in &more {
         assert_eq!(store.get(id).unwrap().status, Status::Ready);
     }
+}
+
+/// The workers a tick starts are recorded on their runs in one commit; a request
+/// refused among them (a run that changed meanwhile) changes nothing and the others
+/// are recorded.
+#[test]
+fn the_workers_of_a_tick_are_recorded_in_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kanban.db");
+    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    let claims: Vec<_> = (0..3)
+        .map(|i| {
+            let id = store.create(&NewTask::titled(format!("task {i}")), 1).unwrap().id;
+            store.claim(&id, 60, 2).unwrap()
+        })
+        .collect();
+    let set = |claim: &board_core::Claim, lock: &str, pid: i64| {
+        (
+            claim.task.id.clone(),
+            Request::SetWorker {
+                run_id: claim.run_id,
+                claim_lock: lock.to_owned(),
+                pid,
+                host: "host-a".to_owned(),
+            },
+        )
+    };
+    let requests = vec![
+        set(&claims[0], &claims[0].claim_lock, 100),
+        set(&claims[1], "not its lock", 101),
+        set(&claims[2], &claims[2].claim_lock, 102),
+    ];
+    let before = wal_len(&db);
+    let outcomes = store.transition_each(&requests, 3).unwrap();
+    assert_eq!(commits_since(&db, before), 1);
+    let refused: Vec<bool> = outcomes.iter().map(Result::is_err).collect();
+    assert_eq!(refused, [false, true, false]);
+    let pid = |claim: &board_core::Claim| store.runs(&claim.task.id).unwrap()[0].worker_pid;
+    assert_eq!(pid(&claims[0]), Some(100));
+    assert_eq!(pid(&claims[1]), None);
+    assert_eq!(pid(&claims[2]), Some(102));
 }

@@ -312,6 +312,7 @@ impl Dispatcher {
                 ..TickReport::default()
             },
             claims: BTreeMap::new(),
+            started: Vec::new(),
         };
         if settings.auto_decompose {
             pass.report.decompositions_in_flight = view.in_flight.len();
@@ -319,6 +320,7 @@ impl Dispatcher {
         for action in &actions {
             self.execute(action, &mut pass);
         }
+        self.record_started(&mut pass);
         // Cooldowns that have passed hold nothing back any more.
         self.cooldown.retain(|_, until| *until > now);
         let report = pass.report;

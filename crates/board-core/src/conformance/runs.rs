@@ -156,3 +156,41 @@ pub fn failures_count_to_give_up(board: &dyn Backend) {
     assert!(event_kinds(&*s, &t.id).contains(&"gave_up".to_owned()));
     assert_board_ok(&*s);
 }
+
+/// `transition_each` applies each request as `transition` would, in order, each seeing
+/// the ones before it: the workers of a tick recorded on their runs, one run that
+/// changed meanwhile refused alone, and a second archive of one task refused since the
+/// first took.
+pub fn transition_each_applies_each_in_order(board: &dyn Backend) {
+    use crate::transition::Request;
+    let s = board.connect();
+    let claims: Vec<Claim> = (0..2)
+        .map(|i| {
+            let t = ready_task(&*s, &format!("worked {i}"));
+            s.claim(&t.id, 900, T0).unwrap()
+        })
+        .collect();
+    let kept = ready_task(&*s, "archived once");
+    let worker = |c: &Claim, lock: &str, pid: i64| {
+        let request = Request::SetWorker {
+            run_id: c.run_id,
+            claim_lock: lock.to_owned(),
+            pid,
+            host: "host-a".to_owned(),
+        };
+        (c.task.id.clone(), request)
+    };
+    let requests = vec![
+        worker(&claims[0], &claims[0].claim_lock, 4100),
+        worker(&claims[1], "another run's lock", 4101),
+        (kept.id.clone(), Request::Archive),
+        (kept.id.clone(), Request::Archive),
+    ];
+    let outcomes = s.transition_each(&requests, T0 + 1).unwrap();
+    let refused: Vec<bool> = outcomes.iter().map(Result::is_err).collect();
+    assert_eq!(refused, [false, true, false, true]);
+    assert_eq!(s.runs(&claims[0].task.id).unwrap()[0].worker_pid, Some(4100));
+    assert_eq!(s.runs(&claims[1].task.id).unwrap()[0].worker_pid, None);
+    assert_eq!(s.get(&kept.id).unwrap().status, Status::Archived);
+    assert_board_ok(&*s);
+}

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 
 use board_core::releasing_statuses_sql;
-use board_core::store::{claim_in_order, Claim, Offer, StoreResult};
+use board_core::store::{claim_in_order, Claim, Offer, StoreResult, Transitions};
 use board_core::transition::{decide, Change, Fresh, NewEvent, TaskFacts};
 use board_core::{graph, plan};
 use board_core::{Link, Request, Run, StoreError, Task, TaskId, Timestamp};
@@ -338,6 +338,33 @@ pub(super) fn transition_in(
     let change = decide(&f, request, &fresh, now)?;
     apply(tx, &f.task, &change, now)?;
     Ok(change.task)
+}
+
+/// Applies each request in a savepoint of the caller's write transaction: a refused one
+/// is rolled back alone and the others go on; a failure of the storage is the whole
+/// call's (the caller's transaction rolls back every one).
+pub(super) fn transitions_in(
+    tx: &Connection,
+    requests: &[(TaskId, Request)],
+    now: Timestamp,
+) -> StoreResult<Transitions> {
+    let mut outcomes = Vec::with_capacity(requests.len());
+    for (id, request) in requests {
+        tx.execute_batch("SAVEPOINT one").map_err(backend)?;
+        match transition_in(tx, id, request, now) {
+            Err(StoreError::Backend(e)) => return Err(StoreError::Backend(e)),
+            Ok(task) => {
+                tx.execute_batch("RELEASE one").map_err(backend)?;
+                outcomes.push(Ok(task));
+            }
+            Err(refused) => {
+                tx.execute_batch("ROLLBACK TO one; RELEASE one")
+                    .map_err(backend)?;
+                outcomes.push(Err(refused));
+            }
+        }
+    }
+    Ok(outcomes)
 }
 
 /// Claims each offered task still waiting, in the offers' order, inside the caller's

@@ -17,6 +17,8 @@ pub(super) struct Pass<'a> {
     pub report: TickReport,
     /// The claims taken for this plan's spawns, by task.
     pub claims: BTreeMap<TaskId, Claim>,
+    /// The workers started, to record on their runs together once the plan is done.
+    pub started: Vec<(TaskId, Request)>,
 }
 
 impl Dispatcher {
@@ -511,14 +513,7 @@ impl Dispatcher {
                     pid: i64::from(pid),
                     host: self.host.clone(),
                 };
-                match self.store.transition(&task.id, &request, pass.now) {
-                    // A quick worker may finish its run before its pid is recorded.
-                    Ok(_) | Err(StoreError::Refused(Refusal::ClaimChanged { .. })) => {}
-                    Err(e) => pass
-                        .report
-                        .errors
-                        .push(format!("recording the worker of {}: {e}", task.id)),
-                }
+                pass.started.push((task.id.clone(), request));
                 tracing::info!(task = %task.id, run = run.run_id, pid, %profile, "spawned a worker");
                 let held = HeldWorker {
                     task_id: task.id.clone(),
@@ -545,6 +540,31 @@ impl Dispatcher {
                         .errors
                         .push(format!("ending the failed spawn of {}: {e}", task.id));
                 }
+            }
+        }
+    }
+}
+
+impl Dispatcher {
+    /// Records the workers this pass started on their runs, in one call: each claimed
+    /// run is told its worker's pid and host (how a later gateway finds the process).
+    pub(super) fn record_started(&mut self, pass: &mut Pass<'_>) {
+        if pass.started.is_empty() {
+            return;
+        }
+        let started = std::mem::take(&mut pass.started);
+        let outcomes = match self.store.transition_each(&started, pass.now) {
+            Ok(outcomes) => outcomes,
+            Err(e) => vec![Err(e); started.len()],
+        };
+        for ((task, _), outcome) in started.iter().zip(outcomes) {
+            match outcome {
+                // A quick worker may finish its run before its pid is recorded.
+                Ok(_) | Err(StoreError::Refused(Refusal::ClaimChanged { .. })) => {}
+                Err(e) => pass
+                    .report
+                    .errors
+                    .push(format!("recording the worker of {task}: {e}")),
             }
         }
     }
