@@ -331,10 +331,10 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> std::io::Resu
         .open(&tmp)
         .and_then(|mut f| {
             f.write_all(bytes)?;
-            match durable {
-                true => f.sync_data(),
-                false => Ok(()),
+            if durable {
+                f.sync_data()?;
             }
+            Ok(())
         })
         .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {

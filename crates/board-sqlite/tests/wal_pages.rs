@@ -3,7 +3,7 @@
 //! `synchronous = FULL` made durable, at every commit).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use board_core::store::Offer;
 use board_core::transition::Completion;
@@ -33,15 +33,21 @@ fn written_since(db: &Path, from: u64) -> BTreeSet<String> {
         .collect()
 }
 
+/// A new board in a directory of its own (kept as long as the directory lives).
+fn fresh() -> (tempfile::TempDir, PathBuf, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kanban.db");
+    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    (dir, db, store)
+}
+
 fn wal_len(db: &Path) -> u64 {
     std::fs::metadata(db.with_extension("db-wal")).unwrap().len()
 }
 
 #[test]
 fn a_claim_and_a_completion_write_no_entry_of_an_index_whose_columns_they_keep() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("kanban.db");
-    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    let (_dir, db, store) = fresh();
     let tenanted = NewTask {
         tenant: Some("acme".into()),
         ..NewTask::titled("tenanted")
@@ -91,9 +97,7 @@ fn commits_since(db: &Path, from: u64) -> usize {
 /// refusal claims none.
 #[test]
 fn the_claims_of_a_tick_are_one_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("kanban.db");
-    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    let (_dir, db, store) = fresh();
     let ids: Vec<_> = (0..4)
         .map(|i| store.create(&NewTask::titled(format!("task {i}")), 1).unwrap().id)
         .collect();
@@ -120,9 +124,7 @@ fn the_claims_of_a_tick_are_one_commit() {
 /// are recorded.
 #[test]
 fn the_workers_of_a_tick_are_recorded_in_one_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("kanban.db");
-    let store = SqliteStore::open(&db, &Options::default()).unwrap();
+    let (_dir, db, store) = fresh();
     let claims: Vec<_> = (0..3)
         .map(|i| {
             let id = store.create(&NewTask::titled(format!("task {i}")), 1).unwrap().id;

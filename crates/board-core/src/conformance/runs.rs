@@ -159,8 +159,9 @@ pub fn failures_count_to_give_up(board: &dyn Backend) {
 
 /// `transition_each` applies each request as `transition` would, in order, each seeing
 /// the ones before it: the workers of a tick recorded on their runs, one run that
-/// changed meanwhile refused alone, and a second archive of one task refused since the
-/// first took.
+/// changed meanwhile refused alone, a second archive of one task refused since the
+/// first took, and a reopen that a running child refuses after its parent's row was
+/// written left undone whole.
 pub fn transition_each_applies_each_in_order(board: &dyn Backend) {
     use crate::transition::Request;
     let s = board.connect();
@@ -171,6 +172,15 @@ pub fn transition_each_applies_each_in_order(board: &dyn Backend) {
         })
         .collect();
     let kept = ready_task(&*s, "archived once");
+    let parent = ready_task(&*s, "done parent");
+    let child = crate::NewTask {
+        parents: vec![parent.id.clone()],
+        ..crate::NewTask::titled("running child")
+    };
+    let child = s.create(&child, T0).unwrap();
+    s.claim(&parent.id, 900, T0).unwrap();
+    s.complete(&parent.id, &Completion::default(), T0).unwrap();
+    s.claim(&child.id, 900, T0).unwrap();
     let worker = |c: &Claim, lock: &str, pid: i64| {
         let request = Request::SetWorker {
             run_id: c.run_id,
@@ -184,13 +194,18 @@ pub fn transition_each_applies_each_in_order(board: &dyn Backend) {
         worker(&claims[0], &claims[0].claim_lock, 4100),
         worker(&claims[1], "another run's lock", 4101),
         (kept.id.clone(), Request::Archive),
+        (
+            parent.id.clone(),
+            Request::Reopen(crate::transition::ByHand::default()),
+        ),
         (kept.id.clone(), Request::Archive),
     ];
     let outcomes = s.transition_each(&requests, T0 + 1).unwrap();
     let refused: Vec<bool> = outcomes.iter().map(Result::is_err).collect();
-    assert_eq!(refused, [false, true, false, true]);
+    assert_eq!(refused, [false, true, false, true, true]);
     assert_eq!(s.runs(&claims[0].task.id).unwrap()[0].worker_pid, Some(4100));
     assert_eq!(s.runs(&claims[1].task.id).unwrap()[0].worker_pid, None);
     assert_eq!(s.get(&kept.id).unwrap().status, Status::Archived);
+    assert_eq!(s.get(&parent.id).unwrap().status, Status::Done);
     assert_board_ok(&*s);
 }

@@ -341,8 +341,9 @@ pub(super) fn transition_in(
 }
 
 /// Applies each request in a savepoint of the caller's write transaction: a refused one
-/// is rolled back alone and the others go on; a failure of the storage is the whole
-/// call's (the caller's transaction rolls back every one).
+/// is rolled back alone (a refusal may come after a write: a reopen that a running child
+/// refuses) and the others go on; a failure of the storage is the whole call's (the
+/// caller's transaction rolls back every one).
 pub(super) fn transitions_in(
     tx: &Connection,
     requests: &[(TaskId, Request)],
@@ -352,7 +353,7 @@ pub(super) fn transitions_in(
     for (id, request) in requests {
         tx.execute_batch("SAVEPOINT one").map_err(backend)?;
         match transition_in(tx, id, request, now) {
-            Err(StoreError::Backend(e)) => return Err(StoreError::Backend(e)),
+            Err(e @ StoreError::Backend(_)) => return Err(e),
             Ok(task) => {
                 tx.execute_batch("RELEASE one").map_err(backend)?;
                 outcomes.push(Ok(task));
