@@ -103,11 +103,16 @@ pub(crate) fn facts_and_fresh(tx: &mut Tx<'_>, task: Task) -> StoreResult<(TaskF
         facts_sql!(", nextval('task_runs_id_seq') AS fresh_run_id"),
         &[&task.id.as_str()],
     )?;
+    fresh_of(&row, task)
+}
+
+/// The facts of a row read by [`facts_and_fresh`]'s statement, and its fresh ids.
+fn fresh_of(row: &Row, task: Task) -> StoreResult<(TaskFacts, Fresh)> {
     let fresh = Fresh {
         run_id: row.try_get("fresh_run_id").map_err(crate::backend)?,
         claim_lock: claim_lock()?,
     };
-    Ok((facts_from(&row, task)?, fresh))
+    Ok((facts_from(row, task)?, fresh))
 }
 
 fn facts_from(row: &postgres::Row, task: Task) -> StoreResult<TaskFacts> {
@@ -124,16 +129,34 @@ fn facts_from(row: &postgres::Row, task: Task) -> StoreResult<TaskFacts> {
     })
 }
 
-/// Locks the task, then reads its facts.
+/// Locks the task, then reads its facts: two statements, the second run after the lock
+/// is taken (so reading what was committed before), sent in one round trip.
 pub(crate) fn locked_facts(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<TaskFacts> {
-    let task = task_by(tx, LOCK_TASK, id)?;
-    facts_of(tx, task)
+    let (task, facts) = locked_then(tx, facts_sql!(""), id)?;
+    facts_from(&facts, task)
 }
 
-/// Locks the task, then reads its facts and fresh ids for a run it may open.
+/// Locks the task, then reads its facts and fresh ids for a run it may open, as
+/// [`locked_facts`] does.
 pub(crate) fn locked_facts_and_fresh(tx: &mut Tx<'_>, id: &TaskId) -> StoreResult<(TaskFacts, Fresh)> {
-    let task = task_by(tx, LOCK_TASK, id)?;
-    facts_and_fresh(tx, task)
+    let sql = facts_sql!(", nextval('task_runs_id_seq') AS fresh_run_id");
+    let (task, facts) = locked_then(tx, sql, id)?;
+    fresh_of(&facts, task)
+}
+
+/// The task locked by id ([`LOCK_TASK`]) and the one row of `then` on it, run after the
+/// lock was taken, in one round trip.
+fn locked_then(tx: &mut Tx<'_>, then: &'static str, id: &TaskId) -> StoreResult<(Task, Row)> {
+    let params: crate::tx::Params<'_> = &[&id.as_str()];
+    let (locked, mut facts) = tx.query_both((LOCK_TASK, params), (then, params))?;
+    let task = match locked.first() {
+        Some(row) => rows::task(row)?,
+        None => return Err(no_such(id)),
+    };
+    match facts.len() {
+        1 => Ok((task, facts.remove(0))),
+        n => Err(StoreError::Backend(format!("a task's facts came as {n} rows"))),
+    }
 }
 
 /// A claim lock: 16 random bytes in hex.

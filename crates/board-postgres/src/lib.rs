@@ -31,6 +31,7 @@ mod reads;
 mod retention;
 mod rows;
 mod schema;
+mod session;
 mod store;
 mod templates;
 mod tx;
@@ -41,9 +42,9 @@ use std::fmt;
 use std::time::Duration;
 
 use board_core::{StoreError, StoreResult};
-use postgres::Client;
 
 use crate::pool::{Lease, Pool};
+use crate::session::Session;
 use crate::tx::{session_ended, Tx};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
@@ -139,7 +140,7 @@ impl fmt::Debug for PgStore {
 /// URL set its own `tcp_user_timeout`: keepalive probes on an idle session from a third
 /// of it, three unanswered probes a third apart, and no sent data unacknowledged for
 /// longer.
-fn bound_silence(config: &mut postgres::Config) {
+fn bound_silence(config: &mut tokio_postgres::Config) {
     if config.get_tcp_user_timeout().is_some() {
         return;
     }
@@ -173,10 +174,11 @@ impl PgStore {
         if let Some(schema) = &options.schema {
             target = format!("{target} (schema {schema})");
         }
-        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| OpenError::Url {
-            target: target.clone(),
-            message: url::scrub(describe(&e), None),
-        })?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e: postgres::Error| OpenError::Url {
+                target: target.clone(),
+                message: url::scrub(describe(&e), None),
+            })?;
         let password = config
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned());
@@ -302,14 +304,22 @@ impl PgStore {
         const ATTEMPTS: u32 = 8;
         let events_lock = self.lock_key(LockClass::Events);
         let mut attempt = 1;
+        // Sessions the server closed while they sat in the pool, found by the first
+        // round trip of the transaction (which carries its `BEGIN`, so nothing of it
+        // ran): each is dropped and the transaction run on the next.
+        let mut dead = 0;
         loop {
-            let mut lease = self.begin("BEGIN")?;
-            let mut tx = Tx::begun(&mut lease);
+            let mut lease = self.lease()?;
+            let mut tx = Tx::lazy(&mut lease, "BEGIN");
             let (error, retry) = match f(&mut tx) {
                 Ok(out) => match tx.commit(events_lock, &self.wake_channel) {
                     Ok(()) => return Ok(out),
                     Err(failure) => failure,
                 },
+                Err(_) if tx.dead_on_arrival() && dead < self.pool.max() => {
+                    dead += 1;
+                    continue;
+                }
                 Err(e) => {
                     let retry = tx.should_retry();
                     (e, retry)
@@ -356,14 +366,26 @@ impl PgStore {
     }
 
     /// Runs `f` in one read-only REPEATABLE READ transaction: one consistent view
-    /// across its statements.
-    fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        let mut lease = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-        let mut tx = Tx::begun(&mut lease);
-        let out = f(&mut tx).map_err(|e| self.named(e))?;
-        tx.commit(self.lock_key(LockClass::Events), &self.wake_channel)
-            .map_err(|(e, _)| self.named(e))?;
-        Ok(out)
+    /// across its statements. A session the server ended while it sat in the pool is
+    /// found by the first round trip, before `f` saw a row, and `f` runs again on the
+    /// next one.
+    fn read<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut tries = self.pool.max() + 1;
+        loop {
+            let mut lease = self.lease()?;
+            let mut tx = Tx::lazy(&mut lease, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+            let out = match f(&mut tx) {
+                Ok(out) => out,
+                Err(_) if tx.dead_on_arrival() && tries > 1 => {
+                    tries -= 1;
+                    continue;
+                }
+                Err(e) => return Err(self.named(e)),
+            };
+            tx.commit(self.lock_key(LockClass::Events), &self.wake_channel)
+                .map_err(|(e, _)| self.named(e))?;
+            return Ok(out);
+        }
     }
 }
 
@@ -403,7 +425,7 @@ pub(crate) fn random_bytes<const N: usize>() -> StoreResult<[u8; N]> {
     Ok(bytes)
 }
 
-fn create_schema(client: &mut Client, schema: &str) -> Result<(), postgres::Error> {
+fn create_schema(client: &mut Session, schema: &str) -> Result<(), postgres::Error> {
     let exists: bool = client
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
@@ -416,6 +438,6 @@ fn create_schema(client: &mut Client, schema: &str) -> Result<(), postgres::Erro
     Ok(())
 }
 
-fn current_schema(client: &mut Client) -> Result<Option<String>, postgres::Error> {
+fn current_schema(client: &mut Session) -> Result<Option<String>, postgres::Error> {
     Ok(client.query_one("SELECT current_schema()::text", &[])?.get(0))
 }

@@ -20,19 +20,21 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls, Statement};
 
+use crate::session::Session;
+
 /// How long after a failed connection attempt checkouts fail at once with its error.
 const FAILED_CONNECT_HOLDS: Duration = Duration::from_secs(1);
 
 /// One connection and the statements prepared on it, keyed by their SQL.
 pub(crate) struct Conn {
-    pub client: Client,
+    pub client: Session,
     pub statements: HashMap<&'static str, Statement>,
     /// Set when the connection is in an unknown state: it is closed, not returned.
     pub broken: bool,
 }
 
 pub(crate) struct Pool {
-    config: postgres::Config,
+    config: tokio_postgres::Config,
     /// Runs on every new connection (the `search_path` of the board's schema).
     setup: Option<String>,
     max: usize,
@@ -63,7 +65,7 @@ impl Pool {
         self.max
     }
 
-    pub fn new(config: postgres::Config, setup: Option<String>, max: usize, wait: Duration) -> Pool {
+    pub fn new(config: tokio_postgres::Config, setup: Option<String>, max: usize, wait: Duration) -> Pool {
         Pool {
             config,
             setup,
@@ -146,11 +148,16 @@ impl Pool {
 
     /// A session of its own, not counted nor returned: the caller keeps it.
     pub fn connect_apart(&self) -> Result<Client, String> {
-        self.connect().map(|conn| conn.client)
+        let config = postgres::Config::from(self.config.clone());
+        let mut client = config.connect(NoTls).map_err(|e| crate::describe(&e))?;
+        if let Some(setup) = &self.setup {
+            client.batch_execute(setup).map_err(|e| crate::describe(&e))?;
+        }
+        Ok(client)
     }
 
     fn connect(&self) -> Result<Conn, String> {
-        let mut client = self.config.connect(NoTls).map_err(|e| crate::describe(&e))?;
+        let mut client = Session::connect(&self.config)?;
         self.lost.store(false, Ordering::Relaxed);
         if let Some(setup) = &self.setup {
             client.batch_execute(setup).map_err(|e| crate::describe(&e))?;

@@ -7,8 +7,7 @@
 //! `kanban_meta` holds one row, `(application_id, schema_version)`, rewritten by the
 //! transaction that migrates. A migration is appended, never edited.
 
-use postgres::Client;
-
+use crate::session::Session;
 use crate::{LockClass, OpenError};
 
 /// "KBRD": the application id stamped on every board, as on the SQLite file.
@@ -275,7 +274,7 @@ pub(crate) struct Identity {
     pub version: i64,
 }
 
-pub(crate) fn identity(client: &mut impl postgres::GenericClient) -> Result<Identity, postgres::Error> {
+pub(crate) fn identity(client: &mut Session) -> Result<Identity, postgres::Error> {
     // An index lookup by name. The count of the schema's objects, which only an empty
     // schema or another application's needs, reads all of pg_class (no index leads with
     // the namespace): on a server of many tables, or a catalog that many dropped schemas
@@ -358,26 +357,32 @@ impl From<postgres::Error> for Migration {
 /// Applies the missing migrations and the new stamp in one transaction, under the
 /// schema's migration lock; the identity is read again under it, since another process
 /// may have migrated meanwhile.
-pub(crate) fn migrate(client: &mut Client, target: &str, key: i32) -> Result<(), Migration> {
-    let mut tx = client.transaction()?;
-    tx.execute(
+pub(crate) fn migrate(client: &mut Session, target: &str, key: i32) -> Result<(), Migration> {
+    client.batch_execute("BEGIN")?;
+    let migrated = migrate_in(client, target, key);
+    let end = client.batch_execute(if migrated.is_ok() { "COMMIT" } else { "ROLLBACK" });
+    migrated?;
+    Ok(end?)
+}
+
+fn migrate_in(client: &mut Session, target: &str, key: i32) -> Result<(), Migration> {
+    client.execute(
         "SELECT pg_advisory_xact_lock($1, $2)",
         &[&(LockClass::Migrate as i32), &key],
     )?;
-    let found = identity(&mut tx)?;
+    let found = identity(client)?;
     check_identity(target, &found).map_err(Migration::Refused)?;
     if found.version == SCHEMA_VERSION {
         // Migrated by another process while this one waited: nothing to write.
         return Ok(());
     }
     for sql in MIGRATIONS.iter().skip(found.version as usize) {
-        tx.batch_execute(sql)?;
+        client.batch_execute(sql)?;
     }
-    tx.execute("DELETE FROM kanban_meta", &[])?;
-    tx.execute(
+    client.execute("DELETE FROM kanban_meta", &[])?;
+    client.execute(
         "INSERT INTO kanban_meta (application_id, schema_version) VALUES ($1, $2)",
         &[&APPLICATION_ID, &SCHEMA_VERSION],
     )?;
-    tx.commit()?;
     Ok(())
 }
