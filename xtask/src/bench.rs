@@ -25,6 +25,7 @@ mod board;
 mod gateway;
 mod hosts;
 mod lanes;
+mod limits;
 mod million;
 mod outage;
 mod peer;

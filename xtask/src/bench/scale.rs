@@ -5,7 +5,9 @@
 //! - the whole loop (claim, spawn, a worker that only completes, the next claim) with
 //!   trivial workers (`kanban complete`), `max_spawn: 8` and a 1 s tick: tasks/s on
 //!   SQLite (goal at least 500) against what the process a worker is costs alone here
-//!   (`kanban --version`, 8 at a time), and with 1, 2 and 4 gateway processes sharing
+//!   (`kanban --version`, 8 at a time), with the CPU time the machine spent per task
+//!   meanwhile and the rate that cost allows with every core busy (the loop's ceiling,
+//!   whatever order the gateway works in), and with 1, 2 and 4 gateway processes sharing
 //!   one PostgreSQL board (4 at least as fast as 1; every task claimed once);
 //! - ready to spawned: from the start of `kanban create` to the worker's first
 //!   instruction (it writes the time), with a 30 s tick so only a wake-up can be that
@@ -19,12 +21,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::board::{boards, home_with_board};
 use super::gateway::{new_home, populate, Running, Spent};
+use super::limits::{busy_seconds, cores, processes_alone, unix_nanos, Parts};
 use super::{example, json_line, median, mkdir, output, path_str, Paths, Results, Row, RUNS};
 use crate::pg::{Server, HINT};
 
@@ -72,16 +75,22 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
         "loop.processes",
         "a worker's process alone, 8 at a time: kanban --version",
         "tasks/s",
-        processes_alone(paths, &scale)?,
+        processes_alone(paths, (scale.runs, scale.loop_tasks, MAX_SPAWN))?,
     );
-    let row = Row::new("loop.sqlite", "whole loop, SQLite, 1 gateway", "tasks/s", sqlite);
-    let pass = row.median() >= 500.0;
-    let ratio = row.median() / floor.median();
+    let row = Row::new(
+        "loop.sqlite",
+        "whole loop, SQLite, 1 gateway",
+        "tasks/s",
+        sqlite.rates,
+    );
+    let rate = row.median();
+    let ratio = rate / floor.median();
     results.rows.push(
         row.ratio(ratio, "a worker's process alone")
-            .goal(">= 500 tasks/s", pass),
+            .goal(">= 500 tasks/s", rate >= 500.0),
     );
     results.rows.push(floor);
+    loop_cpu_rows(sqlite.cpu_ms, rate, results);
     let server = Server::from_env();
     if let Err(why) = server.reachable() {
         results.note(format!(
@@ -94,7 +103,7 @@ pub(crate) fn run(paths: &Paths, results: &mut Results) -> Result<(), String> {
     latency(paths, &scale, Some(&server), results)?;
     let mut single = Vec::new();
     for gateways in GATEWAYS {
-        let samples = whole_loop(paths, &scale, Some(&server), gateways, &mut spent)?;
+        let samples = whole_loop(paths, &scale, Some(&server), gateways, &mut spent)?.rates;
         let mut row = Row::new(
             &format!("loop.pg.{gateways}"),
             &format!("whole loop, PostgreSQL, {gateways} gateway(s)"),
@@ -205,12 +214,6 @@ fn loop_home(
          profiles:\n  quick:\n    description: completes at once\n    command: {command}\n"
     );
     new_home(paths, name, &config)
-}
-
-fn unix_nanos() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
 }
 
 /// Polls `done` every 10 ms while `gateways` live, for at most `limit`.
@@ -361,85 +364,6 @@ fn latency_rows(
     }
 }
 
-/// What a spawn costs on this machine, measured beside the latency: a bare
-/// `fork`+`exec`+`wait` of `/bin/true`, and the bench's worker command from its spawn to
-/// its first instruction (the shell starting, then `date` writing the time).
-struct Parts {
-    bare: Vec<f64>,
-    worker: Vec<f64>,
-}
-
-impl Parts {
-    fn measure(home: &Path, runs: usize) -> Result<Parts, String> {
-        let noted = home.join("spawn-limit");
-        let (mut bare, mut worker) = (Vec::new(), Vec::new());
-        for run in 0..=runs {
-            let started = Instant::now();
-            let status = Command::new("/bin/true")
-                .status()
-                .map_err(|e| format!("/bin/true: {e}"))?;
-            let took = started.elapsed().as_secs_f64() * 1e3;
-            if !status.success() {
-                return Err("/bin/true failed".to_owned());
-            }
-            let before = unix_nanos();
-            let status = Command::new("sh")
-                .args(["-c", "date +%s%N > \"$0\""])
-                .arg(&noted)
-                .status()
-                .map_err(|e| format!("sh: {e}"))?;
-            let at: u128 = std::fs::read_to_string(&noted)
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-                .filter(|_| status.success())
-                .ok_or("the shell noted no time")?;
-            if run > 0 {
-                bare.push(took);
-                worker.push(at.saturating_sub(before) as f64 / 1e6);
-            }
-        }
-        Ok(Parts { bare, worker })
-    }
-}
-
-/// What no loop can beat here: the process a no-op worker is (`kanban`), started and
-/// waited for `MAX_SPAWN` at a time like the gateway's workers, with no board and no
-/// report; per second, one figure per run.
-fn processes_alone(paths: &Paths, scale: &Scale) -> Result<Vec<f64>, String> {
-    let mut samples = Vec::new();
-    for run in 0..=scale.runs {
-        let started = Instant::now();
-        let mut running = std::collections::VecDeque::new();
-        for _ in 0..scale.loop_tasks {
-            if running.len() == MAX_SPAWN {
-                wait_ok(running.pop_front())?;
-            }
-            let child = Command::new(paths.kanban())
-                .arg("--version")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("kanban --version: {e}"))?;
-            running.push_back(child);
-        }
-        while !running.is_empty() {
-            wait_ok(running.pop_front())?;
-        }
-        if run > 0 || scale.runs == 0 {
-            samples.push(scale.loop_tasks as f64 / started.elapsed().as_secs_f64());
-        }
-    }
-    Ok(samples)
-}
-
-fn wait_ok(child: Option<std::process::Child>) -> Result<(), String> {
-    match child.map(|mut c| c.wait()) {
-        Some(Ok(status)) if !status.success() => Err(format!("kanban --version: {status}")),
-        Some(Err(e)) => Err(format!("kanban --version: {e}")),
-        _ => Ok(()),
-    }
-}
-
 /// The board's completions as they happen, from one `kanban events --follow` reading
 /// the board every 50 ms: a poll of the board that costs next to nothing, where a
 /// `kanban` process per poll would take CPU from the loop it measures.
@@ -487,17 +411,49 @@ impl Completions {
     }
 }
 
-/// One figure per run: tasks/s through the whole loop with `gateways` gateways, each
-/// on a home of its own (new each run, kept in `spent`), from start to every task done.
+/// The figures of the whole loop, one per run.
+struct Loops {
+    /// Tasks/s, from start to every task done.
+    rates: Vec<f64>,
+    /// The machine's busy CPU time meanwhile (gateways, workers, the database server,
+    /// the harness's follower), per task, in ms.
+    cpu_ms: Vec<f64>,
+}
+
+/// The CPU a task of the loop costs the machine, and the rate that cost allows when
+/// every core is busy: what the loop cannot beat with workers and a gateway of that
+/// cost, whatever the gateway's order of work.
+fn loop_cpu_rows(cpu_ms: Vec<f64>, rate: f64, results: &mut Results) {
+    let cpu = Row::new(
+        "loop.sqlite.cpu",
+        "whole loop, SQLite: the machine's CPU time per task",
+        "ms",
+        cpu_ms,
+    );
+    let ceiling = cores() * 1e3 / cpu.median();
+    results.rows.push(cpu);
+    results.rows.push(
+        Row::new(
+            "loop.sqlite.ceiling",
+            "every core busy at that CPU per task",
+            "tasks/s",
+            vec![ceiling],
+        )
+        .ratio(ceiling / rate, "the loop's rate"),
+    );
+}
+
+/// The whole loop with `gateways` gateways, each on a home of its own (new each run,
+/// kept in `spent`).
 fn whole_loop(
     paths: &Paths,
     scale: &Scale,
     server: Option<&Server>,
     gateways: usize,
     spent: &mut Spent,
-) -> Result<Vec<f64>, String> {
+) -> Result<Loops, String> {
     let backend = if server.is_some() { "postgres" } else { "sqlite" };
-    let mut samples = Vec::new();
+    let (mut rates, mut cpu_ms) = (Vec::new(), Vec::new());
     for run in 0..=scale.runs {
         let schema = server.map(|s| Schema::create(s, "loop")).transpose()?;
         let url = schema.as_ref().map(Schema::url);
@@ -512,6 +468,7 @@ fn whole_loop(
         }
         let completions = Completions::follow(kanban(paths, &homes[0], url.as_deref()))?;
         let started = Instant::now();
+        let busy = busy_seconds()?;
         let mut running = homes
             .iter()
             .map(|home| start_gateway(paths, home, url.as_deref()))
@@ -522,6 +479,7 @@ fn whole_loop(
             Ok(done == scale.loop_tasks)
         })?;
         let seconds = started.elapsed().as_secs_f64();
+        let busy = busy_seconds()? - busy;
         drop(running);
         let events = json_line(&output(
             kanban(paths, &homes[0], url.as_deref()).args(["events", "--all", "--kind", "claimed", "--json"]),
@@ -539,10 +497,11 @@ fn whole_loop(
             ));
         }
         if run > 0 || scale.runs == 0 {
-            samples.push(scale.loop_tasks as f64 / seconds);
+            rates.push(scale.loop_tasks as f64 / seconds);
+            cpu_ms.push(busy * 1e3 / scale.loop_tasks as f64);
         }
     }
-    Ok(samples)
+    Ok(Loops { rates, cpu_ms })
 }
 
 /// The dispatcher tick on the tick workload's largest board, moved to PostgreSQL.
