@@ -298,14 +298,19 @@ impl<'a> Tx<'a> {
     /// rollback, and the insert's error is the one returned.
     pub fn commit(mut self, events_lock: (i32, i32), wake: &str) -> Result<(), (StoreError, bool)> {
         if self.begin.is_some() {
-            // Nothing was sent: nothing to commit.
-            return Ok(());
+            if self.events.is_empty() {
+                // Nothing was sent: nothing to commit.
+                return Ok(());
+            }
+            // `BEGIN` alone first: a round trip that may have run `COMMIT` is never
+            // taken for one that ran nothing.
+            self.start().map_err(|e| (e, false))?;
         }
         let events = std::mem::take(&mut self.events);
         let wake = events.iter().any(|e| e.wakes).then_some(wake);
         let insert = match events.is_empty() {
             true => None,
-            false => Some(self.prepare(INSERT_EVENTS).map_err(|e| (e, false))?),
+            false => Some(self.prepare(INSERT_EVENTS).map_err(|e| (e, self.retry))?),
         };
         let task_ids: Vec<&str> = events.iter().map(|e| e.task_id.as_str()).collect();
         let run_ids: Vec<Option<i64>> = events.iter().map(|e| e.run_id).collect();
