@@ -317,8 +317,18 @@ impl Dispatcher {
         if settings.auto_decompose {
             pass.report.decompositions_in_flight = view.in_flight.len();
         }
-        for action in &actions {
-            self.execute(action, &mut pass);
+        let mut rest = actions.as_slice();
+        while let Some(action) = rest.first() {
+            // A plan's spawns come together, after their claim: their workers start together.
+            let spawns = rest
+                .iter()
+                .take_while(|a| matches!(a, Action::Spawn { .. }))
+                .count();
+            match spawns {
+                0 => self.execute(action, &mut pass),
+                n => self.spawn_all(&rest[..n], &mut pass),
+            }
+            rest = &rest[spawns.max(1)..];
         }
         self.record_started(&mut pass);
         // Cooldowns that have passed hold nothing back any more.
@@ -401,5 +411,6 @@ impl Dispatcher {
 
 mod execute;
 mod read;
+mod spawn;
 
 use execute::Pass;

@@ -347,6 +347,11 @@ impl Terminator for ProcessGroupTerminator {
 pub trait Processes: Send {
     /// Starts the worker of a claimed run and holds it; its pid.
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32>;
+    /// Starts a worker for each assignment; each one's pid or why it did not start, in
+    /// order. One after the other unless the process control can do better.
+    fn spawn_each(&mut self, assignments: &[Assignment<'_>]) -> Vec<std::io::Result<u32>> {
+        assignments.iter().map(|a| self.spawn(a)).collect()
+    }
     /// Whether the recorded pid of a running task provably runs its current run.
     fn proven(&self, task: &Task) -> bool;
     /// Holds the live worker of a running task that this process did not start, when it
@@ -426,31 +431,98 @@ fn after_exit(
     })
 }
 
-impl Processes for OsProcesses {
-    fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
-        // The worker's pid, once it runs: its channel's end is told apart from its exit.
+impl OsProcesses {
+    /// The channel of a worker about to start, when this process serves channels, and
+    /// the cell its pid goes in once it runs (its channel's end is told apart from its
+    /// exit by it).
+    fn open_channel(&self, assignment: &Assignment<'_>) -> std::io::Result<(Option<OwnedFd>, PidCell)> {
         let leader = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let channel = match &self.channels {
-            Some(store) => {
-                let bound = Bound {
-                    task: assignment.task.id.clone(),
-                    run: assignment.run_id,
-                };
-                let finished = self.finished.clone().map(|notify| after_exit(notify, &leader));
-                Some(channel::open(
-                    store.clone(),
-                    bound,
-                    assignment.terms.clone(),
-                    finished,
-                )?)
-            }
-            None => None,
+        let Some(store) = &self.channels else {
+            return Ok((None, leader));
         };
-        let worker = spawn(&self.home, assignment, channel)?;
+        let bound = Bound {
+            task: assignment.task.id.clone(),
+            run: assignment.run_id,
+        };
+        let finished = self.finished.clone().map(|notify| after_exit(notify, &leader));
+        let channel = channel::open(store.clone(), bound, assignment.terms.clone(), finished)?;
+        Ok((Some(channel), leader))
+    }
+
+    /// Holds a started worker; its pid.
+    fn hold(&mut self, worker: Worker, leader: &PidCell) -> u32 {
         let pid = worker.pid;
         leader.store(pid, std::sync::atomic::Ordering::Release);
-        self.workers.insert(assignment.task.id.clone(), worker);
-        Ok(pid)
+        self.workers.insert(worker.task_id.clone(), worker);
+        pid
+    }
+}
+
+/// Where a worker's pid is put once it runs, for its channel's end.
+type PidCell = Arc<std::sync::atomic::AtomicU32>;
+
+/// Threads that start a tick's workers at once: while one waits for its child to exec,
+/// another prepares the next.
+const SPAWNING_THREADS: usize = 2;
+
+/// A worker to start on a spawning thread: its place among the call's, its assignment,
+/// and its channel (or why that could not be opened).
+type Job<'s, 'a> = (usize, &'s Assignment<'a>, std::io::Result<Option<OwnedFd>>);
+
+/// Starts one thread's share of the workers, in turn.
+fn start_jobs(home: &Home, jobs: Vec<Job<'_, '_>>) -> Vec<(usize, std::io::Result<Worker>)> {
+    jobs.into_iter()
+        .map(|(at, assignment, channel)| (at, channel.and_then(|c| spawn(home, assignment, c))))
+        .collect()
+}
+
+impl Processes for OsProcesses {
+    fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
+        let (channel, leader) = self.open_channel(assignment)?;
+        let worker = spawn(&self.home, assignment, channel)?;
+        Ok(self.hold(worker, &leader))
+    }
+
+    /// Starts the workers on [`SPAWNING_THREADS`] threads: a start is mostly waiting (the
+    /// directories and the log file made, the child's `exec`), and the waits overlap.
+    fn spawn_each(&mut self, assignments: &[Assignment<'_>]) -> Vec<std::io::Result<u32>> {
+        if assignments.len() < 2 {
+            return assignments.iter().map(|a| self.spawn(a)).collect();
+        }
+        let mut leaders = Vec::with_capacity(assignments.len());
+        let mut jobs: Vec<Vec<Job<'_, '_>>> = (0..SPAWNING_THREADS).map(|_| Vec::new()).collect();
+        for (at, assignment) in assignments.iter().enumerate() {
+            let (channel, leader) = match self.open_channel(assignment) {
+                Ok((channel, leader)) => (Ok(channel), Some(leader)),
+                Err(e) => (Err(e), None),
+            };
+            leaders.push(leader);
+            jobs[at % SPAWNING_THREADS].push((at, assignment, channel));
+        }
+        let home = &self.home;
+        let mut started: Vec<Option<std::io::Result<Worker>>> =
+            (0..assignments.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = jobs
+                .into_iter()
+                .map(|job| scope.spawn(move || start_jobs(home, job)))
+                .collect();
+            for thread in threads {
+                // A thread that panicked leaves its workers' places empty: errors below.
+                for (at, outcome) in thread.join().unwrap_or_default() {
+                    started[at] = Some(outcome);
+                }
+            }
+        });
+        started
+            .into_iter()
+            .zip(leaders)
+            .map(|(outcome, leader)| match (outcome, leader) {
+                (Some(Ok(worker)), Some(leader)) => Ok(self.hold(worker, &leader)),
+                (Some(Err(e)), _) => Err(e),
+                _ => Err(std::io::Error::other("the worker's start was lost")),
+            })
+            .collect()
     }
 
     fn proven(&self, task: &Task) -> bool {

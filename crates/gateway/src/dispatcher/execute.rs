@@ -92,13 +92,7 @@ impl Dispatcher {
             },
             Action::SkipNonspawnable { task, profile } => self.skip(task, profile, pass),
             Action::Claim { offers } => self.claim(offers, pass),
-            Action::Spawn {
-                task,
-                profile,
-                command,
-                kind,
-                verifiers,
-            } => self.spawn(task, profile, command, (*kind, verifiers), pass),
+            Action::Spawn { .. } => self.spawn_all(std::slice::from_ref(action), pass),
         }
     }
 
@@ -301,7 +295,7 @@ impl Dispatcher {
         self.processes.release(task);
     }
 
-    fn end_run(
+    pub(super) fn end_run(
         &self,
         task: &TaskId,
         run: &RunRef,
@@ -471,78 +465,6 @@ impl Dispatcher {
             Err(e) => pass.report.errors.push(format!("lease of {id}: {e}")),
         }
     }
-
-    /// Claims a ready task and starts its worker; a worker that cannot be started ends
-    /// its run as `spawn_failed`.
-    fn spawn(
-        &mut self,
-        task: &Task,
-        profile: &str,
-        command: &[String],
-        (kind, verifiers): (RunKind, &[Vec<String>]),
-        pass: &mut Pass<'_>,
-    ) {
-        let Some(claim) = pass.claims.remove(&task.id) else {
-            return;
-        };
-        let no_boundary = Boundary::default();
-        let mut terms = terms(pass.settings, kind, verifiers);
-        let files = self.files_for(&task.id, &mut terms, pass);
-        let assignment = Assignment {
-            task: &claim.task,
-            run_id: claim.run_id,
-            claim_lock: &claim.claim_lock,
-            profile,
-            command,
-            secret_vars: &pass.settings.secret_vars,
-            boundary: pass.settings.boundaries.get(profile).unwrap_or(&no_boundary),
-            home_board: pass.settings.home_board,
-            terms,
-            worker_log: pass.settings.worker_log,
-            files: &files,
-        };
-        let run = RunRef {
-            run_id: claim.run_id,
-            claim_lock: claim.claim_lock.clone(),
-        };
-        match self.processes.spawn(&assignment) {
-            Ok(pid) => {
-                let request = Request::SetWorker {
-                    run_id: run.run_id,
-                    claim_lock: run.claim_lock.clone(),
-                    pid: i64::from(pid),
-                    host: self.host.clone(),
-                };
-                pass.started.push((task.id.clone(), request));
-                tracing::info!(task = %task.id, run = run.run_id, pid, %profile, "spawned a worker");
-                let held = HeldWorker {
-                    task_id: task.id.clone(),
-                    pid,
-                    run,
-                    adopted: false,
-                    stopping: None,
-                    run_ended: None,
-                    profile: Some(profile.to_owned()),
-                    since: pass.now,
-                };
-                self.workers.insert(task.id.clone(), held);
-                pass.report.spawned.push(task.id.clone());
-            }
-            Err(e) => {
-                tracing::warn!(task = %task.id, error = %e, "could not spawn a worker");
-                let ending = Ending {
-                    outcome: Outcome::SpawnFailed,
-                    error: Some(e.to_string()),
-                    detail: json!({ "profile": profile }),
-                };
-                if let Err(e) = self.end_run(&task.id, &run, &ending, pass) {
-                    pass.report
-                        .errors
-                        .push(format!("ending the failed spawn of {}: {e}", task.id));
-                }
-            }
-        }
-    }
 }
 
 impl Dispatcher {
@@ -572,7 +494,7 @@ impl Dispatcher {
 
 /// What a worker's reports are applied with; a verify run's worker is also told the
 /// verifiers it runs, when it asks its channel.
-fn terms(settings: &DispatchSettings, kind: RunKind, verifiers: &[Vec<String>]) -> Terms {
+pub(super) fn terms(settings: &DispatchSettings, kind: RunKind, verifiers: &[Vec<String>]) -> Terms {
     Terms {
         claim_ttl_seconds: settings.claim_ttl_seconds,
         max_text_bytes: settings.max_text_bytes,

@@ -5,4 +5,5 @@ mod binary;
 mod dispatcher;
 mod fencing;
 mod plan_and_tick;
+mod spawns;
 mod worker_boundary;
