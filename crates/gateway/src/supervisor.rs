@@ -466,13 +466,25 @@ type PidCell = Arc<std::sync::atomic::AtomicU32>;
 const SPAWNING_THREADS: usize = 2;
 
 /// A worker to start on a spawning thread: its place among the call's, its assignment,
-/// and its channel (or why that could not be opened).
-type Job<'s, 'a> = (usize, &'s Assignment<'a>, std::io::Result<Option<OwnedFd>>);
+/// and its channel with the cell for its pid (or why the channel could not be opened).
+type Job<'s, 'a> = (
+    usize,
+    &'s Assignment<'a>,
+    std::io::Result<(Option<OwnedFd>, PidCell)>,
+);
 
-/// Starts one thread's share of the workers, in turn.
+/// Starts one thread's share of the workers, in turn; each one's pid is in its cell as
+/// soon as it runs, for its channel, which may end before the others have started.
 fn start_jobs(home: &Home, jobs: Vec<Job<'_, '_>>) -> Vec<(usize, std::io::Result<Worker>)> {
     jobs.into_iter()
-        .map(|(at, assignment, channel)| (at, channel.and_then(|c| spawn(home, assignment, c))))
+        .map(|(at, assignment, opened)| {
+            let started = opened.and_then(|(channel, leader)| {
+                let worker = spawn(home, assignment, channel)?;
+                leader.store(worker.pid, std::sync::atomic::Ordering::Release);
+                Ok(worker)
+            });
+            (at, started)
+        })
         .collect()
 }
 
@@ -492,12 +504,9 @@ impl Processes for OsProcesses {
         let mut leaders = Vec::with_capacity(assignments.len());
         let mut jobs: Vec<Vec<Job<'_, '_>>> = (0..SPAWNING_THREADS).map(|_| Vec::new()).collect();
         for (at, assignment) in assignments.iter().enumerate() {
-            let (channel, leader) = match self.open_channel(assignment) {
-                Ok((channel, leader)) => (Ok(channel), Some(leader)),
-                Err(e) => (Err(e), None),
-            };
-            leaders.push(leader);
-            jobs[at % SPAWNING_THREADS].push((at, assignment, channel));
+            let opened = self.open_channel(assignment);
+            leaders.push(opened.as_ref().ok().map(|(_, leader)| leader.clone()));
+            jobs[at % SPAWNING_THREADS].push((at, assignment, opened));
         }
         let home = &self.home;
         let mut started: Vec<Option<std::io::Result<Worker>>> =
