@@ -461,8 +461,8 @@ impl OsProcesses {
 /// Where a worker's pid is put once it runs, for its channel's end.
 type PidCell = Arc<std::sync::atomic::AtomicU32>;
 
-/// Threads that start a tick's workers at once: while one waits for its child to exec,
-/// another prepares the next.
+/// Threads that start a tick's workers at once (the tick's own and one more): while one
+/// waits for its child to exec, the other prepares the next.
 const SPAWNING_THREADS: usize = 2;
 
 /// A worker to start on a spawning thread: its place among the call's, its assignment,
@@ -495,8 +495,9 @@ impl Processes for OsProcesses {
         Ok(self.hold(worker, &leader))
     }
 
-    /// Starts the workers on [`SPAWNING_THREADS`] threads: a start is mostly waiting (the
-    /// directories and the log file made, the child's `exec`), and the waits overlap.
+    /// Starts the workers on [`SPAWNING_THREADS`] threads, this one among them: a start is
+    /// mostly waiting (the directories and the log file made, the child's `exec`), and
+    /// the waits overlap.
     fn spawn_each(&mut self, assignments: &[Assignment<'_>]) -> Vec<std::io::Result<u32>> {
         if assignments.len() < 2 {
             return assignments.iter().map(|a| self.spawn(a)).collect();
@@ -509,20 +510,30 @@ impl Processes for OsProcesses {
             jobs[at % SPAWNING_THREADS].push((at, assignment, opened));
         }
         let home = &self.home;
+        let mine = jobs.swap_remove(0);
+        // The other share waits here for a thread to take it; a thread the system refuses
+        // leaves it to this one.
+        let other = std::sync::Mutex::new(jobs.pop());
+        let take = || other.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut done = std::thread::scope(|scope| {
+            let helper = std::thread::Builder::new()
+                .name("worker start".into())
+                .spawn_scoped(scope, || take().map(|job| start_jobs(home, job)));
+            let mut done = start_jobs(home, mine);
+            if let Ok(helper) = helper {
+                // A helper that panicked leaves its workers' places empty: errors below.
+                done.extend(helper.join().ok().flatten().unwrap_or_default());
+            }
+            done
+        });
+        if let Some(job) = take() {
+            done.extend(start_jobs(home, job));
+        }
         let mut started: Vec<Option<std::io::Result<Worker>>> =
             (0..assignments.len()).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let threads: Vec<_> = jobs
-                .into_iter()
-                .map(|job| scope.spawn(move || start_jobs(home, job)))
-                .collect();
-            for thread in threads {
-                // A thread that panicked leaves its workers' places empty: errors below.
-                for (at, outcome) in thread.join().unwrap_or_default() {
-                    started[at] = Some(outcome);
-                }
-            }
-        });
+        for (at, outcome) in done {
+            started[at] = Some(outcome);
+        }
         started
             .into_iter()
             .zip(leaders)
