@@ -288,10 +288,11 @@ pub(crate) fn identity(client: &mut Session) -> Result<Identity, postgres::Error
         .get(0);
     let stamp: Option<(i64, i64)> = match stamped {
         true => client
-            .query_opt(
+            .query(
                 "SELECT application_id, schema_version FROM kanban_meta LIMIT 1",
                 &[],
             )?
+            .first()
             .map(|r| (r.get(0), r.get(1))),
         false => None,
     };

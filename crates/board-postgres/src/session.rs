@@ -133,13 +133,6 @@ impl Session {
         self.wait(self.client().query_one(statement, params))
     }
 
-    pub fn query_opt<T>(&mut self, statement: &T, params: Params<'_>) -> Result<Option<Row>, Error>
-    where
-        T: ?Sized + ToStatement,
-    {
-        self.wait(self.client().query_opt(statement, params))
-    }
-
     /// Runs `sql` and hands `each` its rows one at a time as the server sends them,
     /// until `each` says stop (`false`): the client holds one row at a time, and the
     /// connection's bounded channel holds back the rest. `each` runs outside the

@@ -450,9 +450,8 @@ impl OsProcesses {
     }
 
     /// Holds a started worker; its pid.
-    fn hold(&mut self, worker: Worker, leader: &PidCell) -> u32 {
+    fn hold(&mut self, worker: Worker) -> u32 {
         let pid = worker.pid;
-        leader.store(pid, std::sync::atomic::Ordering::Release);
         self.workers.insert(worker.task_id.clone(), worker);
         pid
     }
@@ -461,20 +460,16 @@ impl OsProcesses {
 /// Where a worker's pid is put once it runs, for its channel's end.
 type PidCell = Arc<std::sync::atomic::AtomicU32>;
 
-/// Threads that start a tick's workers at once (the tick's own and one more): while one
-/// waits for its child to exec, the other prepares the next.
-const SPAWNING_THREADS: usize = 2;
-
-/// A worker to start on a spawning thread: its place among the call's, its assignment,
-/// and its channel with the cell for its pid (or why the channel could not be opened).
+/// A worker to start: its place among a call's, its assignment, and its channel with the
+/// cell for its pid (or why the channel could not be opened).
 type Job<'s, 'a> = (
     usize,
     &'s Assignment<'a>,
     std::io::Result<(Option<OwnedFd>, PidCell)>,
 );
 
-/// Starts one thread's share of the workers, in turn; each one's pid is in its cell as
-/// soon as it runs, for its channel, which may end before the others have started.
+/// Starts the workers of `jobs` in turn; each one's pid is in its cell as soon as it
+/// runs, for its channel, which may end before the others have started.
 fn start_jobs(home: &Home, jobs: Vec<Job<'_, '_>>) -> Vec<(usize, std::io::Result<Worker>)> {
     jobs.into_iter()
         .map(|(at, assignment, opened)| {
@@ -490,39 +485,43 @@ fn start_jobs(home: &Home, jobs: Vec<Job<'_, '_>>) -> Vec<(usize, std::io::Resul
 
 impl Processes for OsProcesses {
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
-        let (channel, leader) = self.open_channel(assignment)?;
-        let worker = spawn(&self.home, assignment, channel)?;
-        Ok(self.hold(worker, &leader))
+        let opened = self.open_channel(assignment);
+        match start_jobs(&self.home, vec![(0, assignment, opened)]).pop() {
+            Some((_, worker)) => Ok(self.hold(worker?)),
+            None => Err(std::io::Error::other("the worker's start was lost")),
+        }
     }
 
-    /// Starts the workers on [`SPAWNING_THREADS`] threads, this one among them: a start is
-    /// mostly waiting (the directories and the log file made, the child's `exec`), and
-    /// the waits overlap.
+    /// Starts the workers on two threads, this one and a helper: a start is mostly
+    /// waiting (the directories and the log file made, the child's `exec`), and the
+    /// waits overlap.
     fn spawn_each(&mut self, assignments: &[Assignment<'_>]) -> Vec<std::io::Result<u32>> {
-        if assignments.len() < 2 {
-            return assignments.iter().map(|a| self.spawn(a)).collect();
-        }
-        let mut leaders = Vec::with_capacity(assignments.len());
-        let mut jobs: Vec<Vec<Job<'_, '_>>> = (0..SPAWNING_THREADS).map(|_| Vec::new()).collect();
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
         for (at, assignment) in assignments.iter().enumerate() {
-            let opened = self.open_channel(assignment);
-            leaders.push(opened.as_ref().ok().map(|(_, leader)| leader.clone()));
-            jobs[at % SPAWNING_THREADS].push((at, assignment, opened));
+            let job = (at, assignment, self.open_channel(assignment));
+            match at % 2 {
+                0 => mine.push(job),
+                _ => theirs.push(job),
+            }
         }
         let home = &self.home;
-        let mine = jobs.swap_remove(0);
-        // The other share waits here for a thread to take it; a thread the system refuses
-        // leaves it to this one.
-        let other = std::sync::Mutex::new(jobs.pop());
+        // The helper's share waits here for it; a thread the system refuses leaves the
+        // share to this one.
+        let helped = !theirs.is_empty();
+        let other = std::sync::Mutex::new(Some(theirs));
         let take = || other.lock().unwrap_or_else(|p| p.into_inner()).take();
         let mut done = std::thread::scope(|scope| {
-            let helper = std::thread::Builder::new()
-                .name("worker start".into())
-                .spawn_scoped(scope, || take().map(|job| start_jobs(home, job)));
+            let helper = helped.then(|| {
+                std::thread::Builder::new()
+                    .name("worker start".into())
+                    .spawn_scoped(scope, || {
+                        take().map(|job| start_jobs(home, job)).unwrap_or_default()
+                    })
+            });
             let mut done = start_jobs(home, mine);
-            if let Ok(helper) = helper {
+            if let Some(Ok(helper)) = helper {
                 // A helper that panicked leaves its workers' places empty: errors below.
-                done.extend(helper.join().ok().flatten().unwrap_or_default());
+                done.extend(helper.join().unwrap_or_default());
             }
             done
         });
@@ -536,11 +535,9 @@ impl Processes for OsProcesses {
         }
         started
             .into_iter()
-            .zip(leaders)
-            .map(|(outcome, leader)| match (outcome, leader) {
-                (Some(Ok(worker)), Some(leader)) => Ok(self.hold(worker, &leader)),
-                (Some(Err(e)), _) => Err(e),
-                _ => Err(std::io::Error::other("the worker's start was lost")),
+            .map(|outcome| match outcome {
+                Some(worker) => Ok(self.hold(worker?)),
+                None => Err(std::io::Error::other("the worker's start was lost")),
             })
             .collect()
     }
