@@ -59,7 +59,10 @@ pub struct Cli {
     pub verb: Verb,
 }
 
+/// A verb's own flags are built only when it is the one used (`defer`): a worker's
+/// `kanban complete` starts without building the other verbs' grammar.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Verb {
     /// Create the home, its config template and database (idempotent)
     Init,
@@ -644,7 +647,9 @@ mod tests {
 
     #[test]
     fn every_shell_the_grammar_accepts_has_a_script() {
-        let command = Cli::command();
+        // Each verb's flags are built when it is used (`defer`): build them all first.
+        let mut command = Cli::command();
+        command.build();
         let completions = command.find_subcommand("completions").expect("completions verb");
         let shell_arg = completions
             .get_arguments()
@@ -722,7 +727,14 @@ mod tests {
     #[test]
     fn every_argument_says_what_it_is() {
         let mut args = Vec::new();
-        every_argument(&Cli::command(), "kanban".to_owned(), &mut args);
+        let mut command = Cli::command();
+        command.build();
+        every_argument(&command, "kanban".to_owned(), &mut args);
+        assert!(
+            args.iter()
+                .any(|(path, arg)| path == "kanban complete" && arg.get_id() == "result"),
+            "the verbs' own flags were not built"
+        );
         let silent: Vec<String> = args
             .iter()
             .filter(|(_, arg)| arg.get_help().is_none())
