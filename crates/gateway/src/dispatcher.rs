@@ -317,18 +317,13 @@ impl Dispatcher {
         if settings.auto_decompose {
             pass.report.decompositions_in_flight = view.in_flight.len();
         }
-        let mut rest = actions.as_slice();
-        while let Some(action) = rest.first() {
-            // A plan's spawns come together, after their claim: their workers start together.
-            let spawns = rest
-                .iter()
-                .take_while(|a| matches!(a, Action::Spawn { .. }))
-                .count();
-            match spawns {
-                0 => self.execute(action, &mut pass),
-                n => self.spawn_all(&rest[..n], &mut pass),
+        // A plan's spawns come together, after their claim: their workers start together.
+        let spawn = |a: &Action| matches!(a, Action::Spawn { .. });
+        for group in actions.chunk_by(|a, b| spawn(a) && spawn(b)) {
+            match group {
+                [first, ..] if spawn(first) => self.spawn_all(group, &mut pass),
+                _ => group.iter().for_each(|a| self.execute(a, &mut pass)),
             }
-            rest = &rest[spawns.max(1)..];
         }
         self.record_started(&mut pass);
         // Cooldowns that have passed hold nothing back any more.

@@ -468,28 +468,31 @@ type Job<'s, 'a> = (
     std::io::Result<(Option<OwnedFd>, PidCell)>,
 );
 
-/// Starts the workers of `jobs` in turn; each one's pid is in its cell as soon as it
-/// runs, for its channel, which may end before the others have started.
+/// Starts one worker on its opened channel; its pid is in its cell as soon as it runs,
+/// for its channel, which may end before a call's other workers have started.
+fn start_job(
+    home: &Home,
+    assignment: &Assignment<'_>,
+    opened: std::io::Result<(Option<OwnedFd>, PidCell)>,
+) -> std::io::Result<Worker> {
+    let (channel, leader) = opened?;
+    let worker = spawn(home, assignment, channel)?;
+    leader.store(worker.pid, std::sync::atomic::Ordering::Release);
+    Ok(worker)
+}
+
+/// Starts the workers of `jobs` in turn.
 fn start_jobs(home: &Home, jobs: Vec<Job<'_, '_>>) -> Vec<(usize, std::io::Result<Worker>)> {
     jobs.into_iter()
-        .map(|(at, assignment, opened)| {
-            let started = opened.and_then(|(channel, leader)| {
-                let worker = spawn(home, assignment, channel)?;
-                leader.store(worker.pid, std::sync::atomic::Ordering::Release);
-                Ok(worker)
-            });
-            (at, started)
-        })
+        .map(|(at, assignment, opened)| (at, start_job(home, assignment, opened)))
         .collect()
 }
 
 impl Processes for OsProcesses {
     fn spawn(&mut self, assignment: &Assignment<'_>) -> std::io::Result<u32> {
         let opened = self.open_channel(assignment);
-        match start_jobs(&self.home, vec![(0, assignment, opened)]).pop() {
-            Some((_, worker)) => Ok(self.hold(worker?)),
-            None => Err(std::io::Error::other("the worker's start was lost")),
-        }
+        let worker = start_job(&self.home, assignment, opened)?;
+        Ok(self.hold(worker))
     }
 
     /// Starts the workers on two threads, this one and a helper: a start is mostly

@@ -66,7 +66,6 @@ impl Dispatcher {
             })
             .collect();
         let outcomes = self.processes.spawn_each(&assignments);
-        drop(assignments);
         for (c, outcome) in claimed.iter().zip(outcomes) {
             self.started(c, outcome, pass);
         }

@@ -11,7 +11,7 @@ use board_sqlite::{Options, SqliteStore};
 use gateway::dispatcher::{Decompositions, Dispatcher, NoDecompositions};
 use gateway::planner::{DispatchSettings, TickReport};
 
-const T0: i64 = 1_800_000_000;
+pub(crate) const T0: i64 = 1_800_000_000;
 
 pub(crate) struct Home {
     pub(crate) dir: tempfile::TempDir,
@@ -34,7 +34,7 @@ impl Home {
     }
 
     /// A ready task; tasks created later come later in the claim order.
-    fn task(&self, title: &str, assignee: &str) -> TaskId {
+    pub(crate) fn task(&self, title: &str, assignee: &str) -> TaskId {
         let request = NewTask {
             assignee: Some(assignee.into()),
             ..NewTask::titled(title)

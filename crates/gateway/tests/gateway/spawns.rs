@@ -4,12 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use board_core::{NewTask, TaskId};
+use board_core::TaskId;
 use gateway::planner::DispatchSettings;
 
-use crate::dispatcher::{home, kill_workers, settings};
-
-const T0: i64 = 1_800_000_000;
+use crate::dispatcher::{home, kill_workers, settings, T0};
 
 #[test]
 fn the_workers_of_one_tick_each_run_their_own_task_under_their_own_pid() {
@@ -18,15 +16,7 @@ fn the_workers_of_one_tick_each_run_their_own_task_under_their_own_pid() {
         max_spawn: 7,
         ..settings(&[("each", "echo \"$KANBAN_TASK $$\" > mine; exec sleep 30")])
     };
-    let tasks: Vec<TaskId> = (0..7)
-        .map(|i| {
-            let request = NewTask {
-                assignee: Some("each".into()),
-                ..NewTask::titled(format!("task {i}"))
-            };
-            h.store.create(&request, T0 - 100 + i).unwrap().id
-        })
-        .collect();
+    let tasks: Vec<TaskId> = (0..7).map(|i| h.task(&format!("task {i}"), "each")).collect();
     let mut d = h.dispatcher();
     let report = d.tick(&s, T0);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
