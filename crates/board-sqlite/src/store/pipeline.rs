@@ -1,8 +1,8 @@
 //! A whole listing read on two threads. One thread steps SQLite and copies each row's
 //! cells into a batch; the caller's thread decodes the rows and visits them (for `list
-//! --json`, the JSON and the writes). Stepping a million rows in claim order and
-//! decoding and printing them cost about the same, so the two overlap instead of
-//! adding up.
+//! --json`, the JSON and the writes). The two overlap instead of adding up; on a
+//! million-task board the reader is the larger (about three fifths of the CPU: a page
+//! read per row, as the claim order visits the table once per priority, and the cells).
 //!
 //! The reader holds the store's one connection (the caller holds its lock meanwhile)
 //! and reads in one transaction, so the listing is one snapshot as before. At most
@@ -10,7 +10,7 @@
 //! the board's size. A visitor that stops drops its end and the reader stops at its
 //! next batch.
 
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use board_core::row::{Cell, Stored};
 use board_core::store::{StoreResult, Visit};
@@ -45,6 +45,19 @@ struct Batch {
 }
 
 impl Batch {
+    fn with_capacity(cells: usize) -> Batch {
+        Batch {
+            text: Vec::new(),
+            cells: Vec::with_capacity(cells),
+        }
+    }
+
+    /// Empty, its memory kept for the next rows.
+    fn clear(&mut self) {
+        self.text.clear();
+        self.cells.clear();
+    }
+
     fn push(&mut self, value: ValueRef<'_>) {
         self.cells.push(match value {
             ValueRef::Null => Raw::Null,
@@ -97,11 +110,14 @@ pub(super) fn for_each<T: Stored>(
     let width = T::COLUMNS.len();
     std::thread::scope(|scope| {
         let (batches, arriving) = sync_channel(IN_FLIGHT);
+        // Read batches go back to the reader to be filled again: no batch is allocated
+        // (nor its memory touched for the first time) after the first few.
+        let (emptied, returned) = sync_channel(IN_FLIGHT + 1);
         let reader = std::thread::Builder::new()
             .name("list reader".into())
-            .spawn_scoped(scope, move || read(conn, sql, params, width, batches))
+            .spawn_scoped(scope, move || read(conn, sql, params, width, batches, returned))
             .map_err(|e| StoreError::Backend(format!("cannot start the listing's reader: {e}")))?;
-        'batches: for batch in arriving.iter() {
+        'batches: for mut batch in arriving.iter() {
             for row in batch.cells.chunks(width) {
                 let decoded = batch
                     .cells(row)
@@ -115,6 +131,9 @@ pub(super) fn for_each<T: Stored>(
                     Err(why) => report_unreadable(batch.id(row), &why),
                 }
             }
+            batch.clear();
+            // A reader that has stopped takes none back.
+            let _ = emptied.try_send(batch);
         }
         // Hung up: a reader still stepping stops at its next batch.
         drop(arriving);
@@ -132,17 +151,20 @@ fn read(
     params: &[Value],
     width: usize,
     batches: SyncSender<Batch>,
+    returned: Receiver<Batch>,
 ) -> StoreResult<()> {
     let tx = conn.transaction().map_err(backend)?;
     {
         let mut stmt = tx.prepare_cached(sql).map_err(backend)?;
         let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(backend)?;
-        let mut batch = Batch::default();
+        let full = BATCH_ROWS * width;
+        let empty = || returned.try_recv().unwrap_or_else(|_| Batch::with_capacity(full));
+        let mut batch = empty();
         while let Some(row) = rows.next().map_err(backend)? {
             for at in 0..width {
                 batch.push(row.get_ref(at).map_err(backend)?);
             }
-            if batch.cells.len() == BATCH_ROWS * width && batches.send(std::mem::take(&mut batch)).is_err() {
+            if batch.cells.len() == full && batches.send(std::mem::replace(&mut batch, empty())).is_err() {
                 break;
             }
         }
@@ -175,7 +197,16 @@ mod tests {
         }
         conn.execute("UPDATE t SET x = x'00' WHERE n = 5", []).unwrap();
         let (sent, arriving) = sync_channel(rows);
-        read(&mut conn, "SELECT id, n, x FROM t ORDER BY n", &[], 3, sent).unwrap();
+        let (_emptied, returned) = sync_channel(1);
+        read(
+            &mut conn,
+            "SELECT id, n, x FROM t ORDER BY n",
+            &[],
+            3,
+            sent,
+            returned,
+        )
+        .unwrap();
         let batches: Vec<Batch> = arriving.iter().collect();
         let sizes: Vec<usize> = batches.iter().map(|b| b.cells.len() / 3).collect();
         assert_eq!(sizes, [BATCH_ROWS, BATCH_ROWS, 88]);

@@ -155,10 +155,13 @@ pub fn task_filter(a: ListArgs) -> TaskFilter {
     }
 }
 
+/// The output buffer of a listing: large writes, few of them, for a long listing.
+const OUT_BUFFER: usize = 64 * 1024;
+
 pub fn list(ctx: &Ctx, a: ListArgs) -> Result<(), Failure> {
     let jsonl = a.jsonl;
     let filter = task_filter(a);
-    let out = BufWriter::new(std::io::stdout().lock());
+    let out = BufWriter::with_capacity(OUT_BUFFER, std::io::stdout().lock());
     let mut sink = match ctx.json || jsonl {
         true => Sink::json(out, jsonl),
         false if filter.status == Some(Status::Scheduled) => {
@@ -288,7 +291,7 @@ fn events_every(ctx: &Ctx, a: EventsArgs, poll: Duration) -> Result<(), Failure>
         stop::install()?;
         return follow_events(ctx, filter, with_task, poll);
     }
-    let out = BufWriter::new(std::io::stdout().lock());
+    let out = BufWriter::with_capacity(OUT_BUFFER, std::io::stdout().lock());
     let mut sink = match ctx.json {
         true => Sink::json(out, false),
         false => Sink::Lines {
