@@ -132,8 +132,10 @@ fn listen(home: &Home, config: &Config, wake: &Arc<tokio::sync::Notify>) -> Opti
 
 /// The least time from a tick's start to the next one a worker's end starts: a stream of
 /// finished workers makes one tick at once and then at most one per gap, each freeing
-/// every slot that has come free since, on top of the periodic ticks.
-pub const WAKE_GAP: Duration = Duration::from_millis(20);
+/// every slot that has come free since, on top of the periodic ticks. The gap bounds
+/// how fast slots are filled again: `max_spawn` workers per gap at most (8 per 20 ms
+/// would be 400 a second, below what two cores run of one-shot workers).
+pub const WAKE_GAP: Duration = Duration::from_millis(10);
 
 /// The least time from a tick's start to the next one the board's wake-up starts (new
 /// work: a task made, promoted, unblocked): short, since someone waits for its worker,
@@ -300,7 +302,7 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(tick_after(None).await, WAKE_GAP);
         assert_eq!(tick_after(Some(ms(2))).await, NEW_WORK_GAP);
-        assert_eq!(tick_after(Some(ms(12))).await, ms(12));
+        assert_eq!(tick_after(Some(ms(7))).await, ms(7));
         assert_eq!(tick_after(Some(ms(30))).await, WAKE_GAP);
     }
 }
