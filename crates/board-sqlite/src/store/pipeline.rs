@@ -7,8 +7,8 @@
 //! The reader holds the store's one connection (the caller holds its lock meanwhile)
 //! and reads in one transaction, so the listing is one snapshot as before. At most
 //! `IN_FLIGHT` batches wait between the threads: the memory is a few batches, whatever
-//! the board's size. A visitor that stops drops its end and the reader stops at its
-//! next batch.
+//! the board's size (and as many again on their way back to be refilled). A visitor
+//! that stops drops its end and the reader stops at its next batch.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
@@ -38,7 +38,6 @@ enum Raw {
 }
 
 /// Rows of `width` cells each, their text in one buffer.
-#[derive(Default)]
 struct Batch {
     text: Vec<u8>,
     cells: Vec<Raw>,
