@@ -196,21 +196,24 @@ fn sqlite_json(home: &Path) -> Result<Measured, String> {
 }
 
 /// The floors under any listing in claim order: SQLite visiting the same rows in the same
-/// order, each read from the table, with `kanban`'s page cache and no output at all;
-/// `every` reads every column of each row (a listing yields them all), else only one.
-fn sqlite_visit(home: &Path, every: bool) -> Result<Measured, String> {
-    let (key, label, columns) = match every {
-        false => (
-            "sqlite_visit",
-            "SQLite visiting the same rows in claim order, no output (the floor)",
-            "title",
-        ),
-        true => (
-            "sqlite_visit_all",
-            "SQLite visiting the same rows in claim order, every column, no output",
-            "*",
-        ),
-    };
+/// order, each read from the table, with `kanban`'s page cache and no output at all,
+/// reading one column, then every column (a listing yields them all): key, label, the
+/// columns read.
+const VISITS: [(&str, &str, &str); 2] = [
+    (
+        "sqlite_visit",
+        "SQLite visiting the same rows in claim order, no output (the floor)",
+        "title",
+    ),
+    (
+        "sqlite_visit_all",
+        "SQLite visiting the same rows in claim order, every column, no output",
+        "*",
+    ),
+];
+
+/// One of [`VISITS`] on the board of `home`.
+fn sqlite_visit(home: &Path, (key, label, columns): (&str, &str, &str)) -> Result<Measured, String> {
     sqlite3(
         home,
         (key, label),
@@ -220,9 +223,11 @@ fn sqlite_visit(home: &Path, every: bool) -> Result<Measured, String> {
     )
 }
 
-/// The rows of SQLite's own shell: limits beside the board's commands, with no goals of
-/// their own.
-const SQLITE_ROWS: [&str; 3] = ["sqlite_json", "sqlite_visit", "sqlite_visit_all"];
+/// Whether a row is SQLite's own shell's: a limit beside the board's commands, with no
+/// goal of its own.
+fn sqlite_row(key: &str) -> bool {
+    key == "sqlite_json" || VISITS.iter().any(|(visit, ..)| *visit == key)
+}
 
 /// One command on one board: key, label, times in ms, peak RSS in MB.
 type Measured = (String, String, Vec<f64>, Vec<f64>);
@@ -288,8 +293,9 @@ fn measure_size(paths: &Paths, size: usize) -> Result<Vec<Measured>, String> {
         rows.push((key.to_owned(), label.to_owned(), times, rss));
     }
     rows.push(sqlite_json(&home)?);
-    rows.push(sqlite_visit(&home, false)?);
-    rows.push(sqlite_visit(&home, true)?);
+    for visit in VISITS {
+        rows.push(sqlite_visit(&home, visit)?);
+    }
     rows.push(tick_row(paths, &home)?);
     let gc = ["gc", "--archived-older-than", "30d", "--events-older-than", "30d"].map(str::to_owned);
     let (ms, mb, completes) = gc_beside_writer(&kanban, &with_home(&gc), &with_home)?;
@@ -393,7 +399,7 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 let ratio = row.median() / base;
                 row = row.ratio(ratio, &format!("{n}/{}", name(sizes[0])));
                 let whole_board = matches!(key.as_str(), "list_json" | "list_jsonl" | "gc");
-                if !whole_board && !SQLITE_ROWS.contains(&key.as_str()) {
+                if !whole_board && !sqlite_row(key) {
                     row = row.goal("within 1.5x of 1k", ratio <= 1.5);
                 }
             }
@@ -405,13 +411,11 @@ pub(super) fn run(paths: &Paths, results: &mut Results, scale: &str) -> Result<(
                 rss.clone(),
             );
             let pass = peak.median() < 30.0;
-            results
-                .rows
-                .push(if key == "tick" || SQLITE_ROWS.contains(&key.as_str()) {
-                    peak
-                } else {
-                    peak.goal("< 30 MB", pass)
-                });
+            results.rows.push(if key == "tick" || sqlite_row(key) {
+                peak
+            } else {
+                peak.goal("< 30 MB", pass)
+            });
         }
         rate_rows(results, *size, rows);
     }
@@ -427,17 +431,11 @@ fn rate_rows(results: &mut Results, size: usize, rows: &[Measured]) {
             .map(|(_, _, times, _)| size as f64 / (super::median(times) / 1e3))
     };
     let limit = rate("sqlite_json");
-    for (key, label) in [
-        (
-            "sqlite_visit",
-            "SQLite's visit in claim order rows/s, {} (the floor)",
-        ),
-        ("sqlite_visit_all", "SQLite's visit of every column rows/s, {}"),
-    ] {
+    for (key, label, _) in VISITS {
         if let Some(visited) = rate(key) {
             results.rows.push(Row::new(
                 &format!("scale.{key}_rate.{}", name(size)),
-                &label.replace("{}", &name(size)),
+                &format!("{label}: rows/s, {}", name(size)),
                 "rows/s",
                 vec![visited],
             ));
