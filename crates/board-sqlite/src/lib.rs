@@ -387,11 +387,22 @@ const PAGE_SIZE: i64 = 1024;
 /// SQLite's 1000: fewer checkpoints, each of which costs a sync of the main file.
 const WAL_AUTOCHECKPOINT: i64 = 10_000;
 
-/// The page cache of a connection, in KiB. A list of the whole board in claim order
-/// visits the table's pages once per priority; with every interior page and the index
-/// it walks held, each visit is one read instead of a walk from the root (a 1M-task
-/// board's `list --json` took 3.3 s instead of 4.1-4.3 s with SQLite's 2 MiB).
-const CACHE_KIB: i64 = 8192;
+/// The page cache of a connection, in KiB: SQLite's own default, kept small for the
+/// writes' sake. When a B-tree page splits, SQLite renumbers the new pages through a
+/// page number far past the end of the file (the one holding the lock byte), and the
+/// commit that follows walks the cache's whole hash table to drop pages past the end,
+/// a table that grows with the cache and never shrinks: with 8 MiB, that walk was a
+/// fifth of a claim's or a completion's CPU (`perf`: `pcache1TruncateUnsafe`), and the
+/// store cycle ran 12-15% (`synchronous` FULL) and 19-23% (NORMAL) slower than with
+/// this.
+pub(crate) const CACHE_KIB: i64 = 2048;
+
+/// The page cache of a whole listing (`store/pipeline.rs`), in KiB, for its duration. A
+/// list of the whole board in claim order visits the table's pages once per priority;
+/// with every interior page and the index it walks held, each visit is one read instead
+/// of a walk from the root (a 1M-task board's `list --json` took 3.3 s instead of
+/// 4.1-4.3 s with 2 MiB).
+pub(crate) const LISTING_CACHE_KIB: i64 = 8192;
 
 fn set_pragmas(conn: &Connection, options: &Options) -> rusqlite::Result<()> {
     conn.busy_timeout(options.busy_timeout)?;

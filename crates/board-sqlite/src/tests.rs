@@ -88,3 +88,21 @@ fn a_closed_board_is_known_by_its_header_and_anything_else_goes_the_long_way() {
     std::fs::write(&text, [b'x'; 200]).unwrap();
     assert_eq!(stamped_header(&text), None);
 }
+
+#[test]
+fn a_whole_listing_leaves_the_connection_the_writes_page_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("kanban.db"), &Options::default()).unwrap();
+    let cache = |store: &SqliteStore| {
+        store
+            .lock_conn()
+            .pragma_query_value(None, "cache_size", |r| r.get::<_, i64>(0))
+            .unwrap()
+    };
+    assert_eq!(cache(&store), -CACHE_KIB);
+    assert_ne!(CACHE_KIB, LISTING_CACHE_KIB);
+    board_core::BoardWrites::create(&store, &board_core::NewTask::titled("listed"), 1).unwrap();
+    let listed = board_core::BoardReads::list(&store, &board_core::TaskFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(cache(&store), -CACHE_KIB, "the listing's cache stayed on");
+}

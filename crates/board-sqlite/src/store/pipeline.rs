@@ -99,8 +99,21 @@ impl Batch {
 
 /// Runs `sql` with `params` on `conn` in a thread of its own, handing `visit` each row
 /// that decodes as a `T`, in the statement's order, until `visit` breaks; a row that
-/// does not decode is reported and skipped, as the one-thread reads do.
+/// does not decode is reported and skipped, as the one-thread reads do. The connection's
+/// page cache is a listing's (`LISTING_CACHE_KIB`) meanwhile, then the writes' again.
 pub(super) fn for_each<T: Stored>(
+    conn: &mut Connection,
+    sql: &str,
+    params: &[Value],
+    visit: &mut dyn FnMut(T) -> Visit,
+) -> StoreResult<()> {
+    let cache = |conn: &Connection, kib: i64| conn.pragma_update(None, "cache_size", -kib).map_err(backend);
+    cache(conn, crate::LISTING_CACHE_KIB)?;
+    let listed = stream(conn, sql, params, visit);
+    listed.and(cache(conn, crate::CACHE_KIB))
+}
+
+fn stream<T: Stored>(
     conn: &mut Connection,
     sql: &str,
     params: &[Value],
