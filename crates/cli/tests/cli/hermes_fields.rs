@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::{get, Board, KANBAN};
 use crate::gateway_board::wait_until;
-use crate::reading::{next_line, spawn_lines, stop};
+use crate::reading::{await_watching, lines_until, spawn_lines, stop};
 
 use board_core::Status;
 
@@ -97,10 +97,15 @@ fn watch_tenant_follows_only_that_tenants_tasks() {
     let acme = board.create(&["acme's", "--tenant", "acme"]);
     let other = board.create(&["globex's", "--tenant", "globex"]);
     let (child, rx) = spawn_lines(&board, &["watch", "--tenant", "acme", "--interval", "0.05"]);
+    await_watching(&board, &rx, &acme);
     board.ok(&["comment", &other, "not for acme"]);
-    board.ok(&["comment", &acme, "for acme"]);
-    let line = next_line(&rx, "acme's comment");
-    assert!(line.contains(&acme) && line.contains("commented"), "{line}");
+    board.ok(&["assign", &acme, "bob"]);
+    // Every line up to acme's assignment is acme's (comments left from the wait, then
+    // the assignment): globex's comment, made before it, is never among them.
+    for line in lines_until(&rx, "assigned") {
+        assert!(line.contains(&acme) && !line.contains(&other), "{line}");
+        assert!(line.contains("commented") || line.contains("assigned"), "{line}");
+    }
     let events = board.json(&["events", "--tenant", "globex"]);
     assert!(
         events

@@ -290,6 +290,31 @@ pub(crate) fn spawn_lines(board: &Board, args: &[&str]) -> (Child, Receiver<Stri
     (child, rx)
 }
 
+/// Comments on `id` until the `watch` whose lines arrive on `rx` shows one: it prints only
+/// what happens after it has started, so a test's writes wait for that.
+pub(crate) fn await_watching(board: &Board, rx: &Receiver<String>, id: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        board.ok(&["comment", id, "are you watching?"]);
+        if rx.recv_timeout(Duration::from_millis(100)).is_ok() {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "kanban watch printed nothing"
+        );
+    }
+}
+
+/// The lines arriving on `rx` up to and with the first that contains `last`.
+pub(crate) fn lines_until(rx: &Receiver<String>, last: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    while !lines.last().is_some_and(|line: &String| line.contains(last)) {
+        lines.push(next_line(rx, last));
+    }
+    lines
+}
+
 pub(crate) fn next_line(rx: &Receiver<String>, what: &str) -> String {
     rx.recv_timeout(Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("no line for {what}: {e}"))
